@@ -1,0 +1,101 @@
+/* util.h — allocation, cleanup helpers, bounded buffers, errors and clocks
+ * shared by every layer of libbrig. Private to src/. */
+#ifndef BRIG_UTIL_H
+#define BRIG_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "brig/error.h"
+
+/* ---- allocation: failure aborts (crun, redis) ---- */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t m);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- cleanup attributes ---- */
+static inline void brig__freep(void *p) { free(*(void **)p); }
+static inline void brig__closep(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+}
+#define cleanup_free __attribute__((cleanup(brig__freep)))
+#define cleanup_close __attribute__((cleanup(brig__closep)))
+#define cleanup_json __attribute__((cleanup(brig__json_decrefp)))
+struct json_t;
+void brig__json_decrefp(void *p);
+
+static inline void *brig__steal(void *pp)
+{
+	void **p = (void **)pp;
+	void *r = *p;
+	*p = NULL;
+	return r;
+}
+#define steal_pointer(pp) brig__steal((pp))
+
+static inline int steal_fd(int *fd)
+{
+	int r = *fd;
+	*fd = -1;
+	return r;
+}
+
+/* ---- bounded growable buffer (curl DYNBUF): cap fixed at init ---- */
+typedef struct brig_buf {
+	char *data;
+	size_t len;
+	size_t alloc;
+	size_t cap; /* hard maximum of len */
+} brig_buf;
+
+void brig_buf_init(brig_buf *b, size_t cap);
+/* Appends; returns BRIG_ETOOBIG (and leaves b unchanged) past the cap. */
+int brig_buf_add(brig_buf *b, const void *p, size_t n);
+int brig_buf_addstr(brig_buf *b, const char *s);
+int brig_buf_printf(brig_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* NUL-terminated view (data may contain NULs). Never NULL. */
+const char *brig_buf_cstr(brig_buf *b);
+void brig_buf_reset(brig_buf *b);
+void brig_buf_free(brig_buf *b);
+/* Hands out the data (NUL-terminated) and resets b. */
+char *brig_buf_steal(brig_buf *b, size_t *len);
+
+/* ---- errors ---- */
+/* Replaces *err (when err != NULL) with a new error; returns code. */
+int brig__error_set(brig_error **err, int code, int errnum, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Same, with the daemon's HTTP status recorded. */
+int brig__error_set_http(brig_error **err, int code, int status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Prefixes context ("exec in X: ") to an existing error; returns its code
+ * (or code when *err is NULL). */
+int brig__error_prefix(brig_error **err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void brig__error_clear(brig_error **err);
+
+/* ---- time ---- */
+/* Monotonic milliseconds. */
+int64_t brig_now_ms(void);
+/* Wall-clock seconds since the epoch. */
+int64_t brig_wall_s(void);
+/* Remaining ms to a monotonic deadline (0 deadline = none → -1, infinite). */
+int brig_remaining_ms(int64_t deadline_ms);
+
+/* ---- misc ---- */
+/* Percent-encodes s for a URL query value. */
+char *brig_urlencode(const char *s);
+/* Writes all of buf to fd, retrying on EINTR/partial writes. */
+int brig_write_all(int fd, const void *buf, size_t n);
+/* Lowercase hex of n bytes into out (2n+1). */
+void brig_hex(char *out, const unsigned char *in, size_t n);
+
+#endif
