@@ -1,6 +1,5 @@
 /* util.c — allocation, bounded buffers, error objects and clocks.
  * Everything here is layer-neutral and has no knowledge of Docker. */
-#define _GNU_SOURCE
 #include "util.h"
 
 #include <errno.h>

@@ -1,0 +1,148 @@
+/* containers.c — container calls of the Engine API: create, inspect, list,
+ * start, stop, kill, wait, remove, pause, unpause, rename. */
+#include <string.h>
+
+#include "engine/internal.h"
+
+static char *enc(const char *s) { return brig_urlencode(s ? s : ""); }
+
+static char *filters_query(json_t *filters)
+{
+	if (!filters)
+		return xstrdup("");
+	cleanup_free char *f = json_dumps(filters, JSON_COMPACT);
+	cleanup_free char *fe = enc(f ? f : "{}");
+	return xasprintf("filters=%s", fe);
+}
+
+int brig_engine_container_create(brig_engine *e, char **out_id, const char *name, json_t *config,
+				 brig_error **err)
+{
+	cleanup_free char *n = name ? enc(name) : NULL;
+	cleanup_free char *path = name ? brig_engine__path(e, "/containers/create?name=%s", n)
+				       : brig_engine__path(e, "/containers/create");
+	cleanup_free char *what = xasprintf("create container %s", name ? name : "(unnamed)");
+	brig_engine_call call = {.method = "POST", .path = path, .body = config, .what = what};
+	cleanup_json json_t *resp = NULL;
+	int rc = brig_engine__call(e, &call, &resp, NULL, NULL, err);
+	if (rc)
+		return rc;
+	const char *id = json_string_value(json_object_get(resp, "Id"));
+	if (!id || !*id)
+		return brig__error_set(err, BRIG_EPROTO, 0, "%s: the daemon's answer has no Id", what);
+	if (out_id)
+		*out_id = xstrdup(id);
+	return 0;
+}
+
+int brig_engine_container_inspect(brig_engine *e, json_t **out, const char *id, brig_error **err)
+{
+	cleanup_free char *i = enc(id);
+	cleanup_free char *path = brig_engine__path(e, "/containers/%s/json", i);
+	cleanup_free char *what = xasprintf("inspect container %s", id);
+	brig_engine_call call = {.method = "GET", .path = path, .what = what};
+	int rc = brig_engine__call(e, &call, out, NULL, NULL, err);
+	if (rc == 0 && !json_is_object(*out)) {
+		json_decref(*out);
+		*out = NULL;
+		return brig__error_set(err, BRIG_EPROTO, 0, "%s: answer is not an object", what);
+	}
+	return rc;
+}
+
+int brig_engine_container_list(brig_engine *e, json_t **out, bool all, json_t *filters, brig_error **err)
+{
+	cleanup_free char *fq = filters_query(filters);
+	cleanup_free char *path = brig_engine__path(e, "/containers/json?all=%d%s%s", all ? 1 : 0, *fq ? "&" : "", fq);
+	brig_engine_call call = {.method = "GET", .path = path, .what = "list containers"};
+	int rc = brig_engine__call(e, &call, out, NULL, NULL, err);
+	if (rc == 0 && !json_is_array(*out)) {
+		json_decref(*out);
+		*out = NULL;
+		return brig__error_set(err, BRIG_EPROTO, 0, "list containers: answer is not an array");
+	}
+	return rc;
+}
+
+static int simple_post(brig_engine *e, const char *id, const char *verb, const char *query, const char *what_verb,
+		       int64_t deadline_ms, int *status, brig_error **err)
+{
+	cleanup_free char *i = enc(id);
+	cleanup_free char *path = brig_engine__path(e, "/containers/%s/%s%s", i, verb, query ? query : "");
+	cleanup_free char *what = xasprintf("%s container %s", what_verb, id);
+	brig_engine_call call = {.method = "POST", .path = path, .what = what, .deadline_ms = deadline_ms};
+	return brig_engine__call(e, &call, NULL, status, NULL, err);
+}
+
+int brig_engine_container_start(brig_engine *e, const char *id, brig_error **err)
+{
+	/* 304: already started — the outcome the caller wanted. */
+	return simple_post(e, id, "start", NULL, "start", 0, NULL, err);
+}
+
+int brig_engine_container_stop(brig_engine *e, const char *id, int timeout_s, brig_error **err)
+{
+	cleanup_free char *q = timeout_s >= 0 ? xasprintf("?t=%d", timeout_s) : NULL;
+	int64_t deadline = brig_now_ms() + e->timeout_ms + (timeout_s > 0 ? (int64_t)timeout_s * 1000 : 10000);
+	return simple_post(e, id, "stop", q, "stop", deadline, NULL, err);
+}
+
+int brig_engine_container_kill(brig_engine *e, const char *id, const char *signal, brig_error **err)
+{
+	cleanup_free char *s = signal ? enc(signal) : NULL;
+	cleanup_free char *q = s ? xasprintf("?signal=%s", s) : NULL;
+	return simple_post(e, id, "kill", q, "kill", 0, NULL, err);
+}
+
+int brig_engine_container_wait(brig_engine *e, const char *id, const char *condition, int64_t deadline_ms,
+			       int64_t *exit_code, brig_error **err)
+{
+	cleanup_free char *i = enc(id);
+	cleanup_free char *c = condition ? enc(condition) : NULL;
+	cleanup_free char *path = c ? brig_engine__path(e, "/containers/%s/wait?condition=%s", i, c)
+				    : brig_engine__path(e, "/containers/%s/wait", i);
+	cleanup_free char *what = xasprintf("wait for container %s", id);
+	brig_engine_call call = {.method = "POST",
+				 .path = path,
+				 .what = what,
+				 .deadline_ms = deadline_ms ? deadline_ms : brig_now_ms() + 24LL * 3600 * 1000};
+	cleanup_json json_t *resp = NULL;
+	int rc = brig_engine__call(e, &call, &resp, NULL, NULL, err);
+	if (rc == BRIG_EUNCERTAIN && deadline_ms && brig_now_ms() >= deadline_ms)
+		return brig__error_set(err, BRIG_ETIMEDOUT, 0, "%s: deadline passed", what);
+	if (rc)
+		return rc;
+	json_t *sc = json_object_get(resp, "StatusCode");
+	if (!json_is_integer(sc))
+		return brig__error_set(err, BRIG_EPROTO, 0, "%s: answer has no StatusCode", what);
+	if (exit_code)
+		*exit_code = json_integer_value(sc);
+	return 0;
+}
+
+int brig_engine_container_remove(brig_engine *e, const char *id, bool force, bool volumes, brig_error **err)
+{
+	cleanup_free char *i = enc(id);
+	cleanup_free char *path =
+		brig_engine__path(e, "/containers/%s?force=%d&v=%d", i, force ? 1 : 0, volumes ? 1 : 0);
+	cleanup_free char *what = xasprintf("remove container %s", id);
+	brig_engine_call call = {.method = "DELETE", .path = path, .what = what};
+	return brig_engine__call(e, &call, NULL, NULL, NULL, err);
+}
+
+int brig_engine_container_pause(brig_engine *e, const char *id, brig_error **err)
+{
+	return simple_post(e, id, "pause", NULL, "pause", 0, NULL, err);
+}
+
+int brig_engine_container_unpause(brig_engine *e, const char *id, brig_error **err)
+{
+	return simple_post(e, id, "unpause", NULL, "unpause", 0, NULL, err);
+}
+
+int brig_engine_container_rename(brig_engine *e, const char *id, const char *new_name, brig_error **err)
+{
+	cleanup_free char *n = enc(new_name);
+	cleanup_free char *q = xasprintf("?name=%s", n);
+	return simple_post(e, id, "rename", q, "rename", 0, NULL, err);
+}

@@ -1,0 +1,224 @@
+/* exec.c — exec create/start/inspect. Start always hijacks the connection
+ * (101) so stdin, deadlines and cancellation share one poll loop. */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/internal.h"
+
+int brig_engine_exec_create(brig_engine *e, char **out_id, const char *id, json_t *config, brig_error **err)
+{
+	cleanup_free char *i = brig_urlencode(id);
+	cleanup_free char *path = brig_engine__path(e, "/containers/%s/exec", i);
+	cleanup_free char *what = xasprintf("create exec in container %s", id);
+	brig_engine_call call = {.method = "POST", .path = path, .body = config, .what = what};
+	cleanup_json json_t *resp = NULL;
+	int rc = brig_engine__call(e, &call, &resp, NULL, NULL, err);
+	if (rc)
+		return rc;
+	const char *xid = json_string_value(json_object_get(resp, "Id"));
+	if (!xid || !*xid)
+		return brig__error_set(err, BRIG_EPROTO, 0, "%s: answer has no Id", what);
+	*out_id = xstrdup(xid);
+	return 0;
+}
+
+int brig_engine_exec_inspect(brig_engine *e, json_t **out, const char *exec_id, brig_error **err)
+{
+	cleanup_free char *i = brig_urlencode(exec_id);
+	cleanup_free char *path = brig_engine__path(e, "/exec/%s/json", i);
+	cleanup_free char *what = xasprintf("inspect exec %.12s", exec_id);
+	brig_engine_call call = {.method = "GET", .path = path, .what = what};
+	return brig_engine__call(e, &call, out, NULL, NULL, err);
+}
+
+int brig_engine_exec_exit_code(brig_engine *e, const char *exec_id, int64_t deadline_ms, int *exit_code,
+			       brig_error **err)
+{
+	if (!deadline_ms)
+		deadline_ms = brig_now_ms() + 10000;
+	long sleep_us = 1000;
+	for (;;) {
+		cleanup_json json_t *j = NULL;
+		int rc = brig_engine_exec_inspect(e, &j, exec_id, err);
+		if (rc)
+			return rc;
+		json_t *running = json_object_get(j, "Running");
+		json_t *code = json_object_get(j, "ExitCode");
+		/* ExitCode stays null until the daemon has reaped the process. */
+		if (!json_is_true(running) && json_is_integer(code)) {
+			*exit_code = (int)json_integer_value(code);
+			return 0;
+		}
+		if (brig_now_ms() >= deadline_ms)
+			return brig__error_set(err, BRIG_ETIMEDOUT, 0,
+					       "exec %.12s: output ended but the daemon reports it still running",
+					       exec_id);
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = sleep_us * 1000};
+		nanosleep(&ts, NULL);
+		if (sleep_us < 50000)
+			sleep_us *= 2;
+	}
+}
+
+/* Output handling: frames normally; raw error text when the daemon reports
+ * a failed start inside the stream (first byte is not a stream id). */
+typedef struct exec_out {
+	brig_frame_demux demux;
+	const brig_engine_exec_io *io;
+	int mode; /* 0 unknown, 1 framed, 2 raw error text */
+	brig_buf raw;
+} exec_out;
+
+static int exec_out_feed(exec_out *o, const char *data, size_t len, brig_error **err)
+{
+	if (!len)
+		return 0;
+	if (o->mode == 0)
+		o->mode = (unsigned char)data[0] <= 2 ? 1 : 2;
+	if (o->mode == 2) {
+		size_t room = o->raw.cap - o->raw.len;
+		brig_buf_add(&o->raw, data, len < room ? len : room);
+		return 0;
+	}
+	return brig_frame_demux_feed(&o->demux, data, len, o->io->on_output, o->io->payload, err);
+}
+
+int brig_engine_exec_start(brig_engine *e, const char *exec_id, const brig_engine_exec_io *io, brig_error **err)
+{
+	cleanup_free char *i = brig_urlencode(exec_id);
+	cleanup_free char *path = brig_engine__path(e, "/exec/%s/start", i);
+	cleanup_free char *what = xasprintf("start exec %.12s", exec_id);
+	bool has_stdin = io->stdin_fd >= 0 || io->stdin_data;
+	int64_t head_deadline = brig_now_ms() + e->timeout_ms;
+	if (io->deadline_ms && io->deadline_ms < head_deadline)
+		head_deadline = io->deadline_ms;
+
+	brig_http_conn *c = NULL;
+	int rc = brig_engine__conn_get(e, &c, head_deadline, err);
+	if (rc)
+		return brig__error_prefix(err, rc, "%s", what);
+	static const char body[] = "{\"Detach\":false,\"Tty\":false}";
+	brig_http_request req = {.method = "POST",
+				 .target = path,
+				 .content_type = "application/json",
+				 .body = body,
+				 .body_len = sizeof body - 1,
+				 .upgrade = true,
+				 .deadline_ms = head_deadline};
+	brig_http_response resp;
+	exec_out out = {.io = io};
+	brig_frame_demux_init(&out.demux, io->max_frame);
+	brig_buf_init(&out.raw, 4096);
+	rc = brig_http_roundtrip(c, &req, &resp, 64 * 1024, NULL, NULL, err);
+	if (rc) {
+		if (rc == BRIG_EUNCERTAIN && io->deadline_ms && brig_now_ms() >= io->deadline_ms)
+			rc = brig__error_set(err, BRIG_ETIMEDOUT, 0, "%s: deadline passed before it started", what);
+		else
+			brig__error_prefix(err, rc, "%s", what);
+		goto out;
+	}
+	if (resp.status != 101 && resp.status != 200) {
+		rc = brig_engine__status_error(resp.status, resp.body.data, resp.body.len, what, err);
+		goto out;
+	}
+	if (resp.status == 200 && resp.body.len) {
+		/* Daemon ignored the upgrade and sent the whole stream as a body. */
+		rc = exec_out_feed(&out, resp.body.data, resp.body.len, err);
+		goto done;
+	}
+
+	const char *sdata = io->stdin_data;
+	size_t sleft = io->stdin_len;
+	bool stdin_open = has_stdin;
+	if (has_stdin && io->stdin_fd < 0 && sleft == 0) {
+		brig_http_stream_close_write(c, NULL);
+		stdin_open = false;
+	}
+	char buf[65536];
+	for (;;) {
+		if (!brig_http_stream_pending(c, &resp)) {
+			struct pollfd pfd[3];
+			int n = 0;
+			pfd[n++] = (struct pollfd){.fd = brig_http_conn_fd(c), .events = POLLIN};
+			int stdin_idx = -1, cancel_idx = -1;
+			if (stdin_open) {
+				stdin_idx = n;
+				if (io->stdin_fd >= 0)
+					pfd[n++] = (struct pollfd){.fd = io->stdin_fd, .events = POLLIN};
+				else
+					pfd[n++] = (struct pollfd){.fd = brig_http_conn_fd(c), .events = POLLOUT};
+			}
+			if (io->cancel_fd >= 0) {
+				cancel_idx = n;
+				pfd[n++] = (struct pollfd){.fd = io->cancel_fd, .events = POLLIN};
+			}
+			int pr = poll(pfd, (nfds_t)n, brig_remaining_ms(io->deadline_ms));
+			if (pr < 0 && errno == EINTR)
+				continue;
+			if (pr == 0) {
+				rc = brig__error_set(err, BRIG_ETIMEDOUT, 0, "%s: deadline passed", what);
+				goto out;
+			}
+			if (cancel_idx >= 0 && pfd[cancel_idx].revents) {
+				rc = brig__error_set(err, BRIG_ECANCELED, 0, "%s: cancelled", what);
+				goto out;
+			}
+			if (stdin_idx >= 0 && pfd[stdin_idx].revents) {
+				if (io->stdin_fd >= 0) {
+					ssize_t r = read(io->stdin_fd, buf, sizeof buf);
+					if (r < 0 && errno == EINTR)
+						continue;
+					if (r > 0) {
+						rc = brig_http_stream_write(c, buf, (size_t)r, io->deadline_ms, err);
+						if (rc)
+							goto out;
+					} else {
+						stdin_open = false;
+						brig_http_stream_close_write(c, NULL);
+					}
+				} else {
+					size_t k = sleft < sizeof buf ? sleft : sizeof buf;
+					rc = brig_http_stream_write(c, sdata, k, io->deadline_ms, err);
+					if (rc)
+						goto out;
+					sdata += k;
+					sleft -= k;
+					if (!sleft) {
+						stdin_open = false;
+						brig_http_stream_close_write(c, NULL);
+					}
+				}
+			}
+			if (!(pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+		}
+		ssize_t r = brig_http_stream_read(c, &resp, buf, sizeof buf, io->deadline_ms, err);
+		if (r == BRIG_ETIMEDOUT) {
+			rc = brig__error_prefix(err, r, "%s", what);
+			goto out;
+		}
+		if (r < 0) {
+			rc = brig__error_prefix(err, BRIG_EUNCERTAIN, "%s", what);
+			goto out;
+		}
+		if (r == 0)
+			break;
+		rc = exec_out_feed(&out, buf, (size_t)r, err);
+		if (rc) {
+			brig__error_prefix(err, rc, "%s", what);
+			goto out;
+		}
+	}
+done:
+	if (rc == 0 && out.mode == 1 && !brig_frame_demux_clean(&out.demux))
+		rc = brig__error_set(err, BRIG_EUNCERTAIN, 0, "%s: the output stream ended inside a frame", what);
+	if (rc == 0 && out.mode == 2 && io->on_output && out.raw.len)
+		io->on_output(BRIG_STREAM_STDERR, out.raw.data, out.raw.len, io->payload);
+out:
+	brig_buf_free(&out.raw);
+	brig_http_response_clear(&resp);
+	brig_http_conn_free(c); /* a hijacked connection is never reused */
+	return rc;
+}

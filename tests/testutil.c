@@ -1,0 +1,255 @@
+/* testutil.c — shared test helpers: unique labels, cleanup of the objects a
+ * test created (even when it fails), spawning brig, collecting exec output. */
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+const char *brig_test_image(void)
+{
+	const char *i = getenv("BRIG_TEST_IMAGE");
+	return i && *i ? i : "brig-test:local";
+}
+
+const char *brig_test_run_id(void)
+{
+	static char id[32];
+	if (!id[0]) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		snprintf(id, sizeof id, "t%d-%04lx", (int)getpid(), (unsigned long)(ts.tv_nsec / 1000) & 0xffff);
+	}
+	return id;
+}
+
+char *brig_test_name(const char *tag) { return xasprintf("brigtest-%s-%s", brig_test_run_id(), tag); }
+
+json_t *brig_test_filters(void)
+{
+	cleanup_free char *l = xasprintf(BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	return json_pack("{s:[s]}", "label", l);
+}
+
+json_t *brig_test_labels(void) { return json_pack("{s:s}", BRIG_TEST_LABEL, brig_test_run_id()); }
+
+brig_engine *brig_test_engine(void)
+{
+	brig_engine *e = NULL;
+	brig_error *err = NULL;
+	if (brig_engine_open(&e, NULL, &err) != 0) {
+		fprintf(stderr, "test: no Docker daemon: %s\n", brig_error_message(err));
+		brig_error_free(err);
+		fail_msg("no Docker daemon");
+	}
+	return e;
+}
+
+int brig_test_cleanup(brig_engine *e)
+{
+	int removed = 0;
+	json_t *f = brig_test_filters();
+	json_t *list = NULL;
+	if (brig_engine_container_list(e, &list, true, f, NULL) == 0) {
+		size_t i;
+		json_t *c;
+		json_array_foreach(list, i, c)
+		{
+			const char *id = json_string_value(json_object_get(c, "Id"));
+			if (id && brig_engine_container_remove(e, id, true, true, NULL) == 0)
+				removed++;
+		}
+		json_decref(list);
+	}
+	list = NULL;
+	if (brig_engine_volume_list(e, &list, f, NULL) == 0) {
+		size_t i;
+		json_t *v;
+		json_array_foreach(json_object_get(list, "Volumes"), i, v)
+		{
+			const char *n = json_string_value(json_object_get(v, "Name"));
+			if (n && brig_engine_volume_remove(e, n, true, NULL) == 0)
+				removed++;
+		}
+		json_decref(list);
+	}
+	list = NULL;
+	if (brig_engine_network_list(e, &list, f, NULL) == 0) {
+		size_t i;
+		json_t *n;
+		json_array_foreach(list, i, n)
+		{
+			const char *id = json_string_value(json_object_get(n, "Id"));
+			if (id && brig_engine_network_remove(e, id, NULL) == 0)
+				removed++;
+		}
+		json_decref(list);
+	}
+	json_decref(f);
+	return removed;
+}
+
+static void cleanup_now(void)
+{
+	brig_engine *e = NULL;
+	if (brig_engine_open(&e, NULL, NULL) == 0) {
+		brig_test_cleanup(e);
+		brig_engine_free(e);
+	}
+}
+
+static void on_signal(int sig)
+{
+	cleanup_now();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+void brig_test_cleanup_at_exit(void)
+{
+	static int done;
+	if (done++)
+		return;
+	atexit(cleanup_now);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGABRT, on_signal);
+}
+
+const char *brig_test_brig_bin(void)
+{
+	const char *b = getenv("BRIG_BIN");
+	return b && *b ? b : BRIG_BINARY_DIR "/brig";
+}
+
+static void drain(int fd, brig_buf *b)
+{
+	char buf[65536];
+	ssize_t n = read(fd, buf, sizeof buf);
+	if (n > 0)
+		brig_buf_add(b, buf, (size_t)n);
+}
+
+int brig_test_spawn(char *const argv[], const char *stdin_text, char *const extra_env[], char **out, char **errout)
+{
+	int pin[2], pout[2], perr[2];
+	if (pipe2(pin, O_CLOEXEC) || pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC))
+		fail_msg("pipe: %s", strerror(errno));
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(pin[0], 0);
+		dup2(pout[1], 1);
+		dup2(perr[1], 2);
+		for (char *const *e = extra_env; e && *e; e++)
+			putenv(*e);
+		const char *prog = strcmp(argv[0], "brig") == 0 ? brig_test_brig_bin() : argv[0];
+		execvp(prog, argv);
+		_exit(127);
+	}
+	close(pin[0]);
+	close(pout[1]);
+	close(perr[1]);
+	if (stdin_text)
+		brig_write_all(pin[1], stdin_text, strlen(stdin_text));
+	close(pin[1]);
+	brig_buf bo, be;
+	brig_buf_init(&bo, 64u << 20);
+	brig_buf_init(&be, 64u << 20);
+	struct pollfd pfd[2] = {{.fd = pout[0], .events = POLLIN}, {.fd = perr[0], .events = POLLIN}};
+	int open_fds = 2;
+	while (open_fds) {
+		if (poll(pfd, 2, -1) < 0 && errno == EINTR)
+			continue;
+		for (int i = 0; i < 2; i++) {
+			if (pfd[i].fd < 0 || !pfd[i].revents)
+				continue;
+			size_t before = i ? be.len : bo.len;
+			drain(pfd[i].fd, i ? &be : &bo);
+			if ((i ? be.len : bo.len) == before && (pfd[i].revents & (POLLHUP | POLLERR | POLLIN))) {
+				char c;
+				if (read(pfd[i].fd, &c, 0) == 0) {
+					close(pfd[i].fd);
+					pfd[i].fd = -1;
+					open_fds--;
+				}
+			}
+		}
+	}
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (out)
+		*out = brig_buf_steal(&bo, NULL);
+	else
+		brig_buf_free(&bo);
+	if (errout)
+		*errout = brig_buf_steal(&be, NULL);
+	else
+		brig_buf_free(&be);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int brig_test_output_cb(int stream, const char *data, size_t len, void *payload)
+{
+	brig_test_output *o = payload;
+	char **p = stream == BRIG_STREAM_STDERR ? &o->err : &o->out;
+	size_t *n = stream == BRIG_STREAM_STDERR ? &o->err_len : &o->out_len;
+	*p = xrealloc(*p, *n + len + 1);
+	memcpy(*p + *n, data, len);
+	*n += len;
+	(*p)[*n] = '\0';
+	return 0;
+}
+
+void brig_test_output_free(brig_test_output *o)
+{
+	free(o->out);
+	free(o->err);
+	memset(o, 0, sizeof *o);
+}
+
+char *brig_test_container(brig_engine *e, const char *tag, json_t *config_extra)
+{
+	cleanup_free char *name = brig_test_name(tag);
+	json_t *cfg = json_pack("{s:s, s:[s,s], s:o, s:{s:b, s:s}}", "Image", brig_test_image(), "Cmd", "sleep", "3600",
+				"Labels", brig_test_labels(), "HostConfig", "Init", 1, "NetworkMode", "none");
+	if (config_extra)
+		json_object_update_recursive(cfg, config_extra);
+	char *id = NULL;
+	brig_error *err = NULL;
+	if (brig_engine_container_create(e, &id, name, cfg, &err) != 0 ||
+	    brig_engine_container_start(e, id, &err) != 0)
+		fail_msg("create test container: %s", brig_error_message(err));
+	json_decref(cfg);
+	return id;
+}
+
+int brig_test_exec(brig_engine *e, const char *id, const char *const argv[], brig_test_output *out)
+{
+	json_t *cmd = json_array();
+	for (const char *const *a = argv; *a; a++)
+		json_array_append_new(cmd, json_string(*a));
+	json_t *cfg = json_pack("{s:o, s:b, s:b}", "Cmd", cmd, "AttachStdout", 1, "AttachStderr", 1);
+	char *xid = NULL;
+	brig_error *err = NULL;
+	if (brig_engine_exec_create(e, &xid, id, cfg, &err) != 0)
+		fail_msg("exec create: %s", brig_error_message(err));
+	brig_engine_exec_io io = {.stdin_fd = -1, .cancel_fd = -1, .on_output = brig_test_output_cb, .payload = out};
+	if (brig_engine_exec_start(e, xid, &io, &err) != 0)
+		fail_msg("exec start: %s", brig_error_message(err));
+	int code = -1;
+	if (brig_engine_exec_exit_code(e, xid, 0, &code, &err) != 0)
+		fail_msg("exec exit code: %s", brig_error_message(err));
+	json_decref(cfg);
+	free(xid);
+	return code;
+}

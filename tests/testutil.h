@@ -1,0 +1,68 @@
+/* testutil.h — helpers shared by brig's tests: unique names and labels for
+ * Docker objects, cleanup of everything a test created, running brig. */
+#ifndef BRIG_TESTUTIL_H
+#define BRIG_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka needs the three above first */
+#include <cmocka.h>
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "brig/engine.h"
+
+#define BRIG_TEST_LABEL "brig.test"
+
+/* The test image (env BRIG_TEST_IMAGE, default brig-test:local). */
+const char *brig_test_image(void);
+/* This process's unique run id, e.g. "t1234-5f3a"; stable for the process. */
+const char *brig_test_run_id(void);
+/* A unique object name: "brigtest-<run id>-<tag>". Caller frees. */
+char *brig_test_name(const char *tag);
+/* {"label":["brig.test=<run id>"]} — new reference. */
+json_t *brig_test_filters(void);
+/* Labels object {"brig.test": "<run id>"} — new reference. */
+json_t *brig_test_labels(void);
+/* Opens an engine against the local daemon; fails the test if none. */
+brig_engine *brig_test_engine(void);
+/* Removes every container, volume and network labelled with this run id.
+ * Returns how many objects it removed. */
+int brig_test_cleanup(brig_engine *e);
+/* Registers brig_test_cleanup at exit (and on SIGINT/SIGTERM/SIGABRT). */
+void brig_test_cleanup_at_exit(void);
+
+/* Runs argv (argv[0] resolved through PATH; "brig" means $BRIG_BIN) with
+ * optional stdin text and extra env ("K=V", NULL-terminated); captures
+ * stdout/stderr (each capped at 64 MiB). Returns the exit status (or 128+sig). */
+int brig_test_spawn(char *const argv[], const char *stdin_text, char *const extra_env[], char **out, char **errout);
+/* Path of the brig binary under test. */
+const char *brig_test_brig_bin(void);
+
+/* Output collector for brig_engine_exec_start. */
+typedef struct brig_test_output {
+	char *out;
+	size_t out_len;
+	char *err;
+	size_t err_len;
+} brig_test_output;
+int brig_test_output_cb(int stream, const char *data, size_t len, void *payload);
+void brig_test_output_free(brig_test_output *o);
+
+/* Creates a started container from the test image with the test label; Cmd
+ * sleeps. config_extra (may be NULL) is merged into the create body. */
+char *brig_test_container(brig_engine *e, const char *tag, json_t *config_extra);
+/* Runs argv in container id as the image's user; returns exit code. */
+int brig_test_exec(brig_engine *e, const char *id, const char *const argv[], brig_test_output *out);
+
+/* Fails the test with the error's message when expr is not 0. */
+#define ASSERT_OK(expr, err)                                                                                           \
+	do {                                                                                                           \
+		int brig_r_ = (expr);                                                                                  \
+		if (brig_r_ != 0)                                                                                      \
+			fail_msg("%s -> %s: %s", #expr, brig_error_name(brig_r_), brig_error_message(err));            \
+	} while (0)
+
+#endif
