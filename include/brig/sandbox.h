@@ -1,0 +1,188 @@
+/* brig/sandbox.h — computers: the long-lived, locked-down container of one
+ * agent session (create-or-adopt, exec with a deadline, pause/resume, stop,
+ * destroy), the isolated bridge, and garbage collection of brig's leftovers.
+ *
+ * Rules every call here keeps:
+ *  - Creation is idempotent: the container name is derived from the identity
+ *    (brig/spec.h), so racing creators and lost answers land on one container.
+ *  - Commands never retry on their own: a timeout, a cancel or an uncertain
+ *    transport result stops the container (Docker cannot kill an exec) and
+ *    the call returns BRIG_ETIMEDOUT, BRIG_ECANCELED or BRIG_EUNCERTAIN with
+ *    a message that says recovery goes through a checkpoint.
+ *  - Credentials are delivered with each exec, never stored in the
+ *    container's configuration.
+ * Objects returned through `**out` belong to the caller and are freed with
+ * their brig_*_free() (which accepts NULL). Every call can also return the
+ * engine's transport and daemon codes (brig/engine.h).
+ */
+#ifndef BRIG_SANDBOX_H
+#define BRIG_SANDBOX_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "brig/common.h"
+#include "brig/engine.h"
+#include "brig/error.h"
+#include "brig/spec.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A computer as Docker reports it. */
+typedef struct brig_computer {
+	char *name;         /* "brig-<64 hex>" */
+	char *id;           /* container id */
+	char *ns, *agent, *session;
+	uint32_t generation;
+	char *state;        /* Docker's State.Status: running, paused, exited, created… */
+	char *image;        /* image reference the container was created from */
+	char *image_id;     /* sha256:… */
+	char *spec_hash;
+	char *harness;      /* claude | codex | none */
+	char *network;      /* none | isolated */
+	int64_t created;    /* unix seconds */
+	bool adopted;       /* create found it already there */
+	json_t *spec;       /* effective spec (brig_spec_to_json) when known, else NULL */
+} brig_computer;
+
+BRIG_PUBLIC void brig_computer_free(brig_computer *c);
+BRIG_PUBLIC void brig_computer_free_array(brig_computer **cs, size_t n);
+/* {"name","id","ns","agent","session","generation","state","image",
+ *  "image_id","spec_hash","harness","network","created","adopted","spec"} */
+BRIG_PUBLIC json_t *brig_computer_to_json(const brig_computer *c);
+
+/* Creates and starts the computer of id with spec, or adopts the one that
+ * already exists under its name when its labels carry the same identity and
+ * spec hash (starting it when it is stopped). The spec is validated against
+ * the daemon's memory and CPUs first. With isolated networking the bridge is
+ * ensured first. Errors: BRIG_EINVAL (identity or spec; nothing created),
+ * BRIG_ECONFLICT (a container of that name is not this computer: the
+ * message names the difference), BRIG_ENOTFOUND (image missing: the message
+ * says how to build it). */
+BRIG_PUBLIC int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identity *id,
+				     const brig_spec *spec, brig_error **err);
+
+/* Finds a computer by container name or id, or by identity when ref is NULL
+ * and id is given. Errors: BRIG_ENOTFOUND (absent, or not a brig computer). */
+BRIG_PUBLIC int brig_computer_get(brig_engine *e, brig_computer **out, const char *ref, const brig_identity *id,
+				  brig_error **err);
+
+/* Lists brig computers; ns may be NULL for all. extra_label ("k=v", may be
+ * NULL) narrows further. */
+BRIG_PUBLIC int brig_computer_list(brig_engine *e, brig_computer ***out, size_t *n, const char *ns,
+				   const char *extra_label, brig_error **err);
+
+/* Freezes (cgroup freezer) / thaws a computer. Memory, processes and files
+ * are kept. Pausing a paused computer and resuming a running one succeed.
+ * Errors: BRIG_ENOTFOUND, BRIG_ESTATE (not running). */
+BRIG_PUBLIC int brig_computer_pause(brig_engine *e, const char *ref, brig_error **err);
+BRIG_PUBLIC int brig_computer_resume(brig_engine *e, const char *ref, brig_error **err);
+
+/* Stops a computer (its tmpfs volumes lose their contents: checkpoint first).
+ * Stopping a stopped computer succeeds. */
+BRIG_PUBLIC int brig_computer_stop(brig_engine *e, const char *ref, brig_error **err);
+
+/* Removes the container and its volumes. Idempotent: an absent computer is
+ * success. */
+BRIG_PUBLIC int brig_computer_destroy(brig_engine *e, const char *ref, brig_error **err);
+
+/* ---- exec ---- */
+
+#define BRIG_EXEC_OPTS_VERSION 1
+
+typedef struct brig_exec_opts {
+	unsigned version;          /* BRIG_EXEC_OPTS_VERSION */
+	const char *const *argv;   /* NULL-terminated; run without a shell */
+	const char *const *env;    /* "KEY=VALUE" entries, may be NULL */
+	size_t env_count;
+	const char *workdir;       /* NULL: /workspace */
+	int stdin_fd;              /* -1: none */
+	const char *stdin_data;    /* alternative to stdin_fd */
+	size_t stdin_len;
+	int64_t timeout_ms;        /* 0: no deadline */
+	int cancel_fd;             /* -1: none; readable → cancel */
+	brig_engine_output_cb on_output; /* live output (may be NULL) */
+	void *payload;
+	size_t capture_max;        /* bytes kept per stream (head + tail); 0: 1 MiB */
+} brig_exec_opts;
+
+/* Captured output of one stream: the first and the last capture_max/2 bytes
+ * when the output was larger, joined; dropped says how many bytes in
+ * between are missing. */
+typedef struct brig_capture {
+	char *data; /* NUL-terminated (binary-safe via len) */
+	size_t len;
+	uint64_t total;
+	uint64_t dropped;
+} brig_capture;
+
+typedef struct brig_exec_result {
+	int exit_code;      /* the command's; 124 timed out; 126 cannot invoke; 127 not found; -1 unknown */
+	bool timed_out;
+	bool canceled;
+	bool uncertain;
+	bool container_stopped; /* brig stopped the computer to end the command */
+	int64_t duration_ms;
+	brig_capture out, err;
+} brig_exec_result;
+
+BRIG_PUBLIC void brig_exec_result_clear(brig_exec_result *r);
+/* {"exit_code","timed_out","canceled","uncertain","container_stopped",
+ *  "duration_ms","stdout":{"text","bytes","dropped"},"stderr":{…}} */
+BRIG_PUBLIC json_t *brig_exec_result_to_json(const brig_exec_result *r);
+
+/* Runs argv in the computer ref as its user (uid 1000), with HOME, the
+ * computer's env, opts->env and the harness's credentials forwarded from
+ * brig's environment when opts->env leaves them out. Fills *res (always,
+ * even on error). Returns 0 when the command ran to its end (whatever its
+ * exit code). Errors: BRIG_ESTATE (computer paused or not running: brig's
+ * own message, nothing run), BRIG_ETIMEDOUT / BRIG_ECANCELED /
+ * BRIG_EUNCERTAIN (the container was stopped; recover from a checkpoint),
+ * BRIG_EINVAL (argv empty, env invalid — the message names the key only). */
+BRIG_PUBLIC int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *opts,
+				   brig_exec_result *res, brig_error **err);
+
+/* ---- the isolated bridge ---- */
+
+/* Ensures the one "brig-sandbox" bridge exists (icc off, subnet from spec,
+ * brig's labels); safe when several processes race: when Docker ends up with
+ * two networks of that name, the one with the lowest id survives and the
+ * others are removed. *out_id (may be NULL) gets the surviving id.
+ * Errors: BRIG_ECONFLICT (a network of that name exists that is not brig's,
+ * or has another subnet). */
+BRIG_PUBLIC int brig_network_ensure(brig_engine *e, char **out_id, const brig_spec *spec, brig_error **err);
+
+/* Removes the bridge once nothing is attached (absent: success).
+ * Errors: BRIG_EBUSY naming the attached containers. */
+BRIG_PUBLIC int brig_network_remove(brig_engine *e, brig_error **err);
+
+/* ---- garbage collection ---- */
+
+#define BRIG_GC_OPTS_VERSION 1
+
+typedef struct brig_gc_opts {
+	unsigned version;       /* BRIG_GC_OPTS_VERSION */
+	bool dry_run;           /* report, remove nothing */
+	int64_t retention_s;    /* stopped computers older than this go; 0: 24 h; <0: never */
+	const char *extra_label; /* only objects that also carry this "k=v" (tests) */
+	/* Called per object removed (or that would be, with dry_run):
+	 * kind is "container", "volume"; why says which rule. */
+	void (*report)(const char *kind, const char *name, const char *why, void *payload);
+	void *payload;
+} brig_gc_opts;
+
+/* Removes brig's leftovers: runs past their deadline (their brig died),
+ * stopped computers past the retention age, containers in "created" state
+ * older than a minute (a creator died), and volumes labelled as brig's
+ * whose container is gone. Nothing without brig.managed=1 is touched.
+ * *removed (may be NULL) gets the count. */
+BRIG_PUBLIC int brig_gc(brig_engine *e, const brig_gc_opts *opts, size_t *removed, brig_error **err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

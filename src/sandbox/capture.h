@@ -1,0 +1,41 @@
+/* capture.h — bounded head+tail capture of one output stream, shared by
+ * computer execs and disposable runs. Private to src/. */
+#ifndef BRIG_SANDBOX_CAPTURE_H
+#define BRIG_SANDBOX_CAPTURE_H
+
+#include "brig/sandbox.h"
+#include "util/util.h"
+
+typedef struct brig_capturer {
+	size_t half;  /* bytes kept at the head, and at the tail */
+	brig_buf head;
+	char *ring;   /* tail ring of `half` bytes */
+	size_t ring_pos, ring_len;
+	uint64_t total;
+} brig_capturer;
+
+void brig_capturer_init(brig_capturer *c, size_t max);
+void brig_capturer_add(brig_capturer *c, const char *data, size_t len);
+/* Moves the result into out and frees c. */
+void brig_capturer_finish(brig_capturer *c, brig_capture *out);
+void brig_capturer_free(brig_capturer *c);
+
+/* Output sink that captures both streams and forwards to a user callback. */
+typedef struct brig_output_tee {
+	brig_capturer out, err;
+	brig_engine_output_cb user;
+	void *user_payload;
+} brig_output_tee;
+
+void brig_output_tee_init(brig_output_tee *t, size_t max, brig_engine_output_cb user, void *payload);
+int brig_output_tee_cb(int stream, const char *data, size_t len, void *payload);
+void brig_output_tee_finish(brig_output_tee *t, brig_exec_result *res);
+
+/* The container-level part of ending a command that Docker cannot kill:
+ * stop the container right away. Returns 0 or the stop's error. */
+int brig_sandbox__stop_now(brig_engine *e, const char *id, brig_error **err);
+
+/* Parses Docker's RFC 3339 timestamps to unix seconds (0 when unparsable). */
+int64_t brig_sandbox__parse_time(const char *s);
+
+#endif

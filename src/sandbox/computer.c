@@ -1,0 +1,566 @@
+/* computer.c — the computer lifecycle: create-or-adopt under a deterministic
+ * name, lookup and listing, pause/resume/stop/destroy, and exec with a
+ * deadline where a timeout, cancel or uncertain result stops the container. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "brig/sandbox.h"
+#include "sandbox/capture.h"
+#include "util/util.h"
+
+/* ---- computer objects ---- */
+
+void brig_computer_free(brig_computer *c)
+{
+	if (!c)
+		return;
+	free(c->name);
+	free(c->id);
+	free(c->ns);
+	free(c->agent);
+	free(c->session);
+	free(c->state);
+	free(c->image);
+	free(c->image_id);
+	free(c->spec_hash);
+	free(c->harness);
+	free(c->network);
+	if (c->spec)
+		json_decref(c->spec);
+	free(c);
+}
+
+void brig_computer_free_array(brig_computer **cs, size_t n)
+{
+	for (size_t i = 0; cs && i < n; i++)
+		brig_computer_free(cs[i]);
+	free(cs);
+}
+
+static char *opt_dup(const char *s) { return s ? xstrdup(s) : NULL; }
+
+json_t *brig_computer_to_json(const brig_computer *c)
+{
+	json_t *j = json_object();
+#define SETS(k, v) json_object_set_new(j, k, (v) ? json_string(v) : json_null())
+	SETS("name", c->name);
+	SETS("id", c->id);
+	SETS("ns", c->ns);
+	SETS("agent", c->agent);
+	SETS("session", c->session);
+	json_object_set_new(j, "generation", json_integer(c->generation));
+	SETS("state", c->state);
+	SETS("image", c->image);
+	SETS("image_id", c->image_id);
+	SETS("spec_hash", c->spec_hash);
+	SETS("harness", c->harness);
+	SETS("network", c->network);
+#undef SETS
+	json_object_set_new(j, "created", json_integer(c->created));
+	json_object_set_new(j, "adopted", json_boolean(c->adopted));
+	json_object_set(j, "spec", c->spec ? c->spec : json_null());
+	return j;
+}
+
+static const char *label(json_t *labels, const char *key) { return json_string_value(json_object_get(labels, key)); }
+
+static bool is_computer_labels(json_t *labels)
+{
+	const char *m = label(labels, BRIG_LABEL_MANAGED);
+	const char *k = label(labels, BRIG_LABEL_KIND);
+	return m && strcmp(m, "1") == 0 && k && strcmp(k, "computer") == 0;
+}
+
+static uint32_t parse_gen(const char *s)
+{
+	if (!s)
+		return 0;
+	char *end = NULL;
+	unsigned long v = strtoul(s, &end, 10);
+	return end && !*end && v <= BRIG_GENERATION_MAX ? (uint32_t)v : 0;
+}
+
+/* From a container inspect object (untrusted daemon data). */
+static brig_computer *computer_from_inspect(json_t *j)
+{
+	json_t *cfg = json_object_get(j, "Config");
+	json_t *labels = json_object_get(cfg, "Labels");
+	brig_computer *c = xcalloc(1, sizeof *c);
+	const char *name = json_string_value(json_object_get(j, "Name"));
+	c->name = xstrdup(name && name[0] == '/' ? name + 1 : name ? name : "");
+	c->id = opt_dup(json_string_value(json_object_get(j, "Id")));
+	c->ns = opt_dup(label(labels, BRIG_LABEL_NS));
+	c->agent = opt_dup(label(labels, BRIG_LABEL_AGENT));
+	c->session = opt_dup(label(labels, BRIG_LABEL_SESSION));
+	c->generation = parse_gen(label(labels, BRIG_LABEL_GENERATION));
+	c->spec_hash = opt_dup(label(labels, BRIG_LABEL_SPEC));
+	c->harness = opt_dup(label(labels, BRIG_LABEL_HARNESS));
+	c->state = opt_dup(json_string_value(json_object_get(json_object_get(j, "State"), "Status")));
+	c->image = opt_dup(json_string_value(json_object_get(cfg, "Image")));
+	c->image_id = opt_dup(json_string_value(json_object_get(j, "Image")));
+	const char *nm = json_string_value(json_object_get(json_object_get(j, "HostConfig"), "NetworkMode"));
+	c->network = xstrdup(!nm || strcmp(nm, "none") == 0 ? "none" : "isolated");
+	c->created = brig_sandbox__parse_time(json_string_value(json_object_get(j, "Created")));
+	return c;
+}
+
+/* From a container list entry. */
+static brig_computer *computer_from_list(json_t *j)
+{
+	json_t *labels = json_object_get(j, "Labels");
+	brig_computer *c = xcalloc(1, sizeof *c);
+	const char *name = json_string_value(json_array_get(json_object_get(j, "Names"), 0));
+	c->name = xstrdup(name && name[0] == '/' ? name + 1 : name ? name : "");
+	c->id = opt_dup(json_string_value(json_object_get(j, "Id")));
+	c->ns = opt_dup(label(labels, BRIG_LABEL_NS));
+	c->agent = opt_dup(label(labels, BRIG_LABEL_AGENT));
+	c->session = opt_dup(label(labels, BRIG_LABEL_SESSION));
+	c->generation = parse_gen(label(labels, BRIG_LABEL_GENERATION));
+	c->spec_hash = opt_dup(label(labels, BRIG_LABEL_SPEC));
+	c->harness = opt_dup(label(labels, BRIG_LABEL_HARNESS));
+	c->state = opt_dup(json_string_value(json_object_get(j, "State")));
+	c->image = opt_dup(json_string_value(json_object_get(j, "Image")));
+	c->image_id = opt_dup(json_string_value(json_object_get(j, "ImageID")));
+	const char *nm = json_string_value(json_object_get(json_object_get(j, "HostConfig"), "NetworkMode"));
+	c->network = xstrdup(!nm || strcmp(nm, "none") == 0 ? "none" : "isolated");
+	c->created = json_integer_value(json_object_get(j, "Created"));
+	return c;
+}
+
+static int inspect_computer(brig_engine *e, json_t **out, const char *ref, brig_error **err)
+{
+	json_t *j = NULL;
+	int rc = brig_engine_container_inspect(e, &j, ref, err);
+	if (rc == BRIG_ENOTFOUND)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0, "no computer named %s", ref);
+	if (rc)
+		return rc;
+	if (!is_computer_labels(json_object_get(json_object_get(j, "Config"), "Labels"))) {
+		json_decref(j);
+		return brig__error_set(err, BRIG_ENOTFOUND, 0, "%s is not a brig computer", ref);
+	}
+	*out = j;
+	return 0;
+}
+
+int brig_computer_get(brig_engine *e, brig_computer **out, const char *ref, const brig_identity *id,
+		      brig_error **err)
+{
+	char name[BRIG_NAME_SIZE];
+	if (!ref) {
+		if (!id)
+			return brig__error_set(err, BRIG_EINVAL, 0, "computer: give a name or an identity");
+		int rc = brig_identity_name(name, id, err);
+		if (rc)
+			return rc;
+		ref = name;
+	}
+	cleanup_json json_t *j = NULL;
+	int rc = inspect_computer(e, &j, ref, err);
+	if (rc)
+		return rc;
+	*out = computer_from_inspect(j);
+	return 0;
+}
+
+int brig_computer_list(brig_engine *e, brig_computer ***out, size_t *n, const char *ns, const char *extra_label,
+		       brig_error **err)
+{
+	cleanup_json json_t *filters = json_pack("{s:[s,s]}", "label", BRIG_LABEL_MANAGED "=1", BRIG_LABEL_KIND "=computer");
+	json_t *lf = json_object_get(filters, "label");
+	if (ns) {
+		cleanup_free char *l = xasprintf(BRIG_LABEL_NS "=%s", ns);
+		json_array_append_new(lf, json_string(l));
+	}
+	if (extra_label)
+		json_array_append_new(lf, json_string(extra_label));
+	cleanup_json json_t *list = NULL;
+	int rc = brig_engine_container_list(e, &list, true, filters, err);
+	if (rc)
+		return brig__error_prefix(err, rc, "list computers");
+	size_t count = json_array_size(list);
+	brig_computer **cs = xcalloc(count + 1, sizeof *cs);
+	size_t k = 0, i;
+	json_t *item;
+	json_array_foreach(list, i, item)
+	{
+		if (is_computer_labels(json_object_get(item, "Labels")))
+			cs[k++] = computer_from_list(item);
+	}
+	*out = cs;
+	*n = k;
+	return 0;
+}
+
+/* ---- create or adopt ---- */
+
+static int host_limits(brig_engine *e, brig_host_limits *h, brig_error **err)
+{
+	cleanup_json json_t *info = NULL;
+	memset(h, 0, sizeof *h);
+	int rc = brig_engine_info(e, &info, err);
+	if (rc)
+		return rc;
+	h->mem_bytes = json_integer_value(json_object_get(info, "MemTotal"));
+	h->ncpu = (int)json_integer_value(json_object_get(info, "NCPU"));
+	return 0;
+}
+
+static int check_image(brig_engine *e, const char *image, brig_error **err)
+{
+	cleanup_json json_t *img = NULL;
+	int rc = brig_engine_image_inspect(e, &img, image, err);
+	if (rc == BRIG_ENOTFOUND)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0,
+				       "image %s is not in the local image store and brig never pulls: build it "
+				       "with `brig image build` (or scripts/build-test-image for brig-test:local), "
+				       "or pass --image",
+				       image);
+	return rc;
+}
+
+static int create_volumes(brig_engine *e, const brig_spec *spec, const char *name, json_t *labels,
+			  brig_error **err)
+{
+	static const brig_volume which[] = {BRIG_VOLUME_WORKSPACE, BRIG_VOLUME_RUNTIME};
+	for (size_t i = 0; i < 2; i++) {
+		cleanup_json json_t *vj = NULL;
+		int rc = brig_spec_volume_json(&vj, spec, name, which[i], labels, err);
+		if (rc == 0)
+			rc = brig_engine_volume_create(e, NULL, vj, err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void remove_volumes(brig_engine *e, const char *name)
+{
+	static const brig_volume which[] = {BRIG_VOLUME_WORKSPACE, BRIG_VOLUME_RUNTIME};
+	for (size_t i = 0; i < 2; i++) {
+		cleanup_free char *v = brig_spec_volume_name(name, which[i]);
+		/* Removal can race the daemon's release of the mount: retry briefly. */
+		for (int t = 0; t < 20; t++) {
+			int rc = brig_engine_volume_remove(e, v, true, NULL);
+			if (rc == 0 || rc == BRIG_ENOTFOUND)
+				break;
+			struct timespec ts = {0, 50 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+/* Looks at what holds our name. 0: it is ours (id in *out_id); ENOTFOUND:
+ * nothing there; ECONFLICT: someone else's, with the difference. */
+static int adopt(brig_engine *e, char **out_id, const char *name, const brig_identity *id, const char *hash,
+		 brig_error **err)
+{
+	cleanup_json json_t *j = NULL;
+	int rc = brig_engine_container_inspect(e, &j, name, err);
+	if (rc)
+		return rc;
+	brig_error *why = NULL;
+	rc = brig_labels_match(json_object_get(json_object_get(j, "Config"), "Labels"), id, hash, &why);
+	if (rc) {
+		rc = brig__error_set(err, BRIG_ECONFLICT, 0,
+				     "container %s already exists and is not this computer: %s; destroy it or "
+				     "change the spec back",
+				     name, brig_error_message(why));
+		brig_error_free(why);
+		return rc;
+	}
+	*out_id = xstrdup(json_string_value(json_object_get(j, "Id")));
+	return 0;
+}
+
+static int ensure_started(brig_engine *e, const char *id, brig_error **err)
+{
+	cleanup_json json_t *j = NULL;
+	int rc = brig_engine_container_inspect(e, &j, id, err);
+	if (rc)
+		return rc;
+	json_t *st = json_object_get(j, "State");
+	if (json_is_true(json_object_get(st, "Running")))
+		return 0; /* running or paused: leave it as its owner left it */
+	rc = brig_engine_container_start(e, id, err);
+	if (rc == BRIG_EUNCERTAIN) {
+		/* Look before answering: did the start land? */
+		brig_error *e2 = NULL;
+		json_t *j2 = NULL;
+		if (brig_engine_container_inspect(e, &j2, id, &e2) == 0 &&
+		    json_is_true(json_object_get(json_object_get(j2, "State"), "Running"))) {
+			brig__error_clear(err);
+			rc = 0;
+		}
+		if (j2)
+			json_decref(j2);
+		brig_error_free(e2);
+	}
+	return rc;
+}
+
+int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identity *id, const brig_spec *spec,
+			 brig_error **err)
+{
+	int rc = brig_identity_validate(id, err);
+	if (rc)
+		return rc;
+	brig_host_limits host;
+	if ((rc = host_limits(e, &host, err)) != 0)
+		return brig__error_prefix(err, rc, "create computer");
+	if ((rc = brig_spec_validate(spec, &host, err)) != 0)
+		return rc;
+	char name[BRIG_NAME_SIZE], hash[BRIG_HASH_SIZE];
+	if ((rc = brig_identity_name(name, id, err)) != 0 || (rc = brig_spec_hash(hash, spec, err)) != 0)
+		return rc;
+
+	cleanup_free char *cid = NULL;
+	bool adopted = false;
+	/* Fast path: it already exists (a replica made it, or we did before). */
+	rc = adopt(e, &cid, name, id, hash, err);
+	if (rc == 0) {
+		adopted = true;
+	} else if (rc != BRIG_ENOTFOUND) {
+		return rc;
+	} else {
+		brig__error_clear(err);
+		if ((rc = check_image(e, spec->image, err)) != 0)
+			return rc;
+		cleanup_free char *net_id = NULL;
+		if (spec->network == BRIG_NET_ISOLATED && (rc = brig_network_ensure(e, &net_id, spec, err)) != 0)
+			return brig__error_prefix(err, rc, "create computer %s", name);
+		cleanup_json json_t *labels = NULL;
+		if ((rc = brig_spec_labels(&labels, spec, BRIG_KIND_COMPUTER, id, hash, err)) != 0)
+			return rc;
+		brig_container_opts o = {.version = BRIG_CONTAINER_OPTS_VERSION,
+					 .kind = BRIG_KIND_COMPUTER,
+					 .id = id,
+					 .name = name,
+					 .spec_hash = hash};
+		cleanup_json json_t *body = NULL;
+		if ((rc = brig_spec_container_json(&body, spec, &o, err)) != 0)
+			return rc;
+		if (net_id) /* the surviving bridge by id: its name may be ambiguous mid-race */
+			json_object_set_new(json_object_get(body, "HostConfig"), "NetworkMode", json_string(net_id));
+		if ((rc = create_volumes(e, spec, name, labels, err)) != 0)
+			return brig__error_prefix(err, rc, "create computer %s", name);
+		for (int attempt = 0;; attempt++) {
+			rc = brig_engine_container_create(e, &cid, name, body, err);
+			if (rc == 0)
+				break;
+			if (rc != BRIG_ECONFLICT && rc != BRIG_EUNCERTAIN) {
+				remove_volumes(e, name);
+				return brig__error_prefix(err, rc, "create computer");
+			}
+			/* 409, or no answer: look the name up before answering. */
+			int first = rc;
+			brig_error *lookup = NULL;
+			rc = adopt(e, &cid, name, id, hash, &lookup);
+			if (rc == 0) {
+				brig__error_clear(err);
+				adopted = first == BRIG_ECONFLICT;
+				break;
+			}
+			if (rc == BRIG_ENOTFOUND && first == BRIG_EUNCERTAIN && attempt == 0) {
+				/* The lost create did not land; the name makes another safe. */
+				brig_error_free(lookup);
+				brig__error_clear(err);
+				continue;
+			}
+			if (err) {
+				brig_error_free(*err);
+				*err = lookup;
+			} else {
+				brig_error_free(lookup);
+			}
+			return rc;
+		}
+	}
+	if ((rc = ensure_started(e, cid, err)) != 0)
+		return brig__error_prefix(err, rc, "start computer %s", name);
+	brig_computer *c = NULL;
+	if ((rc = brig_computer_get(e, &c, cid, NULL, err)) != 0)
+		return rc;
+	c->adopted = adopted;
+	c->spec = brig_spec_to_json(spec, 0);
+	*out = c;
+	return 0;
+}
+
+/* ---- pause / resume / stop / destroy ---- */
+
+static int state_of(brig_engine *e, const char *ref, char **state, brig_error **err)
+{
+	cleanup_json json_t *j = NULL;
+	int rc = inspect_computer(e, &j, ref, err);
+	if (rc)
+		return rc;
+	*state = opt_dup(json_string_value(json_object_get(json_object_get(j, "State"), "Status")));
+	if (!*state)
+		*state = xstrdup("unknown");
+	return 0;
+}
+
+int brig_computer_pause(brig_engine *e, const char *ref, brig_error **err)
+{
+	cleanup_free char *state = NULL;
+	int rc = state_of(e, ref, &state, err);
+	if (rc)
+		return rc;
+	if (strcmp(state, "paused") == 0)
+		return 0;
+	if (strcmp(state, "running") != 0)
+		return brig__error_set(err, BRIG_ESTATE, 0, "computer %s is %s, not running: nothing to pause", ref,
+				       state);
+	return brig_engine_container_pause(e, ref, err);
+}
+
+int brig_computer_resume(brig_engine *e, const char *ref, brig_error **err)
+{
+	cleanup_free char *state = NULL;
+	int rc = state_of(e, ref, &state, err);
+	if (rc)
+		return rc;
+	if (strcmp(state, "running") == 0)
+		return 0;
+	if (strcmp(state, "paused") != 0)
+		return brig__error_set(err, BRIG_ESTATE, 0,
+				       "computer %s is %s, not paused: start it again with `brig create` or "
+				       "recover it",
+				       ref, state);
+	return brig_engine_container_unpause(e, ref, err);
+}
+
+int brig_computer_stop(brig_engine *e, const char *ref, brig_error **err)
+{
+	cleanup_json json_t *j = NULL;
+	int rc = inspect_computer(e, &j, ref, err);
+	if (rc)
+		return rc;
+	const char *id = json_string_value(json_object_get(j, "Id"));
+	return brig_engine_container_stop(e, id, 5, err);
+}
+
+int brig_computer_destroy(brig_engine *e, const char *ref, brig_error **err)
+{
+	cleanup_json json_t *j = NULL;
+	int rc = inspect_computer(e, &j, ref, err);
+	if (rc == BRIG_ENOTFOUND) {
+		brig__error_clear(err);
+		/* Idempotent, and it sweeps volumes a failed create left. */
+		if (strncmp(ref, "brig-", 5) == 0 && strlen(ref) == BRIG_NAME_SIZE - 1)
+			remove_volumes(e, ref);
+		return 0;
+	}
+	if (rc)
+		return rc;
+	const char *id = json_string_value(json_object_get(j, "Id"));
+	const char *name = json_string_value(json_object_get(j, "Name"));
+	cleanup_free char *n = xstrdup(name && name[0] == '/' ? name + 1 : name ? name : ref);
+	rc = brig_engine_container_remove(e, id, true, true, err);
+	if (rc && rc != BRIG_ENOTFOUND)
+		return brig__error_prefix(err, rc, "destroy computer %s", n);
+	brig__error_clear(err);
+	remove_volumes(e, n);
+	return 0;
+}
+
+/* ---- exec ---- */
+
+static const char *harness_of(json_t *labels)
+{
+	const char *h = label(labels, BRIG_LABEL_HARNESS);
+	return h ? h : "none";
+}
+
+int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
+		       brig_error **err)
+{
+	memset(res, 0, sizeof *res);
+	res->exit_code = -1;
+	if (!opts || opts->version != BRIG_EXEC_OPTS_VERSION)
+		return brig__error_set(err, BRIG_EINVAL, 0, "exec options: version must be %d",
+				       BRIG_EXEC_OPTS_VERSION);
+	if (!opts->argv || !opts->argv[0] || !*opts->argv[0])
+		return brig__error_set(err, BRIG_EINVAL, 0, "exec: a command is required (argv is empty)");
+	int64_t start = brig_now_ms();
+	int64_t deadline = opts->timeout_ms > 0 ? start + opts->timeout_ms : 0;
+
+	cleanup_json json_t *j = NULL;
+	int rc = inspect_computer(e, &j, ref, err);
+	if (rc)
+		return rc;
+	const char *id = json_string_value(json_object_get(j, "Id"));
+	const char *status = json_string_value(json_object_get(json_object_get(j, "State"), "Status"));
+	if (status && strcmp(status, "paused") == 0)
+		return brig__error_set(err, BRIG_ESTATE, 0,
+				       "computer %s is paused: nothing was run; `brig resume %s` first", ref, ref);
+	if (!status || strcmp(status, "running") != 0)
+		return brig__error_set(err, BRIG_ESTATE, 0, "computer %s is %s, not running: nothing was run", ref,
+				       status ? status : "in an unknown state");
+	brig_harness harness = BRIG_HARNESS_NONE;
+	brig_harness_parse(&harness, harness_of(json_object_get(json_object_get(j, "Config"), "Labels")), NULL);
+
+	json_t *env = NULL;
+	if ((rc = brig_env_exec(&env, opts->env, opts->env_count, harness, err)) != 0)
+		return rc;
+	json_t *cmd = json_array();
+	for (const char *const *a = opts->argv; *a; a++)
+		json_array_append_new(cmd, json_string(*a));
+	bool has_stdin = opts->stdin_fd >= 0 || opts->stdin_data;
+	cleanup_json json_t *cfg = json_pack("{s:o, s:o, s:s, s:b, s:b, s:b, s:b}", "Cmd", cmd, "Env", env,
+					     "WorkingDir", opts->workdir ? opts->workdir : "/workspace",
+					     "AttachStdin", has_stdin, "AttachStdout", 1, "AttachStderr", 1, "Tty", 0);
+	cleanup_free char *xid = NULL;
+	rc = brig_engine_exec_create(e, &xid, id, cfg, err);
+	if (rc == BRIG_ECONFLICT) /* paused or stopped between the look and the exec */
+		return brig__error_set(err, BRIG_ESTATE, 0, "computer %s is not running (%s): nothing was run", ref,
+				       brig_error_message(err ? *err : NULL));
+	if (rc)
+		return brig__error_prefix(err, rc, "exec in %s", ref);
+
+	brig_output_tee tee;
+	brig_output_tee_init(&tee, opts->capture_max, opts->on_output, opts->payload);
+	brig_engine_exec_io io = {.stdin_fd = opts->stdin_fd,
+				  .stdin_data = opts->stdin_data,
+				  .stdin_len = opts->stdin_len,
+				  .on_output = brig_output_tee_cb,
+				  .payload = &tee,
+				  .deadline_ms = deadline,
+				  .cancel_fd = opts->cancel_fd};
+	rc = brig_engine_exec_start(e, xid, &io, err);
+	if (rc == 0) {
+		rc = brig_engine_exec_exit_code(e, xid, 0, &res->exit_code, err);
+		if (rc)
+			brig__error_prefix(err, rc, "exec in %s", ref);
+	} else if (rc == BRIG_ETIMEDOUT || rc == BRIG_ECANCELED || rc == BRIG_EUNCERTAIN) {
+		const char *what = rc == BRIG_ETIMEDOUT ? "timed out" : rc == BRIG_ECANCELED ? "was cancelled"
+											       : "lost its connection to the daemon";
+		res->timed_out = rc == BRIG_ETIMEDOUT;
+		res->canceled = rc == BRIG_ECANCELED;
+		res->uncertain = rc == BRIG_EUNCERTAIN;
+		res->exit_code = res->timed_out ? 124 : res->canceled ? 130 : -1;
+		brig_error *stop_err = NULL;
+		int src = brig_sandbox__stop_now(e, id, &stop_err);
+		res->container_stopped = src == 0;
+		if (res->timed_out)
+			brig__error_set(err, rc, 0,
+					"command in %s timed out after %lld ms; the computer was %s (Docker cannot kill an "
+					"exec); it is not retried: recover the session from its checkpoint",
+					ref, (long long)opts->timeout_ms, src == 0 ? "stopped" : "NOT stopped");
+		else
+			brig__error_set(err, rc, 0,
+					"command in %s %s; the computer was %s; it is not retried: recover the session "
+					"from its checkpoint%s%s",
+					ref, what, src == 0 ? "stopped" : "NOT stopped", src ? " — stop failed: " : "",
+					src ? brig_error_message(stop_err) : "");
+		brig_error_free(stop_err);
+	} else {
+		brig__error_prefix(err, rc, "exec in %s", ref);
+	}
+	brig_output_tee_finish(&tee, res);
+	res->duration_ms = brig_now_ms() - start;
+	return rc;
+}

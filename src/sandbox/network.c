@@ -1,0 +1,151 @@
+/* network.c — the one isolated bridge per host ("brig-sandbox", icc off):
+ * race-safe creation, removal once empty. */
+#include <string.h>
+
+#include "brig/sandbox.h"
+#include "util/util.h"
+
+/* Networks whose Name is exactly BRIG_NETWORK_NAME (the daemon's name filter
+ * matches substrings). New array reference. */
+static int list_exact(brig_engine *e, json_t **out, brig_error **err)
+{
+	cleanup_json json_t *filters = json_pack("{s:[s]}", "name", BRIG_NETWORK_NAME);
+	cleanup_json json_t *all = NULL;
+	int rc = brig_engine_network_list(e, &all, filters, err);
+	if (rc)
+		return rc;
+	json_t *exact = json_array();
+	size_t i;
+	json_t *n;
+	json_array_foreach(all, i, n)
+	{
+		const char *name = json_string_value(json_object_get(n, "Name"));
+		if (name && strcmp(name, BRIG_NETWORK_NAME) == 0)
+			json_array_append(exact, n);
+	}
+	*out = exact;
+	return 0;
+}
+
+static bool is_brigs(json_t *net)
+{
+	const char *m = json_string_value(json_object_get(json_object_get(net, "Labels"), BRIG_LABEL_MANAGED));
+	return m && strcmp(m, "1") == 0;
+}
+
+static const char *subnet_of(json_t *net)
+{
+	return json_string_value(
+		json_object_get(json_array_get(json_object_get(json_object_get(net, "IPAM"), "Config"), 0), "Subnet"));
+}
+
+int brig_network_ensure(brig_engine *e, char **out_id, const brig_spec *spec, brig_error **err)
+{
+	int rc = brig_subnet_validate(spec->subnet, err);
+	if (rc)
+		return rc;
+	cleanup_json json_t *nets = NULL;
+	if ((rc = list_exact(e, &nets, err)) != 0)
+		return rc;
+	if (json_array_size(nets) == 0) {
+		cleanup_json json_t *body = NULL;
+		if ((rc = brig_spec_network_json(&body, spec, err)) != 0)
+			return rc;
+		brig_error *cerr = NULL;
+		rc = brig_engine_network_create(e, NULL, body, &cerr);
+		/* A racer may have won (409, or a pool-overlap 403/500 for the same
+		 * subnet), or the answer was lost: the listing below decides. */
+		brig_error_free(cerr);
+		json_decref(nets);
+		nets = NULL;
+		if ((rc = list_exact(e, &nets, err)) != 0)
+			return rc;
+		if (json_array_size(nets) == 0)
+			return brig__error_set(err, BRIG_EDAEMON, 0,
+					       "could not create the %s network on %s; check that the subnet is free "
+					       "(`docker network ls`) or pick another with --subnet",
+					       BRIG_NETWORK_NAME, spec->subnet);
+	}
+	/* Everyone agrees on the lowest id; the rest are removed when unused. */
+	json_t *keep = NULL;
+	size_t i;
+	json_t *n;
+	json_array_foreach(nets, i, n)
+	{
+		if (!is_brigs(n))
+			return brig__error_set(err, BRIG_ECONFLICT, 0,
+					       "a network named %s exists that brig did not create; remove it or "
+					       "rename it",
+					       BRIG_NETWORK_NAME);
+		const char *id = json_string_value(json_object_get(n, "Id"));
+		if (id && (!keep || strcmp(id, json_string_value(json_object_get(keep, "Id"))) < 0))
+			keep = n;
+	}
+	const char *keep_id = json_string_value(json_object_get(keep, "Id"));
+	json_array_foreach(nets, i, n)
+	{
+		const char *id = json_string_value(json_object_get(n, "Id"));
+		if (id && strcmp(id, keep_id) != 0)
+			brig_engine_network_remove(e, id, NULL);
+	}
+	const char *have = subnet_of(keep);
+	if (have && strcmp(have, spec->subnet) != 0)
+		return brig__error_set(err, BRIG_ECONFLICT, 0,
+				       "the %s network exists on %s, not %s; `brig network rm` it (once no computer "
+				       "is attached) to change the subnet",
+				       BRIG_NETWORK_NAME, have, spec->subnet);
+	if (out_id)
+		*out_id = xstrdup(keep_id);
+	return 0;
+}
+
+int brig_network_remove(brig_engine *e, brig_error **err)
+{
+	cleanup_json json_t *nets = NULL;
+	int rc = list_exact(e, &nets, err);
+	if (rc)
+		return rc;
+	size_t i;
+	json_t *n;
+	json_array_foreach(nets, i, n)
+	{
+		const char *id = json_string_value(json_object_get(n, "Id"));
+		if (!is_brigs(n))
+			return brig__error_set(err, BRIG_ECONFLICT, 0, "network %s is not brig's; not removing it",
+					       BRIG_NETWORK_NAME);
+		/* The list omits endpoints: inspect for the attached containers. */
+		cleanup_json json_t *full = NULL;
+		if ((rc = brig_engine_network_inspect(e, &full, id, err)) != 0) {
+			if (rc == BRIG_ENOTFOUND) {
+				brig__error_clear(err);
+				continue;
+			}
+			return rc;
+		}
+		json_t *cs = json_object_get(full, "Containers");
+		if (json_object_size(cs) > 0) {
+			brig_buf names;
+			brig_buf_init(&names, 4096);
+			const char *k;
+			json_t *v;
+			json_object_foreach(cs, k, v)
+			{
+				const char *nm = json_string_value(json_object_get(v, "Name"));
+				brig_buf_printf(&names, "%s%s", names.len ? ", " : "", nm ? nm : k);
+			}
+			rc = brig__error_set(err, BRIG_EBUSY, 0,
+					     "network %s still has %zu attached container(s): %s; destroy them first",
+					     BRIG_NETWORK_NAME, json_object_size(cs), brig_buf_cstr(&names));
+			brig_buf_free(&names);
+			return rc;
+		}
+		rc = brig_engine_network_remove(e, id, err);
+		if (rc == BRIG_ENOTFOUND) {
+			brig__error_clear(err);
+			rc = 0;
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
