@@ -1,0 +1,354 @@
+/* run.c — disposable runs: pin the image, create a fresh self-ending
+ * container, copy inputs in read-only, run one command under a deadline,
+ * freeze, copy /outbox out safely, remove everything. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include "brig/run.h"
+#include "sandbox/capture.h"
+#include "tar/tar.h"
+#include "util/util.h"
+
+/* Time the container stays alive past the command's deadline, for copying
+ * outputs out; after it the container ends itself even if brig is gone. */
+#define RUN_GRACE_S 60
+
+void brig_run_result_clear(brig_run_result *r)
+{
+	if (!r)
+		return;
+	brig_exec_result_clear(&r->exec);
+	free(r->image_id);
+	free(r->container);
+	for (size_t i = 0; i < r->output_count; i++)
+		free(r->outputs[i]);
+	free(r->outputs);
+	memset(r, 0, sizeof *r);
+}
+
+json_t *brig_run_result_to_json(const brig_run_result *r)
+{
+	json_t *j = brig_exec_result_to_json(&r->exec);
+	json_t *outs = json_array();
+	for (size_t i = 0; i < r->output_count; i++) {
+		json_t *s = json_string(r->outputs[i]);
+		json_array_append_new(outs, s ? s : json_string("(name is not UTF-8)"));
+	}
+	json_object_set_new(j, "image_id", r->image_id ? json_string(r->image_id) : json_null());
+	json_object_set_new(j, "container", r->container ? json_string(r->container) : json_null());
+	json_object_set_new(j, "durations_ms",
+			    json_pack("{s:I, s:I, s:I, s:I, s:I}", "create", (json_int_t)r->create_ms, "copy_in",
+				      (json_int_t)r->copy_in_ms, "run", (json_int_t)r->run_ms, "copy_out",
+				      (json_int_t)r->copy_out_ms, "total", (json_int_t)r->total_ms));
+	json_object_set_new(j, "outputs", outs);
+	json_object_set_new(j, "output_bytes", json_integer((json_int_t)r->output_bytes));
+	json_object_set_new(j, "oom_killed", json_boolean(r->oom_killed));
+	return j;
+}
+
+static void run_id(char out[25])
+{
+	unsigned char b[12];
+	if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+		int64_t t = brig_now_ms() ^ ((int64_t)getpid() << 20);
+		memcpy(b, &t, sizeof t);
+		memset(b + 8, 0x5a, 4);
+	}
+	brig_hex(out, b, sizeof b);
+}
+
+static int resolve_image(brig_engine *e, char **out, const char *image, brig_error **err)
+{
+	cleanup_json json_t *img = NULL;
+	int rc = brig_engine_image_inspect(e, &img, image, err);
+	if (rc == BRIG_ENOTFOUND)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0,
+				       "image %s is not in the local image store and brig never pulls: build it "
+				       "with `brig image build` (or scripts/build-test-image for brig-test:local), "
+				       "or pass --image",
+				       image);
+	if (rc)
+		return rc;
+	const char *id = json_string_value(json_object_get(img, "Id"));
+	if (!id)
+		return brig__error_set(err, BRIG_EPROTO, 0, "inspect image %s: no Id", image);
+	*out = xstrdup(id);
+	return 0;
+}
+
+/* Sum of the sizes under the inputs, to size /inbox (links not followed). */
+static _Thread_local uint64_t walk_total;
+
+static int walk_add(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	if (flag == FTW_F)
+		walk_total += (uint64_t)st->st_size;
+	return 0;
+}
+
+static int input_bytes(const char *const *inputs, size_t n, uint64_t *total, brig_error **err)
+{
+	*total = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct stat st;
+		if (lstat(inputs[i], &st) < 0)
+			return brig__error_set(err, BRIG_EINVAL, errno, "--in %s: %s", inputs[i], strerror(errno));
+		walk_total = 0;
+		if (S_ISDIR(st.st_mode)) {
+			if (nftw(inputs[i], walk_add, 16, FTW_PHYS) != 0)
+				return brig__error_set(err, BRIG_EINVAL, errno, "--in %s: cannot read it: %s",
+						       inputs[i], strerror(errno));
+		} else {
+			walk_total = (uint64_t)st.st_size;
+		}
+		*total += walk_total;
+	}
+	return 0;
+}
+
+static void on_output_entry(const char *path, int type, uint64_t size, void *payload)
+{
+	brig_run_result *r = payload;
+	r->outputs = xrealloc(r->outputs, (r->output_count + 1) * sizeof *r->outputs);
+	r->outputs[r->output_count++] = xstrdup(path);
+	r->output_bytes += size;
+}
+
+static int copy_in(brig_engine *e, const char *id, const brig_run_opts *o, brig_error **err)
+{
+	brig_tar_build_options bo = {.version = BRIG_TAR_BUILD_OPTIONS_VERSION,
+				     .uid = 0,
+				     .gid = 0,
+				     .mode_mask = 0555, /* read-only to the command */
+				     .skip_special = true};
+	brig_tar_builder *b = NULL;
+	int rc = brig_tar_builder_new(&b, &bo, err);
+	for (size_t i = 0; rc == 0 && i < o->input_count; i++) {
+		cleanup_free char *copy = xstrdup(o->inputs[i]);
+		size_t n = strlen(copy);
+		while (n > 1 && copy[n - 1] == '/')
+			copy[--n] = '\0';
+		const char *base = basename(copy);
+		if (!*base || strcmp(base, "/") == 0 || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+			rc = brig__error_set(err, BRIG_EINVAL, 0, "--in %s: give a file or directory with a name",
+					     o->inputs[i]);
+		else
+			rc = brig_tar_builder_add_path(b, o->inputs[i], base, err);
+	}
+	if (rc == 0)
+		rc = brig_engine_archive_put(e, id, "/inbox", brig_tar_builder_reader, b, err);
+	brig_tar_builder_free(b);
+	return rc ? brig__error_prefix(err, rc, "copy inputs in") : 0;
+}
+
+static int copy_out(brig_engine *e, const char *id, const brig_run_opts *o, int64_t out_mb, brig_run_result *res,
+		    brig_error **err)
+{
+	if (mkdir(o->out_dir, 0755) < 0 && errno != EEXIST)
+		return brig__error_set(err, BRIG_EIO, errno, "--out %s: %s", o->out_dir, strerror(errno));
+	brig_tar_extract_options xo = {.version = BRIG_TAR_EXTRACT_OPTIONS_VERSION,
+				       .strip_components = 1, /* the archive's root is "outbox/" */
+				       .allow_symlinks = true,
+				       .allow_hardlinks = true,
+				       .on_entry = on_output_entry,
+				       .payload = res};
+	xo.limits.max_total_bytes = (uint64_t)out_mb << 20;
+	xo.limits.max_entries = 100000;
+	brig_tar_extract *x = NULL;
+	int rc = brig_tar_extract_new(&x, AT_FDCWD, o->out_dir, &xo, err);
+	if (rc)
+		return rc;
+	rc = brig_engine_archive_get(e, id, "/outbox", NULL, brig_tar_extract_data_cb, x, err);
+	brig_error *xerr = NULL;
+	int frc = brig_tar_extract_finish(x, &xerr);
+	if (frc) {
+		/* The extractor's reason (an unsafe entry, a cap) is the real one:
+		 * the GET only failed because the extractor stopped it. */
+		rc = frc;
+		if (err) {
+			brig_error_free(*err);
+			*err = xerr;
+			xerr = NULL;
+		}
+	}
+	brig_error_free(xerr);
+	brig_tar_extract_free(x);
+	return rc ? brig__error_prefix(err, rc, "copy outputs to %s", o->out_dir) : 0;
+}
+
+static void remove_run(brig_engine *e, const char *id)
+{
+	/* force: ends whatever still runs; v: the anonymous tmpfs volumes. */
+	int rc = brig_engine_container_remove(e, id, true, true, NULL);
+	(void)rc; /* ENOTFOUND: AutoRemove got there first */
+}
+
+int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_error **err)
+{
+	memset(res, 0, sizeof *res);
+	res->exec.exit_code = -1;
+	int64_t t0 = brig_now_ms();
+	if (!o || o->version != BRIG_RUN_OPTS_VERSION)
+		return brig__error_set(err, BRIG_EINVAL, 0, "run options: version must be %d", BRIG_RUN_OPTS_VERSION);
+	if (!o->spec)
+		return brig__error_set(err, BRIG_EINVAL, 0, "run options: spec is required");
+	if (!o->argv || !o->argv[0] || !*o->argv[0])
+		return brig__error_set(err, BRIG_EINVAL, 0, "run: a command is required (argv is empty)");
+	int64_t timeout_s = o->timeout_s ? o->timeout_s : BRIG_RUN_DEFAULT_TIMEOUT_S;
+	if (timeout_s < 1 || timeout_s > 7 * 24 * 3600)
+		return brig__error_set(err, BRIG_EINVAL, 0, "timeout: must be 1 to 604800 seconds, got %lld",
+				       (long long)timeout_s);
+	int64_t out_mb = o->out_mb ? o->out_mb : BRIG_DEFAULT_OUT_MB;
+	if (out_mb < 1 || out_mb > 1 << 20)
+		return brig__error_set(err, BRIG_EINVAL, 0, "out-mb: must be 1 to 1048576, got %lld",
+				       (long long)out_mb);
+	uint64_t in_bytes = 0;
+	int rc = input_bytes(o->inputs, o->input_count, &in_bytes, err);
+	if (rc)
+		return rc;
+
+	brig_spec spec;
+	brig_spec_copy(&spec, o->spec);
+	char rid[25];
+	run_id(rid);
+	cleanup_free char *name = xasprintf("brig-run-%s", rid);
+	cleanup_free char *cid = NULL;
+	cleanup_json json_t *body = NULL;
+	cleanup_json json_t *info = NULL;
+	cleanup_free char *net_id = NULL;
+	cleanup_json json_t *xcfg = NULL;
+	cleanup_free char *xid = NULL;
+	cleanup_json json_t *st = NULL;
+	brig_host_limits host = {0};
+	brig_output_tee tee;
+	int64_t t1, t2, t3;
+
+	if ((rc = resolve_image(e, &res->image_id, spec.image, err)) != 0)
+		goto out;
+	/* Pin: the run uses exactly the id resolved now. */
+	free(spec.image);
+	spec.image = xstrdup(res->image_id);
+	if ((rc = brig_engine_info(e, &info, err)) != 0)
+		goto out;
+	host.mem_bytes = json_integer_value(json_object_get(info, "MemTotal"));
+	host.ncpu = (int)json_integer_value(json_object_get(info, "NCPU"));
+	if ((rc = brig_spec_validate(&spec, &host, err)) != 0)
+		goto out;
+	if (spec.network == BRIG_NET_ISOLATED && (rc = brig_network_ensure(e, &net_id, &spec, err)) != 0)
+		goto out;
+	int64_t lifetime = timeout_s + RUN_GRACE_S;
+	/* /inbox sized to the inputs with room for tar's rounding. */
+	int64_t inbox_mb = o->input_count ? (int64_t)((in_bytes + in_bytes / 8) >> 20) + 4 : 0;
+	brig_container_opts co = {.version = BRIG_CONTAINER_OPTS_VERSION,
+				  .kind = BRIG_KIND_RUN,
+				  .name = name,
+				  .lifetime_s = lifetime,
+				  .inbox_mb = inbox_mb,
+				  .outbox_mb = o->out_dir ? out_mb : 0,
+				  .run_id = rid,
+				  .deadline_unix = brig_wall_s() + lifetime};
+	if ((rc = brig_spec_container_json(&body, &spec, &co, err)) != 0)
+		goto out;
+	if (net_id)
+		json_object_set_new(json_object_get(body, "HostConfig"), "NetworkMode", json_string(net_id));
+	res->container = xstrdup(name);
+	rc = brig_engine_container_create(e, &cid, name, body, err);
+	if (rc == BRIG_EUNCERTAIN) {
+		/* The run's name is fresh: if it exists now, it is ours. */
+		json_t *j = NULL;
+		if (brig_engine_container_inspect(e, &j, name, NULL) == 0) {
+			cid = xstrdup(json_string_value(json_object_get(j, "Id")));
+			brig__error_clear(err);
+			rc = 0;
+		}
+		if (j)
+			json_decref(j);
+	}
+	if (rc)
+		goto out;
+	if ((rc = brig_engine_container_start(e, cid, err)) != 0)
+		goto out;
+	res->create_ms = brig_now_ms() - t0;
+
+	t1 = brig_now_ms();
+	if (o->input_count && (rc = copy_in(e, cid, o, err)) != 0)
+		goto out;
+	res->copy_in_ms = brig_now_ms() - t1;
+
+	/* The command. */
+	t2 = brig_now_ms();
+	json_t *env = NULL;
+	if ((rc = brig_spec_exec_env(&env, &spec, NULL, 0, err)) != 0)
+		goto out;
+	json_t *cmd = json_array();
+	for (const char *const *a = o->argv; *a; a++)
+		json_array_append_new(cmd, json_string(*a));
+	bool has_stdin = o->stdin_fd >= 0;
+	xcfg = json_pack("{s:o, s:o, s:s, s:b, s:b, s:b, s:b}", "Cmd", cmd, "Env", env,
+					      "WorkingDir", o->workdir ? o->workdir : "/workspace", "AttachStdin",
+					      has_stdin, "AttachStdout", 1, "AttachStderr", 1, "Tty", 0);
+	if ((rc = brig_engine_exec_create(e, &xid, cid, xcfg, err)) != 0)
+		goto out;
+	brig_output_tee_init(&tee, o->capture_max, o->on_output, o->payload);
+	brig_engine_exec_io io = {.stdin_fd = o->stdin_fd,
+				  .on_output = brig_output_tee_cb,
+				  .payload = &tee,
+				  .deadline_ms = t2 + timeout_s * 1000,
+				  .cancel_fd = o->cancel_fd};
+	rc = brig_engine_exec_start(e, xid, &io, err);
+	if (rc == 0) {
+		rc = brig_engine_exec_exit_code(e, xid, 0, &res->exec.exit_code, err);
+	} else if (rc == BRIG_ETIMEDOUT) {
+		brig__error_clear(err);
+		res->exec.timed_out = true;
+		res->exec.exit_code = 124;
+		rc = 0;
+	}
+	brig_output_tee_finish(&tee, &res->exec);
+	res->run_ms = res->exec.duration_ms = brig_now_ms() - t2;
+	if (rc == BRIG_ECANCELED) {
+		res->exec.canceled = true;
+		res->exec.exit_code = 130;
+		brig__error_set(err, rc, 0, "run %s was cancelled; its container was removed", name);
+		goto out;
+	}
+	if (rc) {
+		res->exec.uncertain = rc == BRIG_EUNCERTAIN;
+		goto out;
+	}
+
+	/* Freeze: whatever the command left running can neither race the copy
+	 * (a symlink swapped in mid-read) nor keep writing. */
+	t3 = brig_now_ms();
+	brig_error *perr = NULL;
+	bool paused = brig_engine_container_pause(e, cid, &perr) == 0;
+	brig_error_free(perr);
+	if (brig_engine_container_inspect(e, &st, cid, NULL) == 0)
+		res->oom_killed = json_is_true(json_object_get(json_object_get(st, "State"), "OOMKilled"));
+	if (o->out_dir) {
+		if (!paused) {
+			rc = brig__error_set(err, BRIG_ESTATE, 0,
+					     "run %s: could not freeze the container to copy its outputs safely", name);
+			goto out;
+		}
+		rc = copy_out(e, cid, o, out_mb, res, err);
+	}
+	res->copy_out_ms = brig_now_ms() - t3;
+
+out:
+	if (cid)
+		remove_run(e, cid);
+	else if (res->container && rc == BRIG_EUNCERTAIN)
+		remove_run(e, name);
+	if (rc == BRIG_EUNCERTAIN && err && *err)
+		brig__error_prefix(err, rc, "run %s (its container was removed; the command is not retried)", name);
+	brig_spec_clear(&spec);
+	res->total_ms = brig_now_ms() - t0;
+	return rc;
+}
