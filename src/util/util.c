@@ -187,7 +187,8 @@ const char *brig_error_name(int code)
 	}
 }
 
-static int error_vset(brig_error **err, int code, int errnum, int status, const char *fmt, va_list ap)
+__attribute__((format(printf, 5, 0))) static int error_vset(brig_error **err, int code, int errnum, int status,
+								const char *fmt, va_list ap)
 {
 	if (!err)
 		return code;
