@@ -1,0 +1,381 @@
+/* brig/spec.h — the sandbox policy: identities and deterministic names, the
+ * hardened container spec, env/credential rules and the Docker JSON bodies. */
+#ifndef BRIG_SPEC_H
+#define BRIG_SPEC_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "brig/common.h"
+#include "brig/error.h"
+
+/* Everything here is pure: no call talks to Docker; the lifecycle code feeds
+ * the bodies built here to the engine client (brig/engine.h).
+ *
+ * Conventions: functions that can fail return 0 or a negative BRIG_E* code
+ * and fill *err (err may be NULL). JSON returned through `json_t **out` is a
+ * new reference owned by the caller (json_decref). No message produced here
+ * ever contains an env value; strings echoed from input are escaped (non
+ * printable bytes as \xNN) and cut to 64 characters. */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------
+ * Identity and naming
+ * ---------------------------------------------------------------------- */
+
+/* "brig-" + 64 lowercase hex digits + NUL. */
+#define BRIG_NAME_SIZE 70
+/* 64 lowercase hex digits + NUL (spec hashes, session keys). */
+#define BRIG_HASH_SIZE 65
+/* Longest namespace, agent or session name. */
+#define BRIG_IDENT_MAX 63
+#define BRIG_GENERATION_MAX 1000000u
+
+/* A computer is (namespace, agent, session, generation). The strings are
+ * borrowed by whoever fills the struct, except for identities returned by
+ * brig_identity_from_labels(), which own them (brig_identity_free). */
+typedef struct brig_identity {
+	const char *ns;
+	const char *agent;
+	const char *session;
+	uint32_t generation; /* 1..BRIG_GENERATION_MAX */
+} brig_identity;
+
+/* What a brig container is for; recorded in the brig.kind label. */
+typedef enum brig_kind {
+	BRIG_KIND_COMPUTER = 0, /* long-lived, one per identity, "computer" */
+	BRIG_KIND_RUN = 1,      /* disposable, one per command, "run" */
+} brig_kind;
+
+/* Label keys brig writes on everything it creates. Callers may not set these
+ * through brig_spec_add_label(). */
+#define BRIG_LABEL_MANAGED "brig.managed" /* always "1" */
+#define BRIG_LABEL_KIND "brig.kind"       /* computer | run | network | volume */
+#define BRIG_LABEL_NS "brig.ns"
+#define BRIG_LABEL_AGENT "brig.agent"
+#define BRIG_LABEL_SESSION "brig.session"
+#define BRIG_LABEL_GENERATION "brig.generation" /* decimal */
+#define BRIG_LABEL_VERSION "brig.version"       /* BRIG_VERSION of the creator */
+#define BRIG_LABEL_SPEC "brig.spec"             /* brig_spec_hash() */
+#define BRIG_LABEL_HARNESS "brig.harness"       /* claude | codex | none */
+#define BRIG_LABEL_RUN "brig.run"               /* run id (runs only) */
+#define BRIG_LABEL_DEADLINE "brig.deadline"     /* unix seconds the run ends by */
+#define BRIG_LABEL_CONTAINER "brig.container"   /* volumes: their container's name */
+#define BRIG_LABEL_VOLUME "brig.volume"         /* volumes: workspace | runtime | … */
+
+/* Checks one user-given name: 1..63 characters of A-Z a-z 0-9 _ . - starting
+ * with a letter or digit. field ("ns", "agent", "session") starts the
+ * message. Errors: BRIG_EINVAL. */
+BRIG_PUBLIC int brig_identity_check_name(const char *field, const char *value, brig_error **err);
+
+/* Checks all four fields of id. Errors: BRIG_EINVAL naming the field. */
+BRIG_PUBLIC int brig_identity_validate(const brig_identity *id, brig_error **err);
+
+/* Writes the container name of id into out: "brig-" + hex SHA-256 over a
+ * length-prefixed encoding of a domain tag, ns, agent, session (4-byte
+ * big-endian length, then bytes) and the generation (4-byte big-endian), so
+ * ("ab","c") and ("a","bc") differ. Deterministic across hosts and versions.
+ * Errors: BRIG_EINVAL (id invalid; out is set to ""). */
+BRIG_PUBLIC int brig_identity_name(char out[BRIG_NAME_SIZE], const brig_identity *id, brig_error **err);
+
+/* Writes the session key of id (64 hex digits): the same encoding without the
+ * generation and with another domain tag, so every generation of a session
+ * shares it and it never equals any container name's digits.
+ * Errors: BRIG_EINVAL (out is set to ""). */
+BRIG_PUBLIC int brig_identity_session_key(char out[BRIG_HASH_SIZE], const brig_identity *id, brig_error **err);
+
+/* Reads a computer's identity back from a container's Config.Labels object
+ * (borrowed; untrusted). *out is one allocation owning its strings, freed
+ * with brig_identity_free(). Errors: BRIG_ENOTFOUND when the labels are not
+ * a brig computer's (no brig.managed=1 or brig.kind other than computer),
+ * BRIG_EPROTO when brig's labels are missing or malformed. */
+BRIG_PUBLIC int brig_identity_from_labels(brig_identity **out, const json_t *labels, brig_error **err);
+
+/* Frees an identity returned by brig_identity_from_labels(); accepts NULL. */
+BRIG_PUBLIC void brig_identity_free(brig_identity *id);
+
+/* Decides whether a container whose Config.Labels is labels (borrowed,
+ * untrusted, may be NULL) is the computer id created with spec_hash. Returns
+ * 0 when it is. Otherwise returns BRIG_ECONFLICT and the message describes
+ * the first difference, in this order: "not a brig container", "not a brig
+ * computer (brig.kind is 'run')", "ns differs: container has 'x', wanted
+ * 'y'" (then agent, session, generation), "spec hash differs: container has
+ * X, wanted Y". brig.version is not compared: the spec hash already covers
+ * every setting that shapes the container. BRIG_EINVAL when id is invalid. */
+BRIG_PUBLIC int brig_labels_match(const json_t *labels, const brig_identity *id, const char *spec_hash,
+				  brig_error **err);
+
+/* ------------------------------------------------------------------------
+ * The spec
+ * ---------------------------------------------------------------------- */
+
+#define BRIG_SPEC_VERSION 1
+
+/* Bumped whenever the container body gains or changes a setting that is not
+ * a spec field (a new hardening flag): it is part of the spec hash, so a
+ * computer created by an older policy is never silently adopted. */
+#define BRIG_SPEC_POLICY 1
+
+#define BRIG_DEFAULT_IMAGE "brig-sandbox:local"
+#define BRIG_DEFAULT_USER "1000:1000"
+#define BRIG_DEFAULT_SUBNET "172.30.0.0/22"
+#define BRIG_NETWORK_NAME "brig-sandbox" /* the isolated bridge */
+#define BRIG_NETWORK_BRIDGE "brig0"      /* its Linux interface */
+/* Memory that must stay free for processes after every tmpfs is full. */
+#define BRIG_MIN_FREE_MB 256
+/* Default size of a run's /outbox. */
+#define BRIG_DEFAULT_OUT_MB 256
+
+typedef enum brig_network {
+	BRIG_NET_NONE = 0,     /* "none": only lo */
+	BRIG_NET_ISOLATED = 1, /* "isolated": the brig-sandbox bridge, icc off */
+} brig_network;
+
+typedef enum brig_harness {
+	BRIG_HARNESS_NONE = 0,   /* "none": forwards no credential */
+	BRIG_HARNESS_CLAUDE = 1, /* "claude": ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN */
+	BRIG_HARNESS_CODEX = 2,  /* "codex": OPENAI_API_KEY */
+} brig_harness;
+
+/* Host limits the spec is checked against; a field of 0 is unknown and not
+ * checked. Fill from the daemon's /info (MemTotal, NCPU). */
+typedef struct brig_host_limits {
+	int64_t mem_bytes;
+	int ncpu;
+} brig_host_limits;
+
+/* Every setting that shapes a container. Initialise with brig_spec_init()
+ * and release with brig_spec_clear(). Strings and lists are owned by the
+ * spec (malloc'd); replace them through brig_spec_set() and the add
+ * functions. Numbers may be assigned directly; brig_spec_validate() checks
+ * everything. */
+typedef struct brig_spec {
+	unsigned version;         /* BRIG_SPEC_VERSION */
+	char *image;              /* "brig-sandbox:local"; a tag or sha256:… id */
+	char *user;               /* "1000:1000": numeric uid:gid, never 0 */
+	double cpus;              /* 2.0; 0.01 .. host CPUs */
+	int64_t memory_mb;        /* 2048; no swap (MemorySwap = Memory) */
+	int64_t pids;             /* 256; 16 .. 1048576 */
+	int64_t workspace_mb;     /* 512: /workspace tmpfs volume */
+	int64_t runtime_mb;       /* 256: /runtime tmpfs volume (HOME) */
+	int64_t shm_mb;           /* 64: /dev/shm */
+	int64_t workspace_inodes; /* 65536: nr_inodes of /workspace */
+	int64_t runtime_inodes;   /* 32768: nr_inodes of /runtime (and run volumes) */
+	int64_t nofile;           /* 1024: soft = hard open-files limit */
+	brig_network network;     /* BRIG_NET_NONE */
+	char *subnet;             /* "172.30.0.0/22"; used with BRIG_NET_ISOLATED */
+	brig_harness harness;     /* BRIG_HARNESS_NONE */
+	char *seccomp_profile;    /* NULL: daemon default; else profile JSON text */
+	char **env;               /* "KEY=VALUE", keys unique, in order added */
+	size_t env_count;
+	char **labels;            /* extra labels "key=value" (e.g. brig.test=ID) */
+	size_t label_count;
+} brig_spec;
+
+/* Fills spec with the defaults above (overwrites without freeing). */
+BRIG_PUBLIC void brig_spec_init(brig_spec *spec);
+
+/* Frees everything spec owns and zeroes it; accepts NULL. */
+BRIG_PUBLIC void brig_spec_clear(brig_spec *spec);
+
+/* Makes dst an independent deep copy of src (dst is overwritten without
+ * being freed; clear it with brig_spec_clear()). */
+BRIG_PUBLIC void brig_spec_copy(brig_spec *dst, const brig_spec *src);
+
+/* Sets one field from a string, as the command line gives it. key is the
+ * flag name with '-' or '_': image, user, cpus, memory-mb, pids,
+ * workspace-mb, runtime-mb, shm-mb, workspace-inodes, runtime-inodes,
+ * nofile, network (none|isolated), subnet, harness (claude|codex|none),
+ * seccomp-profile (JSON text), env (KEY=VALUE, or KEY to copy brig's own
+ * environment; adds or replaces) and label (key=value; adds or replaces).
+ * value is borrowed. On error spec is unchanged.
+ * Errors: BRIG_EINVAL naming the field and what is allowed (network 'host',
+ * 'bridge' and 'container:…' are refused here). */
+BRIG_PUBLIC int brig_spec_set(brig_spec *spec, const char *key, const char *value, brig_error **err);
+
+/* Adds or replaces an env entry. entry is "KEY=VALUE", or "KEY" to take the
+ * value from brig's own environment (like docker -e KEY). Credential keys
+ * are accepted and kept in memory only: they never reach the container's
+ * configuration or the spec hash (see brig_env_is_credential()).
+ * Errors: BRIG_EINVAL naming the key, never the value. */
+BRIG_PUBLIC int brig_spec_add_env(brig_spec *spec, const char *entry, brig_error **err);
+
+/* Adds or replaces an extra label "key=value" (keys of the brig.* set above
+ * are refused). Errors: BRIG_EINVAL. */
+BRIG_PUBLIC int brig_spec_add_label(brig_spec *spec, const char *entry, brig_error **err);
+
+/* Checks every field: limits positive and in range, memory and cpus within
+ * host (may be NULL), pids 16..1048576, and tmpfs charged to memory —
+ * workspace-mb + runtime-mb + shm-mb must leave BRIG_MIN_FREE_MB of
+ * memory-mb free. Errors: BRIG_EINVAL naming the field(s), the numbers and
+ * what is allowed. */
+BRIG_PUBLIC int brig_spec_validate(const brig_spec *spec, const brig_host_limits *host, brig_error **err);
+
+/* Writes the spec hash (64 hex digits): SHA-256 over a canonical JSON of
+ * every setting that shapes the container, BRIG_SPEC_POLICY included.
+ * Credential env entries are excluded; the subnet counts only with
+ * isolated networking; env order does not count. Errors: BRIG_EINVAL when
+ * the spec does not validate (host limits not checked; out set to ""). */
+BRIG_PUBLIC int brig_spec_hash(char out[BRIG_HASH_SIZE], const brig_spec *spec, brig_error **err);
+
+/* Include the values of non-credential env entries (for a private store;
+ * credentials are never included). Without it, env is a list of keys. */
+#define BRIG_SPEC_JSON_ENV_VALUES 1u
+
+/* The effective spec as a JSON object for `--json` output or a store:
+ * {"image":…,"user":…,"cpus":2.0,"memory_mb":2048,…,"network":"none",
+ *  "subnet":…,"harness":"none","env":[…],"labels":{…}}. Credential entries
+ * never appear, not even their keys. Never fails. */
+BRIG_PUBLIC json_t *brig_spec_to_json(const brig_spec *spec, unsigned flags);
+
+/* Reads the object brig_spec_to_json() wrote (with env values) into spec:
+ * spec is overwritten without being freed (pass a fresh or cleared one),
+ * missing fields take defaults, the result is validated (host not
+ * checked) and bare env keys are refused, never looked up. json is
+ * borrowed. On error spec holds the defaults; either way the caller owns
+ * spec and calls brig_spec_clear().
+ * Errors: BRIG_EINVAL / BRIG_EPROTO (wrong types). */
+BRIG_PUBLIC int brig_spec_from_json(brig_spec *spec, const json_t *json, brig_error **err);
+
+/* Parsers of the enum spellings. Errors: BRIG_EINVAL (the network message
+ * says why 'host', 'bridge' and 'container:…' are refused). */
+BRIG_PUBLIC int brig_network_parse(brig_network *out, const char *s, brig_error **err);
+BRIG_PUBLIC int brig_harness_parse(brig_harness *out, const char *s, brig_error **err);
+/* Spellings: "none"/"isolated", "none"/"claude"/"codex",
+ * "computer"/"run". Static strings. */
+BRIG_PUBLIC const char *brig_network_name(brig_network n);
+BRIG_PUBLIC const char *brig_harness_name(brig_harness h);
+BRIG_PUBLIC const char *brig_kind_name(brig_kind k);
+
+/* ------------------------------------------------------------------------
+ * Env and credentials
+ * ---------------------------------------------------------------------- */
+
+/* True for ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN and OPENAI_API_KEY,
+ * whatever the harness. key is a bare key or a "KEY=VALUE" entry. */
+BRIG_PUBLIC bool brig_env_is_credential(const char *key);
+
+/* The credential keys of harness, NULL-terminated (static; empty for none). */
+BRIG_PUBLIC const char *const *brig_env_credential_keys(brig_harness harness);
+
+/* Checks one "KEY=VALUE" entry: key non-empty, without '=' or control
+ * characters; value without CR, LF or NUL; valid UTF-8; at most 128 KiB.
+ * (A spec also caps the total at 1 MiB and 4096 entries.) Errors:
+ * BRIG_EINVAL naming the key (escaped) and never the value. */
+BRIG_PUBLIC int brig_env_validate(const char *entry, brig_error **err);
+
+/* Builds the Env array for one exec (a new JSON array of "KEY=VALUE"
+ * strings): the entries of env (borrowed, n of them, each validated; a
+ * later duplicate key replaces an earlier one), then — when none of the
+ * harness's credential keys is among them — each of those keys that is set
+ * and non-empty in brig's own environment (getenv). Credentials are
+ * delivered this way, with each exec, so they never sit in the container's
+ * configuration. Errors: BRIG_EINVAL (bad entry, or a forwarded value with
+ * CR/LF), naming the key only. */
+BRIG_PUBLIC int brig_env_exec(json_t **out, const char *const *env, size_t n, brig_harness harness,
+			      brig_error **err);
+
+/* brig_env_exec() over spec->env followed by extra (n_extra entries, may be
+ * NULL), for spec->harness. Errors: as brig_env_exec(). */
+BRIG_PUBLIC int brig_spec_exec_env(json_t **out, const brig_spec *spec, const char *const *extra, size_t n_extra,
+				   brig_error **err);
+
+/* ------------------------------------------------------------------------
+ * Docker JSON bodies
+ * ---------------------------------------------------------------------- */
+
+/* The tmpfs volumes of a container. */
+typedef enum brig_volume {
+	BRIG_VOLUME_WORKSPACE = 0, /* /workspace, uid of spec->user, 0700 */
+	BRIG_VOLUME_RUNTIME = 1,   /* /runtime (HOME), uid of spec->user, 0700 */
+	BRIG_VOLUME_INBOX = 2,     /* /inbox (runs), root-owned 0755: read-only to the user */
+	BRIG_VOLUME_OUTBOX = 3,    /* /outbox (runs), uid of spec->user, 0700 */
+} brig_volume;
+
+/* "workspace", "runtime", "inbox", "outbox" (static). */
+BRIG_PUBLIC const char *brig_volume_name(brig_volume v);
+/* Mount point: "/workspace", … (static). */
+BRIG_PUBLIC const char *brig_volume_target(brig_volume v);
+
+/* Name of a computer's volume: "<container>-workspace". Caller frees. */
+BRIG_PUBLIC char *brig_spec_volume_name(const char *container, brig_volume which);
+
+/* Labels brig puts on a container: brig.managed=1, brig.kind, brig.version,
+ * brig.spec=spec_hash, brig.harness, then for a computer (id non-NULL)
+ * brig.ns/agent/session/generation, then the spec's extra labels.
+ * spec_hash may be NULL to compute it. Errors: BRIG_EINVAL. */
+BRIG_PUBLIC int brig_spec_labels(json_t **out, const brig_spec *spec, brig_kind kind, const brig_identity *id,
+				 const char *spec_hash, brig_error **err);
+
+/* Body of POST /volumes/create for a computer's volume:
+ * {"Name":"<container>-workspace","Driver":"local","DriverOpts":{"type":"tmpfs",
+ *  "device":"tmpfs","o":"size=512m,uid=1000,gid=1000,mode=0700,
+ *  nr_inodes=65536,nosuid,nodev"},"Labels":{…}}. labels (borrowed, may be
+ * NULL; typically the container's) are copied, then brig.managed=1,
+ * brig.version (when absent), brig.kind=volume, brig.container and
+ * brig.volume are set. Measured on Docker 20.10: when a volume of that name
+ * already exists, create answers 201 with the OLD volume and a container
+ * mount silently uses its old options — compare its labels (brig.spec) or
+ * Options before trusting it; and removing a container with v=1 does not
+ * remove named volumes: delete them by name.
+ * Errors: BRIG_EINVAL (spec invalid, empty name, which not workspace or
+ * runtime). */
+BRIG_PUBLIC int brig_spec_volume_json(json_t **out, const brig_spec *spec, const char *container,
+				      brig_volume which, const json_t *labels, brig_error **err);
+
+#define BRIG_CONTAINER_OPTS_VERSION 1
+
+/* What the container body needs besides the spec. */
+typedef struct brig_container_opts {
+	unsigned version;         /* BRIG_CONTAINER_OPTS_VERSION */
+	brig_kind kind;
+	const brig_identity *id;  /* computers: required; runs: ignored */
+	const char *name;         /* the container's name: computers' volumes are "<name>-workspace" */
+	const char *spec_hash;    /* NULL: computed */
+	int64_t lifetime_s;       /* runs: seconds until the container ends itself (1..31536000) */
+	int64_t inbox_mb;         /* runs: size of /inbox; 0: no /inbox */
+	int64_t outbox_mb;        /* runs: size of /outbox; 0: no /outbox */
+	const char *run_id;       /* runs: brig.run label (may be NULL) */
+	int64_t deadline_unix;    /* runs: brig.deadline label (0: none) */
+} brig_container_opts;
+
+/* Body of POST /containers/create. Hardening that is not a spec field:
+ * ReadonlyRootfs, CapDrop ALL, no-new-privileges, not privileged, Init,
+ * private IPC, core dumps off, json-file log capped at 1 MB, no Binds, no
+ * Tmpfs, no ports. Env is HOME=/runtime plus spec->env without credentials.
+ * A computer runs `sleep 2147483647` and mounts its named volumes
+ * "<name>-workspace" and "<name>-runtime" (with DriverConfig, so Docker
+ * creates them with the right options if they are missing). A run runs
+ * `sleep <lifetime_s>`, is AutoRemove'd, and mounts anonymous tmpfs volumes
+ * at /workspace, /runtime and, when sized, /inbox and /outbox, which
+ * Docker removes with it; the run's tmpfs sum including inbox and outbox
+ * must leave BRIG_MIN_FREE_MB of memory free. opts is borrowed.
+ * Errors: BRIG_EINVAL (spec, identity or opts invalid). */
+BRIG_PUBLIC int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_container_opts *opts,
+					 brig_error **err);
+
+/* Body of POST /networks/create for the isolated bridge: "brig-sandbox",
+ * driver bridge, CheckDuplicate, enable_icc=false, interface brig0, IPAM
+ * subnet spec->subnet, labels brig.managed=1 and brig.kind=network.
+ * Measured on Docker 20.10, which settles a creation race: a second create
+ * with the same name answers 409; with another name but the same subnet
+ * 403 "Pool overlaps with other one on this address space"; with the same
+ * bridge interface 403 "networks have same bridge name". Removal while a
+ * container is attached answers 403 "has active endpoints".
+ * Errors: BRIG_EINVAL (subnet invalid). */
+BRIG_PUBLIC int brig_spec_network_json(json_t **out, const brig_spec *spec, brig_error **err);
+
+/* Checks an IPv4 CIDR for the bridge: a.b.c.d/p with p 8..28, no host bits
+ * set, inside 10/8, 172.16/12, 192.168/16 or 100.64/10.
+ * Errors: BRIG_EINVAL ("subnet: …"). */
+BRIG_PUBLIC int brig_subnet_validate(const char *cidr, brig_error **err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
