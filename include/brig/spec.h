@@ -164,8 +164,8 @@ typedef struct brig_spec {
 	int64_t workspace_mb;     /* 512: /workspace tmpfs volume */
 	int64_t runtime_mb;       /* 256: /runtime tmpfs volume (HOME) */
 	int64_t shm_mb;           /* 64: /dev/shm */
-	int64_t workspace_inodes; /* 65536: nr_inodes of /workspace */
-	int64_t runtime_inodes;   /* 32768: nr_inodes of /runtime (and run volumes) */
+	int64_t workspace_inodes; /* 65536: nr_inodes of /workspace (and a run's /inbox, /outbox) */
+	int64_t runtime_inodes;   /* 32768: nr_inodes of /runtime */
 	int64_t nofile;           /* 1024: soft = hard open-files limit */
 	brig_network network;     /* BRIG_NET_NONE */
 	char *subnet;             /* "172.30.0.0/22"; used with BRIG_NET_ISOLATED */
