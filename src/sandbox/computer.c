@@ -227,11 +227,25 @@ static int create_volumes(brig_engine *e, const brig_spec *spec, const char *nam
 	static const brig_volume which[] = {BRIG_VOLUME_WORKSPACE, BRIG_VOLUME_RUNTIME};
 	for (size_t i = 0; i < 2; i++) {
 		cleanup_json json_t *vj = NULL;
+		cleanup_json json_t *got = NULL;
 		int rc = brig_spec_volume_json(&vj, spec, name, which[i], labels, err);
 		if (rc == 0)
-			rc = brig_engine_volume_create(e, NULL, vj, err);
+			rc = brig_engine_volume_create(e, &got, vj, err);
 		if (rc)
 			return rc;
+		/* Docker answers a create of an existing name with the old volume and
+		 * its old options: a leftover of another spec must not be reused. */
+		const char *want = json_string_value(json_object_get(labels, BRIG_LABEL_SPEC));
+		const char *have = json_string_value(json_object_get(json_object_get(got, "Labels"), BRIG_LABEL_SPEC));
+		if (want && (!have || strcmp(want, have) != 0)) {
+			const char *vname = json_string_value(json_object_get(vj, "Name"));
+			if ((rc = brig_engine_volume_remove(e, vname, false, err)) != 0)
+				return brig__error_prefix(err, rc, "volume %s is left from another spec", vname);
+			json_decref(got);
+			got = NULL;
+			if ((rc = brig_engine_volume_create(e, NULL, vj, err)) != 0)
+				return rc;
+		}
 	}
 	return 0;
 }
