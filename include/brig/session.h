@@ -1,0 +1,119 @@
+/* brig/session.h — sessions that survive failure: the current generation of a
+ * session resolved through the store, commands audited and failures
+ * recorded, checkpoints (freeze → copy out → thaw, content-addressed blobs)
+ * and recovery into generation + 1 from the latest checkpoint.
+ *
+ * Every state change is a compare-and-swap on the session's revision, so two
+ * replicas never both advance a session. Returned objects belong to the
+ * caller and are freed with their own _free (which accepts NULL).
+ */
+#ifndef BRIG_SESSION_H
+#define BRIG_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "brig/common.h"
+#include "brig/engine.h"
+#include "brig/error.h"
+#include "brig/sandbox.h"
+#include "brig/spec.h"
+#include "brig/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where checkpoint blobs live: $BRIG_CHECKPOINT_DIR, else "checkpoints"
+ * beside a SQLite store's file, else $XDG_DATA_HOME/brig/checkpoints
+ * (~/.local/share/brig/checkpoints; /var/lib/brig/checkpoints as root).
+ * Created 0700. *out is malloc'd. Errors: BRIG_EIO. */
+BRIG_PUBLIC int brig_checkpoint_dir(char **out, const brig_store *s, brig_error **err);
+
+/* Creates the session (generation 1) or adopts its current generation and
+ * makes sure that generation's computer exists and runs (brig up). spec is
+ * used for a new session and recorded; for an existing one the recorded spec
+ * is used when spec is NULL. Errors: BRIG_ESTATE (the current generation is
+ * failed or gone: the message says to run brig recover), those of
+ * brig_computer_create, BRIG_ESTORE. */
+BRIG_PUBLIC int brig_session_up(brig_engine *e, brig_store *s, brig_computer **out, const brig_identity *id,
+				const brig_spec *spec, brig_error **err);
+
+/* Resolves the current generation's container name of (ns, agent,
+ * session). *out is malloc'd. Errors: BRIG_ENOTFOUND (no such session). */
+BRIG_PUBLIC int brig_session_resolve(brig_store *s, char **out, const char *ns, const char *agent,
+				     const char *session, brig_error **err);
+
+/* Runs a command in a computer (by container name) like
+ * brig_computer_exec, records an audit row (argv only, never env values)
+ * when the computer is a session's, and marks the session failed in the
+ * store when the command timed out, was cancelled or got an uncertain
+ * result (the container is already stopped then). Errors: as
+ * brig_computer_exec. A store failure after the command ran is reported on
+ * stderr-free terms through *err only when the command itself succeeded. */
+BRIG_PUBLIC int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts,
+				  brig_exec_result *res, brig_error **err);
+
+/* Marks generation `generation` of the session failed (no-op when the
+ * session has moved on to another generation). Errors: BRIG_ESTORE. */
+BRIG_PUBLIC int brig_session_mark_failed(brig_store *s, const char *ns, const char *agent, const char *session,
+					 int64_t generation, brig_error **err);
+
+#define BRIG_CHECKPOINT_OPTS_VERSION 1
+
+typedef struct brig_checkpoint_opts {
+	unsigned version;   /* BRIG_CHECKPOINT_OPTS_VERSION */
+	const char *dir;    /* NULL: brig_checkpoint_dir() */
+	size_t keep;        /* retention: keep the newest N of the session; 0: keep all */
+	int zstd_level;     /* 0: 3 */
+} brig_checkpoint_opts;
+
+/* Takes a checkpoint of computer ref: pauses it (unless it already is),
+ * copies /workspace and /runtime out through the archive endpoint into one
+ * validated, re-owned (1000:1000), zstd-compressed tar written to a temporary
+ * name, resumes the computer (always, also when the copy failed), verifies
+ * the blob's SHA-256, renames it to <sha256>.tar.zst and records it. A
+ * failed or interrupted checkpoint never replaces or removes a good one.
+ * *out (may be NULL) gets the record. Errors: BRIG_ENOTFOUND, BRIG_ESTATE
+ * (not running), BRIG_EUNSAFE / BRIG_ETOOBIG (the container's archive broke
+ * a rule or the volume sizes), BRIG_EIO (disk full…), BRIG_ESTORE. */
+BRIG_PUBLIC int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint **out, const char *ref,
+				       const brig_checkpoint_opts *opts, brig_error **err);
+
+/* Removes checkpoint id: its record, and its blob when no other record
+ * names it. Errors: BRIG_ENOTFOUND, BRIG_ESTORE, BRIG_EIO. */
+BRIG_PUBLIC int brig_checkpoint_remove(brig_store *s, const char *dir, int64_t id, brig_error **err);
+
+/* Copies checkpoint cp into the volumes of running computer ref: the blob's
+ * digest is checked before anything is copied (BRIG_ECORRUPT: nothing
+ * changed). Files keep their modes and 1000:1000; symlinks stay links. */
+BRIG_PUBLIC int brig_checkpoint_restore(brig_engine *e, const char *dir, const brig_store_checkpoint *cp,
+					const char *ref, brig_error **err);
+
+typedef struct brig_recover_result {
+	brig_computer *computer;  /* the new generation's computer */
+	int64_t old_generation;
+	int64_t new_generation;
+	int64_t checkpoint_id;    /* restored checkpoint, or 0 when none existed */
+	bool won;                 /* this call advanced the session (false: a racer did) */
+} brig_recover_result;
+
+BRIG_PUBLIC void brig_recover_result_clear(brig_recover_result *r);
+
+/* Recovers a session whose current generation is failed, stopped or gone:
+ * verifies the latest checkpoint, advances the session to generation + 1
+ * by compare-and-swap (exactly one racer wins; the others adopt its
+ * generation), creates that computer under its own deterministic name,
+ * restores the checkpoint into it (none: it starts empty), marks it running,
+ * and removes the old container and its volumes. Errors: BRIG_ENOTFOUND (no
+ * session), BRIG_ESTATE (the current generation is running fine),
+ * BRIG_ECORRUPT (the latest checkpoint failed its digest: nothing changed),
+ * those of brig_computer_create, BRIG_ESTORE. */
+BRIG_PUBLIC int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns,
+				     const char *agent, const char *session, const char *dir, brig_error **err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,454 @@
+/* checkpoint.c — freeze → copy /workspace and /runtime out → thaw, into a
+ * verified content-addressed zstd blob; and restore of a blob into a new
+ * computer's volumes, digest checked before the first byte is copied. */
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "brig/session.h"
+#include "tar/tar.h"
+#include "util/util.h"
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	cleanup_free char *p = xstrdup(path);
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(p, mode) < 0 && errno != EEXIST)
+			return -1;
+		*s = '/';
+	}
+	if (mkdir(p, mode) < 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+int brig_checkpoint_dir(char **out, const brig_store *s, brig_error **err)
+{
+	cleanup_free char *dir = NULL;
+	const char *env = getenv("BRIG_CHECKPOINT_DIR");
+	const char *sp = s ? brig_store_path(s) : NULL;
+	if (env && *env) {
+		dir = xstrdup(env);
+	} else if (sp && *sp) {
+		cleanup_free char *copy = xstrdup(sp);
+		dir = xasprintf("%s/checkpoints", dirname(copy));
+	} else {
+		const char *xdg = getenv("XDG_DATA_HOME");
+		const char *home = getenv("HOME");
+		if (xdg && *xdg)
+			dir = xasprintf("%s/brig/checkpoints", xdg);
+		else if (geteuid() == 0)
+			dir = xstrdup("/var/lib/brig/checkpoints");
+		else
+			dir = xasprintf("%s/.local/share/brig/checkpoints", home ? home : ".");
+	}
+	if (mkdir_p(dir, 0700) < 0)
+		return brig__error_set(err, BRIG_EIO, errno, "checkpoint directory %s: %s", dir, strerror(errno));
+	*out = steal_pointer(&dir);
+	return 0;
+}
+
+/* ---- create ---- */
+
+/* The copy is capped by what the volumes can hold: their tmpfs sizes. */
+static uint64_t volume_cap(brig_engine *e, json_t *inspect)
+{
+	uint64_t total = 0;
+	size_t i;
+	json_t *m;
+	json_array_foreach(json_object_get(inspect, "Mounts"), i, m)
+	{
+		const char *name = json_string_value(json_object_get(m, "Name"));
+		const char *dst = json_string_value(json_object_get(m, "Destination"));
+		if (!name || !dst || (strcmp(dst, "/workspace") != 0 && strcmp(dst, "/runtime") != 0))
+			continue;
+		cleanup_json json_t *v = NULL;
+		if (brig_engine_volume_inspect(e, &v, name, NULL) != 0)
+			continue;
+		const char *o = json_string_value(json_object_get(json_object_get(v, "Options"), "o"));
+		const char *sz = o ? strstr(o, "size=") : NULL;
+		if (!sz)
+			continue;
+		char *end = NULL;
+		unsigned long long n = strtoull(sz + 5, &end, 10);
+		uint64_t mult = 1;
+		if (end && (*end == 'm' || *end == 'M'))
+			mult = 1u << 20;
+		else if (end && (*end == 'g' || *end == 'G'))
+			mult = 1u << 30;
+		else if (end && (*end == 'k' || *end == 'K'))
+			mult = 1u << 10;
+		total += n * mult;
+	}
+	return total ? total : (uint64_t)(512 + 256) << 20;
+}
+
+int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint **out, const char *ref,
+			   const brig_checkpoint_opts *opts, brig_error **err)
+{
+	brig_checkpoint_opts defaults = {.version = BRIG_CHECKPOINT_OPTS_VERSION};
+	if (!opts)
+		opts = &defaults;
+	if (opts->version != BRIG_CHECKPOINT_OPTS_VERSION)
+		return brig__error_set(err, BRIG_EINVAL, 0, "checkpoint options: version must be %d",
+				       BRIG_CHECKPOINT_OPTS_VERSION);
+	brig_computer *c = NULL;
+	int rc = brig_computer_get(e, &c, ref, NULL, err);
+	if (rc)
+		return rc;
+	cleanup_free char *dir = NULL;
+	cleanup_free char *tmp = NULL;
+	cleanup_free char *final = NULL;
+	cleanup_json json_t *inspect = NULL;
+	int fd = -1;
+	bool was_paused = false, paused = false;
+	brig_tar_copy *cp = NULL;
+	brig_tar_copy_result result;
+	memset(&result, 0, sizeof result);
+
+	if (!c->ns || !c->agent || !c->session || !c->generation) {
+		rc = brig__error_set(err, BRIG_EPROTO, 0, "computer %s has no identity labels", ref);
+		goto out;
+	}
+	if (opts->dir)
+		dir = xstrdup(opts->dir);
+	else if ((rc = brig_checkpoint_dir(&dir, s, err)) != 0)
+		goto out;
+	if ((rc = brig_engine_container_inspect(e, &inspect, c->id, err)) != 0)
+		goto out;
+	json_t *state = json_object_get(inspect, "State");
+	was_paused = json_is_true(json_object_get(state, "Paused"));
+	if (!json_is_true(json_object_get(state, "Running"))) {
+		rc = brig__error_set(err, BRIG_ESTATE, 0,
+				     "computer %s is not running: its tmpfs volumes are empty, nothing to checkpoint",
+				     ref);
+		goto out;
+	}
+
+	tmp = xasprintf("%s/.tmp-%s-%d-XXXXXX", dir, c->name, (int)getpid());
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: cannot create a file in %s: %s", dir,
+				     strerror(errno));
+		goto out;
+	}
+	uint64_t cap = volume_cap(e, inspect);
+	brig_tar_copy_options co = {.version = BRIG_TAR_COPY_OPTIONS_VERSION,
+				    .allow_symlinks = true,
+				    .allow_absolute_symlinks = true,
+				    .allow_hardlinks = true,
+				    .rewrite_owner = true,
+				    .uid = 1000,
+				    .gid = 1000,
+				    .compression = BRIG_TAR_COMPRESS_ZSTD,
+				    .zstd_level = opts->zstd_level};
+	co.limits.max_total_bytes = cap;
+	co.limits.max_entries = 2000000;
+	if ((rc = brig_tar_copy_new(&cp, &co, brig_tar_write_fd, &fd, err)) != 0)
+		goto out;
+
+	/* Freeze so the copy is consistent, and thaw whatever happens. */
+	if (!was_paused) {
+		if ((rc = brig_engine_container_pause(e, c->id, err)) != 0)
+			goto out;
+		paused = true;
+	}
+	static const char *const paths[] = {"/workspace", "/runtime"};
+	for (size_t i = 0; i < 2 && rc == 0; i++) {
+		rc = brig_engine_archive_get(e, c->id, paths[i], NULL, brig_tar_copy_data_cb, cp, err);
+		brig_error *cerr = NULL;
+		int erc = brig_tar_copy_end_input(cp, &cerr);
+		if (erc && (rc == 0 || rc == erc)) {
+			/* The copier's reason (unsafe entry, cap) is the real one. */
+			rc = erc;
+			if (err) {
+				brig_error_free(*err);
+				*err = cerr;
+				cerr = NULL;
+			}
+		}
+		brig_error_free(cerr);
+	}
+	if (paused) {
+		brig_error *uerr = NULL;
+		int urc = brig_engine_container_unpause(e, c->id, &uerr);
+		if (urc && rc == 0) {
+			rc = urc;
+			if (err) {
+				brig_error_free(*err);
+				*err = uerr;
+				uerr = NULL;
+			}
+		}
+		brig_error_free(uerr);
+	}
+	if (rc)
+		goto out;
+	if ((rc = brig_tar_copy_finish(cp, &result, err)) != 0)
+		goto out;
+	if (fsync(fd) < 0) {
+		rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: writing %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	/* Verify what is on disk, not what we meant to write. */
+	char ondisk[65];
+	uint64_t size = 0;
+	if (lseek(fd, 0, SEEK_SET) < 0 || (rc = brig_tar_sha256_fd(fd, ondisk, &size, err)) != 0) {
+		if (!rc)
+			rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: rereading %s", tmp);
+		goto out;
+	}
+	if (strcmp(ondisk, result.sha256) != 0 || size != result.out_bytes) {
+		rc = brig__error_set(err, BRIG_ECORRUPT, 0, "checkpoint: %s does not read back as written", tmp);
+		goto out;
+	}
+	final = xasprintf("%s/%s.tar.zst", dir, result.sha256);
+	if (rename(tmp, final) < 0) {
+		rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: rename into place: %s", strerror(errno));
+		goto out;
+	}
+	free(tmp);
+	tmp = NULL;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+
+	brig_store_checkpoint rec = {.ns = c->ns,
+				     .agent = c->agent,
+				     .session = c->session,
+				     .generation = c->generation,
+				     .digest = result.sha256,
+				     .blob = final + strlen(dir) + 1,
+				     .bytes_raw = (int64_t)result.tar_bytes,
+				     .bytes_stored = (int64_t)result.out_bytes};
+	brig_store_checkpoint *added = NULL;
+	if ((rc = brig_store_checkpoint_add(s, &added, &rec, err)) != 0)
+		goto out;
+	if (opts->keep) {
+		brig_store_checkpoint *gone = NULL;
+		size_t n = 0;
+		if (brig_store_checkpoint_prune(s, &gone, &n, c->ns, c->agent, c->session, opts->keep, NULL) == 0) {
+			for (size_t i = 0; i < n; i++) {
+				if (gone[i].blob_refs == 0 && !strchr(gone[i].blob, '/')) {
+					cleanup_free char *p = xasprintf("%s/%s", dir, gone[i].blob);
+					unlink(p);
+				}
+			}
+			brig_store_checkpoint_free_array(gone, n);
+		}
+	}
+	if (out)
+		*out = added;
+	else
+		brig_store_checkpoint_free(added);
+out:
+	brig_tar_copy_free(cp);
+	if (fd >= 0)
+		close(fd);
+	if (tmp)
+		unlink(tmp); /* a failed copy never replaces a good blob */
+	brig_computer_free(c);
+	return rc ? brig__error_prefix(err, rc, "checkpoint %s", ref) : 0;
+}
+
+int brig_checkpoint_remove(brig_store *s, const char *dir, int64_t id, brig_error **err)
+{
+	cleanup_free char *d = NULL;
+	if (dir)
+		d = xstrdup(dir);
+	else {
+		int rc = brig_checkpoint_dir(&d, s, err);
+		if (rc)
+			return rc;
+	}
+	brig_store_checkpoint *gone = NULL;
+	int rc = brig_store_checkpoint_remove(s, &gone, id, err);
+	if (rc)
+		return rc;
+	if (gone->blob_refs == 0 && !strchr(gone->blob, '/')) {
+		cleanup_free char *p = xasprintf("%s/%s", d, gone->blob);
+		if (unlink(p) < 0 && errno != ENOENT)
+			rc = brig__error_set(err, BRIG_EIO, errno, "remove checkpoint blob %s: %s", p, strerror(errno));
+	}
+	brig_store_checkpoint_free(gone);
+	return rc;
+}
+
+/* ---- restore ----
+ * The blob holds "workspace/…" and "runtime/…" entries; each volume gets its
+ * own PUT (a read-only root refuses a PUT at "/"). A worker thread filters
+ * the verified blob into a pipe; the PUT body reads the pipe. */
+
+typedef struct split_job {
+	const char *dir;
+	const brig_store_checkpoint *cp;
+	const char *prefix; /* "workspace/" */
+	int wfd;
+	int rc;
+	brig_error *err;
+} split_job;
+
+static la_ssize_t split_read(struct archive *a, void *payload, const void **buf)
+{
+	static _Thread_local char block[65536];
+	brig_tar_restore *r = payload;
+	ssize_t n = brig_tar_restore_read(r, block, sizeof block, NULL);
+	if (n < 0) {
+		archive_set_error(a, EIO, "checkpoint blob failed its check while being read");
+		return -1;
+	}
+	*buf = block;
+	return n;
+}
+
+static la_ssize_t split_write(struct archive *a, void *payload, const void *buf, size_t len)
+{
+	int fd = *(int *)payload;
+	if (brig_write_all(fd, buf, len) < 0) {
+		archive_set_error(a, errno, "pipe");
+		return -1;
+	}
+	return (la_ssize_t)len;
+}
+
+static void *split_worker(void *arg)
+{
+	split_job *j = arg;
+	brig_tar_restore *r = NULL;
+	struct archive *in = NULL, *outw = NULL;
+	cleanup_free char *path = xasprintf("%s/%s", j->dir, j->cp->blob);
+	j->rc = brig_tar_restore_open(&r, AT_FDCWD, path, j->cp->digest, &j->err);
+	if (j->rc)
+		goto out;
+	in = archive_read_new();
+	archive_read_support_format_tar(in);
+	archive_read_support_filter_none(in);
+	outw = archive_write_new();
+	archive_write_set_format_pax_restricted(outw);
+	archive_write_set_bytes_in_last_block(outw, 1);
+	if (archive_read_open(in, r, NULL, split_read, NULL) != ARCHIVE_OK ||
+	    archive_write_open(outw, &j->wfd, NULL, split_write, NULL) != ARCHIVE_OK) {
+		j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(in));
+		goto out;
+	}
+	size_t plen = strlen(j->prefix);
+	struct archive_entry *ent;
+	int ar;
+	char buf[65536];
+	while ((ar = archive_read_next_header(in, &ent)) == ARCHIVE_OK) {
+		const char *name = archive_entry_pathname(ent);
+		if (!name || strncmp(name, j->prefix, plen) != 0 || !name[plen])
+			continue; /* the other volume's entries, or the volume root */
+		cleanup_free char *stripped = xstrdup(name + plen);
+		archive_entry_set_pathname(ent, stripped);
+		const char *hl = archive_entry_hardlink(ent);
+		cleanup_free char *hls = NULL;
+		if (hl) {
+			if (strncmp(hl, j->prefix, plen) != 0)
+				continue;
+			hls = xstrdup(hl + plen);
+			archive_entry_set_hardlink(ent, hls);
+		}
+		if (archive_write_header(outw, ent) != ARCHIVE_OK) {
+			j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(outw));
+			goto out;
+		}
+		la_ssize_t n;
+		while ((n = archive_read_data(in, buf, sizeof buf)) > 0) {
+			if (archive_write_data(outw, buf, (size_t)n) != n) {
+				j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s",
+							archive_error_string(outw));
+				goto out;
+			}
+		}
+		if (n < 0) {
+			j->rc = brig__error_set(&j->err, BRIG_ECORRUPT, 0, "restore: %s", archive_error_string(in));
+			goto out;
+		}
+	}
+	if (ar != ARCHIVE_EOF) {
+		j->rc = brig__error_set(&j->err, BRIG_ECORRUPT, 0, "restore: %s", archive_error_string(in));
+		goto out;
+	}
+	if (archive_write_close(outw) != ARCHIVE_OK)
+		j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(outw));
+out:
+	if (in)
+		archive_read_free(in);
+	if (outw)
+		archive_write_free(outw);
+	brig_tar_restore_free(r);
+	close(j->wfd);
+	return NULL;
+}
+
+typedef struct pipe_reader {
+	int fd;
+} pipe_reader;
+
+static ssize_t read_pipe(char *buf, size_t len, void *payload, brig_error **err)
+{
+	pipe_reader *p = payload;
+	for (;;) {
+		ssize_t n = read(p->fd, buf, len);
+		if (n >= 0)
+			return n;
+		if (errno != EINTR)
+			return brig__error_set(err, BRIG_EIO, errno, "restore pipe: %s", strerror(errno));
+	}
+}
+
+int brig_checkpoint_restore(brig_engine *e, const char *dir, const brig_store_checkpoint *cp, const char *ref,
+			    brig_error **err)
+{
+	/* Verify before anything is copied: a bad blob changes nothing. */
+	cleanup_free char *path = xasprintf("%s/%s", dir, cp->blob);
+	brig_tar_restore *check = NULL;
+	int rc = brig_tar_restore_open(&check, AT_FDCWD, path, cp->digest, err);
+	brig_tar_restore_free(check);
+	if (rc)
+		return brig__error_prefix(err, rc, "checkpoint %lld", (long long)cp->id);
+
+	static const char *const prefixes[] = {"workspace/", "runtime/"};
+	static const char *const targets[] = {"/workspace", "/runtime"};
+	for (size_t i = 0; i < 2; i++) {
+		int p[2];
+		if (pipe2(p, O_CLOEXEC) < 0)
+			return brig__error_set(err, BRIG_EIO, errno, "pipe: %s", strerror(errno));
+		split_job job = {.dir = dir, .cp = cp, .prefix = prefixes[i], .wfd = p[1]};
+		pthread_t t;
+		if (pthread_create(&t, NULL, split_worker, &job) != 0) {
+			close(p[0]);
+			close(p[1]);
+			return brig__error_set(err, BRIG_EIO, 0, "restore: cannot start a thread");
+		}
+		pipe_reader pr = {.fd = p[0]};
+		rc = brig_engine_archive_put(e, ref, targets[i], read_pipe, &pr, err);
+		close(p[0]); /* unblocks the worker if the PUT stopped early */
+		pthread_join(t, NULL);
+		if (job.rc) {
+			rc = job.rc;
+			if (err) {
+				brig_error_free(*err);
+				*err = job.err;
+				job.err = NULL;
+			}
+		}
+		brig_error_free(job.err);
+		if (rc)
+			return brig__error_prefix(err, rc, "restore checkpoint %lld into %s", (long long)cp->id, ref);
+	}
+	return 0;
+}

@@ -1,0 +1,379 @@
+/* session.c — sessions through the store: up (create or adopt the current
+ * generation), exec with an audit row and failure marking, and recovery into
+ * generation + 1, every state change a compare-and-swap on the revision. */
+#include <string.h>
+
+#include "brig/session.h"
+#include "tar/tar.h"
+#include <fcntl.h>
+#include "util/util.h"
+
+#define CAS_TRIES 50
+
+static brig_store_session *session_dup(const brig_store_session *r)
+{
+	brig_store_session *d = xcalloc(1, sizeof *d);
+	*d = *r;
+	d->ns = r->ns ? xstrdup(r->ns) : NULL;
+	d->agent = r->agent ? xstrdup(r->agent) : NULL;
+	d->session = r->session ? xstrdup(r->session) : NULL;
+	d->container_name = r->container_name ? xstrdup(r->container_name) : NULL;
+	d->container_id = r->container_id ? xstrdup(r->container_id) : NULL;
+	d->spec_json = r->spec_json ? xstrdup(r->spec_json) : NULL;
+	return d;
+}
+
+static void set_str(char **dst, const char *v)
+{
+	free(*dst);
+	*dst = v ? xstrdup(v) : NULL;
+}
+
+int brig_session_resolve(brig_store *s, char **out, const char *ns, const char *agent, const char *session,
+			 brig_error **err)
+{
+	brig_store_session *r = NULL;
+	int rc = brig_store_session_get(s, &r, ns, agent, session, err);
+	if (rc == BRIG_ENOTFOUND)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0, "no session %s/%s/%s in the store; create it with brig up",
+				       ns, agent, session);
+	if (rc)
+		return rc;
+	if (r->container_name) {
+		*out = xstrdup(r->container_name);
+	} else {
+		brig_identity id = {r->ns, r->agent, r->session, (uint32_t)r->generation};
+		char name[BRIG_NAME_SIZE];
+		rc = brig_identity_name(name, &id, err);
+		if (rc == 0)
+			*out = xstrdup(name);
+	}
+	brig_store_session_free(r);
+	return rc;
+}
+
+static int spec_json_text(char **out, const brig_spec *spec)
+{
+	json_t *j = brig_spec_to_json(spec, BRIG_SPEC_JSON_ENV_VALUES);
+	*out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(j);
+	return *out ? 0 : BRIG_EINVAL;
+}
+
+/* Sets state (and the container) of generation gen by CAS; gives up quietly
+ * when the session moved to another generation. */
+static int advance_state(brig_store *s, const char *ns, const char *agent, const char *session, int64_t gen,
+			 brig_store_state state, const char *cname, const char *cid, brig_error **err)
+{
+	for (int t = 0; t < CAS_TRIES; t++) {
+		brig_store_session *r = NULL;
+		int rc = brig_store_session_get(s, &r, ns, agent, session, err);
+		if (rc)
+			return rc;
+		if (r->generation != gen ||
+		    (r->state == state && (!cid || (r->container_id && strcmp(r->container_id, cid) == 0)))) {
+			brig_store_session_free(r);
+			return 0;
+		}
+		brig_store_session *w = session_dup(r);
+		w->state = state;
+		if (cname)
+			set_str(&w->container_name, cname);
+		if (cid)
+			set_str(&w->container_id, cid);
+		brig_store_session *done = NULL;
+		rc = brig_store_session_cas(s, &done, w, r->revision, err);
+		brig_store_session_free(w);
+		brig_store_session_free(r);
+		brig_store_session_free(done);
+		if (rc == 0)
+			return 0;
+		if (rc != BRIG_ECONFLICT)
+			return rc;
+		brig__error_clear(err);
+	}
+	return brig__error_set(err, BRIG_ESTORE, 0, "session %s/%s/%s: too much contention updating the store", ns,
+			       agent, session);
+}
+
+int brig_session_mark_failed(brig_store *s, const char *ns, const char *agent, const char *session,
+			     int64_t generation, brig_error **err)
+{
+	return advance_state(s, ns, agent, session, generation, BRIG_STORE_FAILED, NULL, NULL, err);
+}
+
+int brig_session_up(brig_engine *e, brig_store *s, brig_computer **out, const brig_identity *id,
+		    const brig_spec *spec, brig_error **err)
+{
+	brig_identity base = *id;
+	base.generation = 1;
+	int rc = brig_identity_validate(&base, err);
+	if (rc)
+		return rc;
+	brig_store_session *r = NULL;
+	rc = brig_store_session_get(s, &r, id->ns, id->agent, id->session, err);
+	if (rc == BRIG_ENOTFOUND) {
+		brig__error_clear(err);
+		if (!spec)
+			return brig__error_set(err, BRIG_EINVAL, 0, "a new session needs a spec");
+		if ((rc = brig_spec_validate(spec, NULL, err)) != 0)
+			return rc;
+		char name[BRIG_NAME_SIZE];
+		if ((rc = brig_identity_name(name, &base, err)) != 0)
+			return rc;
+		cleanup_free char *sj = NULL;
+		spec_json_text(&sj, spec);
+		brig_store_session rec = {.ns = (char *)id->ns,
+					  .agent = (char *)id->agent,
+					  .session = (char *)id->session,
+					  .generation = 1,
+					  .state = BRIG_STORE_CREATING,
+					  .container_name = name,
+					  .spec_json = sj};
+		rc = brig_store_session_create(s, &r, &rec, err);
+		if (rc == BRIG_ECONFLICT) { /* a racer made it first: use theirs */
+			brig__error_clear(err);
+			rc = brig_store_session_get(s, &r, id->ns, id->agent, id->session, err);
+		}
+	}
+	if (rc)
+		return rc;
+	if (r->state == BRIG_STORE_FAILED || r->state == BRIG_STORE_DESTROYED) {
+		rc = brig__error_set(err, BRIG_ESTATE, 0,
+				     "session %s/%s/%s generation %lld is %s: run `brig recover --ns %s --agent %s "
+				     "--session %s`",
+				     r->ns, r->agent, r->session, (long long)r->generation,
+				     brig_store_state_to_string(r->state), r->ns, r->agent, r->session);
+		brig_store_session_free(r);
+		return rc;
+	}
+	brig_spec recorded;
+	bool have_recorded = false;
+	if (!spec && r->spec_json) {
+		json_t *j = json_loads(r->spec_json, 0, NULL);
+		if (j && brig_spec_from_json(&recorded, j, NULL) == 0)
+			have_recorded = true;
+		if (j)
+			json_decref(j);
+	}
+	if (!spec && !have_recorded) {
+		brig_store_session_free(r);
+		return brig__error_set(err, BRIG_EINVAL, 0, "session has no recorded spec; pass one");
+	}
+	brig_identity gid = {r->ns, r->agent, r->session, (uint32_t)r->generation};
+	brig_computer *c = NULL;
+	rc = brig_computer_create(e, &c, &gid, spec ? spec : &recorded, err);
+	if (have_recorded)
+		brig_spec_clear(&recorded);
+	if (rc == 0)
+		rc = advance_state(s, r->ns, r->agent, r->session, r->generation, BRIG_STORE_RUNNING, c->name, c->id,
+				   err);
+	brig_store_session_free(r);
+	if (rc) {
+		brig_computer_free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts,
+		      brig_exec_result *res, brig_error **err)
+{
+	brig_computer *c = NULL;
+	int rc = brig_computer_get(e, &c, ref, NULL, err);
+	if (rc) {
+		memset(res, 0, sizeof *res);
+		res->exit_code = -1;
+		return rc;
+	}
+	rc = brig_computer_exec(e, c->name, opts, res, err);
+	bool ran = rc == 0 || res->timed_out || res->canceled || res->uncertain;
+	if (s && ran && c->ns && c->agent && c->session) {
+		json_t *argv = json_array();
+		for (const char *const *a = opts->argv; a && *a; a++) {
+			json_t *v = json_string(*a);
+			json_array_append_new(argv, v ? v : json_string("(not UTF-8)"));
+		}
+		cleanup_free char *argv_text = json_dumps(argv, JSON_COMPACT);
+		json_decref(argv);
+		const char *outcome = res->timed_out ? "timeout"
+				      : res->canceled ? "cancel"
+				      : res->uncertain ? "uncertain"
+				      : rc ? "error"
+					   : "ok";
+		brig_store_audit a = {.ns = c->ns,
+				      .agent = c->agent,
+				      .session = c->session,
+				      .generation = c->generation,
+				      .container_name = c->name,
+				      .argv_json = argv_text,
+				      .exit_code = res->exit_code,
+				      .timed_out = res->timed_out,
+				      .outcome = (char *)outcome,
+				      .duration_ms = res->duration_ms,
+				      .stdout_bytes = (int64_t)res->out.total,
+				      .stderr_bytes = (int64_t)res->err.total};
+		brig_error *serr = NULL;
+		int src = brig_store_audit_add(s, NULL, &a, &serr);
+		if (src == 0 && (res->timed_out || res->canceled || res->uncertain))
+			src = brig_session_mark_failed(s, c->ns, c->agent, c->session, c->generation, &serr);
+		if (src && rc == 0) {
+			rc = src;
+			if (err) {
+				brig_error_free(*err);
+				*err = serr;
+				serr = NULL;
+			}
+		}
+		brig_error_free(serr);
+	}
+	brig_computer_free(c);
+	return rc;
+}
+
+void brig_recover_result_clear(brig_recover_result *r)
+{
+	if (!r)
+		return;
+	brig_computer_free(r->computer);
+	memset(r, 0, sizeof *r);
+}
+
+static bool container_alive(brig_engine *e, const char *name)
+{
+	json_t *j = NULL;
+	bool alive = false;
+	if (brig_engine_container_inspect(e, &j, name, NULL) == 0)
+		alive = json_is_true(json_object_get(json_object_get(j, "State"), "Running"));
+	if (j)
+		json_decref(j);
+	return alive;
+}
+
+int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns,
+			 const char *agent, const char *session, const char *dir, brig_error **err)
+{
+	memset(out, 0, sizeof *out);
+	brig_store_session *r = NULL;
+	brig_store_checkpoint *cp = NULL;
+	cleanup_free char *cdir = NULL;
+	cleanup_free char *old_name = NULL;
+	brig_spec spec;
+	bool have_spec = false;
+	int rc = brig_store_session_get(s, &r, ns, agent, session, err);
+	if (rc == BRIG_ENOTFOUND)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0, "no session %s/%s/%s in the store", ns, agent, session);
+	if (rc)
+		return rc;
+	int64_t gen = r->generation;
+	out->old_generation = gen;
+	{
+		brig_identity oid = {r->ns, r->agent, r->session, (uint32_t)gen};
+		char n[BRIG_NAME_SIZE];
+		if ((rc = brig_identity_name(n, &oid, err)) != 0)
+			goto out;
+		old_name = xstrdup(r->container_name ? r->container_name : n);
+	}
+	if (r->state != BRIG_STORE_FAILED && r->state != BRIG_STORE_CREATING && container_alive(e, old_name)) {
+		rc = brig__error_set(err, BRIG_ESTATE, 0,
+				     "session %s/%s/%s generation %lld is running; nothing to recover", ns, agent,
+				     session, (long long)gen);
+		goto out;
+	}
+	if (dir)
+		cdir = xstrdup(dir);
+	else if ((rc = brig_checkpoint_dir(&cdir, s, err)) != 0)
+		goto out;
+	rc = brig_store_checkpoint_latest(s, &cp, ns, agent, session, err);
+	if (rc == BRIG_ENOTFOUND) {
+		brig__error_clear(err);
+		cp = NULL;
+		rc = 0;
+	} else if (rc) {
+		goto out;
+	} else {
+		/* Verify before the session moves: a bad blob changes nothing. */
+		cleanup_free char *path = xasprintf("%s/%s", cdir, cp->blob);
+		brig_tar_restore *chk = NULL;
+		rc = brig_tar_restore_open(&chk, AT_FDCWD, path, cp->digest, err);
+		brig_tar_restore_free(chk);
+		if (rc) {
+			brig__error_prefix(err, rc, "recover %s/%s/%s: latest checkpoint %lld is unusable; nothing was "
+						    "changed",
+					   ns, agent, session, (long long)cp->id);
+			goto out;
+		}
+	}
+	if (!r->spec_json) {
+		rc = brig__error_set(err, BRIG_EINVAL, 0, "session %s/%s/%s has no recorded spec", ns, agent, session);
+		goto out;
+	}
+	{
+		json_t *j = json_loads(r->spec_json, 0, NULL);
+		rc = j ? brig_spec_from_json(&spec, j, err)
+		       : brig__error_set(err, BRIG_ECORRUPT, 0, "session's recorded spec is not JSON");
+		if (j)
+			json_decref(j);
+		if (rc)
+			goto out;
+		have_spec = true;
+	}
+
+	/* Advance by CAS: exactly one racer moves gen → gen + 1. */
+	brig_identity nid = {r->ns, r->agent, r->session, (uint32_t)(gen + 1)};
+	char new_name[BRIG_NAME_SIZE];
+	if ((rc = brig_identity_name(new_name, &nid, err)) != 0)
+		goto out;
+	out->new_generation = gen + 1;
+	brig_store_session *w = session_dup(r);
+	w->generation = gen + 1;
+	w->state = BRIG_STORE_CREATING;
+	set_str(&w->container_name, new_name);
+	set_str(&w->container_id, NULL);
+	brig_store_session *done = NULL;
+	rc = brig_store_session_cas(s, &done, w, r->revision, err);
+	brig_store_session_free(w);
+	brig_store_session_free(done);
+	if (rc == BRIG_ECONFLICT) {
+		brig__error_clear(err);
+		brig_store_session *now = NULL;
+		if ((rc = brig_store_session_get(s, &now, ns, agent, session, err)) != 0)
+			goto out;
+		bool same = now->generation == gen + 1;
+		brig_store_session_free(now);
+		if (!same) {
+			rc = brig__error_set(err, BRIG_ECONFLICT, 0,
+					     "session %s/%s/%s changed while recovering; look at it again", ns, agent,
+					     session);
+			goto out;
+		}
+		/* A racer advanced it: adopt its generation, restore nothing. */
+		out->won = false;
+		rc = brig_computer_create(e, &out->computer, &nid, &spec, err);
+		goto out;
+	}
+	if (rc)
+		goto out;
+	out->won = true;
+	rc = brig_computer_create(e, &out->computer, &nid, &spec, err);
+	if (rc == 0 && cp) {
+		rc = brig_checkpoint_restore(e, cdir, cp, out->computer->id, err);
+		out->checkpoint_id = cp->id;
+	}
+	if (rc) {
+		brig_session_mark_failed(s, ns, agent, session, gen + 1, NULL);
+		goto out;
+	}
+	if ((rc = advance_state(s, ns, agent, session, gen + 1, BRIG_STORE_RUNNING, out->computer->name,
+				out->computer->id, err)) != 0)
+		goto out;
+	/* The old generation goes, container and volumes. */
+	brig_computer_destroy(e, old_name, NULL);
+out:
+	if (have_spec)
+		brig_spec_clear(&spec);
+	brig_store_checkpoint_free(cp);
+	brig_store_session_free(r);
+	return rc;
+}
