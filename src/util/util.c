@@ -90,12 +90,15 @@ int brig_buf_add(brig_buf *b, const void *p, size_t n)
 {
 	if (n > b->cap || b->len > b->cap - n)
 		return BRIG_ETOOBIG;
-	if (b->len + n + 1 > b->alloc) {
+	if (b->len + n >= b->alloc) {
 		size_t want = b->alloc ? b->alloc : 256;
-		while (want < b->len + n + 1)
+		while (want <= b->len + n && want < SIZE_MAX / 2)
 			want *= 2;
-		if (want > b->cap + 1)
-			want = b->cap + 1;
+		if (want <= b->len + n)
+			want = b->len + n + 1;
+		size_t limit = b->cap < SIZE_MAX ? b->cap + 1 : SIZE_MAX;
+		if (want > limit)
+			want = limit;
 		b->data = xrealloc(b->data, want);
 		b->alloc = want;
 	}
