@@ -1,0 +1,222 @@
+/* cli.c — helpers every command shares: printing library errors, opening
+ * the engine, JSON and table output, spec flags, the cancel pipe and live
+ * output streaming. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "util/util.h"
+
+int cli_error(brig_error *err, const char *context)
+{
+	const char *msg = err && err->message && *err->message ? err->message : "failed (no detail)";
+	char extra[96] = "";
+	if (cli_debug && err) {
+		if (err->http_status)
+			snprintf(extra, sizeof extra, " [%s, HTTP %d]", brig_error_name(err->code), err->http_status);
+		else if (err->sys_errno)
+			snprintf(extra, sizeof extra, " [%s, %s]", brig_error_name(err->code),
+				 strerror(err->sys_errno));
+		else
+			snprintf(extra, sizeof extra, " [%s]", brig_error_name(err->code));
+	}
+	if (context && *context)
+		cli_note("%s: %s%s", context, msg, extra);
+	else
+		cli_note("%s%s", msg, extra);
+	brig_error_free(err);
+	return CLI_EXIT_FAIL;
+}
+
+int cli_engine_open(brig_engine **out)
+{
+	brig_error *err = NULL;
+	int rc = brig_engine_open(out, NULL, &err);
+	if (rc == 0)
+		return 0;
+	if (rc == BRIG_ENOTSENT) {
+		/* The unix-socket message already says how to start dockerd;
+		 * TCP and TLS failures do not. */
+		bool hinted = err && err->message && strstr(err->message, "dockerd");
+		const char *host = getenv("DOCKER_HOST");
+		cli_error(err, NULL);
+		if (!hinted)
+			cli_note("is the Docker daemon running and reachable at %s? start it with `dockerd &` as root, "
+				 "or point -H / DOCKER_HOST at a running one",
+				 host && *host ? "DOCKER_HOST" : "unix:///var/run/docker.sock");
+		return CLI_EXIT_FAIL;
+	}
+	return cli_error(err, "cannot open the Docker engine");
+}
+
+int cli_print_json(json_t *j)
+{
+	if (!j)
+		return cli_fail("internal error: no JSON to print");
+	int r = json_dumpf(j, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+	json_decref(j);
+	if (r != 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0)
+		return cli_fail("cannot write to stdout: %s", strerror(errno));
+	return 0;
+}
+
+void cli_put_safe(const char *s)
+{
+	if (!s)
+		return;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		putchar(*p < 0x20 || *p == 0x7f ? '?' : *p);
+}
+
+const char *cli_spec_key(int opt)
+{
+	switch (opt) {
+	case CLI_OPT_IMAGE: return "image";
+	case CLI_OPT_CPUS: return "cpus";
+	case CLI_OPT_MEMORY_MB: return "memory-mb";
+	case CLI_OPT_PIDS: return "pids";
+	case CLI_OPT_WORKSPACE_MB: return "workspace-mb";
+	case CLI_OPT_RUNTIME_MB: return "runtime-mb";
+	case CLI_OPT_NETWORK: return "network";
+	case CLI_OPT_SUBNET: return "subnet";
+	case CLI_OPT_HARNESS: return "harness";
+	case CLI_OPT_LABEL: return "label";
+	case 'e': return "env";
+	default: return NULL;
+	}
+}
+
+int cli_spec_set(brig_spec *spec, const char *key, const char *value)
+{
+	brig_error *err = NULL;
+	int rc;
+	if (strcmp(key, "env") == 0)
+		rc = brig_spec_add_env(spec, value, &err);
+	else if (strcmp(key, "label") == 0)
+		rc = brig_spec_add_label(spec, value, &err);
+	else
+		rc = brig_spec_set(spec, key, value, &err);
+	return rc ? cli_error(err, NULL) : 0;
+}
+
+int cli_spec_finish(brig_spec *spec, bool image_given)
+{
+	const char *img = getenv("BRIG_IMAGE");
+	if (!image_given && img && *img) {
+		brig_error *err = NULL;
+		if (brig_spec_set(spec, "image", img, &err) != 0)
+			return cli_error(err, "BRIG_IMAGE");
+	}
+	brig_error *err = NULL;
+	if (brig_spec_validate(spec, NULL, &err) != 0)
+		return cli_error(err, NULL);
+	return 0;
+}
+
+/* ---- cancellation ---- */
+
+static int cancel_pipe[2] = {-1, -1};
+static volatile sig_atomic_t cancel_hits;
+
+static void on_cancel_signal(int sig)
+{
+	int saved = errno;
+	cancel_hits++;
+	if (cancel_hits == 1) {
+		static const char msg[] = "brig: interrupted: stopping (interrupt again to exit at once)\n";
+		(void)!write(cancel_pipe[1], "x", 1);
+		(void)!write(2, msg, sizeof msg - 1);
+	} else {
+		static const char msg[] = "brig: interrupted again: exiting without waiting for cleanup; "
+					  "`brig gc` removes what is left\n";
+		(void)!write(2, msg, sizeof msg - 1);
+		_exit(CLI_EXIT_CANCELED);
+	}
+	errno = saved;
+}
+
+int cli_cancel_install(void)
+{
+	if (cancel_pipe[0] >= 0)
+		return cancel_pipe[0];
+	if (pipe2(cancel_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+		cli_note("cannot create the cancel pipe (%s): Ctrl-C will end brig without stopping the command",
+			 strerror(errno));
+		cancel_pipe[0] = cancel_pipe[1] = -1;
+		return -1;
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_cancel_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	return cancel_pipe[0];
+}
+
+bool cli_canceled(void)
+{
+	return cancel_hits > 0;
+}
+
+/* ---- live output ---- */
+
+int cli_output_cb(int stream, const char *data, size_t len, void *payload)
+{
+	cli_output *o = payload;
+	int fd;
+	bool *dead;
+	if (stream == BRIG_STREAM_STDOUT) {
+		if (!o->stdout_live)
+			return 0;
+		fd = 1;
+		dead = &o->stdout_dead;
+	} else if (stream == BRIG_STREAM_STDERR) {
+		if (!o->stderr_live)
+			return 0;
+		fd = 2;
+		dead = &o->stderr_dead;
+	} else {
+		return 0;
+	}
+	/* A reader that went away (`| head`) must not end the command: the
+	 * library would treat an aborted stream as uncertain and stop the
+	 * computer. Keep draining, stop writing. */
+	if (!*dead && brig_write_all(fd, data, len) != 0)
+		*dead = true;
+	return 0;
+}
+
+void cli_format_age(char *out, size_t n, int64_t created_unix)
+{
+	int64_t d = (int64_t)time(NULL) - created_unix;
+	if (created_unix <= 0) {
+		snprintf(out, n, "-");
+		return;
+	}
+	if (d < 0)
+		d = 0;
+	static const struct {
+		int64_t secs;
+		const char *unit;
+	} steps[] = {{86400 * 7, "week"}, {86400, "day"}, {3600, "hour"}, {60, "minute"}, {1, "second"}};
+	for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+		if (d >= steps[i].secs || steps[i].secs == 1) {
+			int64_t k = d / steps[i].secs;
+			if (k == 0 && steps[i].secs == 1) {
+				snprintf(out, n, "just now");
+				return;
+			}
+			snprintf(out, n, "%lld %s%s ago", (long long)k, steps[i].unit, k == 1 ? "" : "s");
+			return;
+		}
+	}
+}

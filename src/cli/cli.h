@@ -1,0 +1,186 @@
+/* cli.h — what the `brig` command files share: the command table's entry
+ * points, exit codes, error printing, flag parsing, engine opening, JSON
+ * output and the cancel pipe that turns Ctrl-C into a clean stop. */
+#ifndef BRIG_CLI_H
+#define BRIG_CLI_H
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "brig/engine.h"
+#include "brig/error.h"
+#include "brig/spec.h"
+
+/* Exit codes, as `docker run` and `timeout` use them. A command's own exit
+ * code passes through unchanged. */
+#define CLI_EXIT_TIMEOUT 124  /* a deadline passed */
+#define CLI_EXIT_FAIL 125     /* brig itself failed (usage, daemon, policy) */
+#define CLI_EXIT_NOEXEC 126   /* the command could not be invoked */
+#define CLI_EXIT_NOTFOUND 127 /* the command was not found */
+#define CLI_EXIT_CANCELED 130 /* SIGINT/SIGTERM, as a shell reports it */
+
+/* One entry of the commands[] table in main.c. fn gets argv with argv[0]
+ * the command's name and returns the process's exit code. */
+typedef struct cli_command {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+} cli_command;
+
+int cmd_create(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_pause(int argc, char **argv);
+int cmd_resume(int argc, char **argv);
+int cmd_stop(int argc, char **argv);
+int cmd_destroy(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
+int cmd_network(int argc, char **argv);
+int cmd_version(int argc, char **argv);
+
+/* --debug: error messages also carry the code name and HTTP status. */
+extern bool cli_debug;
+
+/* ---- diagnostics (stderr, "brig: " prefix) ---- */
+
+/* Prints "brig: <message>" and returns CLI_EXIT_FAIL. */
+int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "brig: <message>" (a note or warning; no exit code implied). */
+void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints err as "brig: <message>" (context first when given: "context:
+ * message"), frees it and returns CLI_EXIT_FAIL. Library messages are
+ * already free of secrets. err may be NULL (then a generic message). */
+int cli_error(brig_error *err, const char *context);
+/* "brig: <cmd>: <problem> (see 'brig <cmd> --help')"; returns CLI_EXIT_FAIL. */
+int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints help text to stdout; returns 0. */
+int cli_help(const char *text);
+
+/* ---- argument parsing (args.c; no library calls, unit-tested) ---- */
+
+/* Parses a whole number for flag (e.g. "--gen") within [min, max]. On error
+ * prints "brig: --gen: …" naming the flag and the range, returns
+ * CLI_EXIT_FAIL; 0 on success. */
+int cli_parse_i64(const char *flag, const char *s, int64_t min, int64_t max, int64_t *out);
+/* Parses a decimal number (no inf/nan) within [min, max]; as above. */
+int cli_parse_double(const char *flag, const char *s, double min, double max, double *out);
+/* Parses a duration into milliseconds: a number of seconds ("30", "1.5")
+ * or a number with one unit suffix: ms, s, m, h, d ("90m", "24h",
+ * "3600s"). Accepts [min_ms, max_ms]; as above. */
+int cli_parse_duration_ms(const char *flag, const char *s, int64_t min_ms, int64_t max_ms, int64_t *out);
+
+/* Writes ms as seconds for messages: "5s", "1.5s", "90s". */
+void cli_format_secs(char *out, size_t n, int64_t ms);
+
+/* getopt_long over argv (optind must be reset to 0 by the caller before
+ * the first call on a new argv), with opterr off: unknown options and
+ * missing arguments are reported here as usage errors of cmd and give
+ * '?'. *dashdash (may be NULL) is set when -1 comes from a "--" that
+ * getopt consumed, so callers can tell "options ended at --" from "options
+ * ended at the first operand". shortopts should start with "+:". */
+int cli_getopt(const char *cmd, int argc, char **argv, const char *shortopts, const struct option *longopts,
+	       bool *dashdash);
+
+/* A growing array of borrowed strings (repeated flags such as -e, --in). */
+typedef struct cli_strv {
+	const char **v; /* NULL-terminated when count > 0 */
+	size_t count;
+	size_t alloc;
+} cli_strv;
+void cli_strv_add(cli_strv *sv, const char *s);
+void cli_strv_free(cli_strv *sv);
+
+/* ---- shared helpers (cli.c) ---- */
+
+/* Opens the engine from DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH
+ * (-H sets DOCKER_HOST). On failure prints why — and, when no daemon
+ * answered, how to start one — and returns CLI_EXIT_FAIL. */
+int cli_engine_open(brig_engine **out);
+
+/* Prints j (consumed: the reference is released) to stdout, indented with
+ * sorted keys, and a newline. Returns 0 or CLI_EXIT_FAIL when stdout
+ * fails. */
+int cli_print_json(json_t *j);
+
+/* Writes s to stdout with bytes that could drive a terminal (controls,
+ * DEL) replaced by '?': every string shown in human output came from the
+ * daemon or from labels, which are untrusted. */
+void cli_put_safe(const char *s);
+
+/* Long options shared by create and run that map onto spec fields; each
+ * command splices CLI_SPEC_LONGOPTS into its option table. -e/--env is
+ * also a spec flag (key "env"). */
+enum {
+	CLI_OPT_IMAGE = 0x200,
+	CLI_OPT_CPUS,
+	CLI_OPT_MEMORY_MB,
+	CLI_OPT_PIDS,
+	CLI_OPT_WORKSPACE_MB,
+	CLI_OPT_RUNTIME_MB,
+	CLI_OPT_NETWORK,
+	CLI_OPT_SUBNET,
+	CLI_OPT_HARNESS,
+	CLI_OPT_LABEL,
+	CLI_OPT_SPEC_END, /* commands number their own options from here */
+};
+#define CLI_SPEC_LONGOPTS                                                                                   \
+	{"image", required_argument, NULL, CLI_OPT_IMAGE}, {"cpus", required_argument, NULL, CLI_OPT_CPUS}, \
+		{"memory-mb", required_argument, NULL, CLI_OPT_MEMORY_MB},                                  \
+		{"pids", required_argument, NULL, CLI_OPT_PIDS},                                            \
+		{"workspace-mb", required_argument, NULL, CLI_OPT_WORKSPACE_MB},                            \
+		{"runtime-mb", required_argument, NULL, CLI_OPT_RUNTIME_MB},                                \
+		{"network", required_argument, NULL, CLI_OPT_NETWORK},                                      \
+		{"subnet", required_argument, NULL, CLI_OPT_SUBNET},                                        \
+		{"harness", required_argument, NULL, CLI_OPT_HARNESS},                                      \
+		{"label", required_argument, NULL, CLI_OPT_LABEL},                                          \
+	{                                                                                                   \
+		"env", required_argument, NULL, 'e'                                                         \
+	}
+/* The spec key of option value opt ("cpus", "env"…), or NULL when opt is
+ * not a spec option. */
+const char *cli_spec_key(int opt);
+
+/* Spec flags shared by create and run: applies one to spec through
+ * brig_spec_set()/add_env()/add_label() so every rule and message comes
+ * from the library. key is the spec key ("cpus", "env", "label"…).
+ * Returns 0 or CLI_EXIT_FAIL (message printed). */
+int cli_spec_set(brig_spec *spec, const char *key, const char *value);
+/* After the flags: the image falls back to $BRIG_IMAGE when --image was
+ * not given (then to the spec's default), and the spec is validated
+ * without host limits so bad flags fail before anything is contacted.
+ * Returns 0 or CLI_EXIT_FAIL. */
+int cli_spec_finish(brig_spec *spec, bool image_given);
+
+/* ---- cancellation ---- */
+
+/* Installs SIGINT/SIGTERM/SIGHUP handlers that write one byte to a
+ * self-pipe and returns its read end, for brig_exec_opts.cancel_fd /
+ * brig_run_opts.cancel_fd. A second signal prints a note and exits 130 at
+ * once, leaving cleanup to the library's safety nets (`brig gc`). Returns
+ * -1 (with a note printed) if the pipe cannot be made: commands then run
+ * without a cancel path. */
+int cli_cancel_install(void);
+/* True once a cancelling signal arrived. */
+bool cli_canceled(void);
+
+/* ---- output streaming ---- */
+
+/* brig_engine_output_cb that writes stdout/stderr frames straight to fds
+ * 1/2 as they arrive. payload is a cli_output. A closed reader (EPIPE) or
+ * a failing fd stops writing to that fd but never aborts the command. */
+typedef struct cli_output {
+	bool stdout_live; /* false with --json: stdout is only captured */
+	bool stderr_live;
+	bool stdout_dead, stderr_dead;
+} cli_output;
+int cli_output_cb(int stream, const char *data, size_t len, void *payload);
+
+/* Relative age for tables ("5 seconds ago", "3 hours ago"). */
+void cli_format_age(char *out, size_t n, int64_t created_unix);
+
+#endif

@@ -1,0 +1,119 @@
+/* cmd_create.c — `brig create`: builds a spec from flags (every rule and
+ * message comes from the library) and creates or adopts the computer. */
+#include <stdio.h>
+#include <string.h>
+
+#include "brig/sandbox.h"
+#include "cli/cli.h"
+
+static const char usage[] =
+	"Usage: brig create --ns NS --agent A --session S [OPTIONS]\n"
+	"\n"
+	"Create and start the computer of a session, or adopt the one that already\n"
+	"exists under its name (same identity and spec). Prints its name.\n"
+	"\n"
+	"Identity:\n"
+	"      --ns NS             Namespace (1-63 of A-Z a-z 0-9 _ . -)\n"
+	"      --agent A           Agent name\n"
+	"      --session S         Session name\n"
+	"      --gen N             Generation (default 1)\n"
+	"\n"
+	"Spec (defaults are the hardened ones):\n"
+	"      --image IMG         Image tag or sha256:id (default $BRIG_IMAGE, then " BRIG_DEFAULT_IMAGE ")\n"
+	"      --cpus C            CPUs (default 2.0)\n"
+	"      --memory-mb M       Memory in MB, no swap (default 2048)\n"
+	"      --pids P            Process limit (default 256)\n"
+	"      --workspace-mb W    Size of /workspace (default 512)\n"
+	"      --runtime-mb R      Size of /runtime, which holds HOME (default 256)\n"
+	"      --network MODE      none (default) or isolated (the brig-sandbox bridge)\n"
+	"      --subnet CIDR       Subnet of the isolated bridge (default " BRIG_DEFAULT_SUBNET ")\n"
+	"      --harness H         claude, codex or none (default): which model credential\n"
+	"                          is forwarded from brig's environment with each exec\n"
+	"  -e, --env KEY=VALUE     Environment entry (KEY alone copies brig's own value); repeatable\n"
+	"      --label KEY=VALUE   Extra label; repeatable\n"
+	"\n"
+	"Output:\n"
+	"      --json              Print the computer as JSON (name, id, identity, effective spec)\n"
+	"  -h, --help              Print this help\n";
+
+int cmd_create(int argc, char **argv)
+{
+	enum { OPT_NS = CLI_OPT_SPEC_END, OPT_AGENT, OPT_SESSION, OPT_GEN, OPT_JSON };
+	static const struct option longopts[] = {
+		{"ns", required_argument, NULL, OPT_NS},
+		{"agent", required_argument, NULL, OPT_AGENT},
+		{"session", required_argument, NULL, OPT_SESSION},
+		{"gen", required_argument, NULL, OPT_GEN},
+		{"json", no_argument, NULL, OPT_JSON},
+		{"help", no_argument, NULL, 'h'},
+		CLI_SPEC_LONGOPTS,
+		{NULL, 0, NULL, 0},
+	};
+	brig_identity id = {.generation = 1};
+	bool json = false, image_given = false;
+	brig_spec spec;
+	brig_spec_init(&spec);
+	brig_engine *e = NULL;
+	brig_computer *c = NULL;
+	brig_error *err = NULL;
+	int rc = CLI_EXIT_FAIL, opt;
+
+	while ((opt = cli_getopt("create", argc, argv, "+:he:", longopts, NULL)) != -1) {
+		const char *key = cli_spec_key(opt);
+		if (key) {
+			if (opt == CLI_OPT_IMAGE)
+				image_given = true;
+			if (cli_spec_set(&spec, key, optarg) != 0)
+				goto out;
+			continue;
+		}
+		switch (opt) {
+		case OPT_NS: id.ns = optarg; break;
+		case OPT_AGENT: id.agent = optarg; break;
+		case OPT_SESSION: id.session = optarg; break;
+		case OPT_GEN: {
+			int64_t g;
+			if (cli_parse_i64("--gen", optarg, 1, BRIG_GENERATION_MAX, &g) != 0)
+				goto out;
+			id.generation = (uint32_t)g;
+			break;
+		}
+		case OPT_JSON: json = true; break;
+		case 'h': rc = cli_help(usage); goto out;
+		default: goto out;
+		}
+	}
+	if (optind < argc) {
+		cli_usage("create", "unexpected argument '%s'", argv[optind]);
+		goto out;
+	}
+	if (!id.ns || !id.agent || !id.session) {
+		cli_usage("create", "--ns, --agent and --session are required");
+		goto out;
+	}
+	if (brig_identity_validate(&id, &err) != 0) {
+		cli_error(err, NULL);
+		goto out;
+	}
+	if (cli_spec_finish(&spec, image_given) != 0)
+		goto out;
+	if (cli_engine_open(&e) != 0)
+		goto out;
+	if (brig_computer_create(e, &c, &id, &spec, &err) != 0) {
+		cli_error(err, NULL);
+		goto out;
+	}
+	if (c->adopted)
+		cli_note("adopted existing computer %s (%s)", c->name, c->state ? c->state : "state unknown");
+	if (json) {
+		rc = cli_print_json(brig_computer_to_json(c));
+	} else {
+		printf("%s\n", c->name);
+		rc = 0;
+	}
+out:
+	brig_computer_free(c);
+	brig_engine_free(e);
+	brig_spec_clear(&spec);
+	return rc;
+}

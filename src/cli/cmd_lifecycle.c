@@ -1,0 +1,370 @@
+/* cmd_lifecycle.c — the commands that act on computers by name: pause,
+ * resume, stop, destroy, inspect and ls. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "brig/sandbox.h"
+#include "cli/cli.h"
+#include "util/util.h"
+
+typedef int (*verb_fn)(brig_engine *e, const char *ref, brig_error **err);
+
+/* pause, resume, stop and destroy: each takes one or more NAMEs (name or
+ * container id), acts on each in turn, prints the names it handled and
+ * exits 125 when any failed. */
+static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const char *usage)
+{
+	static const struct option longopts[] = {
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int opt;
+	while ((opt = cli_getopt(verb, argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'h': return cli_help(usage);
+		default: return CLI_EXIT_FAIL;
+		}
+	}
+	if (optind >= argc)
+		return cli_usage(verb, "NAME is required");
+	brig_engine *e = NULL;
+	if (cli_engine_open(&e) != 0)
+		return CLI_EXIT_FAIL;
+	int rc = 0;
+	for (int i = optind; i < argc; i++) {
+		brig_error *err = NULL;
+		if (fn(e, argv[i], &err) != 0) {
+			rc = cli_error(err, NULL);
+			continue;
+		}
+		printf("%s\n", argv[i]);
+		fflush(stdout);
+	}
+	brig_engine_free(e);
+	return rc;
+}
+
+int cmd_pause(int argc, char **argv)
+{
+	return name_verb(argc, argv, "pause", brig_computer_pause,
+			 "Usage: brig pause NAME [NAME...]\n"
+			 "\n"
+			 "Freeze computers with the cgroup freezer: memory, processes and files are kept,\n"
+			 "nothing runs until `brig resume`. Exec into a paused computer is refused.\n"
+			 "Pausing a paused computer succeeds.\n"
+			 "\n"
+			 "  -h, --help   Print this help\n");
+}
+
+int cmd_resume(int argc, char **argv)
+{
+	return name_verb(argc, argv, "resume", brig_computer_resume,
+			 "Usage: brig resume NAME [NAME...]\n"
+			 "\n"
+			 "Thaw paused computers; their processes go on where they stopped.\n"
+			 "Resuming a running computer succeeds.\n"
+			 "\n"
+			 "  -h, --help   Print this help\n");
+}
+
+int cmd_stop(int argc, char **argv)
+{
+	return name_verb(argc, argv, "stop", brig_computer_stop,
+			 "Usage: brig stop NAME [NAME...]\n"
+			 "\n"
+			 "Stop computers. Their processes end and their /workspace and /runtime volumes\n"
+			 "lose their contents (checkpoint first to keep them). Stopping a stopped computer\n"
+			 "succeeds.\n"
+			 "\n"
+			 "  -h, --help   Print this help\n");
+}
+
+int cmd_destroy(int argc, char **argv)
+{
+	return name_verb(argc, argv, "destroy", brig_computer_destroy,
+			 "Usage: brig destroy NAME [NAME...]\n"
+			 "\n"
+			 "Remove computers: the container and its volumes. Idempotent: a computer that\n"
+			 "does not exist counts as removed.\n"
+			 "\n"
+			 "  -h, --help   Print this help\n");
+}
+
+/* ---- inspect ---- */
+
+static void put_time(int64_t unix_s)
+{
+	if (unix_s <= 0) {
+		fputs("-", stdout);
+		return;
+	}
+	time_t t = (time_t)unix_s;
+	struct tm tm;
+	char buf[64];
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	fputs(buf, stdout);
+}
+
+static void put_field(const char *key, const char *value)
+{
+	printf("%-16s ", key);
+	cli_put_safe(value && *value ? value : "-");
+	putchar('\n');
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Flattens the effective spec into "spec.key: value" lines; arrays are
+ * joined with commas, objects (labels) become spec.labels.KEY lines. */
+static void put_json_fields(const char *prefix, json_t *j)
+{
+	const char *key;
+	json_t *v;
+	/* Sorted, so the human output is as stable as --json. */
+	size_t n = json_object_size(j);
+	const char **keys = xcalloc(n ? n : 1, sizeof *keys);
+	size_t k = 0;
+	json_object_foreach (j, key, v)
+		keys[k++] = key;
+	qsort(keys, k, sizeof *keys, cmp_str);
+	for (size_t i = 0; i < k; i++) {
+		v = json_object_get(j, keys[i]);
+		char *full = xasprintf("%s.%s", prefix, keys[i]);
+		if (json_is_object(v)) {
+			if (json_object_size(v) == 0)
+				put_field(full, "-");
+			else
+				put_json_fields(full, v);
+		} else if (json_is_array(v)) {
+			printf("%-16s ", full);
+			size_t idx;
+			json_t *el;
+			if (json_array_size(v) == 0)
+				fputs("-", stdout);
+			json_array_foreach (v, idx, el) {
+				if (idx)
+					fputs(", ", stdout);
+				if (json_is_string(el))
+					cli_put_safe(json_string_value(el));
+			}
+			putchar('\n');
+		} else if (json_is_string(v)) {
+			put_field(full, json_string_value(v));
+		} else if (json_is_integer(v)) {
+			printf("%-16s %lld\n", full, (long long)json_integer_value(v));
+		} else if (json_is_real(v)) {
+			printf("%-16s %g\n", full, json_real_value(v));
+		} else if (json_is_boolean(v)) {
+			printf("%-16s %s\n", full, json_is_true(v) ? "true" : "false");
+		} else {
+			put_field(full, "-");
+		}
+		free(full);
+	}
+	free(keys);
+}
+
+int cmd_inspect(int argc, char **argv)
+{
+	static const char usage[] = "Usage: brig inspect [--json] NAME\n"
+				    "\n"
+				    "Show a computer (by name or container id): identity, state, image and the\n"
+				    "effective spec, as `key value` lines or, with --json, one object.\n"
+				    "\n"
+				    "      --json   Print JSON\n"
+				    "  -h, --help   Print this help\n";
+	enum { OPT_JSON = CLI_OPT_SPEC_END };
+	static const struct option longopts[] = {
+		{"json", no_argument, NULL, OPT_JSON},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool json = false;
+	int opt;
+	while ((opt = cli_getopt("inspect", argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case OPT_JSON: json = true; break;
+		case 'h': return cli_help(usage);
+		default: return CLI_EXIT_FAIL;
+		}
+	}
+	if (optind >= argc)
+		return cli_usage("inspect", "NAME is required");
+	if (argc - optind > 1)
+		return cli_usage("inspect", "one NAME at a time");
+	brig_engine *e = NULL;
+	brig_computer *c = NULL;
+	brig_error *err = NULL;
+	int rc = CLI_EXIT_FAIL;
+	if (cli_engine_open(&e) != 0)
+		goto out;
+	if (brig_computer_get(e, &c, argv[optind], NULL, &err) != 0) {
+		cli_error(err, NULL);
+		goto out;
+	}
+	if (json) {
+		rc = cli_print_json(brig_computer_to_json(c));
+		goto out;
+	}
+	char gen[16];
+	snprintf(gen, sizeof gen, "%u", c->generation);
+	put_field("name", c->name);
+	put_field("id", c->id);
+	put_field("ns", c->ns);
+	put_field("agent", c->agent);
+	put_field("session", c->session);
+	put_field("generation", gen);
+	put_field("state", c->state);
+	put_field("image", c->image);
+	put_field("image_id", c->image_id);
+	put_field("harness", c->harness);
+	put_field("network", c->network);
+	put_field("spec_hash", c->spec_hash);
+	printf("%-16s ", "created");
+	put_time(c->created);
+	putchar('\n');
+	if (json_is_object(c->spec))
+		put_json_fields("spec", c->spec);
+	rc = 0;
+out:
+	brig_computer_free(c);
+	brig_engine_free(e);
+	return rc;
+}
+
+/* ---- ls ---- */
+
+static int cmp_computer(const void *pa, const void *pb)
+{
+	const brig_computer *a = *(brig_computer *const *)pa, *b = *(brig_computer *const *)pb;
+	int r;
+	if ((r = strcmp(a->ns ? a->ns : "", b->ns ? b->ns : "")) != 0)
+		return r;
+	if ((r = strcmp(a->agent ? a->agent : "", b->agent ? b->agent : "")) != 0)
+		return r;
+	if ((r = strcmp(a->session ? a->session : "", b->session ? b->session : "")) != 0)
+		return r;
+	if (a->generation != b->generation)
+		return a->generation < b->generation ? -1 : 1;
+	return strcmp(a->name ? a->name : "", b->name ? b->name : "");
+}
+
+static size_t width(const char *s)
+{
+	return s ? strlen(s) : 1;
+}
+
+static void put_cell(const char *s, size_t w, bool last)
+{
+	const char *v = s && *s ? s : "-";
+	cli_put_safe(v);
+	if (!last)
+		for (size_t i = strlen(v); i < w + 3; i++)
+			putchar(' ');
+}
+
+int cmd_ls(int argc, char **argv)
+{
+	static const char usage[] = "Usage: brig ls [--ns NS] [--label KEY=VALUE] [--json] [-q]\n"
+				    "\n"
+				    "List computers, sorted by namespace, agent, session and generation.\n"
+				    "\n"
+				    "      --ns NS              Only this namespace\n"
+				    "      --label KEY=VALUE    Only computers that also carry this label\n"
+				    "      --json               Print a JSON array\n"
+				    "  -q, --quiet              Print names only\n"
+				    "  -h, --help               Print this help\n";
+	enum { OPT_JSON = CLI_OPT_SPEC_END, OPT_NS, OPT_LABEL };
+	static const struct option longopts[] = {
+		{"ns", required_argument, NULL, OPT_NS}, {"label", required_argument, NULL, OPT_LABEL},
+		{"json", no_argument, NULL, OPT_JSON},   {"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
+	};
+	bool json = false, quiet = false;
+	const char *ns = NULL, *label = NULL;
+	int opt;
+	while ((opt = cli_getopt("ls", argc, argv, ":hq", longopts, NULL)) != -1) {
+		switch (opt) {
+		case OPT_NS: ns = optarg; break;
+		case OPT_LABEL: label = optarg; break;
+		case OPT_JSON: json = true; break;
+		case 'q': quiet = true; break;
+		case 'h': return cli_help(usage);
+		default: return CLI_EXIT_FAIL;
+		}
+	}
+	if (optind < argc)
+		return cli_usage("ls", "unexpected argument '%s'", argv[optind]);
+	brig_error *err = NULL;
+	if (ns && brig_identity_check_name("ns", ns, &err) != 0)
+		return cli_error(err, NULL);
+	if (label && !strchr(label, '='))
+		return cli_usage("ls", "--label takes KEY=VALUE");
+
+	brig_engine *e = NULL;
+	brig_computer **cs = NULL;
+	size_t n = 0;
+	int rc = CLI_EXIT_FAIL;
+	if (cli_engine_open(&e) != 0)
+		goto out;
+	if (brig_computer_list(e, &cs, &n, ns, label, &err) != 0) {
+		cli_error(err, NULL);
+		goto out;
+	}
+	if (n > 1)
+		qsort(cs, n, sizeof *cs, cmp_computer);
+	if (json) {
+		json_t *arr = json_array();
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(arr, brig_computer_to_json(cs[i]));
+		rc = cli_print_json(arr);
+		goto out;
+	}
+	if (quiet) {
+		for (size_t i = 0; i < n; i++) {
+			cli_put_safe(cs[i]->name);
+			putchar('\n');
+		}
+		rc = 0;
+		goto out;
+	}
+	enum { NCOL = 7 };
+	static const char *const head[NCOL] = {"NAME", "NS", "AGENT", "SESSION", "GEN", "STATE", "CREATED"};
+	size_t w[NCOL];
+	for (int k = 0; k < NCOL; k++)
+		w[k] = strlen(head[k]);
+	char(*gens)[16] = xcalloc(n ? n : 1, sizeof *gens);
+	char(*ages)[48] = xcalloc(n ? n : 1, sizeof *ages);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(gens[i], sizeof gens[i], "%u", cs[i]->generation);
+		cli_format_age(ages[i], sizeof ages[i], cs[i]->created);
+		const char *cells[NCOL] = {cs[i]->name, cs[i]->ns,    cs[i]->agent, cs[i]->session,
+					   gens[i],     cs[i]->state, ages[i]};
+		for (int k = 0; k < NCOL; k++)
+			if (width(cells[k]) > w[k])
+				w[k] = width(cells[k]);
+	}
+	for (int k = 0; k < NCOL; k++)
+		put_cell(head[k], w[k], k == NCOL - 1);
+	putchar('\n');
+	for (size_t i = 0; i < n; i++) {
+		const char *cells[NCOL] = {cs[i]->name, cs[i]->ns,    cs[i]->agent, cs[i]->session,
+					   gens[i],     cs[i]->state, ages[i]};
+		for (int k = 0; k < NCOL; k++)
+			put_cell(cells[k], w[k], k == NCOL - 1);
+		putchar('\n');
+	}
+	free(gens);
+	free(ages);
+	rc = 0;
+out:
+	brig_computer_free_array(cs, n);
+	brig_engine_free(e);
+	return rc;
+}

@@ -1,0 +1,129 @@
+/* main.c — the `brig` entry point: global options before the verb and the
+ * one commands[] table that dispatches to a cmd_*.c file (crun's crun.c). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brig/common.h"
+#include "cli/cli.h"
+
+bool cli_debug;
+
+static int cmd_help(int argc, char **argv);
+
+static const cli_command commands[] = {
+	{"create", cmd_create, "Create (or adopt) and start a session's computer"},
+	{"exec", cmd_exec, "Run a command in a computer"},
+	{"ls", cmd_ls, "List computers"},
+	{"inspect", cmd_inspect, "Show one computer"},
+	{"pause", cmd_pause, "Freeze a computer (memory, processes and files are kept)"},
+	{"resume", cmd_resume, "Thaw a paused computer"},
+	{"stop", cmd_stop, "Stop a computer (its /workspace and /runtime contents are lost)"},
+	{"destroy", cmd_destroy, "Remove computers and their volumes"},
+	{"run", cmd_run, "Run one command in a fresh disposable container"},
+	{"gc", cmd_gc, "Remove brig's leftovers"},
+	{"network", cmd_network, "Manage the isolated bridge (brig-sandbox)"},
+	{"version", cmd_version, "Show brig's and the daemon's versions"},
+	{"help", cmd_help, "Show this help, or a command's"},
+	{NULL, NULL, NULL},
+};
+
+static const cli_command *find_command(const char *name)
+{
+	for (const cli_command *c = commands; c->name; c++)
+		if (strcmp(c->name, name) == 0)
+			return c;
+	return NULL;
+}
+
+static void print_usage(FILE *f)
+{
+	fprintf(f, "Usage: brig [OPTIONS] COMMAND [ARG...]\n"
+		   "\n"
+		   "Run AI agents and untrusted commands in locked-down Docker containers.\n"
+		   "\n"
+		   "Options:\n"
+		   "  -H, --host HOST   Docker daemon to use (sets DOCKER_HOST: unix:///path, tcp://host:port)\n"
+		   "      --debug       Show error codes and HTTP statuses with errors\n"
+		   "  -v, --version     Print brig's version and exit\n"
+		   "  -h, --help        Print this help and exit\n"
+		   "\n"
+		   "Commands:\n");
+	for (const cli_command *c = commands; c->name; c++)
+		fprintf(f, "  %-9s %s\n", c->name, c->summary);
+	fprintf(f, "\n"
+		   "Run 'brig COMMAND --help' for a command's options.\n"
+		   "Environment: DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH, BRIG_IMAGE.\n"
+		   "Exit codes: the command's own; 124 deadline; 125 brig failed; 126 cannot invoke;\n"
+		   "127 not found; 130 interrupted.\n");
+}
+
+static int cmd_help(int argc, char **argv)
+{
+	if (argc > 1) {
+		const cli_command *c = find_command(argv[1]);
+		if (!c)
+			return cli_fail("help: unknown command '%s' (see 'brig help')", argv[1]);
+		if (c->fn == cmd_help) {
+			print_usage(stdout);
+			return 0;
+		}
+		char *hargv[] = {argv[1], (char *)"--help", NULL};
+		return c->fn(2, hargv);
+	}
+	print_usage(stdout);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	enum { OPT_DEBUG = 256 };
+	static const struct option longopts[] = {
+		{"host", required_argument, NULL, 'H'},
+		{"debug", no_argument, NULL, OPT_DEBUG},
+		{"version", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	/* '+': stop at the verb, whose options belong to it. */
+	int c;
+	optind = 0;
+	while ((c = cli_getopt("", argc, argv, "+:H:vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'H':
+			if (!*optarg)
+				return cli_fail("-H/--host needs a Docker host (unix:///path or tcp://host:port)");
+			setenv("DOCKER_HOST", optarg, 1);
+			break;
+		case OPT_DEBUG: cli_debug = true; break;
+		case 'v': printf("brig version %s\n", BRIG_VERSION); return 0;
+		case 'h': print_usage(stdout); return 0;
+		default: return CLI_EXIT_FAIL;
+		}
+	}
+	if (optind >= argc) {
+		print_usage(stdout);
+		return 0;
+	}
+	const char *verb = argv[optind];
+	const cli_command *cmd = find_command(verb);
+	if (!cmd)
+		return cli_fail("unknown command '%s' (see 'brig help')", verb);
+
+	/* The command sees argv[0] = its name, and parses from scratch. */
+	int first = optind;
+	optind = 0;
+	int rc = cmd->fn(argc - first, argv + first);
+
+	/* stdout carries results: a failed write (disk full, closed pipe) must
+	 * not look like success. A reader that left (`| head`) is not an error
+	 * worth a message. */
+	errno = 0;
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		if (errno != EPIPE)
+			return cli_fail("cannot write to stdout: %s", errno ? strerror(errno) : "write error");
+	}
+	return rc;
+}
