@@ -44,12 +44,10 @@ int cli_engine_open(brig_engine **out)
 		/* The unix-socket message already says how to start dockerd;
 		 * TCP and TLS failures do not. */
 		bool hinted = err && err->message && strstr(err->message, "dockerd");
-		const char *host = getenv("DOCKER_HOST");
 		cli_error(err, NULL);
 		if (!hinted)
-			cli_note("is the Docker daemon running and reachable at %s? start it with `dockerd &` as root, "
-				 "or point -H / DOCKER_HOST at a running one",
-				 host && *host ? "DOCKER_HOST" : "unix:///var/run/docker.sock");
+			cli_note("is the Docker daemon running there? start it with `dockerd &` as root, or point -H / "
+				 "DOCKER_HOST at a running one");
 		return CLI_EXIT_FAIL;
 	}
 	return cli_error(err, "cannot open the Docker engine");
