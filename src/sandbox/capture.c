@@ -145,3 +145,19 @@ int64_t brig_sandbox__parse_time(const char *s)
 		return 0;
 	return (int64_t)timegm(&tm);
 }
+
+static bool daemon_not_found(const brig_capture *c)
+{
+	/* runc's start failure, which the daemon writes into the stream (framed
+	 * as stdout on 20.10): "OCI runtime exec failed: … executable file not
+	 * found …" or "… no such file or directory …". */
+	if (!c->data || c->len > 4096 || strncmp(c->data, "OCI runtime exec failed", 23) != 0)
+		return false;
+	return strstr(c->data, "executable file not found") || strstr(c->data, "no such file or directory");
+}
+
+void brig_sandbox__fix_not_found(brig_exec_result *res)
+{
+	if (res->exit_code == 126 && (daemon_not_found(&res->out) || daemon_not_found(&res->err)))
+		res->exit_code = 127;
+}

@@ -35,6 +35,11 @@ void brig_output_tee_finish(brig_output_tee *t, brig_exec_result *res);
  * stop the container right away. Returns 0 or the stop's error. */
 int brig_sandbox__stop_now(brig_engine *e, const char *id, brig_error **err);
 
+/* Docker reports an exec whose program does not exist as 126; the shell
+ * convention (and docker run's) is 127. Fixes res->exit_code from the
+ * daemon's message in the captured stderr. */
+void brig_sandbox__fix_not_found(brig_exec_result *res);
+
 /* Parses Docker's RFC 3339 timestamps to unix seconds (0 when unparsable). */
 int64_t brig_sandbox__parse_time(const char *s);
 

@@ -64,6 +64,20 @@ json_t *brig_computer_to_json(const brig_computer *c)
 	return j;
 }
 
+/* Not part of the identity or the hash: informational only. */
+#define LABEL_SPEC_JSON "brig.spec.json"
+
+static json_t *spec_from_labels(json_t *labels)
+{
+	const char *t = json_string_value(json_object_get(labels, LABEL_SPEC_JSON));
+	json_t *j = t ? json_loads(t, 0, NULL) : NULL;
+	if (j && !json_is_object(j)) {
+		json_decref(j);
+		j = NULL;
+	}
+	return j;
+}
+
 static const char *label(json_t *labels, const char *key) { return json_string_value(json_object_get(labels, key)); }
 
 static bool is_computer_labels(json_t *labels)
@@ -103,6 +117,7 @@ static brig_computer *computer_from_inspect(json_t *j)
 	const char *nm = json_string_value(json_object_get(json_object_get(j, "HostConfig"), "NetworkMode"));
 	c->network = xstrdup(!nm || strcmp(nm, "none") == 0 ? "none" : "isolated");
 	c->created = brig_sandbox__parse_time(json_string_value(json_object_get(j, "Created")));
+	c->spec = spec_from_labels(labels);
 	return c;
 }
 
@@ -126,6 +141,7 @@ static brig_computer *computer_from_list(json_t *j)
 	const char *nm = json_string_value(json_object_get(json_object_get(j, "HostConfig"), "NetworkMode"));
 	c->network = xstrdup(!nm || strcmp(nm, "none") == 0 ? "none" : "isolated");
 	c->created = json_integer_value(json_object_get(j, "Created"));
+	c->spec = spec_from_labels(labels);
 	return c;
 }
 
@@ -356,10 +372,21 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 		cleanup_json json_t *body = NULL;
 		if ((rc = brig_spec_container_json(&body, spec, &o, err)) != 0)
 			return rc;
+		{
+			/* The effective spec (env keys only, never values or
+			 * credentials) travels with the container for inspect/ls. */
+			json_t *sj = brig_spec_to_json(spec, 0);
+			char *text = json_dumps(sj, JSON_COMPACT | JSON_SORT_KEYS);
+			json_decref(sj);
+			if (text && strlen(text) < 16384)
+				json_object_set_new(json_object_get(body, "Labels"), LABEL_SPEC_JSON, json_string(text));
+			free(text);
+		}
 		if (net_id) /* the surviving bridge by id: its name may be ambiguous mid-race */
 			json_object_set_new(json_object_get(body, "HostConfig"), "NetworkMode", json_string(net_id));
 		if ((rc = create_volumes(e, spec, name, labels, err)) != 0)
 			return brig__error_prefix(err, rc, "create computer %s", name);
+		int64_t settle_by = brig_now_ms() + 10000;
 		for (int attempt = 0;; attempt++) {
 			rc = brig_engine_container_create(e, &cid, name, body, err);
 			if (rc == 0)
@@ -383,6 +410,16 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 				brig__error_clear(err);
 				continue;
 			}
+			if (rc == BRIG_ENOTFOUND && first == BRIG_ECONFLICT && brig_now_ms() < settle_by) {
+				/* 409 yet nothing to inspect: the daemon reserves the name
+				 * before the racer's container is registered (measured with 16
+				 * creators), or it was removed since. Asking again is safe. */
+				brig_error_free(lookup);
+				brig__error_clear(err);
+				struct timespec ts = {0, 50 * 1000 * 1000};
+				nanosleep(&ts, NULL);
+				continue;
+			}
 			if (err) {
 				brig_error_free(*err);
 				*err = lookup;
@@ -398,7 +435,8 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 	if ((rc = brig_computer_get(e, &c, cid, NULL, err)) != 0)
 		return rc;
 	c->adopted = adopted;
-	c->spec = brig_spec_to_json(spec, 0);
+	if (!c->spec)
+		c->spec = brig_spec_to_json(spec, 0);
 	*out = c;
 	return 0;
 }
@@ -546,10 +584,19 @@ int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *op
 				  .cancel_fd = opts->cancel_fd};
 	rc = brig_engine_exec_start(e, xid, &io, err);
 	if (rc == 0) {
-		rc = brig_engine_exec_exit_code(e, xid, 0, &res->exit_code, err);
-		if (rc)
-			brig__error_prefix(err, rc, "exec in %s", ref);
-	} else if (rc == BRIG_ETIMEDOUT || rc == BRIG_ECANCELED || rc == BRIG_EUNCERTAIN) {
+		int64_t poll_by = brig_now_ms() + 10000;
+		if (deadline && deadline < poll_by)
+			poll_by = deadline;
+		rc = brig_engine_exec_exit_code(e, xid, poll_by, &res->exit_code, err);
+		if (rc == BRIG_ETIMEDOUT) {
+			/* The output ended but the command runs on: the stream was cut
+			 * (a clean EOF between frames looks like an ordinary end).
+			 * Unless the deadline is what passed, that is uncertain. */
+			brig__error_clear(err);
+			rc = deadline && brig_now_ms() >= deadline ? BRIG_ETIMEDOUT : BRIG_EUNCERTAIN;
+		}
+	}
+	if (rc == BRIG_ETIMEDOUT || rc == BRIG_ECANCELED || rc == BRIG_EUNCERTAIN) {
 		const char *what = rc == BRIG_ETIMEDOUT ? "timed out" : rc == BRIG_ECANCELED ? "was cancelled"
 											       : "lost its connection to the daemon";
 		res->timed_out = rc == BRIG_ETIMEDOUT;
@@ -571,10 +618,11 @@ int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *op
 					ref, what, src == 0 ? "stopped" : "NOT stopped", src ? " — stop failed: " : "",
 					src ? brig_error_message(stop_err) : "");
 		brig_error_free(stop_err);
-	} else {
+	} else if (rc) {
 		brig__error_prefix(err, rc, "exec in %s", ref);
 	}
 	brig_output_tee_finish(&tee, res);
+	brig_sandbox__fix_not_found(res);
 	res->duration_ms = brig_now_ms() - start;
 	return rc;
 }

@@ -311,6 +311,7 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 		rc = 0;
 	}
 	brig_output_tee_finish(&tee, &res->exec);
+	brig_sandbox__fix_not_found(&res->exec);
 	res->run_ms = res->exec.duration_ms = brig_now_ms() - t2;
 	if (rc == BRIG_ECANCELED) {
 		res->exec.canceled = true;
