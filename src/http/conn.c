@@ -2,6 +2,7 @@
  * request writer, the response reader and the hijacked stream after 101. */
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -168,12 +169,17 @@ static int tls_setup(brig_http_conn *c, const brig_http_endpoint *ep, int64_t de
 	}
 	c->ssl = SSL_new(c->ctx);
 	SSL_set_fd(c->ssl, c->fd);
-	SSL_set_tlsext_host_name(c->ssl, ep->host);
+	unsigned char addr[16];
+	bool is_ip = inet_pton(AF_INET, ep->host, addr) == 1 || inet_pton(AF_INET6, ep->host, addr) == 1;
+	if (!is_ip) /* SNI carries names only (RFC 6066) */
+		SSL_set_tlsext_host_name(c->ssl, ep->host);
 	if (ep->tls_verify) {
 		X509_VERIFY_PARAM *param = SSL_get0_param(c->ssl);
 		X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-		if (!X509_VERIFY_PARAM_set1_host(param, ep->host, 0))
-			X509_VERIFY_PARAM_set1_ip_asc(param, ep->host);
+		/* An address is checked against the certificate's IP SANs, a name
+		 * against its DNS names: set1_host would never match an IP SAN. */
+		if (is_ip ? !X509_VERIFY_PARAM_set1_ip_asc(param, ep->host) : !X509_VERIFY_PARAM_set1_host(param, ep->host, 0))
+			return brig__error_set(err, BRIG_ETLS, 0, "TLS: cannot set the expected peer name %s", ep->host);
 	}
 	for (;;) {
 		ERR_clear_error();
@@ -453,8 +459,9 @@ int brig_http_roundtrip(brig_http_conn *c, const brig_http_request *req, brig_ht
 		ssize_t n = conn_read(c, buf, sizeof buf, req->deadline_ms);
 		if (n == BRIG_ETIMEDOUT) {
 			c->broken = true;
-			if (resp->status >= 200 && resp->status < 300) {
-				/* Answered; only the streamed body ran past the deadline. */
+			if (body_cb && resp->status >= 200 && resp->status < 300) {
+				/* Answered; only the streamed body ran past the deadline.
+				 * A collected body cut short is no complete answer: uncertain. */
 				rc = brig__error_set(err, BRIG_ETIMEDOUT, 0, "%s %s: deadline passed while reading",
 						     req->method, req->target);
 			} else {
