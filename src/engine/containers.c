@@ -74,17 +74,30 @@ static int simple_post(brig_engine *e, const char *id, const char *verb, const c
 	return brig_engine__call(e, &call, NULL, status, NULL, err);
 }
 
+/* 304 from start or stop: already in the state the caller asked for. */
+static int not_modified_ok(int rc, int status, brig_error **err)
+{
+	if (rc == BRIG_EPROTO && status == 304) {
+		brig__error_clear(err);
+		return 0;
+	}
+	return rc;
+}
+
 int brig_engine_container_start(brig_engine *e, const char *id, brig_error **err)
 {
-	/* 304: already started — the outcome the caller wanted. */
-	return simple_post(e, id, "start", NULL, "start", 0, NULL, err);
+	int status = 0;
+	int rc = simple_post(e, id, "start", NULL, "start", 0, &status, err);
+	return not_modified_ok(rc, status, err);
 }
 
 int brig_engine_container_stop(brig_engine *e, const char *id, int timeout_s, brig_error **err)
 {
 	cleanup_free char *q = timeout_s >= 0 ? xasprintf("?t=%d", timeout_s) : NULL;
 	int64_t deadline = brig_now_ms() + e->timeout_ms + (timeout_s > 0 ? (int64_t)timeout_s * 1000 : 10000);
-	return simple_post(e, id, "stop", q, "stop", deadline, NULL, err);
+	int status = 0;
+	int rc = simple_post(e, id, "stop", q, "stop", deadline, &status, err);
+	return not_modified_ok(rc, status, err);
 }
 
 int brig_engine_container_kill(brig_engine *e, const char *id, const char *signal, brig_error **err)

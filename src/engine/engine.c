@@ -190,9 +190,11 @@ static int negotiate(brig_engine *e, brig_error **err)
 	if (v && parse_api(v, &dmaj, &dmin) == 0 && parse_api(BRIG_ENGINE_API_VERSION, &maj, &min) == 0) {
 		if (dmaj < maj || (dmaj == maj && dmin < min)) {
 			if (dmaj == 1 && dmin < 25) {
+				/* v lives in resp: format the message before clearing it */
+				rc = brig__error_set(err, BRIG_EPROTO, 0,
+						     "the Docker daemon speaks API %s; brig needs 1.25 or later", v);
 				brig_http_response_clear(&resp);
-				return brig__error_set(err, BRIG_EPROTO, 0,
-						       "the Docker daemon speaks API %s; brig needs 1.25 or later", v);
+				return rc;
 			}
 			snprintf(e->api, sizeof e->api, "%d.%d", dmaj, dmin);
 		}
@@ -298,7 +300,9 @@ int brig_jsonl_feed(brig_jsonl *j, const char *data, size_t len)
 		const char *nl = memchr(data, '\n', len);
 		size_t take = nl ? (size_t)(nl - data) : len;
 		int r;
-		if (nl && j->line.len == 0) {
+		/* A whole line in one read skips the buffer, but not the cap:
+		 * how the bytes were split must not change the outcome. */
+		if (nl && j->line.len == 0 && take <= j->line.cap) {
 			r = jsonl_line(j, data, take);
 		} else {
 			if (brig_buf_add(&j->line, data, take) < 0)

@@ -75,6 +75,10 @@ static int on_header_value_complete(llhttp_t *ll)
 	brig_http_response *resp = p->resp;
 	if (resp->nheaders >= BRIG_HTTP_MAX_HEADER_COUNT)
 		return fail(p, BRIG_ETOOBIG, "response has more than 100 headers");
+	/* A field value excludes trailing whitespace (RFC 9110 5.5); llhttp
+	 * leaves it in, and "Api-Version: 1.41 " must still read as 1.41. */
+	while (p->value.len && (p->value.data[p->value.len - 1] == ' ' || p->value.data[p->value.len - 1] == '\t'))
+		p->value.data[--p->value.len] = '\0';
 	resp->headers = xrealloc(resp->headers, (resp->nheaders + 1) * sizeof *resp->headers);
 	resp->headers[resp->nheaders].name = brig_buf_steal(&p->field, NULL);
 	resp->headers[resp->nheaders].value = brig_buf_steal(&p->value, NULL);
