@@ -119,7 +119,7 @@ BRIG_PUBLIC int brig_labels_match(const json_t *labels, const brig_identity *id,
 /* Bumped whenever the container body gains or changes a setting that is not
  * a spec field (a new hardening flag): it is part of the spec hash, so a
  * computer created by an older policy is never silently adopted. */
-#define BRIG_SPEC_POLICY 1
+#define BRIG_SPEC_POLICY 2 /* 2: brig's own seccomp profile by default */
 
 #define BRIG_DEFAULT_IMAGE "brig-sandbox:local"
 #define BRIG_DEFAULT_USER "1000:1000"
@@ -170,7 +170,7 @@ typedef struct brig_spec {
 	brig_network network;     /* BRIG_NET_NONE */
 	char *subnet;             /* "172.30.0.0/22"; used with BRIG_NET_ISOLATED */
 	brig_harness harness;     /* BRIG_HARNESS_NONE */
-	char *seccomp_profile;    /* NULL: daemon default; else profile JSON text */
+	char *seccomp_profile;    /* brig_spec_seccomp_default(); NULL: the daemon's default; else profile JSON */
 	char **env;               /* "KEY=VALUE", keys unique, in order added */
 	size_t env_count;
 	char **labels;            /* extra labels "key=value" (e.g. brig.test=ID) */
@@ -179,6 +179,14 @@ typedef struct brig_spec {
 
 /* Fills spec with the defaults above (overwrites without freeing). */
 BRIG_PUBLIC void brig_spec_init(brig_spec *spec);
+
+/* brig's own seccomp profile (Docker's JSON format), the default of
+ * spec->seccomp_profile: an allowlist that fails everything else with
+ * EPERM, blocks io_uring, namespaces, mounts, keyrings, bpf, perf and
+ * module loading, filters clone's namespace flags and personality's
+ * values, and answers clone3 with ENOSYS (see src/sandbox/seccomp.c for
+ * the reasoning). Static, borrowed; the same bytes on every build. */
+BRIG_PUBLIC const char *brig_spec_seccomp_default(void);
 
 /* Frees everything spec owns and zeroes it; accepts NULL. */
 BRIG_PUBLIC void brig_spec_clear(brig_spec *spec);
@@ -191,7 +199,7 @@ BRIG_PUBLIC void brig_spec_copy(brig_spec *dst, const brig_spec *src);
  * flag name with '-' or '_': image, user, cpus, memory-mb, pids,
  * workspace-mb, runtime-mb, shm-mb, workspace-inodes, runtime-inodes,
  * nofile, network (none|isolated), subnet, harness (claude|codex|none),
- * seccomp-profile (JSON text), env (KEY=VALUE, or KEY to copy brig's own
+ * seccomp-profile (JSON text; "" for the daemon's default), env (KEY=VALUE, or KEY to copy brig's own
  * environment; adds or replaces) and label (key=value; adds or replaces).
  * value is borrowed. On error spec is unchanged.
  * Errors: BRIG_EINVAL naming the field and what is allowed (network 'host',

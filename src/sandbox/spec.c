@@ -104,6 +104,7 @@ void brig_spec_init(brig_spec *spec)
 	spec->network = BRIG_NET_NONE;
 	spec->subnet = xstrdup(BRIG_DEFAULT_SUBNET);
 	spec->harness = BRIG_HARNESS_NONE;
+	spec->seccomp_profile = xstrdup(brig_spec_seccomp_default());
 }
 
 static void free_entry(char *e)

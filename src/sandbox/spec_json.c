@@ -139,7 +139,12 @@ json_t *brig_spec_to_json(const brig_spec *spec, unsigned flags)
 	json_object_set_new(o, "network", json_string(brig_network_name(spec->network)));
 	json_object_set_new(o, "subnet", json_string(spec->subnet ? spec->subnet : ""));
 	json_object_set_new(o, "harness", json_string(brig_harness_name(spec->harness)));
-	if (spec->seccomp_profile)
+	/* brig's own profile is the default and is left out (it is long, and
+	 * from_json fills it back in); "" stands for the daemon's default, as
+	 * brig_spec_set() reads it. */
+	if (!spec->seccomp_profile)
+		json_object_set_new(o, "seccomp_profile", json_string(""));
+	else if (strcmp(spec->seccomp_profile, brig_spec_seccomp_default()) != 0)
 		json_object_set_new(o, "seccomp_profile", json_string(spec->seccomp_profile));
 	json_t *env = json_array();
 	for (size_t i = 0; i < spec->env_count; i++) {

@@ -218,8 +218,9 @@ static void test_inspect_default_computer(void **state)
 	assert_string_equal(json_string_value(json_array_get(capdrop, 0)), "ALL");
 	assert_true(json_is_null(json_object_get(hc, "CapAdd")));
 	json_t *secopt = json_object_get(hc, "SecurityOpt");
-	assert_int_equal(json_array_size(secopt), 1);
+	assert_int_equal(json_array_size(secopt), 2); /* no-new-privileges, brig's seccomp profile */
 	assert_string_equal(json_string_value(json_array_get(secopt, 0)), "no-new-privileges");
+	assert_true(strncmp(json_string_value(json_array_get(secopt, 1)), "seccomp={", 9) == 0);
 	assert_str(jstr(hc, "NetworkMode"), "none");
 	assert_int_equal(json_integer_value(json_object_get(hc, "Memory")), 2147483648LL);
 	assert_int_equal(json_integer_value(json_object_get(hc, "MemorySwap")), 2147483648LL);

@@ -86,7 +86,7 @@ static void test_defaults(void **state)
 	assert_int_equal(s.network, BRIG_NET_NONE);
 	assert_string_equal(s.subnet, "172.30.0.0/22");
 	assert_int_equal(s.harness, BRIG_HARNESS_NONE);
-	assert_null(s.seccomp_profile);
+	assert_string_equal(s.seccomp_profile, brig_spec_seccomp_default()); /* brig's own profile */
 	assert_int_equal(s.env_count, 0);
 	assert_int_equal(s.label_count, 0);
 	ASSERT_OK(brig_spec_validate(&s, NULL, &err), err);
@@ -493,7 +493,7 @@ static void test_hash(void **state)
 	 * canonical form): the default spec's hash may only change together with
 	 * BRIG_SPEC_POLICY (or a new spec field), since computers are adopted
 	 * by it. */
-	assert_string_equal(base, "8ced9550b01f139a9976e7b5c6899a0bb6ac1b94de3bc128544aadc2cb9d84b2");
+	assert_string_equal(base, "aaabd41a6b7c7bd5740633584a6aa5996ee0fbb93ad810135cc28ea75d616f8a");
 	hash_of(h, &s);
 	assert_string_equal(base, h);
 
@@ -657,8 +657,13 @@ static void test_container_computer(void **state)
 	char *t = dump(GET(hc, "CapDrop"));
 	assert_string_equal(t, "[\"ALL\"]");
 	free(t);
-	t = dump(GET(hc, "SecurityOpt"));
-	assert_string_equal(t, "[\"no-new-privileges\"]");
+	/* no-new-privileges, then brig's own seccomp profile. */
+	json_t *so = GET(hc, "SecurityOpt");
+	assert_int_equal(json_array_size(so), 2);
+	assert_string_equal(json_string_value(json_array_get(so, 0)), "no-new-privileges");
+	t = malloc(strlen(brig_spec_seccomp_default()) + 16);
+	sprintf(t, "seccomp=%s", brig_spec_seccomp_default());
+	assert_string_equal(json_string_value(json_array_get(so, 1)), t);
 	free(t);
 	assert_string_equal(json_string_value(GET(hc, "NetworkMode")), "none");
 	assert_int_equal(json_integer_value(GET(hc, "Memory")), 2147483648LL);
