@@ -8,7 +8,8 @@
  *                   may have taken effect; look before acting again.
  * Daemon answers map to: 400 BRIG_EBADREQ, 401/403 BRIG_EDENIED,
  * 404 BRIG_ENOTFOUND, 409 BRIG_ECONFLICT, 5xx BRIG_EDAEMON; a malformed answer
- * is BRIG_EPROTO, an oversized one BRIG_ETOOBIG. Every call below can return
+ * is BRIG_EPROTO (the request may have taken effect, as with EUNCERTAIN),
+ * an oversized one BRIG_ETOOBIG. Every call below can return
  * those; additional codes are listed per call.
  *
  * JSON objects returned through `json_t **out` belong to the caller

@@ -8,7 +8,8 @@
  *                   connection broke or the deadline passed before a complete
  *                   response. The request may have taken effect.
  *   BRIG_ETIMEDOUT  a deadline passed before anything was written (connect).
- *   BRIG_EPROTO     the daemon's response was malformed.
+ *   BRIG_EPROTO     the daemon's response was malformed; like EUNCERTAIN, the
+ *                   request may have taken effect: never retry on it.
  *   BRIG_ETOOBIG    headers (64 KiB) or a collected body exceeded their cap.
  *   BRIG_ETLS       TLS configuration could not be loaded.
  */
