@@ -12,6 +12,7 @@
 
 #include "brig/run.h"
 #include "sandbox/capture.h"
+#include "sandbox/oom.h"
 #include "tar/tar.h"
 #include "util/util.h"
 
@@ -332,6 +333,10 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	brig_error_free(perr);
 	if (brig_engine_container_inspect(e, &st, cid, NULL) == 0)
 		res->oom_killed = json_is_true(json_object_get(json_object_get(st, "State"), "OOMKilled"));
+	/* OOMKilled is about PID 1 only: the command is an exec, whose OOM
+	 * kill the daemon records only as an "oom" event (exit code 137). */
+	if (!res->oom_killed && res->exec.exit_code == 137)
+		res->oom_killed = brig_sandbox__oom_since(e, cid, brig_wall_s() - (brig_now_ms() - t0) / 1000 - 1);
 	if (o->out_dir) {
 		if (!paused) {
 			rc = brig__error_set(err, BRIG_ESTATE, 0,
