@@ -1,6 +1,7 @@
 /* network.c — the one isolated bridge per host ("brig-sandbox", icc off):
  * race-safe creation, removal once empty. */
 #include <string.h>
+#include <time.h>
 
 #include "brig/sandbox.h"
 #include "util/util.h"
@@ -51,20 +52,34 @@ int brig_network_ensure(brig_engine *e, char **out_id, const brig_spec *spec, br
 		cleanup_json json_t *body = NULL;
 		if ((rc = brig_spec_network_json(&body, spec, err)) != 0)
 			return rc;
-		brig_error *cerr = NULL;
-		rc = brig_engine_network_create(e, NULL, body, &cerr);
 		/* A racer may have won (409, or a pool-overlap 403/500 for the same
-		 * subnet), or the answer was lost: the listing below decides. */
-		brig_error_free(cerr);
-		json_decref(nets);
-		nets = NULL;
-		if ((rc = list_exact(e, &nets, err)) != 0)
-			return rc;
-		if (json_array_size(nets) == 0)
-			return brig__error_set(err, BRIG_EDAEMON, 0,
-					       "could not create the %s network on %s; check that the subnet is free "
-					       "(`docker network ls`) or pick another with --subnet",
-					       BRIG_NETWORK_NAME, spec->subnet);
+		 * subnet), or the answer was lost: the listing decides. A racer's
+		 * network shows in the list only once the daemon has finished making
+		 * it (bridge, iptables), well after our create was refused (measured
+		 * with 8 racers: all but one saw an empty list), so look again for a
+		 * while, creating again when it is still not there. */
+		int64_t give_up = brig_now_ms() + 10000;
+		cleanup_free char *why = NULL;
+		for (;;) {
+			brig_error *cerr = NULL;
+			rc = brig_engine_network_create(e, NULL, body, &cerr);
+			free(why);
+			why = xstrdup(rc ? brig_error_message(cerr) : "");
+			brig_error_free(cerr);
+			json_decref(nets);
+			nets = NULL;
+			if ((rc = list_exact(e, &nets, err)) != 0)
+				return rc;
+			if (json_array_size(nets) > 0)
+				break;
+			if (brig_now_ms() >= give_up)
+				return brig__error_set(err, BRIG_EDAEMON, 0,
+						       "could not create the %s network on %s%s%s; check that the subnet is "
+						       "free (`docker network ls`) or pick another with --subnet",
+						       BRIG_NETWORK_NAME, spec->subnet, *why ? ": " : "", why);
+			struct timespec ts = {0, 100 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+		}
 	}
 	/* Everyone agrees on the lowest id; the rest are removed when unused. */
 	json_t *keep = NULL;
