@@ -152,12 +152,23 @@ BRIG_PUBLIC int brig_computer_exec(brig_engine *e, const char *ref, const brig_e
  * brig's labels); safe when several processes race: when Docker ends up with
  * two networks of that name, the one with the lowest id survives and the
  * others are removed. *out_id (may be NULL) gets the surviving id.
+ * It also installs (idempotently, on every call) the host firewall rules of
+ * the bridge, tagged with the comment "brig-sandbox": from brig0 the host
+ * accepts only replies on INPUT, FORWARD drops 169.254.0.0/16 and lets
+ * through connections Docker DNATs to published ports, and the subnet is
+ * masqueraded to the internet. This needs root and iptables on the
+ * daemon's machine; BRIG_FIREWALL=off in the environment skips it (the
+ * sandboxes can then reach the host's services).
  * Errors: BRIG_ECONFLICT (a network of that name exists that is not brig's,
- * or has another subnet). */
+ * or has another subnet), BRIG_EDENIED (the firewall could not be
+ * installed: no iptables, not root, or a daemon on another machine). */
 BRIG_PUBLIC int brig_network_ensure(brig_engine *e, char **out_id, const brig_spec *spec, brig_error **err);
 
-/* Removes the bridge once nothing is attached (absent: success).
- * Errors: BRIG_EBUSY naming the attached containers. */
+/* Removes the bridge once nothing is attached (absent: success), then its
+ * firewall rules (those tagged "brig-sandbox"), unless another brig has
+ * created the bridge again meanwhile.
+ * Errors: BRIG_EBUSY naming the attached containers, BRIG_EDENIED
+ * (iptables refused to delete a rule). */
 BRIG_PUBLIC int brig_network_remove(brig_engine *e, brig_error **err);
 
 /* ---- garbage collection ---- */

@@ -368,7 +368,8 @@ BRIG_PUBLIC int brig_spec_container_json(json_t **out, const brig_spec *spec, co
 					 brig_error **err);
 
 /* Body of POST /networks/create for the isolated bridge: "brig-sandbox",
- * driver bridge, CheckDuplicate, enable_icc=false, interface brig0, IPAM
+ * driver bridge, CheckDuplicate, enable_icc=false, enable_ip_masquerade=false
+ * (brig's firewall masquerades, see brig_network_ensure), interface brig0, IPAM
  * subnet spec->subnet, labels brig.managed=1 and brig.kind=network.
  * Measured on Docker 20.10, which settles a creation race: a second create
  * with the same name answers 409; with another name but the same subnet

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "brig/sandbox.h"
+#include "sandbox/firewall.h"
 #include "util/util.h"
 
 /* Networks whose Name is exactly BRIG_NETWORK_NAME (the daemon's name filter
@@ -109,9 +110,24 @@ int brig_network_ensure(brig_engine *e, char **out_id, const brig_spec *spec, br
 				       "the %s network exists on %s, not %s; `brig network rm` it (once no computer "
 				       "is attached) to change the subnet",
 				       BRIG_NETWORK_NAME, have, spec->subnet);
+	/* The host's firewall comes with the bridge: a sandbox must not reach
+	 * the host's own services. Checked on every ensure (a reboot drops the
+	 * rules, the network stays); failing it fails closed. */
+	if ((rc = brig_firewall__install(BRIG_NETWORK_BRIDGE, spec->subnet, err)) != 0)
+		return rc;
 	if (out_id)
 		*out_id = xstrdup(keep_id);
 	return 0;
+}
+
+/* Asked under the firewall lock: a bridge another brig created since our
+ * removal keeps its rules. */
+static bool bridge_exists(void *payload)
+{
+	cleanup_json json_t *nets = NULL;
+	if (list_exact(payload, &nets, NULL) != 0)
+		return true; /* cannot tell: keep the rules */
+	return json_array_size(nets) > 0;
 }
 
 int brig_network_remove(brig_engine *e, brig_error **err)
@@ -162,5 +178,5 @@ int brig_network_remove(brig_engine *e, brig_error **err)
 		if (rc)
 			return rc;
 	}
-	return 0;
+	return brig_firewall__remove(bridge_exists, e, err);
 }

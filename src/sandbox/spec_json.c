@@ -571,13 +571,17 @@ int brig_spec_network_json(json_t **out, const brig_spec *spec, brig_error **err
 	if ((r = brig_subnet_validate(spec->subnet, err)) < 0)
 		return r;
 	/* A fixed bridge interface and subnet also settle a creation race: a
-	 * second network with either would be refused by the daemon. */
+	 * second network with either would be refused by the daemon. Docker's
+	 * own masquerading is off: with it, Docker makes traffic from the
+	 * bridge skip its port DNAT and reach published ports through the
+	 * userland proxy on the host's INPUT, which brig's firewall closes;
+	 * firewall.c adds the MASQUERADE rule instead (see there). */
 	*out = json_pack("{s:s, s:s, s:b, s:b, s:b, s:b, s:{s:s, s:s, s:s},"
 			 " s:{s:s, s:[{s:s}]}, s:{s:s, s:s, s:s}}",
 			 "Name", BRIG_NETWORK_NAME, "Driver", "bridge", "CheckDuplicate", 1, "Internal", 0,
 			 "Attachable", 0, "EnableIPv6", 0, "Options", "com.docker.network.bridge.enable_icc",
 			 "false", "com.docker.network.bridge.name", BRIG_NETWORK_BRIDGE,
-			 "com.docker.network.bridge.enable_ip_masquerade", "true", "IPAM", "Driver", "default",
+			 "com.docker.network.bridge.enable_ip_masquerade", "false", "IPAM", "Driver", "default",
 			 "Config", "Subnet", spec->subnet, "Labels", BRIG_LABEL_MANAGED, "1", BRIG_LABEL_KIND,
 			 "network", BRIG_LABEL_VERSION, BRIG_VERSION);
 	return 0;

@@ -1,8 +1,9 @@
 /* test_computer_net.c — the isolated bridge against the real dockerd: icc
- * off between computers, the host's gateway reachable, race-safe creation,
- * and removal refused while computers are attached. Traffic never leaves
- * this machine: the only listeners are one in a test computer and one the
- * test opens on the bridge's gateway address.
+ * off between computers, the host reachable only on published ports (brig's
+ * firewall), race-safe creation, and removal refused while computers are
+ * attached. Traffic never leaves this machine: the only listeners are one in
+ * a test computer, one the test opens on the bridge's gateway address and
+ * one in a test container whose port Docker publishes.
  * The bridge's name is fixed ("brig-sandbox"), so this test must own it: it
  * skips when one already exists, and removes the one it made. */
 #include "testutil.h"
@@ -326,20 +327,44 @@ static void test_isolated_bridge(void **state)
 		fail_msg("a reached a listener in b: inter-container traffic is not blocked");
 	brig_exec_result_clear(&r);
 
-	/* Both reach a listener the test opened on the gateway. */
+	/* brig's firewall (src/sandbox/firewall.c): neither reaches a
+	 * listener the test opened on the gateway on an unpublished port… */
 	host_listener hl;
 	listener_start(&hl, gateway);
-	cleanup_free char *to_host = xasprintf("nc -w 3 %s %d", gateway, hl.port);
+	cleanup_free char *to_host = xasprintf("nc -w 2 %s %d", gateway, hl.port);
 	brig_computer *both[] = {a, b};
 	for (int i = 0; i < 2; i++) {
 		code = sh(both[i]->name, to_host, &r);
-		if (strcmp(r.out.data, HOST_HELLO "\n") != 0)
-			fail_msg("computer %c did not reach the gateway listener: exit %d, '%s' '%s'", 'a' + i, code,
-				 r.out.data, r.err.data);
+		if (strstr(r.out.data, HOST_HELLO) || code == 0)
+			fail_msg("computer %c reached a host service on the gateway (unpublished port %d)", 'a' + i,
+				 hl.port);
 		brig_exec_result_clear(&r);
 	}
 	listener_stop(&hl);
-	assert_int_equal(atomic_load(&hl.accepted), 2);
+	assert_int_equal(atomic_load(&hl.accepted), 0);
+
+	/* …but both reach a port Docker publishes, of a container on another
+	 * network, through the gateway. */
+	cleanup_json json_t *pub_cfg =
+		json_pack("{s:[s,s,s,s,s,s,s], s:{s:{}}, s:{s:s, s:{s:[{s:s, s:s}]}}}", "Cmd", "nc", "-ll", "-p", "8080",
+			  "-e", "echo", "published-hello", "ExposedPorts", "8080/tcp", "HostConfig", "NetworkMode",
+			  "bridge", "PortBindings", "8080/tcp", "HostIp", "0.0.0.0", "HostPort", "");
+	cleanup_free char *pub = brig_test_container(E, "pub", pub_cfg);
+	cleanup_json json_t *pj = NULL;
+	ASSERT_OK(brig_engine_container_inspect(E, &pj, pub, &err), err);
+	const char *port = json_string_value(json_object_get(
+		json_array_get(json_object_get(json_object_get(json_object_get(pj, "NetworkSettings"), "Ports"), "8080/tcp"),
+			       0),
+		"HostPort"));
+	assert_non_null(port);
+	cleanup_free char *to_pub = xasprintf("nc -w 3 %s %s", gateway, port);
+	for (int i = 0; i < 2; i++) {
+		code = sh(both[i]->name, to_pub, &r);
+		if (!strstr(r.out.data, "published-hello"))
+			fail_msg("computer %c did not reach the published port %s: exit %d, '%s' '%s'", 'a' + i, port,
+				 code, r.out.data, r.err.data);
+		brig_exec_result_clear(&r);
+	}
 
 	/* Removal is refused while computers are attached, naming them. */
 	int rc = brig_network_remove(E, &err);

@@ -877,7 +877,7 @@ static void test_network_json(void **state)
 			       "\"Internal\":false,\"Labels\":{\"brig.kind\":\"network\",\"brig.managed\":\"1\","
 			       "\"brig.version\":\"" BRIG_VERSION "\"},\"Name\":\"brig-sandbox\",\"Options\":{"
 			       "\"com.docker.network.bridge.enable_icc\":\"false\",\"com.docker.network.bridge."
-			       "enable_ip_masquerade\":\"true\",\"com.docker.network.bridge.name\":\"brig0\"}}");
+			       "enable_ip_masquerade\":\"false\",\"com.docker.network.bridge.name\":\"brig0\"}}");
 	free(t);
 	json_decref(n);
 	free(s.subnet);
