@@ -81,11 +81,8 @@ static brig_computer *create_default(const char *session)
 static int sh(const char *ref, const char *script, brig_exec_result *res, brig_error **err)
 {
 	const char *argv[] = {"sh", "-c", script, NULL};
-	brig_exec_opts o = {.version = BRIG_EXEC_OPTS_VERSION,
-			    .argv = argv,
-			    .stdin_fd = -1,
-			    .cancel_fd = -1,
-			    .timeout_ms = 60000};
+	brig_exec_opts o = {
+		.version = BRIG_EXEC_OPTS_VERSION, .argv = argv, .stdin_fd = -1, .cancel_fd = -1, .timeout_ms = 60000};
 	return brig_computer_exec(E, ref, &o, res, err);
 }
 
@@ -103,15 +100,18 @@ static char *sh_ok(const char *ref, const char *script)
 }
 
 /* Label values: keys contain dots. */
-static const char *lstr(json_t *labels, const char *key) { return json_string_value(json_object_get(labels, key)); }
+static const char *lstr(json_t *labels, const char *key)
+{
+	return json_string_value(json_object_get(labels, key));
+}
 
 /* Like assert_string_equal, but a missing value fails instead of crashing. */
-#define assert_str(got, want)                                                                                          \
-	do {                                                                                                           \
-		const char *g_ = (got);                                                                                \
-		if (!g_)                                                                                               \
-			fail_msg("%s is missing, expected '%s'", #got, (want));                                       \
-		assert_string_equal(g_, (want));                                                                       \
+#define assert_str(got, want)                                                   \
+	do {                                                                    \
+		const char *g_ = (got);                                         \
+		if (!g_)                                                        \
+			fail_msg("%s is missing, expected '%s'", #got, (want)); \
+		assert_string_equal(g_, (want));                                \
 	} while (0)
 
 static const char *jstr(json_t *o, const char *path)
@@ -127,7 +127,10 @@ static const char *jstr(json_t *o, const char *path)
 
 /* Reads one regular file out of a container through the archive endpoint
  * (works while paused). Returns its content, or NULL when absent. */
-static int tar_cb(const char *data, size_t len, void *payload) { return brig_buf_add(payload, data, len); }
+static int tar_cb(const char *data, size_t len, void *payload)
+{
+	return brig_buf_add(payload, data, len);
+}
 
 static char *archive_read(const char *id, const char *path)
 {
@@ -170,8 +173,7 @@ static void check_volume(const char *container, json_t *mounts, const char *targ
 {
 	json_t *m = NULL, *it;
 	size_t i;
-	json_array_foreach(mounts, i, it)
-	{
+	json_array_foreach (mounts, i, it) {
 		const char *d = json_string_value(json_object_get(it, "Destination"));
 		if (d && strcmp(d, target) == 0)
 			m = it;
@@ -288,7 +290,8 @@ static void test_inside_default_computer(void **state)
 	out = sh_ok(n, "ip -o link | cut -d: -f2 | tr -d ' '");
 	assert_string_equal(out, "lo\n");
 	free(out);
-	out = sh_ok(n, "tail -n +2 /proc/net/route | wc -l; tail -n +2 /proc/net/ipv6_route 2>/dev/null | grep -v ' lo$' | wc -l");
+	out = sh_ok(n, "tail -n +2 /proc/net/route | wc -l; tail -n +2 /proc/net/ipv6_route 2>/dev/null | grep -v ' "
+		       "lo$' | wc -l");
 	assert_string_equal(out, "0\n0\n");
 	free(out);
 
@@ -384,8 +387,7 @@ static void test_credential_forwarded_not_stored(void **state)
 	size_t i;
 	json_t *v;
 	bool plain = false;
-	json_array_foreach(env, i, v)
-	{
+	json_array_foreach (env, i, v) {
 		if (strncmp(json_string_value(v), "ANTHROPIC_API_KEY", 17) == 0)
 			fail_msg("Config.Env has an ANTHROPIC_API_KEY entry");
 		plain |= strcmp(json_string_value(v), "PLAIN=visible") == 0;
@@ -446,11 +448,8 @@ static void test_credential_forwarded_not_stored(void **state)
 	brig_exec_result_clear(&r);
 
 	const char *slow[] = {"sleep", "10", NULL};
-	o = (brig_exec_opts){.version = BRIG_EXEC_OPTS_VERSION,
-			     .argv = slow,
-			     .stdin_fd = -1,
-			     .cancel_fd = -1,
-			     .timeout_ms = 300};
+	o = (brig_exec_opts){
+		.version = BRIG_EXEC_OPTS_VERSION, .argv = slow, .stdin_fd = -1, .cancel_fd = -1, .timeout_ms = 300};
 	rc = brig_computer_exec(E, c->name, &o, &r, &err);
 	assert_int_equal(rc, BRIG_ETIMEDOUT);
 	assert_absent("a timeout error", brig_error_message(err), secret);

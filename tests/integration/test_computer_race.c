@@ -125,7 +125,8 @@ typedef struct proxy_conn {
 static bool request_is(const char *buf, size_t n, const char *path_part, const char *line_end)
 {
 	/* Looks for "POST /…<path_part>…<line_end>" on one request line. */
-	for (const char *s = memmem(buf, n, "POST /", 6); s; s = memmem(s + 1, n - (size_t)(s + 1 - buf), "POST /", 6)) {
+	for (const char *s = memmem(buf, n, "POST /", 6); s;
+	     s = memmem(s + 1, n - (size_t)(s + 1 - buf), "POST /", 6)) {
 		const char *eol = memmem(s, n - (size_t)(s - buf), "\r\n", 2);
 		size_t len = eol ? (size_t)(eol - s) : n - (size_t)(s - buf);
 		const char *hit = memmem(s, len, path_part, strlen(path_part));
@@ -167,7 +168,7 @@ static void *proxy_conn_main(void *arg)
 		return NULL;
 	}
 	bool c_open = true, u_open = true;
-	bool armed = false; /* the request we misbehave on went upstream */
+	bool armed = false;  /* the request we misbehave on went upstream */
 	char tail[64] = {0}; /* end of the previous upstream chunk, for a split marker */
 	size_t tail_len = 0;
 	char *buf = xmalloc(65536 + sizeof tail);
@@ -574,8 +575,8 @@ static brig_computer *create_session(const char *session)
 	return c;
 }
 
-static void check_ended(const char *what, int rc, int want, const brig_exec_result *r, brig_error *err,
-			const char *id, bool partial)
+static void check_ended(const char *what, int rc, int want, const brig_exec_result *r, brig_error *err, const char *id,
+			bool partial)
 {
 	print_message("%s: %s (%lld ms): %s\n", what, brig_error_name(rc), (long long)r->duration_ms,
 		      brig_error_message(err));
@@ -735,7 +736,8 @@ static void test_timeout_cancel_uncertain(void **state)
 		if (atomic_load(&p.triggered) != 1)
 			fail_msg("%s: the proxy did not cut the stream (%s: %s)", kills[k].session, brig_error_name(rc),
 				 brig_error_message(err));
-		check_ended(kills[k].session, rc, BRIG_EUNCERTAIN, &r, err, ck[k]->id, kills[k].mode == PROXY_KILL_MID_FRAME);
+		check_ended(kills[k].session, rc, BRIG_EUNCERTAIN, &r, err, ck[k]->id,
+			    kills[k].mode == PROXY_KILL_MID_FRAME);
 		assert_true(r.uncertain);
 		assert_false(r.timed_out || r.canceled);
 		if (!strstr(brig_error_message(err), "connection"))
