@@ -2,6 +2,7 @@
  * generation), exec with an audit row and failure marking, and recovery into
  * generation + 1, every state change a compare-and-swap on the revision. */
 #include <string.h>
+#include <time.h>
 
 #include "brig/session.h"
 #include "tar/tar.h"
@@ -251,6 +252,51 @@ static bool container_alive(brig_engine *e, const char *name)
 	return alive;
 }
 
+/* A generation in state creating is being made by another brig (a recover
+ * that won the CAS and is still restoring, or an up): racers wait for it
+ * instead of advancing past it — which would destroy it mid-restore. One
+ * that stays creating this long was abandoned (its brig died) and may be
+ * recovered. */
+#define CREATING_GRACE_MS (120 * 1000)
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Re-reads *r until it leaves creating or its creation looks abandoned. */
+static int wait_creating(brig_store *s, brig_store_session **r, brig_error **err)
+{
+	while ((*r)->state == BRIG_STORE_CREATING && wall_ms() - (*r)->updated_ms < CREATING_GRACE_MS) {
+		struct timespec ts = {0, 100 * 1000000L};
+		nanosleep(&ts, NULL);
+		brig_store_session *n = NULL;
+		int rc = brig_store_session_get(s, &n, (*r)->ns, (*r)->agent, (*r)->session, err);
+		if (rc)
+			return rc;
+		brig_store_session_free(*r);
+		*r = n;
+	}
+	return 0;
+}
+
+/* Another brig recovered the session into r's generation: use its computer. */
+static int adopt_generation(brig_engine *e, brig_recover_result *out, const brig_store_session *r,
+			    brig_error **err)
+{
+	out->won = false;
+	out->new_generation = r->generation;
+	if (r->state != BRIG_STORE_RUNNING && r->state != BRIG_STORE_PAUSED)
+		return brig__error_set(err, BRIG_ESTATE, 0,
+				       "session %s/%s/%s was recovered by another brig at the same time, but its "
+				       "generation %lld is %s; run brig recover again",
+				       r->ns, r->agent, r->session, (long long)r->generation,
+				       brig_store_state_to_string(r->state));
+	return brig_computer_get(e, &out->computer, r->container_name, NULL, err);
+}
+
 int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns,
 			 const char *agent, const char *session, const char *dir, brig_error **err)
 {
@@ -266,6 +312,16 @@ int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out
 		return brig__error_set(err, BRIG_ENOTFOUND, 0, "no session %s/%s/%s in the store", ns, agent, session);
 	if (rc)
 		return rc;
+	if (r->state == BRIG_STORE_CREATING) {
+		int64_t g = r->generation;
+		if ((rc = wait_creating(s, &r, err)) != 0)
+			goto out;
+		if (r->generation == g && (r->state == BRIG_STORE_RUNNING || r->state == BRIG_STORE_PAUSED)) {
+			out->old_generation = g - 1;
+			rc = adopt_generation(e, out, r, err);
+			goto out;
+		}
+	}
 	int64_t gen = r->generation;
 	out->old_generation = gen;
 	{
@@ -340,17 +396,19 @@ int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out
 		brig_store_session *now = NULL;
 		if ((rc = brig_store_session_get(s, &now, ns, agent, session, err)) != 0)
 			goto out;
-		bool same = now->generation == gen + 1;
-		brig_store_session_free(now);
-		if (!same) {
+		/* A racer advanced it: wait for its restore, then adopt its
+		 * generation (restoring nothing ourselves). */
+		if (now->generation == gen + 1 && (rc = wait_creating(s, &now, err)) != 0) {
+			brig_store_session_free(now);
+			goto out;
+		}
+		if (now->generation != gen + 1)
 			rc = brig__error_set(err, BRIG_ECONFLICT, 0,
 					     "session %s/%s/%s changed while recovering; look at it again", ns, agent,
 					     session);
-			goto out;
-		}
-		/* A racer advanced it: adopt its generation, restore nothing. */
-		out->won = false;
-		rc = brig_computer_create(e, &out->computer, &nid, &spec, err);
+		else
+			rc = adopt_generation(e, out, now, err);
+		brig_store_session_free(now);
 		goto out;
 	}
 	if (rc)
