@@ -42,6 +42,10 @@ int cmd_destroy(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_network(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_up(int argc, char **argv);
+int cmd_checkpoint(int argc, char **argv);
+int cmd_checkpoints(int argc, char **argv);
+int cmd_recover(int argc, char **argv);
 
 /* --debug: error messages also carry the code name and HTTP status. */
 extern bool cli_debug;
@@ -101,6 +105,17 @@ void cli_strv_free(cli_strv *sv);
  * (-H sets DOCKER_HOST). On failure prints why — and, when no daemon
  * answered, how to start one — and returns CLI_EXIT_FAIL. */
 int cli_engine_open(brig_engine **out);
+
+/* Session store (cmd_session.c). Opens url, else $BRIG_STORE, else the
+ * default; prints why on failure and returns CLI_EXIT_FAIL. */
+struct brig_store;
+int cli_store_open(struct brig_store **out, const char *url);
+/* The current generation's container name of a session, from the store;
+ * with fallback, a session the store does not know (s may be NULL) gets
+ * its generation-1 name. *out is malloc'd. Returns 0 or CLI_EXIT_FAIL
+ * (message printed). */
+int cli_session_ref(char **out, struct brig_store *s, const char *ns, const char *agent, const char *session,
+		    bool fallback);
 
 /* Prints j (consumed: the reference is released) to stdout, indented with
  * sorted keys, and a newline. Returns 0 or CLI_EXIT_FAIL when stdout

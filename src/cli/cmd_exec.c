@@ -2,9 +2,11 @@
  * live and exiting with its code; a timeout, a cancel or a broken daemon
  * connection has stopped the computer, and the message says so. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "brig/sandbox.h"
+#include "brig/session.h"
 #include "cli/cli.h"
 
 static const char usage[] =
@@ -27,14 +29,17 @@ static const char usage[] =
 	"      --json              Capture stdout and print the result as JSON at the end\n"
 	"                          (stderr still streams live)\n"
 	"      --ns NS, --agent A, --session S, --gen N\n"
-	"                          Name the computer by its session identity (generation 1\n"
-	"                          unless --gen) instead of NAME\n"
+	"                          Name the computer by its session identity instead of NAME:\n"
+	"                          the current generation from the session store (generation 1\n"
+	"                          for a session the store does not know), or generation N\n"
+	"      --store URL         Session store (default $BRIG_STORE, then brig's data dir); the\n"
+	"                          command is audited there and a timeout marks the session failed\n"
 	"  -h, --help              Print this help\n"
 	"\n"
 	"Exit codes: the command's; 124 timed out; 125 brig failed; 126 cannot invoke;\n"
 	"127 not found; 130 interrupted.\n";
 
-enum { OPT_TIMEOUT = CLI_OPT_SPEC_END, OPT_JSON, OPT_NS, OPT_AGENT, OPT_SESSION, OPT_GEN };
+enum { OPT_TIMEOUT = CLI_OPT_SPEC_END, OPT_JSON, OPT_NS, OPT_AGENT, OPT_SESSION, OPT_GEN, OPT_STORE };
 
 static const struct option longopts[] = {
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -46,6 +51,7 @@ static const struct option longopts[] = {
 	{"agent", required_argument, NULL, OPT_AGENT},
 	{"session", required_argument, NULL, OPT_SESSION},
 	{"gen", required_argument, NULL, OPT_GEN},
+	{"store", required_argument, NULL, OPT_STORE},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -56,7 +62,8 @@ typedef struct exec_args {
 	const char *workdir;
 	bool interactive, json, help;
 	brig_identity id;
-	bool id_given;
+	bool id_given, gen_given;
+	const char *store;
 } exec_args;
 
 /* One pass of option parsing; exec runs two (before and after NAME).
@@ -84,9 +91,10 @@ static int parse_pass(exec_args *a, int argc, char **argv, bool *dashdash)
 			if (cli_parse_i64("--gen", optarg, 1, BRIG_GENERATION_MAX, &g) != 0)
 				return CLI_EXIT_FAIL;
 			a->id.generation = (uint32_t)g;
-			a->id_given = true;
+			a->id_given = a->gen_given = true;
 			break;
 		}
+		case OPT_STORE: a->store = optarg; break;
 		case 'h': a->help = true; return 0;
 		default: return CLI_EXIT_FAIL;
 		}
@@ -127,6 +135,8 @@ int cmd_exec(int argc, char **argv)
 	bool dashdash = false;
 	const char *ref = NULL;
 	char name[BRIG_NAME_SIZE];
+	char *resolved = NULL;
+	brig_store *store = NULL;
 	char **cmd_argv;
 	int rc = CLI_EXIT_FAIL;
 	brig_engine *e = NULL;
@@ -169,14 +179,22 @@ int cmd_exec(int argc, char **argv)
 			cli_usage("exec", "--ns, --agent and --session go together");
 			goto out;
 		}
-		/* A later change resolves the session through the store; for now
-		 * the name follows from the identity alone. */
-		if (brig_identity_name(name, &a.id, &err) != 0) {
+		if (!a.gen_given) {
+			/* The store knows the current generation. */
+			if (cli_store_open(&store, a.store) != 0)
+				goto out;
+			if (cli_session_ref(&resolved, store, a.id.ns, a.id.agent, a.id.session, true) != 0)
+				goto out;
+			ref = resolved;
+		} else if (brig_identity_name(name, &a.id, &err) != 0) {
 			cli_error(err, NULL);
 			goto out;
+		} else {
+			ref = name;
 		}
-		ref = name;
 	}
+	if (!store && cli_store_open(&store, a.store) != 0)
+		goto out;
 
 	if (cli_engine_open(&e) != 0)
 		goto out;
@@ -194,7 +212,9 @@ int cmd_exec(int argc, char **argv)
 		.on_output = cli_output_cb,
 		.payload = &out,
 	};
-	int r = brig_computer_exec(e, ref, &opts, &res, &err);
+	/* Audited in the store; a timeout, cancel or uncertain end marks the
+	 * session failed there. */
+	int r = brig_session_exec(e, store, ref, &opts, &res, &err);
 	bool started = r == 0 || r == BRIG_ETIMEDOUT || r == BRIG_ECANCELED || r == BRIG_EUNCERTAIN;
 	if (r == BRIG_ETIMEDOUT || res.timed_out) {
 		char secs[32], what[96];
@@ -229,6 +249,8 @@ out:
 	brig_error_free(err);
 	brig_exec_result_clear(&res);
 	brig_engine_free(e);
+	brig_store_close(store);
+	free(resolved);
 	cli_strv_free(&a.env);
 	return rc;
 }

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "brig/sandbox.h"
+#include "brig/store.h"
 #include "cli/cli.h"
 #include "util/util.h"
 
@@ -14,35 +15,66 @@ typedef int (*verb_fn)(brig_engine *e, const char *ref, brig_error **err);
 /* pause, resume, stop and destroy: each takes one or more NAMEs (name or
  * container id), acts on each in turn, prints the names it handled and
  * exits 125 when any failed. */
-static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const char *usage)
+static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const char *usage, bool by_session)
 {
+	enum { OPT_NS = CLI_OPT_SPEC_END, OPT_AGENT, OPT_SESSION, OPT_STORE };
+	/* Without by_session only the last two entries are used. */
 	static const struct option longopts[] = {
+		{"ns", required_argument, NULL, OPT_NS},
+		{"agent", required_argument, NULL, OPT_AGENT},
+		{"session", required_argument, NULL, OPT_SESSION},
+		{"store", required_argument, NULL, OPT_STORE},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
+	const char *ns = NULL, *agent = NULL, *session = NULL, *store_url = NULL;
 	int opt;
-	while ((opt = cli_getopt(verb, argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((opt = cli_getopt(verb, argc, argv, ":h", by_session ? longopts : longopts + 4, NULL)) != -1) {
 		switch (opt) {
 		case 'h': return cli_help(usage);
+		case OPT_NS: ns = optarg; break;
+		case OPT_AGENT: agent = optarg; break;
+		case OPT_SESSION: session = optarg; break;
+		case OPT_STORE: store_url = optarg; break;
 		default: return CLI_EXIT_FAIL;
 		}
 	}
-	if (optind >= argc)
+	char *resolved = NULL;
+	if (ns || agent || session) {
+		/* The session's current generation, from the store. */
+		if (!ns || !agent || !session)
+			return cli_usage(verb, "--ns, --agent and --session go together");
+		if (optind < argc)
+			return cli_usage(verb, "give either NAME or --ns/--agent/--session, not both");
+		brig_store *s = NULL;
+		if (cli_store_open(&s, store_url) != 0)
+			return CLI_EXIT_FAIL;
+		int r = cli_session_ref(&resolved, s, ns, agent, session, true);
+		brig_store_close(s);
+		if (r != 0)
+			return r;
+	} else if (optind >= argc) {
 		return cli_usage(verb, "NAME is required");
+	}
 	brig_engine *e = NULL;
-	if (cli_engine_open(&e) != 0)
+	if (cli_engine_open(&e) != 0) {
+		free(resolved);
 		return CLI_EXIT_FAIL;
+	}
 	int rc = 0;
-	for (int i = optind; i < argc; i++) {
+	int n = resolved ? 1 : argc - optind;
+	for (int i = 0; i < n; i++) {
+		const char *ref = resolved ? resolved : argv[optind + i];
 		brig_error *err = NULL;
-		if (fn(e, argv[i], &err) != 0) {
+		if (fn(e, ref, &err) != 0) {
 			rc = cli_error(err, NULL);
 			continue;
 		}
-		printf("%s\n", argv[i]);
+		printf("%s\n", ref);
 		fflush(stdout);
 	}
 	brig_engine_free(e);
+	free(resolved);
 	return rc;
 }
 
@@ -50,23 +82,29 @@ int cmd_pause(int argc, char **argv)
 {
 	return name_verb(argc, argv, "pause", brig_computer_pause,
 			 "Usage: brig pause NAME [NAME...]\n"
+			 "       brig pause --ns NS --agent A --session S [--store URL]\n"
 			 "\n"
 			 "Freeze computers with the cgroup freezer: memory, processes and files are kept,\n"
 			 "nothing runs until `brig resume`. Exec into a paused computer is refused.\n"
-			 "Pausing a paused computer succeeds.\n"
+			 "Pausing a paused computer succeeds. A session names its current generation\n"
+			 "(from the session store: --store, else $BRIG_STORE).\n"
 			 "\n"
-			 "  -h, --help   Print this help\n");
+			 "  -h, --help   Print this help\n",
+			 true);
 }
 
 int cmd_resume(int argc, char **argv)
 {
 	return name_verb(argc, argv, "resume", brig_computer_resume,
 			 "Usage: brig resume NAME [NAME...]\n"
+			 "       brig resume --ns NS --agent A --session S [--store URL]\n"
 			 "\n"
 			 "Thaw paused computers; their processes go on where they stopped.\n"
-			 "Resuming a running computer succeeds.\n"
+			 "Resuming a running computer succeeds. A session names its current generation\n"
+			 "(from the session store: --store, else $BRIG_STORE).\n"
 			 "\n"
-			 "  -h, --help   Print this help\n");
+			 "  -h, --help   Print this help\n",
+			 true);
 }
 
 int cmd_stop(int argc, char **argv)
@@ -78,7 +116,8 @@ int cmd_stop(int argc, char **argv)
 			 "lose their contents (checkpoint first to keep them). Stopping a stopped computer\n"
 			 "succeeds.\n"
 			 "\n"
-			 "  -h, --help   Print this help\n");
+			 "  -h, --help   Print this help\n",
+			 false);
 }
 
 int cmd_destroy(int argc, char **argv)
@@ -89,7 +128,8 @@ int cmd_destroy(int argc, char **argv)
 			 "Remove computers: the container and its volumes. Idempotent: a computer that\n"
 			 "does not exist counts as removed.\n"
 			 "\n"
-			 "  -h, --help   Print this help\n");
+			 "  -h, --help   Print this help\n",
+			 false);
 }
 
 /* ---- inspect ---- */

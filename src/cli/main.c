@@ -15,6 +15,7 @@ static int cmd_help(int argc, char **argv);
 
 static const cli_command commands[] = {
 	{"create", cmd_create, "Create (or adopt) and start a session's computer"},
+	{"up", cmd_up, "Create or adopt the current generation of a session (session store)"},
 	{"exec", cmd_exec, "Run a command in a computer"},
 	{"ls", cmd_ls, "List computers"},
 	{"inspect", cmd_inspect, "Show one computer"},
@@ -22,6 +23,9 @@ static const cli_command commands[] = {
 	{"resume", cmd_resume, "Thaw a paused computer"},
 	{"stop", cmd_stop, "Stop a computer (its /workspace and /runtime contents are lost)"},
 	{"destroy", cmd_destroy, "Remove computers and their volumes"},
+	{"checkpoint", cmd_checkpoint, "Checkpoint a computer's /workspace and /runtime (or rm one)"},
+	{"checkpoints", cmd_checkpoints, "List a session's checkpoints"},
+	{"recover", cmd_recover, "Recover a failed session into a new generation from its checkpoint"},
 	{"run", cmd_run, "Run one command in a fresh disposable container"},
 	{"gc", cmd_gc, "Remove brig's leftovers"},
 	{"network", cmd_network, "Manage the isolated bridge (brig-sandbox)"},
@@ -52,7 +56,7 @@ static void print_usage(FILE *f)
 		   "\n"
 		   "Commands:\n");
 	for (const cli_command *c = commands; c->name; c++)
-		fprintf(f, "  %-9s %s\n", c->name, c->summary);
+		fprintf(f, "  %-12s %s\n", c->name, c->summary);
 	fprintf(f, "\n"
 		   "Run 'brig COMMAND --help' for a command's options.\n"
 		   "Environment: DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH, BRIG_IMAGE.\n"

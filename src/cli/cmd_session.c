@@ -1,0 +1,493 @@
+/* cmd_session.c — the session commands, which go through the session store:
+ * `brig up`, `brig checkpoint` (and `checkpoint rm`), `brig checkpoints`
+ * and `brig recover`; plus the store and session-name helpers that exec,
+ * pause and resume share. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "brig/session.h"
+#include "brig/store.h"
+#include "cli/cli.h"
+#include "util/util.h"
+
+/* ---- shared helpers ---- */
+
+int cli_store_open(brig_store **out, const char *url)
+{
+	brig_error *err = NULL;
+	if (brig_store_open(out, url && *url ? url : NULL, &err) != 0)
+		return cli_error(err, "cannot open the session store (--store, BRIG_STORE)");
+	return 0;
+}
+
+int cli_session_ref(char **out, brig_store *s, const char *ns, const char *agent, const char *session, bool fallback)
+{
+	brig_error *err = NULL;
+	int rc = s ? brig_session_resolve(s, out, ns, agent, session, &err) : BRIG_ENOTFOUND;
+	if (rc == 0)
+		return 0;
+	if (rc == BRIG_ENOTFOUND && fallback) {
+		/* Not a session of the store (made by `brig create`): its
+		 * first generation's name follows from the identity alone. */
+		brig_error_free(err);
+		err = NULL;
+		brig_identity id = {ns, agent, session, 1};
+		char name[BRIG_NAME_SIZE];
+		if (brig_identity_name(name, &id, &err) != 0)
+			return cli_error(err, NULL);
+		*out = xstrdup(name);
+		return 0;
+	}
+	return cli_error(err, NULL);
+}
+
+/* Options every session command takes. */
+enum {
+	OPT_NS = CLI_OPT_SPEC_END,
+	OPT_AGENT,
+	OPT_SESSION,
+	OPT_STORE,
+	OPT_JSON,
+	OPT_KEEP,
+};
+
+#define SESSION_LONGOPTS                                                                                          \
+	{"ns", required_argument, NULL, OPT_NS}, {"agent", required_argument, NULL, OPT_AGENT},                   \
+		{"session", required_argument, NULL, OPT_SESSION}, {"store", required_argument, NULL, OPT_STORE}, \
+		{"json", no_argument, NULL, OPT_JSON},                                                            \
+	{                                                                                                         \
+		"help", no_argument, NULL, 'h'                                                                    \
+	}
+
+typedef struct session_args {
+	const char *ns, *agent, *session;
+	const char *store;
+	bool json;
+} session_args;
+
+/* Handles a session option; returns true when opt was one. */
+static bool session_opt(session_args *a, int opt, const char *arg)
+{
+	switch (opt) {
+	case OPT_NS: a->ns = arg; return true;
+	case OPT_AGENT: a->agent = arg; return true;
+	case OPT_SESSION: a->session = arg; return true;
+	case OPT_STORE: a->store = arg; return true;
+	case OPT_JSON: a->json = true; return true;
+	default: return false;
+	}
+}
+
+static bool has_identity(const session_args *a)
+{
+	return a->ns || a->agent || a->session;
+}
+
+/* All three identity flags, valid. Returns 0 or CLI_EXIT_FAIL. */
+static int check_identity(const char *cmd, const session_args *a)
+{
+	if (!a->ns || !a->agent || !a->session)
+		return cli_usage(cmd, "--ns, --agent and --session are required together");
+	brig_identity id = {a->ns, a->agent, a->session, 1};
+	brig_error *err = NULL;
+	if (brig_identity_validate(&id, &err) != 0)
+		return cli_error(err, NULL);
+	return 0;
+}
+
+static json_t *checkpoint_json(const brig_store_checkpoint *cp)
+{
+	return json_pack("{s:I,s:s,s:s,s:s,s:I,s:s,s:s,s:I,s:I,s:I}", "id", (json_int_t)cp->id, "ns", cp->ns, "agent",
+			 cp->agent, "session", cp->session, "generation", (json_int_t)cp->generation, "digest",
+			 cp->digest, "blob", cp->blob, "bytes_raw", (json_int_t)cp->bytes_raw, "bytes_stored",
+			 (json_int_t)cp->bytes_stored, "created_ms", (json_int_t)cp->created_ms);
+}
+
+static void format_bytes(char *out, size_t n, int64_t b)
+{
+	if (b >= (int64_t)1 << 30)
+		snprintf(out, n, "%.1f GiB", (double)b / (1 << 30));
+	else if (b >= (int64_t)1 << 20)
+		snprintf(out, n, "%.1f MiB", (double)b / (1 << 20));
+	else if (b >= 1024)
+		snprintf(out, n, "%.1f KiB", (double)b / 1024);
+	else
+		snprintf(out, n, "%lld B", (long long)b);
+}
+
+/* ---- brig up ---- */
+
+static const char up_usage[] =
+	"Usage: brig up --ns NS --agent A --session S [OPTIONS]\n"
+	"\n"
+	"Create a session (generation 1) or adopt its current generation, make sure its\n"
+	"computer exists and runs, and print the computer's name. The session is\n"
+	"recorded in the store with its spec; later `brig up` calls without spec flags\n"
+	"reuse the recorded spec. A failed session is refused: run `brig recover`.\n"
+	"\n"
+	"Identity and store:\n"
+	"      --ns NS, --agent A, --session S\n"
+	"                          The session (1-63 of A-Z a-z 0-9 _ . -)\n"
+	"      --store URL         Session store: a SQLite path or sqlite:///path, or a\n"
+	"                          postgresql:// URL (default $BRIG_STORE, then brig's data dir)\n"
+	"\n"
+	"Spec (for a new session; defaults are the hardened ones, as for `brig create`):\n"
+	"      --image IMG         Image (default $BRIG_IMAGE, then " BRIG_DEFAULT_IMAGE ")\n"
+	"      --cpus C, --memory-mb M, --pids P, --workspace-mb W, --runtime-mb R\n"
+	"      --network none|isolated, --subnet CIDR, --harness claude|codex|none\n"
+	"  -e, --env KEY=VALUE     Environment entry; repeatable\n"
+	"      --label KEY=VALUE   Extra label; repeatable\n"
+	"\n"
+	"      --json              Print the computer as JSON\n"
+	"  -h, --help              Print this help\n";
+
+int cmd_up(int argc, char **argv)
+{
+	static const struct option longopts[] = {SESSION_LONGOPTS, CLI_SPEC_LONGOPTS, {NULL, 0, NULL, 0}};
+	session_args a = {0};
+	bool image_given = false, spec_given = false;
+	brig_spec spec;
+	brig_spec_init(&spec);
+	brig_engine *e = NULL;
+	brig_store *s = NULL;
+	brig_computer *c = NULL;
+	brig_store_session *rec = NULL;
+	brig_error *err = NULL;
+	int rc = CLI_EXIT_FAIL, opt;
+
+	optind = 0;
+	while ((opt = cli_getopt("up", argc, argv, "+:he:", longopts, NULL)) != -1) {
+		const char *key = cli_spec_key(opt);
+		if (key) {
+			spec_given = true;
+			if (opt == CLI_OPT_IMAGE)
+				image_given = true;
+			if (cli_spec_set(&spec, key, optarg) != 0)
+				goto out;
+			continue;
+		}
+		if (session_opt(&a, opt, optarg))
+			continue;
+		if (opt == 'h') {
+			rc = cli_help(up_usage);
+			goto out;
+		}
+		goto out;
+	}
+	if (optind < argc) {
+		cli_usage("up", "unexpected argument '%s'", argv[optind]);
+		goto out;
+	}
+	if (check_identity("up", &a) != 0 || cli_spec_finish(&spec, image_given) != 0)
+		goto out;
+	if (cli_store_open(&s, a.store) != 0 || cli_engine_open(&e) != 0)
+		goto out;
+	/* An existing session keeps its recorded spec unless flags say otherwise. */
+	int grc = brig_store_session_get(s, &rec, a.ns, a.agent, a.session, &err);
+	if (grc != 0 && grc != BRIG_ENOTFOUND) {
+		cli_error(err, NULL);
+		goto out;
+	}
+	brig_error_free(err);
+	err = NULL;
+	bool use_recorded = grc == 0 && !spec_given && rec->spec_json;
+	brig_identity id = {a.ns, a.agent, a.session, 1};
+	if (brig_session_up(e, s, &c, &id, use_recorded ? NULL : &spec, &err) != 0) {
+		cli_error(err, NULL);
+		goto out;
+	}
+	if (c->adopted)
+		cli_note("adopted generation %u of %s/%s/%s (%s)", c->generation, a.ns, a.agent, a.session,
+			 c->state ? c->state : "state unknown");
+	if (a.json) {
+		rc = cli_print_json(brig_computer_to_json(c));
+	} else {
+		printf("%s\n", c->name);
+		rc = 0;
+	}
+out:
+	brig_store_session_free(rec);
+	brig_computer_free(c);
+	brig_store_close(s);
+	brig_engine_free(e);
+	brig_spec_clear(&spec);
+	return rc;
+}
+
+/* ---- brig checkpoint / checkpoint rm ---- */
+
+static const char checkpoint_usage[] =
+	"Usage: brig checkpoint [OPTIONS] NAME\n"
+	"       brig checkpoint [OPTIONS] --ns NS --agent A --session S\n"
+	"       brig checkpoint rm [--store URL] ID [ID...]\n"
+	"\n"
+	"Take a checkpoint of a session's computer: freeze it, copy /workspace and\n"
+	"/runtime out through the Docker daemon, thaw it (also when the copy fails), and\n"
+	"keep the copy as a verified, content-addressed zstd blob. Prints the checkpoint's\n"
+	"id and SHA-256 digest. A failed or interrupted checkpoint never replaces a good one.\n"
+	"`rm` removes checkpoints by id (the blob goes when no other checkpoint names it).\n"
+	"\n"
+	"Blobs live in $BRIG_CHECKPOINT_DIR, else beside a SQLite store, else in brig's\n"
+	"data directory.\n"
+	"\n"
+	"Options:\n"
+	"      --ns NS, --agent A, --session S\n"
+	"                          Name the computer by its session (current generation)\n"
+	"      --keep N            Then keep only the newest N checkpoints of the session\n"
+	"      --store URL         Session store (default $BRIG_STORE, then brig's data dir)\n"
+	"      --json              Print the checkpoint record as JSON\n"
+	"  -h, --help              Print this help\n";
+
+static int checkpoint_rm(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"store", required_argument, NULL, OPT_STORE},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *store = NULL;
+	int opt;
+	optind = 0;
+	while ((opt = cli_getopt("checkpoint rm", argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case OPT_STORE: store = optarg; break;
+		case 'h': return cli_help(checkpoint_usage);
+		default: return CLI_EXIT_FAIL;
+		}
+	}
+	if (optind >= argc)
+		return cli_usage("checkpoint rm", "ID is required");
+	int64_t *ids = xcalloc((size_t)(argc - optind), sizeof *ids);
+	for (int i = optind; i < argc; i++) {
+		if (cli_parse_i64("ID", argv[i], 1, INT64_MAX, &ids[i - optind]) != 0) {
+			free(ids);
+			return CLI_EXIT_FAIL;
+		}
+	}
+	brig_store *s = NULL;
+	if (cli_store_open(&s, store) != 0) {
+		free(ids);
+		return CLI_EXIT_FAIL;
+	}
+	int rc = 0;
+	for (int i = optind; i < argc; i++) {
+		brig_error *err = NULL;
+		if (brig_checkpoint_remove(s, NULL, ids[i - optind], &err) != 0) {
+			rc = cli_error(err, NULL);
+			continue;
+		}
+		printf("%" PRId64 "\n", ids[i - optind]);
+		fflush(stdout);
+	}
+	free(ids);
+	brig_store_close(s);
+	return rc;
+}
+
+int cmd_checkpoint(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "rm") == 0)
+		return checkpoint_rm(argc - 1, argv + 1);
+	static const struct option longopts[] = {
+		SESSION_LONGOPTS,
+		{"keep", required_argument, NULL, OPT_KEEP},
+		{NULL, 0, NULL, 0},
+	};
+	session_args a = {0};
+	int64_t keep = 0;
+	int opt;
+	optind = 0;
+	while ((opt = cli_getopt("checkpoint", argc, argv, ":h", longopts, NULL)) != -1) {
+		if (session_opt(&a, opt, optarg))
+			continue;
+		switch (opt) {
+		case OPT_KEEP:
+			if (cli_parse_i64("--keep", optarg, 1, 1000000, &keep) != 0)
+				return CLI_EXIT_FAIL;
+			break;
+		case 'h': return cli_help(checkpoint_usage);
+		default: return CLI_EXIT_FAIL;
+		}
+	}
+	const char *name = optind < argc ? argv[optind] : NULL;
+	if (optind + 1 < argc)
+		return cli_usage("checkpoint", "unexpected argument '%s'", argv[optind + 1]);
+	if (name && has_identity(&a))
+		return cli_usage("checkpoint", "give either NAME or --ns/--agent/--session, not both");
+	if (!name && !has_identity(&a))
+		return cli_usage("checkpoint", "NAME (or --ns/--agent/--session) is required");
+	if (!name && check_identity("checkpoint", &a) != 0)
+		return CLI_EXIT_FAIL;
+
+	brig_store *s = NULL;
+	brig_engine *e = NULL;
+	brig_error *err = NULL;
+	brig_store_checkpoint *cp = NULL;
+	char *ref = NULL;
+	int rc = CLI_EXIT_FAIL;
+	if (cli_store_open(&s, a.store) != 0)
+		goto out;
+	if (!name && cli_session_ref(&ref, s, a.ns, a.agent, a.session, false) != 0)
+		goto out;
+	if (cli_engine_open(&e) != 0)
+		goto out;
+	brig_checkpoint_opts opts = {.version = BRIG_CHECKPOINT_OPTS_VERSION, .keep = (size_t)keep};
+	if (brig_checkpoint_create(e, s, &cp, name ? name : ref, &opts, &err) != 0) {
+		cli_error(err, NULL);
+		goto out;
+	}
+	if (a.json) {
+		rc = cli_print_json(checkpoint_json(cp));
+	} else {
+		char raw[32], stored[32];
+		format_bytes(raw, sizeof raw, cp->bytes_raw);
+		format_bytes(stored, sizeof stored, cp->bytes_stored);
+		cli_note("checkpoint %" PRId64 " of %s/%s/%s generation %" PRId64 ": %s archived, %s stored", cp->id,
+			 cp->ns, cp->agent, cp->session, cp->generation, raw, stored);
+		printf("%" PRId64 " %s\n", cp->id, cp->digest);
+		rc = 0;
+	}
+out:
+	brig_store_checkpoint_free(cp);
+	free(ref);
+	brig_engine_free(e);
+	brig_store_close(s);
+	return rc;
+}
+
+/* ---- brig checkpoints ---- */
+
+static const char checkpoints_usage[] =
+	"Usage: brig checkpoints --ns NS --agent A --session S [--store URL] [--json]\n"
+	"\n"
+	"List a session's checkpoints, newest first.\n"
+	"\n"
+	"      --store URL   Session store (default $BRIG_STORE, then brig's data dir)\n"
+	"      --json        Print a JSON array of checkpoint records\n"
+	"  -h, --help        Print this help\n";
+
+int cmd_checkpoints(int argc, char **argv)
+{
+	static const struct option longopts[] = {SESSION_LONGOPTS, {NULL, 0, NULL, 0}};
+	session_args a = {0};
+	int opt;
+	optind = 0;
+	while ((opt = cli_getopt("checkpoints", argc, argv, ":h", longopts, NULL)) != -1) {
+		if (session_opt(&a, opt, optarg))
+			continue;
+		if (opt == 'h')
+			return cli_help(checkpoints_usage);
+		return CLI_EXIT_FAIL;
+	}
+	if (optind < argc)
+		return cli_usage("checkpoints", "unexpected argument '%s'", argv[optind]);
+	if (check_identity("checkpoints", &a) != 0)
+		return CLI_EXIT_FAIL;
+	brig_store *s = NULL;
+	if (cli_store_open(&s, a.store) != 0)
+		return CLI_EXIT_FAIL;
+	brig_store_checkpoint *cps = NULL;
+	size_t n = 0;
+	brig_error *err = NULL;
+	int rc;
+	if (brig_store_checkpoint_list(s, &cps, &n, a.ns, a.agent, a.session, &err) != 0) {
+		rc = cli_error(err, NULL);
+		goto out;
+	}
+	if (a.json) {
+		json_t *arr = json_array();
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(arr, checkpoint_json(&cps[i]));
+		rc = cli_print_json(arr);
+		goto out;
+	}
+	printf("%-8s %-5s %-14s %-10s %-10s %s\n", "ID", "GEN", "DIGEST", "ARCHIVED", "STORED", "CREATED");
+	for (size_t i = 0; i < n; i++) {
+		char raw[32], stored[32], age[48];
+		format_bytes(raw, sizeof raw, cps[i].bytes_raw);
+		format_bytes(stored, sizeof stored, cps[i].bytes_stored);
+		cli_format_age(age, sizeof age, cps[i].created_ms / 1000);
+		printf("%-8" PRId64 " %-5" PRId64 " %-14.12s %-10s %-10s %s\n", cps[i].id, cps[i].generation,
+		       cps[i].digest, raw, stored, age);
+	}
+	rc = 0;
+out:
+	brig_store_checkpoint_free_array(cps, n);
+	brig_store_close(s);
+	return rc;
+}
+
+/* ---- brig recover ---- */
+
+static const char recover_usage[] =
+	"Usage: brig recover --ns NS --agent A --session S [--store URL] [--json]\n"
+	"\n"
+	"Recover a session whose current generation failed (a timeout, a cancel, an\n"
+	"uncertain answer), stopped or is gone: verify the latest checkpoint, create\n"
+	"generation + 1 under its own name, copy the checkpoint into it, remove the old\n"
+	"container and its volumes, and print the new computer's name. Without a\n"
+	"checkpoint the new generation starts empty (and brig says so). Several brig\n"
+	"processes recovering one session at once make exactly one new generation.\n"
+	"A corrupt checkpoint is refused and nothing changes.\n"
+	"\n"
+	"      --store URL   Session store (default $BRIG_STORE, then brig's data dir)\n"
+	"      --json        Print {name, old_generation, new_generation, checkpoint_id, won, computer}\n"
+	"  -h, --help        Print this help\n";
+
+int cmd_recover(int argc, char **argv)
+{
+	static const struct option longopts[] = {SESSION_LONGOPTS, {NULL, 0, NULL, 0}};
+	session_args a = {0};
+	int opt;
+	optind = 0;
+	while ((opt = cli_getopt("recover", argc, argv, ":h", longopts, NULL)) != -1) {
+		if (session_opt(&a, opt, optarg))
+			continue;
+		if (opt == 'h')
+			return cli_help(recover_usage);
+		return CLI_EXIT_FAIL;
+	}
+	if (optind < argc)
+		return cli_usage("recover", "unexpected argument '%s'", argv[optind]);
+	if (check_identity("recover", &a) != 0)
+		return CLI_EXIT_FAIL;
+	brig_store *s = NULL;
+	brig_engine *e = NULL;
+	brig_error *err = NULL;
+	brig_recover_result r;
+	memset(&r, 0, sizeof r);
+	int rc = CLI_EXIT_FAIL;
+	if (cli_store_open(&s, a.store) != 0 || cli_engine_open(&e) != 0)
+		goto out;
+	if (brig_session_recover(e, s, &r, a.ns, a.agent, a.session, NULL, &err) != 0) {
+		cli_error(err, NULL);
+		goto out;
+	}
+	if (!r.won)
+		cli_note("another brig recovered %s/%s/%s at the same time: using its generation %" PRId64, a.ns,
+			 a.agent, a.session, r.new_generation);
+	else if (r.checkpoint_id)
+		cli_note("recovered %s/%s/%s into generation %" PRId64 " from checkpoint %" PRId64, a.ns, a.agent,
+			 a.session, r.new_generation, r.checkpoint_id);
+	else
+		cli_note("%s/%s/%s has no checkpoint: generation %" PRId64 " started empty", a.ns, a.agent, a.session,
+			 r.new_generation);
+	if (a.json) {
+		json_t *j = json_pack("{s:s,s:I,s:I,s:I,s:b,s:o}", "name", r.computer->name, "old_generation",
+				      (json_int_t)r.old_generation, "new_generation", (json_int_t)r.new_generation,
+				      "checkpoint_id", (json_int_t)r.checkpoint_id, "won", r.won, "computer",
+				      brig_computer_to_json(r.computer));
+		rc = cli_print_json(j);
+	} else {
+		printf("%s\n", r.computer->name);
+		rc = 0;
+	}
+out:
+	brig_recover_result_clear(&r);
+	brig_engine_free(e);
+	brig_store_close(s);
+	return rc;
+}
