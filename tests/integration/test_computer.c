@@ -403,7 +403,8 @@ static void test_credential_forwarded_not_stored(void **state)
 	assert_absent("the spec's JSON", sdump, secret);
 
 	/* The host's process list, while a command runs inside. */
-	bg_exec b = {.ref = c->name};
+	static bg_exec b; /* static: its thread outlives a failing test */
+	b = (bg_exec){.ref = c->name};
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, bg_sleep, &b), 0);
 	sleep_ms(800);

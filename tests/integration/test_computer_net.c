@@ -329,7 +329,7 @@ static void test_isolated_bridge(void **state)
 
 	/* brig's firewall (src/sandbox/firewall.c): neither reaches a
 	 * listener the test opened on the gateway on an unpublished port… */
-	host_listener hl;
+	static host_listener hl; /* static: its thread outlives a failing test */
 	listener_start(&hl, gateway);
 	cleanup_free char *to_host = xasprintf("nc -w 2 %s %d", gateway, hl.port);
 	brig_computer *both[] = {a, b};

@@ -267,9 +267,15 @@ static void *proxy_main(void *arg)
 	return NULL;
 }
 
-static void proxy_start(proxy *p, int mode)
+/* The running proxy, if any: on the heap and stopped by the tests' teardown,
+ * so a failing test (cmocka longjmps out) leaves no thread on a dead stack. */
+static proxy *LIVE_PROXY;
+
+static proxy *proxy_start(int mode)
 {
-	memset(p, 0, sizeof *p);
+	assert_null(LIVE_PROXY);
+	proxy *p = xcalloc(1, sizeof *p);
+	LIVE_PROXY = p;
 	p->mode = mode;
 	snprintf(p->dir, sizeof p->dir, "/tmp/brigproxy-XXXXXX");
 	assert_non_null(mkdtemp(p->dir));
@@ -283,6 +289,7 @@ static void proxy_start(proxy *p, int mode)
 	assert_int_equal(pipe2(p->wake, O_CLOEXEC), 0);
 	pthread_mutex_init(&p->mu, NULL);
 	assert_int_equal(pthread_create(&p->thr, NULL, proxy_main, p), 0);
+	return p;
 }
 
 /* Stops accepting and ends every connection (each notices within 100 ms). */
@@ -301,6 +308,16 @@ static void proxy_stop(proxy *p)
 	unlink(p->path);
 	rmdir(p->dir);
 	pthread_mutex_destroy(&p->mu);
+	free(p);
+	LIVE_PROXY = NULL;
+}
+
+static int stop_live_proxy(void **state)
+{
+	(void)state;
+	if (LIVE_PROXY)
+		proxy_stop(LIVE_PROXY);
+	return 0;
 }
 
 static brig_engine *proxy_engine(proxy *p)
@@ -491,22 +508,21 @@ static void test_processes_create_one(void **state)
 static void test_lost_create_answer(void **state)
 {
 	(void)state;
-	proxy p;
-	proxy_start(&p, PROXY_LOSE_CREATE);
-	brig_engine *pe = proxy_engine(&p);
+	proxy *p = proxy_start(PROXY_LOSE_CREATE);
+	brig_engine *pe = proxy_engine(p);
 	brig_spec s;
 	test_spec(&s);
 	brig_identity id = ident("lost-answer");
 	brig_computer *c = NULL;
 	brig_error *err = NULL;
 	ASSERT_OK(brig_computer_create(pe, &c, &id, &s, &err), err);
-	if (atomic_load(&p.triggered) != 1 || atomic_load(&p.creates) != 1)
-		fail_msg("proxy: %d answers lost, %d creates seen; want 1 and 1", atomic_load(&p.triggered),
-			 atomic_load(&p.creates));
+	if (atomic_load(&p->triggered) != 1 || atomic_load(&p->creates) != 1)
+		fail_msg("proxy: %d answers lost, %d creates seen; want 1 and 1", atomic_load(&p->triggered),
+			 atomic_load(&p->creates));
 	/* The answer really was lost, the create was not sent twice, and brig
 	 * found the container it had made by looking the name up. */
-	assert_int_equal(atomic_load(&p.triggered), 1);
-	assert_int_equal(atomic_load(&p.creates), 1);
+	assert_int_equal(atomic_load(&p->triggered), 1);
+	assert_int_equal(atomic_load(&p->creates), 1);
 	assert_false(c->adopted);
 	assert_string_equal(c->state, "running");
 	assert_one_container("lost-answer", c->id);
@@ -519,7 +535,7 @@ static void test_lost_create_answer(void **state)
 	brig_computer_free(c);
 	brig_spec_clear(&s);
 	brig_engine_free(pe);
-	proxy_stop(&p);
+	proxy_stop(p);
 	brig_test_cleanup(E);
 }
 
@@ -680,7 +696,8 @@ static void watch_counts(exec_watch *w, const char *id, int *creates, int *start
 static void test_timeout_cancel_uncertain(void **state)
 {
 	(void)state;
-	exec_watch w;
+	/* Static: its thread outlives a failing test. */
+	static exec_watch w;
 	watch_start(&w);
 	brig_error *err = NULL;
 	brig_exec_result r;
@@ -729,11 +746,10 @@ static void test_timeout_cancel_uncertain(void **state)
 	brig_computer *ck[2];
 	for (int k = 0; k < 2; k++) {
 		ck[k] = create_session(kills[k].session);
-		proxy p;
-		proxy_start(&p, kills[k].mode);
-		brig_engine *pe = proxy_engine(&p);
+		proxy *p = proxy_start(kills[k].mode);
+		brig_engine *pe = proxy_engine(p);
 		rc = run_long(pe, ck[k]->name, 0, -1, &r, &err);
-		if (atomic_load(&p.triggered) != 1)
+		if (atomic_load(&p->triggered) != 1)
 			fail_msg("%s: the proxy did not cut the stream (%s: %s)", kills[k].session, brig_error_name(rc),
 				 brig_error_message(err));
 		check_ended(kills[k].session, rc, BRIG_EUNCERTAIN, &r, err, ck[k]->id,
@@ -746,7 +762,7 @@ static void test_timeout_cancel_uncertain(void **state)
 		err = NULL;
 		brig_exec_result_clear(&r);
 		brig_engine_free(pe);
-		proxy_stop(&p);
+		proxy_stop(p);
 	}
 
 	/* Recovery is the caller's: creating the computer again starts it, and
@@ -787,8 +803,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_threads_create_one),
 		cmocka_unit_test(test_processes_create_one),
-		cmocka_unit_test(test_lost_create_answer),
-		cmocka_unit_test(test_timeout_cancel_uncertain),
+		cmocka_unit_test_teardown(test_lost_create_answer, stop_live_proxy),
+		cmocka_unit_test_teardown(test_timeout_cancel_uncertain, stop_live_proxy),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
