@@ -1,0 +1,502 @@
+/* harness.c — brig's containment suite (`make security`): runs brig-probe
+ * inside a default computer and inside a `brig run`, then the cases only
+ * the host can judge (fork bomb, memory bomb, floods, zombies, a process
+ * that ignores SIGTERM, 1 GB of output), and prints one table:
+ *     case  expected  observed  PASS|FAIL  where
+ * ending with the plain line "N passed, N failed" (exit 1 when any failed).
+ * Every object carries brig.test=<run id> and is removed at exit. Traffic
+ * never leaves this machine. */
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "brig/run.h"
+#include "brig/sandbox.h"
+#include "brig/spec.h"
+#include "util/util.h"
+
+#define PROBE "/usr/local/bin/brig-probe"
+#define GIB (1024LL * 1024 * 1024)
+
+static brig_engine *E;
+static char NS[64];
+static char LABEL[96];
+
+/* ---- the table ---- */
+
+typedef struct row {
+	char *name, *expected, *observed, *where;
+	bool pass;
+} row;
+
+static row *rows;
+static size_t nrows;
+
+static void add_row(const char *where, const char *name, const char *expected, bool pass, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+static void add_row(const char *where, const char *name, const char *expected, bool pass, const char *fmt, ...)
+{
+	va_list ap;
+	char obs[512];
+	va_start(ap, fmt);
+	vsnprintf(obs, sizeof obs, fmt, ap);
+	va_end(ap);
+	for (char *p = obs; *p; p++)
+		if (*p == '\n' || *p == '\t')
+			*p = ' ';
+	rows = xrealloc(rows, (nrows + 1) * sizeof *rows);
+	rows[nrows++] = (row){xstrdup(name), xstrdup(expected), xstrdup(obs), xstrdup(where), pass};
+	/* Progress on stderr, so a hang shows where it is. */
+	fprintf(stderr, "security: %-5s %s/%s: %s\n", pass ? "ok" : "FAIL", where, name, obs);
+}
+
+static void print_table(void)
+{
+	size_t passed = 0, failed = 0;
+	printf("\n%-28s %-38s %-52s %-4s %s\n", "case", "expected", "observed", "ok?", "where");
+	for (size_t i = 0; i < nrows; i++) {
+		printf("%-28s %-38s %-52s %-4s %s\n", rows[i].name, rows[i].expected, rows[i].observed,
+		       rows[i].pass ? "PASS" : "FAIL", rows[i].where);
+		if (rows[i].pass)
+			passed++;
+		else
+			failed++;
+	}
+	printf("%zu passed, %zu failed\n", passed, failed);
+	fflush(stdout);
+}
+
+/* ---- helpers ---- */
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static void base_spec(brig_spec *s)
+{
+	brig_spec_init(s);
+	brig_spec_set(s, "image", brig_test_image(), NULL);
+	brig_spec_add_label(s, LABEL, NULL);
+}
+
+static brig_computer *create(const char *session, const brig_spec *s, brig_error **err)
+{
+	brig_identity id = {.ns = NS, .agent = "security", .session = session, .generation = 1};
+	brig_computer *c = NULL;
+	if (brig_computer_create(E, &c, &id, s, err) != 0)
+		return NULL;
+	return c;
+}
+
+static int run_argv(const char *ref, const char *const *argv, int64_t timeout_ms, size_t capture_max,
+		    brig_exec_result *r, brig_error **err)
+{
+	brig_exec_opts o = {.version = BRIG_EXEC_OPTS_VERSION,
+			    .argv = argv,
+			    .stdin_fd = -1,
+			    .cancel_fd = -1,
+			    .timeout_ms = timeout_ms,
+			    .capture_max = capture_max};
+	return brig_computer_exec(E, ref, &o, r, err);
+}
+
+static int sh(const char *ref, const char *script, int64_t timeout_ms, brig_exec_result *r, brig_error **err)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	return run_argv(ref, argv, timeout_ms, 0, r, err);
+}
+
+static const char *text(const brig_capture *c) { return c->data ? c->data : ""; }
+
+/* Turns brig-probe's lines into rows; returns how many it found. */
+static size_t take_probe_output(const char *where, const char *out)
+{
+	size_t n = 0;
+	char *copy = xstrdup(out ? out : "");
+	char *save = NULL;
+	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *f[4] = {NULL};
+		char *tsave = NULL;
+		int k = 0;
+		for (char *t = strtok_r(line, "\t", &tsave); t && k < 4; t = strtok_r(NULL, "\t", &tsave))
+			f[k++] = t;
+		if (k != 4 || (strcmp(f[3], "PASS") != 0 && strcmp(f[3], "FAIL") != 0))
+			continue;
+		add_row(where, f[0], f[1], strcmp(f[3], "PASS") == 0, "%s", f[2]);
+		n++;
+	}
+	free(copy);
+	return n;
+}
+
+static long status_kb(const char *key)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long v = -1;
+	size_t kl = strlen(key);
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, key, kl) == 0 && line[kl] == ':')
+			v = atol(line + kl + 1);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static long read_long_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long v = -1;
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+/* pids.current of a container from the host's cgroup v1 tree (cgroupfs or
+ * systemd driver); -1 when it is not visible here. */
+static long pids_current(const char *id)
+{
+	char p[512];
+	snprintf(p, sizeof p, "/sys/fs/cgroup/pids/docker/%s/pids.current", id);
+	long v = read_long_file(p);
+	if (v < 0) {
+		snprintf(p, sizeof p, "/sys/fs/cgroup/pids/system.slice/docker-%s.scope/pids.current", id);
+		v = read_long_file(p);
+	}
+	if (v < 0) {
+		snprintf(p, sizeof p, "/sys/fs/cgroup/system.slice/docker-%s.scope/pids.current", id);
+		v = read_long_file(p);
+	}
+	return v;
+}
+
+/* The host can still start a process, and how long that took. */
+static bool host_can_fork(long *ms)
+{
+	int64_t t0 = brig_now_ms();
+	pid_t p = fork();
+	if (p < 0)
+		return false;
+	if (p == 0) {
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(127);
+	}
+	int st = 0;
+	while (waitpid(p, &st, 0) < 0 && errno == EINTR)
+		;
+	*ms = (long)(brig_now_ms() - t0);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static bool container_gone(const char *ref)
+{
+	json_t *j = NULL;
+	int rc = brig_engine_container_inspect(E, &j, ref, NULL);
+	if (j)
+		json_decref(j);
+	return rc == BRIG_ENOTFOUND;
+}
+
+/* ---- the probe, in a computer and in a run ---- */
+
+static void probe_in_computer(const char *name)
+{
+	brig_exec_result r;
+	brig_error *err = NULL;
+	const char *argv[] = {PROBE, NULL};
+	int rc = run_argv(name, argv, 60000, 0, &r, &err);
+	size_t n = take_probe_output("computer", text(&r.out));
+	if (rc != 0 || n == 0)
+		add_row("computer", "probe_ran", "table from brig-probe", false, "rc %s exit %d, %zu lines: %s %s",
+			brig_error_name(rc), r.exit_code, n, brig_error_message(err), text(&r.err));
+	brig_exec_result_clear(&r);
+	brig_error_free(err);
+}
+
+static void probe_in_run(void)
+{
+	char *argv[] = {"brig", "run", "--image", (char *)brig_test_image(), "--label", LABEL, "--timeout", "60",
+			"--",   PROBE, NULL};
+	char *out = NULL, *errout = NULL;
+	int code = brig_test_spawn(argv, NULL, NULL, &out, &errout);
+	size_t n = take_probe_output("run", out);
+	if (n == 0)
+		add_row("run", "probe_ran", "table from brig-probe", false, "brig run exited %d: %.200s", code,
+			errout ? errout : "");
+	free(out);
+	free(errout);
+}
+
+/* ---- host-side cases ---- */
+
+/* 1 GB through an exec: brig keeps 1 MiB and says what it dropped; its own
+ * memory stays flat. */
+static void case_big_output(const char *name)
+{
+	const char *argv[] = {"head", "-c", "1073741824", "/dev/zero", NULL};
+	brig_exec_result r;
+	brig_error *err = NULL;
+	/* Reset the peak (VmHWM) so the growth is this exec's alone. */
+	int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (write(fd, "5", 1) < 0) {
+			/* older kernels: the peak then includes earlier work */
+		}
+		close(fd);
+	}
+	long rss0 = status_kb("VmRSS");
+	int64_t t0 = brig_now_ms();
+	int rc = run_argv(name, argv, 120000, 1u << 20, &r, &err);
+	int64_t ms = brig_now_ms() - t0;
+	long hwm = status_kb("VmHWM");
+	long growth_mb = (hwm - rss0) / 1024;
+#ifdef __SANITIZE_ADDRESS__
+	/* ASan keeps freed chunks in a quarantine (256 MB by default). */
+	const long limit_mb = 64 + 256;
+#else
+	const long limit_mb = 64;
+#endif
+	char expected[64];
+	snprintf(expected, sizeof expected, "growth < %ld MB", limit_mb);
+	add_row("host", "stdout_1gb_memory", expected, rc == 0 && r.exit_code == 0 && growth_mb < limit_mb,
+		"rc %s exit %d, peak RSS +%ld MB over %lld ms", brig_error_name(rc), r.exit_code, growth_mb,
+		(long long)ms);
+	bool said = r.out.total == (uint64_t)GIB && r.out.len == (1u << 20) &&
+		    r.out.dropped == (uint64_t)GIB - (1u << 20);
+	add_row("host", "stdout_1gb_capture", "1 MiB kept, dropped reported", said,
+		"total %llu, kept %zu, dropped %llu", (unsigned long long)r.out.total, r.out.len,
+		(unsigned long long)r.out.dropped);
+	brig_exec_result_clear(&r);
+	brig_error_free(err);
+}
+
+static void case_disk_flood(const char *name)
+{
+	brig_exec_result r;
+	brig_error *err = NULL;
+	int rc = sh(name,
+		    "dd if=/dev/zero of=/workspace/flood bs=1M count=600 2>&1 | grep -o 'No space left on device' | head -n 1;"
+		    " stat -c %s /workspace/flood; rm -f /workspace/flood; echo after",
+		    60000, &r, &err);
+	const char *o = text(&r.out);
+	long long size = 0;
+	const char *nl = strchr(o, '\n');
+	if (nl)
+		size = atoll(nl + 1);
+	bool ok = rc == 0 && strstr(o, "No space left on device") && size > 0 && size <= 512LL * 1024 * 1024 &&
+		  strstr(o, "after\n");
+	add_row("host", "disk_flood_bounded", "ENOSPC at 512 MiB, still usable", ok, "%s, file %lld MiB, %s",
+		strstr(o, "No space") ? "ENOSPC" : "no ENOSPC", size >> 20, strstr(o, "after\n") ? "next command ran" : o);
+	brig_exec_result_clear(&r);
+	brig_error_free(err);
+}
+
+static void case_inode_flood(const char *name)
+{
+	brig_exec_result r;
+	brig_error *err = NULL;
+	int rc = sh(name, "mkdir -p /workspace/inodes && " PROBE " inode-flood /workspace/inodes; echo after", 120000,
+		    &r, &err);
+	const char *o = text(&r.out);
+	long files = -1;
+	const char *p = strstr(o, "inode-flood: ");
+	if (p)
+		files = atol(p + 13);
+	bool ok = rc == 0 && strstr(o, "ENOSPC") && files > 0 && files <= 65536 && strstr(o, "after\n");
+	add_row("host", "inode_flood_bounded", "ENOSPC by 65536 inodes, no OOM", ok, "%ld files, %s, %s", files,
+		strstr(o, "ENOSPC") ? "then ENOSPC" : "no ENOSPC", strstr(o, "after\n") ? "next command ran" : o);
+	brig_exec_result_clear(&r);
+	sh(name, "rm -rf /workspace/inodes", 120000, &r, NULL);
+	brig_exec_result_clear(&r);
+	brig_error_free(err);
+}
+
+static void case_zombies(const char *name)
+{
+	brig_exec_result r;
+	brig_error *err = NULL;
+	int rc = sh(name, PROBE " zombies 20 && sleep 1 && grep -l '^State:.Z' /proc/[0-9]*/status 2>/dev/null | wc -l",
+		    30000, &r, &err);
+	const char *o = text(&r.out);
+	const char *last = strrchr(o, ':');
+	const char *nl = last ? strchr(last, '\n') : NULL;
+	long z = nl ? atol(nl + 1) : -1;
+	add_row("host", "zombies_reaped", "0 zombies after 1 s", rc == 0 && r.exit_code == 0 && z == 0,
+		"20 orphans exited, %ld zombies left", z);
+	brig_exec_result_clear(&r);
+	brig_error_free(err);
+}
+
+static void case_ignore_term(const char *name)
+{
+	brig_exec_result r;
+	brig_error *err = NULL;
+	const char *argv[] = {PROBE, "ignore-term", NULL};
+	int rc = run_argv(name, argv, 30000, 0, &r, &err);
+	brig_exec_result_clear(&r);
+	int64_t t0 = brig_now_ms();
+	int src = brig_computer_stop(E, name, &err);
+	int64_t ms = brig_now_ms() - t0;
+	cleanup_json json_t *j = NULL;
+	const char *state = "?";
+	if (brig_engine_container_inspect(E, &j, name, NULL) == 0)
+		state = json_string_value(json_object_get(json_object_get(j, "State"), "Status"));
+	/* brig stops with a 5 s grace, then Docker kills. */
+	bool ok = rc == 0 && src == 0 && state && strcmp(state, "exited") == 0 && ms < 5000 + 5000;
+	add_row("host", "sigterm_ignorer_stopped", "stopped within 5 s + slack", ok, "stop %s after %lld ms, state %s",
+		brig_error_name(src), (long long)ms, state ? state : "?");
+	brig_error_free(err);
+}
+
+static void case_fork_bomb(void)
+{
+	brig_error *err = NULL;
+	brig_spec s;
+	base_spec(&s);
+	brig_computer *c = create("forkbomb", &s, &err);
+	brig_spec_clear(&s);
+	if (!c) {
+		add_row("host", "fork_bomb_held", "held at pids 256", false, "create: %s", brig_error_message(err));
+		brig_error_free(err);
+		return;
+	}
+	const char *argv[] = {PROBE, "forkbomb", NULL};
+	brig_exec_result r;
+	int rc = run_argv(c->name, argv, 60000, 0, &r, &err);
+	sleep_ms(500);
+	long pids = pids_current(c->id);
+	bool bounded = rc == 0 && strstr(text(&r.out), "then EAGAIN") && (pids < 0 || (pids >= 200 && pids <= 256));
+	add_row("host", "fork_bomb_held", "EAGAIN, pids <= 256", bounded, "%.60s; pids.current %ld",
+		text(&r.out)[0] ? text(&r.out) : brig_error_message(err), pids);
+	brig_exec_result_clear(&r);
+	brig_error_free(err);
+	err = NULL;
+
+	long ms = 0;
+	bool forked = host_can_fork(&ms);
+	add_row("host", "fork_bomb_host_unaffected", "host forks in < 1 s", forked && ms < 1000,
+		"host fork+exec %s in %ld ms", forked ? "ok" : "FAILED", ms);
+
+	int64_t t0 = brig_now_ms();
+	rc = brig_computer_destroy(E, c->name, &err);
+	int64_t dms = brig_now_ms() - t0;
+	bool gone = container_gone(c->id);
+	add_row("host", "fork_bomb_removable", "destroyed in < 30 s", rc == 0 && gone && dms < 30000,
+		"destroy %s in %lld ms, %s", brig_error_name(rc), (long long)dms, gone ? "gone" : "STILL THERE");
+	brig_error_free(err);
+	brig_computer_free(c);
+}
+
+static void case_memory_bomb(void)
+{
+	brig_spec s;
+	base_spec(&s);
+	brig_spec_set(&s, "memory-mb", "384", NULL);
+	brig_spec_set(&s, "workspace-mb", "32", NULL);
+	brig_spec_set(&s, "runtime-mb", "32", NULL);
+	brig_spec_set(&s, "shm-mb", "16", NULL);
+	const char *argv[] = {PROBE, "eat-memory", NULL};
+	brig_run_opts o = {.version = BRIG_RUN_OPTS_VERSION,
+			   .spec = &s,
+			   .argv = argv,
+			   .timeout_s = 60,
+			   .stdin_fd = -1,
+			   .cancel_fd = -1};
+	brig_run_result res;
+	brig_error *err = NULL;
+	int64_t t0 = brig_now_ms();
+	int rc = brig_run(E, &o, &res, &err);
+	int64_t ms = brig_now_ms() - t0;
+	bool gone = !res.container || container_gone(res.container);
+	add_row("host", "memory_bomb_oom", "exit 137, oom_killed", rc == 0 && res.exec.exit_code == 137 && res.oom_killed,
+		"rc %s exit %d oom_killed %s in %lld ms", brig_error_name(rc), res.exec.exit_code,
+		res.oom_killed ? "true" : "false", (long long)ms);
+	add_row("host", "memory_bomb_run_removed", "run container gone", gone, "%s %s",
+		res.container ? res.container : "?", gone ? "gone" : "STILL THERE");
+	brig_run_result_clear(&res);
+	brig_error_free(err);
+	brig_spec_clear(&s);
+}
+
+/* ---- main ---- */
+
+static bool image_ready(void)
+{
+	/* Idempotent and fast when the image already carries this probe. */
+	char *script = xasprintf("%s/scripts/build-test-image", BRIG_SOURCE_DIR);
+	char *argv[] = {"bash", script, NULL};
+	char *out = NULL, *errout = NULL;
+	int code = strcmp(brig_test_image(), "brig-test:local") == 0 ? brig_test_spawn(argv, NULL, NULL, &out, &errout)
+								       : 0;
+	if (code != 0)
+		add_row("host", "test_image", "brig-test:local with brig-probe", false, "build-test-image exited %d: %.200s",
+			code, errout ? errout : "");
+	free(out);
+	free(errout);
+	free(script);
+	return code == 0;
+}
+
+int main(void)
+{
+	brig_error *err = NULL;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	snprintf(NS, sizeof NS, "s%s", brig_test_run_id());
+	snprintf(LABEL, sizeof LABEL, BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	if (brig_engine_open(&E, NULL, &err) != 0) {
+		add_row("host", "daemon", "a Docker daemon", false, "%s", brig_error_message(err));
+		print_table();
+		return 1;
+	}
+	brig_test_cleanup_at_exit();
+	int64_t t0 = brig_now_ms();
+
+	if (image_ready()) {
+		brig_spec s;
+		base_spec(&s);
+		brig_computer *c = create("probe", &s, &err);
+		brig_spec_clear(&s);
+		if (!c) {
+			add_row("computer", "create", "a default computer", false, "%s", brig_error_message(err));
+		} else {
+			probe_in_computer(c->name);
+			case_big_output(c->name);
+			case_disk_flood(c->name);
+			case_inode_flood(c->name);
+			case_zombies(c->name);
+			case_ignore_term(c->name);
+			brig_error *derr = NULL;
+			brig_computer_destroy(E, c->name, &derr);
+			brig_error_free(derr);
+			brig_computer_free(c);
+		}
+		brig_error_free(err);
+		err = NULL;
+		probe_in_run();
+		case_fork_bomb();
+		case_memory_bomb();
+	}
+
+	brig_test_cleanup(E);
+	brig_engine_free(E);
+	fprintf(stderr, "security: done in %lld ms\n", (long long)(brig_now_ms() - t0));
+	print_table();
+	for (size_t i = 0; i < nrows; i++)
+		if (!rows[i].pass)
+			return 1;
+	return 0;
+}
