@@ -342,6 +342,18 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 		return brig__error_prefix(err, rc, "create computer");
 	if ((rc = brig_spec_validate(spec, &host, err)) != 0)
 		return rc;
+	/* A computer outlives this call and its container must not hold a
+	 * credential: one given here would be silently lost. Say so instead. */
+	for (size_t i = 0; i < spec->env_count; i++) {
+		if (brig_env_is_credential(spec->env[i])) {
+			size_t klen = strcspn(spec->env[i], "=");
+			return brig__error_set(err, BRIG_EINVAL, 0,
+					       "env: %.*s is a model credential and is never stored with a computer; "
+					       "keep it in brig's environment (forwarded with each exec for harness "
+					       "%s) or pass it to each exec",
+					       (int)klen, spec->env[i], brig_harness_name(spec->harness));
+		}
+	}
 	char name[BRIG_NAME_SIZE], hash[BRIG_HASH_SIZE];
 	if ((rc = brig_identity_name(name, id, err)) != 0 || (rc = brig_spec_hash(hash, spec, err)) != 0)
 		return rc;
