@@ -168,9 +168,10 @@ static int copy_out(brig_engine *e, const char *id, const brig_run_opts *o, int6
 	rc = brig_engine_archive_get(e, id, "/outbox", NULL, brig_tar_extract_data_cb, x, err);
 	brig_error *xerr = NULL;
 	int frc = brig_tar_extract_finish(x, &xerr);
-	if (frc) {
-		/* The extractor's reason (an unsafe entry, a cap) is the real one:
-		 * the GET only failed because the extractor stopped it. */
+	if (frc && (rc == 0 || rc == frc)) {
+		/* The extractor's reason (an unsafe entry, a cap) is the real one
+		 * when the GET failed only because the extractor stopped it; a
+		 * broken connection keeps its own (uncertain) error. */
 		rc = frc;
 		if (err) {
 			brig_error_free(*err);
@@ -326,11 +327,15 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	}
 
 	/* Freeze: whatever the command left running can neither race the copy
-	 * (a symlink swapped in mid-read) nor keep writing. */
+	 * (a symlink swapped in mid-read) nor keep writing. Without --out there
+	 * is no copy to protect: the forced remove below ends everything. */
 	t3 = brig_now_ms();
-	brig_error *perr = NULL;
-	bool paused = brig_engine_container_pause(e, cid, &perr) == 0;
-	brig_error_free(perr);
+	bool paused = false;
+	if (o->out_dir) {
+		brig_error *perr = NULL;
+		paused = brig_engine_container_pause(e, cid, &perr) == 0;
+		brig_error_free(perr);
+	}
 	if (brig_engine_container_inspect(e, &st, cid, NULL) == 0)
 		res->oom_killed = json_is_true(json_object_get(json_object_get(st, "State"), "OOMKilled"));
 	/* OOMKilled is about PID 1 only: the command is an exec, whose OOM
