@@ -234,13 +234,16 @@ int brig_firewall__install(const char *bridge, const char *subnet, brig_error **
 	if (rc)
 		return rc;
 	const char *ipt = brig_firewall__iptables();
+	const char *env_ipt = getenv("BRIG_IPTABLES");
 	if (!ipt)
 		return brig__error_set(err, BRIG_EDENIED, 0,
 				       "network isolated needs the iptables program (apt-get install iptables) to "
-				       "keep sandboxes on the %s bridge off the host's own services; none found in "
-				       "/usr/sbin, /sbin, /usr/bin or /bin (or set %s=off to accept that they can "
-				       "reach them)",
-				       BRIG_NETWORK_NAME, BRIG_FIREWALL_ENV);
+				       "keep sandboxes on the %s bridge off the host's own services; %s%s%s (or set "
+				       "%s=off to accept that they can reach them)",
+				       BRIG_NETWORK_NAME,
+				       env_ipt && *env_ipt ? "BRIG_IPTABLES=" : "none found in /usr/sbin, /sbin, /usr/bin or /bin",
+				       env_ipt && *env_ipt ? env_ipt : "", env_ipt && *env_ipt ? " is not executable" : "",
+				       BRIG_FIREWALL_ENV);
 	char sys[64];
 	snprintf(sys, sizeof sys, "/sys/class/net/%s", bridge);
 	if (access(sys, F_OK) != 0)
