@@ -1,0 +1,461 @@
+/* bench_run.c — issue 4's benchmark: wall time of one disposable run of
+ * `true` through `brig run` (the CLI, spawned), the seed's own recipe
+ * (`docker run --rm --network none --memory 512m --cpus 1.0 --read-only IMG
+ * sh -c true`), the Docker SDK for Python doing the same, and brig_run()
+ * called in this process — median and p95, one table.
+ *
+ * The four are interleaved round by round (rotating order) so that noise on
+ * a small shared machine falls on all alike. The two CLIs include process
+ * start; the SDK and brig_run() do not (the SDK's interpreter and client are
+ * started once, bench/docker_sdk_run.py --serve). --steps then shows where
+ * brig_run's time goes: the same Engine API calls, timed one by one.
+ *
+ *   cmake -S . -B build -DBRIG_BENCH=ON && cmake --build build --target bench_run brig_cli
+ *   build/bench/bench_run [-n 30] [-w 2] [-i brig-test:local] [--steps] [--no-steps]
+ *
+ * Every object it makes carries brig.bench=1 (brig's runs, removed by
+ * brig_run itself; docker's and the SDK's use --rm). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "brig/run.h"
+#include "brig/spec.h"
+#include "util/util.h"
+
+#ifndef BRIG_BENCH_DIR
+#define BRIG_BENCH_DIR "bench"
+#endif
+#ifndef BRIG_BIN_DEFAULT
+#define BRIG_BIN_DEFAULT "brig"
+#endif
+
+extern char **environ;
+
+enum { C_BRIG_CLI, C_DOCKER, C_SDK, C_BRIG_LIB, NCOLS };
+static const char *const col_names[NCOLS] = {"brig run (CLI)", "docker run --rm", "Docker SDK (Python)",
+					     "brig_run() in-process"};
+
+typedef struct samples {
+	double *v;
+	size_t n, cap;
+} samples;
+
+static void add(samples *s, double v)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 64;
+		s->v = xrealloc(s->v, s->cap * sizeof *s->v);
+	}
+	s->v[s->n++] = v;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of the sorted samples. */
+static double pct(samples *s, double p)
+{
+	if (!s->n)
+		return 0;
+	qsort(s->v, s->n, sizeof *s->v, cmp_d);
+	size_t k = (size_t)(p / 100.0 * (double)s->n + 0.999999);
+	if (k < 1)
+		k = 1;
+	if (k > s->n)
+		k = s->n;
+	return s->v[k - 1];
+}
+
+static double median(samples *s)
+{
+	if (!s->n)
+		return 0;
+	qsort(s->v, s->n, sizeof *s->v, cmp_d);
+	return s->n % 2 ? s->v[s->n / 2] : (s->v[s->n / 2 - 1] + s->v[s->n / 2]) / 2;
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("bench_run: error: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	exit(1);
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig)
+{
+	if (g_stop) {
+		signal(sig, SIG_DFL);
+		raise(sig);
+	}
+	g_stop = 1;
+}
+
+/* ---- the four ways ---- */
+
+static const char *g_image = "brig-test:local", *g_brig, *g_docker = "docker", *g_python = "/usr/bin/python3";
+static brig_engine *g_engine;
+static brig_spec g_spec;
+
+/* Runs argv with stdio on /dev/null; returns its wall time, dies when it
+ * fails (a benchmark of failures measures nothing). */
+static double spawn_ms(char *const argv[])
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	double t0 = now_ms();
+	pid_t pid;
+	int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc)
+		die("cannot start %s: %s", argv[0], strerror(rc));
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			die("waitpid: %s", strerror(errno));
+	double t = now_ms() - t0;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		die("%s exited with status %d (its stderr is above)", argv[0],
+		    WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+	return t;
+}
+
+static double run_brig_cli(void)
+{
+	char *argv[] = {(char *)g_brig, "run",  "--image", (char *)g_image, "--label", "brig.bench=1",
+			"--",           "true", NULL};
+	return spawn_ms(argv);
+}
+
+static double run_docker(void)
+{
+	char *argv[] = {(char *)g_docker, "run",  "--rm",   "--network", "none",
+			"--memory",       "512m", "--cpus", "1.0",       "--read-only",
+			(char *)g_image,  "sh",   "-c",     "true",      NULL};
+	return spawn_ms(argv);
+}
+
+/* The SDK child: one run per line written to it, one ms line back. */
+static FILE *g_sdk_in, *g_sdk_out;
+static pid_t g_sdk_pid;
+
+static void sdk_start(void)
+{
+	int in[2], out[2];
+	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC))
+		die("pipe: %s", strerror(errno));
+	cleanup_free char *script = xasprintf("%s/docker_sdk_run.py", BRIG_BENCH_DIR);
+	char *argv[] = {(char *)g_python, script, "--serve", "-i", (char *)g_image, NULL};
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	int rc = posix_spawn(&g_sdk_pid, g_python, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc)
+		die("cannot start %s: %s", g_python, strerror(rc));
+	close(in[0]);
+	close(out[1]);
+	g_sdk_in = fdopen(in[1], "w");
+	g_sdk_out = fdopen(out[0], "r");
+	char line[64];
+	if (!fgets(line, sizeof line, g_sdk_out) || strcmp(line, "ready\n") != 0)
+		die("%s %s did not start (is python3-docker installed for it?)", g_python, script);
+}
+
+static double run_sdk(void)
+{
+	fputs("run\n", g_sdk_in);
+	fflush(g_sdk_in);
+	char line[64];
+	if (!fgets(line, sizeof line, g_sdk_out))
+		die("the Docker SDK run failed (its traceback is above)");
+	return strtod(line, NULL);
+}
+
+static void sdk_stop(void)
+{
+	if (!g_sdk_in)
+		return;
+	fclose(g_sdk_in);
+	fclose(g_sdk_out);
+	waitpid(g_sdk_pid, NULL, 0);
+	g_sdk_in = NULL;
+}
+
+static samples g_phase[5]; /* brig_run's own durations: create, run, copy_out, rest, total */
+
+static double run_brig_lib(void)
+{
+	const char *argv[] = {"true", NULL};
+	brig_run_opts o = {.version = BRIG_RUN_OPTS_VERSION,
+			   .spec = &g_spec,
+			   .argv = argv,
+			   .timeout_s = 60,
+			   .stdin_fd = -1,
+			   .cancel_fd = -1};
+	brig_run_result res;
+	brig_error *err = NULL;
+	double t0 = now_ms();
+	int rc = brig_run(g_engine, &o, &res, &err);
+	double t = now_ms() - t0;
+	if (rc || res.exec.exit_code != 0)
+		die("brig_run: %s (exit %d)", rc ? brig_error_message(err) : "the command failed", res.exec.exit_code);
+	add(&g_phase[0], (double)res.create_ms);
+	add(&g_phase[1], (double)res.run_ms);
+	add(&g_phase[2], (double)res.copy_out_ms);
+	add(&g_phase[3], (double)(res.total_ms - res.create_ms - res.copy_in_ms - res.run_ms - res.copy_out_ms));
+	add(&g_phase[4], (double)res.total_ms);
+	brig_run_result_clear(&res);
+	return t;
+}
+
+/* ---- --steps: brig_run's Engine API calls, one by one ---- */
+
+enum {
+	S_IMAGE,
+	S_INFO,
+	S_CREATE,
+	S_START,
+	S_EXEC_CREATE,
+	S_EXEC_START,
+	S_EXEC_INSPECT,
+	S_PAUSE,
+	S_INSPECT,
+	S_REMOVE_PAUSED,
+	S_REMOVE_RUNNING,
+	S_KILL_ONLY,
+	NSTEPS
+};
+static const char *const step_names[NSTEPS] = {
+	"image inspect (pin the tag)",
+	"GET /info (host limits)",
+	"container create",
+	"container start",
+	"exec create",
+	"exec start → stream end (true)",
+	"exec inspect (exit code)",
+	"pause (freeze for copy-out)",
+	"container inspect (OOMKilled)",
+	"remove force+v, paused",
+	"remove force+v, running (no pause)",
+	"kill only (AutoRemove finishes)",
+};
+static samples g_steps[NSTEPS];
+
+static void check(int rc, const char *what, brig_error *err)
+{
+	if (rc)
+		die("%s: %s", what, brig_error_message(err));
+}
+
+static void steps_round(int variant)
+{
+	brig_error *err = NULL;
+	double t;
+	int rc;
+	json_t *j = NULL;
+
+	t = now_ms();
+	check(brig_engine_image_inspect(g_engine, &j, g_image, &err), "image inspect", err);
+	add(&g_steps[S_IMAGE], now_ms() - t);
+	cleanup_free char *image_id = xstrdup(json_string_value(json_object_get(j, "Id")));
+	json_decref(j);
+
+	t = now_ms();
+	check(brig_engine_info(g_engine, &j, &err), "info", err);
+	add(&g_steps[S_INFO], now_ms() - t);
+	json_decref(j);
+
+	brig_spec spec;
+	brig_spec_copy(&spec, &g_spec);
+	free(spec.image);
+	spec.image = xstrdup(image_id);
+	char rid[25];
+	snprintf(rid, sizeof rid, "bench%019lld", (long long)(now_ms() * 1000) % 1000000000000000000LL);
+	cleanup_free char *name = xasprintf("brig-bench-run-%s", rid);
+	brig_container_opts co = {.version = BRIG_CONTAINER_OPTS_VERSION,
+				  .kind = BRIG_KIND_RUN,
+				  .name = name,
+				  .lifetime_s = 120,
+				  .run_id = rid,
+				  .deadline_unix = brig_wall_s() + 120};
+	json_t *body = NULL;
+	check(brig_spec_container_json(&body, &spec, &co, &err), "container body", err);
+	cleanup_free char *cid = NULL;
+	t = now_ms();
+	check(brig_engine_container_create(g_engine, &cid, name, body, &err), "create", err);
+	add(&g_steps[S_CREATE], now_ms() - t);
+	json_decref(body);
+	t = now_ms();
+	check(brig_engine_container_start(g_engine, cid, &err), "start", err);
+	add(&g_steps[S_START], now_ms() - t);
+
+	json_t *env = NULL;
+	check(brig_spec_exec_env(&env, &spec, NULL, 0, &err), "exec env", err);
+	json_t *xcfg = json_pack("{s:[s], s:o, s:s, s:b, s:b, s:b, s:b}", "Cmd", "true", "Env", env, "WorkingDir",
+				 "/workspace", "AttachStdin", 0, "AttachStdout", 1, "AttachStderr", 1, "Tty", 0);
+	cleanup_free char *xid = NULL;
+	t = now_ms();
+	check(brig_engine_exec_create(g_engine, &xid, cid, xcfg, &err), "exec create", err);
+	add(&g_steps[S_EXEC_CREATE], now_ms() - t);
+	json_decref(xcfg);
+	brig_engine_exec_io io = {.stdin_fd = -1, .cancel_fd = -1, .deadline_ms = brig_now_ms() + 60000};
+	t = now_ms();
+	check(brig_engine_exec_start(g_engine, xid, &io, &err), "exec start", err);
+	add(&g_steps[S_EXEC_START], now_ms() - t);
+	int code = -1;
+	t = now_ms();
+	check(brig_engine_exec_exit_code(g_engine, xid, 0, &code, &err), "exec inspect", err);
+	add(&g_steps[S_EXEC_INSPECT], now_ms() - t);
+
+	if (variant == 0) {
+		t = now_ms();
+		check(brig_engine_container_pause(g_engine, cid, &err), "pause", err);
+		add(&g_steps[S_PAUSE], now_ms() - t);
+	}
+	t = now_ms();
+	check(brig_engine_container_inspect(g_engine, &j, cid, &err), "inspect", err);
+	add(&g_steps[S_INSPECT], now_ms() - t);
+	json_decref(j);
+
+	t = now_ms();
+	if (variant == 2) {
+		/* Only the kill: AutoRemove then removes it inside the daemon. */
+		check(brig_engine_container_kill(g_engine, cid, "KILL", &err), "kill", err);
+		add(&g_steps[S_KILL_ONLY], now_ms() - t);
+		int64_t ec;
+		rc = brig_engine_container_wait(g_engine, cid, "removed", brig_now_ms() + 30000, &ec, &err);
+		if (rc && rc != BRIG_ENOTFOUND)
+			check(rc, "wait removed", err);
+		brig__error_clear(&err);
+	} else {
+		rc = brig_engine_container_remove(g_engine, cid, true, true, &err);
+		if (rc && rc != BRIG_ENOTFOUND)
+			check(rc, "remove", err);
+		brig__error_clear(&err);
+		add(&g_steps[variant == 0 ? S_REMOVE_PAUSED : S_REMOVE_RUNNING], now_ms() - t);
+	}
+	brig_spec_clear(&spec);
+}
+
+/* ---- main ---- */
+
+static void usage(void)
+{
+	fputs("usage: bench_run [-n N] [-w WARMUP] [-i IMAGE] [--brig PATH] [--docker PATH] [--python PATH]\n"
+	      "                 [--steps | --no-steps]\n",
+	      stderr);
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	int n = 30, warm = 2;
+	bool steps = true;
+	g_brig = getenv("BRIG_BIN") ? getenv("BRIG_BIN") : BRIG_BIN_DEFAULT;
+	static const struct option lo[] = {
+		{"brig", required_argument, NULL, 'b'},   {"docker", required_argument, NULL, 'd'},
+		{"python", required_argument, NULL, 'p'}, {"steps", no_argument, NULL, 's'},
+		{"no-steps", no_argument, NULL, 'S'},     {NULL, 0, NULL, 0}};
+	int opt;
+	while ((opt = getopt_long(argc, argv, "n:w:i:h", lo, NULL)) != -1) {
+		switch (opt) {
+		case 'n': n = atoi(optarg); break;
+		case 'w': warm = atoi(optarg); break;
+		case 'i': g_image = optarg; break;
+		case 'b': g_brig = optarg; break;
+		case 'd': g_docker = optarg; break;
+		case 'p': g_python = optarg; break;
+		case 's': steps = true; break;
+		case 'S': steps = false; break;
+		default: usage();
+		}
+	}
+	if (n < 1 || warm < 0)
+		usage();
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	brig_error *err = NULL;
+	check(brig_engine_open(&g_engine, NULL, &err), "connect to dockerd", err);
+	brig_spec_init(&g_spec);
+	check(brig_spec_set(&g_spec, "image", g_image, &err), "image", err);
+	check(brig_spec_add_label(&g_spec, "brig.bench=1", &err), "label", err);
+	sdk_start();
+
+	double (*fn[NCOLS])(void) = {run_brig_cli, run_docker, run_sdk, run_brig_lib};
+	samples s[NCOLS] = {{0}};
+	fprintf(stderr, "bench_run: %d warm-up + %d interleaved rounds of `true` (image %s)\n", warm, n, g_image);
+	for (int r = -warm; r < n && !g_stop; r++) {
+		for (int k = 0; k < NCOLS && !g_stop; k++) {
+			int c = (r + warm + k) % NCOLS; /* rotating order */
+			double t = fn[c]();
+			if (r >= 0)
+				add(&s[c], t);
+		}
+		if (r < 0)
+			for (int i = 0; i < 5; i++)
+				g_phase[i].n = 0;
+		if (r >= 0 && (r + 1) % 10 == 0)
+			fprintf(stderr, "bench_run: %d/%d\n", r + 1, n);
+	}
+	sdk_stop();
+
+	printf("\nDisposable run of `true`, %zu rounds interleaved (ms)\n\n", s[0].n);
+	printf("| %-24s | %8s | %8s |\n", "way", "median", "p95");
+	printf("|--------------------------|----------|----------|\n");
+	for (int c = 0; c < NCOLS; c++)
+		printf("| %-24s | %8.1f | %8.1f |\n", col_names[c], median(&s[c]), pct(&s[c], 95));
+	printf("\nbrig_run()'s own durations (brig_run_result, ms)\n\n");
+	static const char *const ph[5] = {"create (inspect+info+create+start)", "run (exec)",
+					  "copy_out (pause+inspect)", "remove (rest)", "total"};
+	printf("| %-36s | %8s | %8s |\n", "phase", "median", "p95");
+	printf("|--------------------------------------|----------|----------|\n");
+	for (int i = 0; i < 5; i++)
+		printf("| %-36s | %8.1f | %8.1f |\n", ph[i], median(&g_phase[i]), pct(&g_phase[i], 95));
+
+	if (steps && !g_stop) {
+		fprintf(stderr, "bench_run: %d rounds of brig_run's calls one by one\n", n);
+		for (int r = 0; r < n * 3 && !g_stop; r++)
+			steps_round(r % 3);
+		printf("\nbrig_run's Engine API calls, timed one by one (ms; the three ways of ending\n"
+		       "alternate: pause then remove / remove without pause / kill and let AutoRemove remove)\n\n");
+		printf("| %-36s | %8s | %8s |\n", "call", "median", "p95");
+		printf("|--------------------------------------|----------|----------|\n");
+		for (int i = 0; i < NSTEPS; i++)
+			printf("| %-36s | %8.1f | %8.1f |\n", step_names[i], median(&g_steps[i]), pct(&g_steps[i], 95));
+	}
+	brig_spec_clear(&g_spec);
+	brig_engine_free(g_engine);
+	return g_stop ? 130 : 0;
+}
