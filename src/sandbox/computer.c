@@ -606,6 +606,13 @@ int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *op
 			 * Unless the deadline is what passed, that is uncertain. */
 			brig__error_clear(err);
 			rc = deadline && brig_now_ms() >= deadline ? BRIG_ETIMEDOUT : BRIG_EUNCERTAIN;
+		} else if (rc) {
+			/* The command ran and its stream ended, but its end cannot be
+			 * read: the daemon went away (a restart ends every stream
+			 * cleanly) or forgot the exec. Never "not sent": a caller
+			 * would run it a second time. */
+			brig__error_clear(err);
+			rc = BRIG_EUNCERTAIN;
 		}
 	}
 	if (rc == BRIG_ETIMEDOUT || rc == BRIG_ECANCELED || rc == BRIG_EUNCERTAIN) {

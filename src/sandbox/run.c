@@ -306,6 +306,13 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	rc = brig_engine_exec_start(e, xid, &io, err);
 	if (rc == 0) {
 		rc = brig_engine_exec_exit_code(e, xid, 0, &res->exec.exit_code, err);
+		/* The command ran; if its end cannot be read (the daemon went
+		 * away mid-run), that is uncertain, never "not sent". */
+		if (rc && rc != BRIG_EUNCERTAIN)
+			brig__error_set(err, rc = BRIG_EUNCERTAIN, 0,
+					"run %s: the command ran but its exit code could not be read from the daemon; it "
+					"is not retried",
+					name);
 	} else if (rc == BRIG_ETIMEDOUT) {
 		brig__error_clear(err);
 		res->exec.timed_out = true;
