@@ -120,6 +120,21 @@ int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint 
 		rc = brig__error_set(err, BRIG_EPROTO, 0, "computer %s has no identity labels", ref);
 		goto out;
 	}
+	/* The record needs the session: find out before copying anything, or
+	 * a computer made by `brig create` is copied in full and its blob left
+	 * behind without a record. */
+	{
+		brig_store_session *sess = NULL;
+		rc = brig_store_session_get(s, &sess, c->ns, c->agent, c->session, err);
+		brig_store_session_free(sess);
+		if (rc == BRIG_ENOTFOUND)
+			rc = brig__error_set(err, BRIG_ENOTFOUND, 0,
+					     "computer %s is not a session in the store %s (made with brig create?): "
+					     "start sessions with brig up",
+					     ref, brig_store_display_url(s));
+		if (rc)
+			goto out;
+	}
 	if (opts->dir)
 		dir = xstrdup(opts->dir);
 	else if ((rc = brig_checkpoint_dir(&dir, s, err)) != 0)

@@ -272,6 +272,31 @@ static void test_recover_without_checkpoint(void **state)
 #undef ID
 }
 
+/* A computer made by `brig create` is not a session: checkpoint refuses it
+ * before copying anything, and no blob is left behind. */
+static void test_checkpoint_not_a_session(void **state)
+{
+	(void)state;
+	run_out r = brig_expect(0, (const char *[]){"create", "--ns", NS, "--agent", "agent", "--session", "plain",
+						    "--label", LABEL, NULL});
+	char *name = xstrdup(chomp(r.out));
+	run_free(&r);
+	cleanup_free char *cmd = xasprintf("ls -a %s/ck 2>/dev/null", TMP);
+	char *ls[] = {"sh", "-c", cmd, NULL};
+	char *before = NULL, *after = NULL;
+	brig_test_spawn(ls, NULL, NULL, &before, NULL);
+	r = brig_expect(125, (const char *[]){"checkpoint", name, NULL});
+	assert_non_null(strstr(r.err, "not a session"));
+	run_free(&r);
+	brig_test_spawn(ls, NULL, NULL, &after, NULL);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+	r = brig_expect(0, (const char *[]){"destroy", name, NULL});
+	run_free(&r);
+	free(name);
+}
+
 static void test_usage_errors(void **state)
 {
 	(void)state;
@@ -295,6 +320,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_session_commands),
 		cmocka_unit_test(test_recover_without_checkpoint),
+		cmocka_unit_test(test_checkpoint_not_a_session),
 		cmocka_unit_test(test_usage_errors),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
