@@ -337,7 +337,8 @@ static void ru__tree(brig_buf *b, int dfd, const char *rel)
 		names = xrealloc(names, (n + 1) * sizeof *names);
 		names[n++] = xstrdup(de->d_name);
 	}
-	qsort(names, n, sizeof *names, ru__cmp);
+	if (n)
+		qsort(names, n, sizeof *names, ru__cmp);
 	for (size_t i = 0; i < n; i++) {
 		struct stat st;
 		cleanup_free char *p = *rel ? xasprintf("%s/%s", rel, names[i]) : xstrdup(names[i]);
