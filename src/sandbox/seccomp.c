@@ -182,7 +182,9 @@ static json_t *build_profile(void)
 				      "SCMP_ARCH_AARCH64", "subArchitectures", "SCMP_ARCH_ARM"));
 	json_t *calls = json_array();
 	json_t *any = names_array(allow_any, sizeof allow_any / sizeof allow_any[0]);
-	json_array_extend(any, names_array(allow_compat, sizeof allow_compat / sizeof allow_compat[0]));
+	json_t *compat = names_array(allow_compat, sizeof allow_compat / sizeof allow_compat[0]);
+	json_array_extend(any, compat); /* copies: compat is still ours */
+	json_decref(compat);
 	json_array_append_new(calls, rule(any, "SCMP_ACT_ALLOW", NULL));
 	/* One rule per value: seccomp ORs rules, ANDs the args of one rule. */
 	for (size_t i = 0; i < sizeof personalities / sizeof personalities[0]; i++)
