@@ -260,7 +260,7 @@ static const char *const step_names[NSTEPS] = {
 	"container create",
 	"container start",
 	"exec create",
-	"exec start → stream end (true)",
+	"exec start -> stream end (true)",
 	"exec inspect (exit code)",
 	"pause (freeze for copy-out)",
 	"container inspect (OOMKilled)",
