@@ -12,6 +12,8 @@
 bool cli_debug;
 
 static int cmd_help(int argc, char **argv);
+int cmd_image(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
 
 static const cli_command commands[] = {
 	{"create", cmd_create, "Create (or adopt) and start a session's computer"},
@@ -29,6 +31,8 @@ static const cli_command commands[] = {
 	{"run", cmd_run, "Run one command in a fresh disposable container"},
 	{"gc", cmd_gc, "Remove brig's leftovers"},
 	{"network", cmd_network, "Manage the isolated bridge (brig-sandbox)"},
+	{"image", cmd_image, "Build the runtime images (brig image build) and list them"},
+	{"agent", cmd_agent, "Run Claude Code or Codex in a session's computer"},
 	{"version", cmd_version, "Show brig's and the daemon's versions"},
 	{"help", cmd_help, "Show this help, or a command's"},
 	{NULL, NULL, NULL},
