@@ -230,7 +230,7 @@ static void test_cli_ctrl_c(void **state)
 	ru_proc p;
 	ru_proc_start(&p, brig_run_argv(NULL, cmd));
 	ru_proc_wait_for(&p, "started\n", 30000);
-	assert_int_equal(ru_host_procs_with_arg(arg), 1);
+	assert_int_equal(ru_host_procs_wait(arg, 1, 5000), 1);
 	int64_t t0 = brig_now_ms();
 	assert_int_equal(kill(p.pid, SIGINT), 0);
 	int st = ru_proc_wait(&p, 30000);

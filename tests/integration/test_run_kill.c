@@ -38,7 +38,7 @@ static void test_kill_9_run_ends_itself(void **state)
 	assert_non_null(dl);
 	int64_t deadline = strtoll(dl, NULL, 10);
 	assert_true(deadline > killed_at);
-	assert_int_equal(ru_host_procs_with_arg(arg), 1);
+	assert_int_equal(ru_host_procs_wait(arg, 1, 5000), 1);
 	print_message("kill -9: brig dead; its run's deadline is %lld s away\n", (long long)(deadline - killed_at));
 
 	/* At the deadline the container ends itself; Docker removes it and its

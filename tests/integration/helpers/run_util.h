@@ -244,6 +244,17 @@ RU_FN int ru_host_procs_with_arg(const char *arg)
 	return n;
 }
 
+/* Waits up to timeout_ms for exactly `want` such processes; returns the
+ * last count seen. (A shell prints before it forks the next command.) */
+RU_FN int ru_host_procs_wait(const char *arg, int want, int64_t timeout_ms)
+{
+	int64_t t0 = brig_now_ms();
+	int n;
+	while ((n = ru_host_procs_with_arg(arg)) != want && brig_now_ms() - t0 < timeout_ms)
+		ru_sleep_ms(20);
+	return n;
+}
+
 /* ---- host files ---- */
 
 RU_FN char *ru_tmpdir(const char *tag)
