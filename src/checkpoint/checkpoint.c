@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -93,6 +94,31 @@ static uint64_t volume_cap(brig_engine *e, json_t *inspect)
 	return total ? total : (uint64_t)(512 + 256) << 20;
 }
 
+/* The pause marker names the process that froze a computer for a copy, so
+ * a later checkpoint can thaw one that a killed process left frozen. */
+static void write_marker(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return;
+	char buf[32];
+	int n = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
+	brig_write_all(fd, buf, (size_t)n);
+	close(fd);
+}
+
+static bool pauser_is_dead(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return false;
+	char buf[32] = {0};
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
+	return pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
 int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint **out, const char *ref,
 			   const brig_checkpoint_opts *opts, brig_error **err)
 {
@@ -109,6 +135,7 @@ int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint 
 	cleanup_free char *dir = NULL;
 	cleanup_free char *tmp = NULL;
 	cleanup_free char *final = NULL;
+	cleanup_free char *marker = NULL;
 	cleanup_json json_t *inspect = NULL;
 	int fd = -1;
 	bool was_paused = false, paused = false;
@@ -143,6 +170,14 @@ int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint 
 		goto out;
 	json_t *state = json_object_get(inspect, "State");
 	was_paused = json_is_true(json_object_get(state, "Paused"));
+	marker = xasprintf("%s/.paused-%s", dir, c->id);
+	if (was_paused && pauser_is_dead(marker)) {
+		/* A checkpoint that was killed mid-copy froze it, not its user. */
+		if ((rc = brig_engine_container_unpause(e, c->id, err)) != 0)
+			goto out;
+		unlink(marker);
+		was_paused = false;
+	}
 	if (!json_is_true(json_object_get(state, "Running"))) {
 		rc = brig__error_set(err, BRIG_ESTATE, 0,
 				     "computer %s is not running: its tmpfs volumes are empty, nothing to checkpoint",
@@ -150,8 +185,13 @@ int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint 
 		goto out;
 	}
 
-	tmp = xasprintf("%s/.tmp-%s-%d-XXXXXX", dir, c->name, (int)getpid());
-	fd = mkostemp(tmp, O_CLOEXEC);
+	/* An anonymous file, linked in only when complete and verified: a
+	 * process killed mid-copy leaves nothing behind. */
+	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+		tmp = xasprintf("%s/.tmp-%s-%d-XXXXXX", dir, c->name, (int)getpid());
+		fd = mkostemp(tmp, O_CLOEXEC);
+	}
 	if (fd < 0) {
 		rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: cannot create a file in %s: %s", dir,
 				     strerror(errno));
@@ -174,8 +214,11 @@ int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint 
 
 	/* Freeze so the copy is consistent, and thaw whatever happens. */
 	if (!was_paused) {
-		if ((rc = brig_engine_container_pause(e, c->id, err)) != 0)
+		write_marker(marker);
+		if ((rc = brig_engine_container_pause(e, c->id, err)) != 0) {
+			unlink(marker);
 			goto out;
+		}
 		paused = true;
 	}
 	static const char *const paths[] = {"/workspace", "/runtime"};
@@ -197,6 +240,8 @@ int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint 
 	if (paused) {
 		brig_error *uerr = NULL;
 		int urc = brig_engine_container_unpause(e, c->id, &uerr);
+		if (urc == 0)
+			unlink(marker);
 		if (urc && rc == 0) {
 			rc = urc;
 			if (err) {
@@ -212,7 +257,7 @@ int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint 
 	if ((rc = brig_tar_copy_finish(cp, &result, err)) != 0)
 		goto out;
 	if (fsync(fd) < 0) {
-		rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: writing %s: %s", tmp, strerror(errno));
+		rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: writing into %s: %s", dir, strerror(errno));
 		goto out;
 	}
 	/* Verify what is on disk, not what we meant to write. */
@@ -220,17 +265,29 @@ int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint 
 	uint64_t size = 0;
 	if (lseek(fd, 0, SEEK_SET) < 0 || (rc = brig_tar_sha256_fd(fd, ondisk, &size, err)) != 0) {
 		if (!rc)
-			rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: rereading %s", tmp);
+			rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: rereading the new blob in %s", dir);
 		goto out;
 	}
 	if (strcmp(ondisk, result.sha256) != 0 || size != result.out_bytes) {
-		rc = brig__error_set(err, BRIG_ECORRUPT, 0, "checkpoint: %s does not read back as written", tmp);
+		rc = brig__error_set(err, BRIG_ECORRUPT, 0, "checkpoint: the new blob in %s does not read back as written",
+				     dir);
 		goto out;
 	}
 	final = xasprintf("%s/%s.tar.zst", dir, result.sha256);
-	if (rename(tmp, final) < 0) {
-		rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: rename into place: %s", strerror(errno));
-		goto out;
+	if (tmp) {
+		if (rename(tmp, final) < 0) {
+			rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: rename into place: %s",
+					     strerror(errno));
+			goto out;
+		}
+	} else {
+		char proc[64];
+		snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+		/* EEXIST: the same content is already stored under its digest. */
+		if (linkat(AT_FDCWD, proc, AT_FDCWD, final, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST) {
+			rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: link into place: %s", strerror(errno));
+			goto out;
+		}
 	}
 	free(tmp);
 	tmp = NULL;
