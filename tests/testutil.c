@@ -253,3 +253,15 @@ int brig_test_exec(brig_engine *e, const char *id, const char *const argv[], bri
 	free(xid);
 	return code;
 }
+
+char *brig_test_network(brig_engine *e, const char *tag)
+{
+	char *name = brig_test_name(tag);
+	json_t *spec = json_pack("{s:s, s:s, s:b, s:o}", "Name", name, "Driver", "bridge", "CheckDuplicate", 1, "Labels",
+				 brig_test_labels());
+	brig_error *err = NULL;
+	if (brig_engine_network_create(e, NULL, spec, &err) != 0)
+		fail_msg("create test network %s: %s", name, brig_error_message(err));
+	json_decref(spec);
+	return name;
+}

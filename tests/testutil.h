@@ -54,6 +54,11 @@ void brig_test_output_free(brig_test_output *o);
 /* Creates a started container from the test image with the test label; Cmd
  * sleeps. config_extra (may be NULL) is merged into the create body. */
 char *brig_test_container(brig_engine *e, const char *tag, json_t *config_extra);
+/* Creates a bridge network of this test run (labelled, name from tag, subnet
+ * picked by Docker) and returns its name; removed by brig_test_cleanup.
+ * Tests never rely on the default "bridge" network (docker0), which a
+ * machine may lack. */
+char *brig_test_network(brig_engine *e, const char *tag);
 /* Runs argv in container id as the image's user; returns exit code. */
 int brig_test_exec(brig_engine *e, const char *id, const char *const argv[], brig_test_output *out);
 

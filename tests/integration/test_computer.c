@@ -362,9 +362,23 @@ static void test_credential_forwarded_not_stored(void **state)
 	test_spec(&s);
 	brig_error *err = NULL;
 	ASSERT_OK(brig_spec_set(&s, "harness", "claude", &err), err);
-	/* "KEY" alone copies brig's own environment into the spec's env. */
-	ASSERT_OK(brig_spec_add_env(&s, "ANTHROPIC_API_KEY", &err), err);
 	ASSERT_OK(brig_spec_add_env(&s, "PLAIN=visible", &err), err);
+
+	/* A credential put into a computer's spec would be lost (a computer
+	 * never stores one): refused, naming the key and never the value. */
+	brig_spec with_cred;
+	brig_spec_copy(&with_cred, &s);
+	ASSERT_OK(brig_spec_add_env(&with_cred, "ANTHROPIC_API_KEY", &err), err); /* copied from brig's env */
+	brig_identity rid = {NS, "agent", "cred-refused", 1};
+	brig_computer *refused = NULL;
+	assert_int_equal(brig_computer_create(E, &refused, &rid, &with_cred, &err), BRIG_EINVAL);
+	assert_non_null(strstr(brig_error_message(err), "ANTHROPIC_API_KEY"));
+	assert_absent("the refusal", brig_error_message(err), secret);
+	brig_error_free(err);
+	err = NULL;
+	brig_spec_clear(&with_cred);
+
+	/* The harness forwards it from brig's own environment with each exec. */
 	brig_computer *c = create("cred", &s);
 
 	/* A command inside sees it. */

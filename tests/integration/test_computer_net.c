@@ -345,10 +345,11 @@ static void test_isolated_bridge(void **state)
 
 	/* …but both reach a port Docker publishes, of a container on another
 	 * network, through the gateway. */
+	cleanup_free char *pub_net = brig_test_network(E, "pubnet");
 	cleanup_json json_t *pub_cfg =
 		json_pack("{s:[s,s,s,s,s,s,s], s:{s:{}}, s:{s:s, s:{s:[{s:s, s:s}]}}}", "Cmd", "nc", "-ll", "-p", "8080",
 			  "-e", "echo", "published-hello", "ExposedPorts", "8080/tcp", "HostConfig", "NetworkMode",
-			  "bridge", "PortBindings", "8080/tcp", "HostIp", "0.0.0.0", "HostPort", "");
+			  pub_net, "PortBindings", "8080/tcp", "HostIp", "0.0.0.0", "HostPort", "");
 	cleanup_free char *pub = brig_test_container(E, "pub", pub_cfg);
 	cleanup_json json_t *pj = NULL;
 	ASSERT_OK(brig_engine_container_inspect(E, &pj, pub, &err), err);
