@@ -169,9 +169,13 @@ static int progress_obj(json_t *obj, void *payload)
 			p->error = xstrndup(errmsg, 2000);
 		return 0;
 	}
+	/* A multi-stage build reports each stage's image: the last one is the
+	 * image the tag names. */
 	const char *id = json_string_value(json_object_get(json_object_get(obj, "aux"), "ID"));
-	if (id && !p->id)
+	if (id) {
+		free(p->id);
 		p->id = xstrdup(id);
+	}
 	const char *line = json_string_value(json_object_get(obj, "stream"));
 	if (!line)
 		line = json_string_value(json_object_get(obj, "status"));
