@@ -55,6 +55,10 @@ BRIG_PUBLIC void brig_engine_free(brig_engine *e);
 /* The negotiated API version ("1.41"). Borrowed. */
 BRIG_PUBLIC const char *brig_engine_api_version(const brig_engine *e);
 
+/* True when the daemon is reached through a unix socket, i.e. it runs on
+ * this machine's kernel. */
+BRIG_PUBLIC bool brig_engine_is_local(const brig_engine *e);
+
 /* ---- system ---- */
 BRIG_PUBLIC int brig_engine_ping(brig_engine *e, brig_error **err);
 BRIG_PUBLIC int brig_engine_version(brig_engine *e, json_t **out, brig_error **err);

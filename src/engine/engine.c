@@ -248,6 +248,8 @@ void brig_engine_free(brig_engine *e)
 
 const char *brig_engine_api_version(const brig_engine *e) { return e->api; }
 
+bool brig_engine_is_local(const brig_engine *e) { return e->ep.is_unix; }
+
 int brig_engine_version(brig_engine *e, json_t **out, brig_error **err)
 {
 	cleanup_free char *path = brig_engine__path(e, "/version");

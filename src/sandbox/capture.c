@@ -2,6 +2,7 @@
  * tail, counts what was dropped) and the result objects' JSON forms. */
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sandbox/capture.h"
 
@@ -160,4 +161,26 @@ void brig_sandbox__fix_not_found(brig_exec_result *res)
 {
 	if (res->exit_code == 126 && (daemon_not_found(&res->out) || daemon_not_found(&res->err)))
 		res->exit_code = 127;
+}
+
+int brig_sandbox__host_limits(brig_engine *e, brig_host_limits *out, brig_error **err)
+{
+	memset(out, 0, sizeof *out);
+	if (brig_engine_is_local(e)) {
+		long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		if (pages > 0 && psize > 0 && ncpu > 0) {
+			out->mem_bytes = (int64_t)pages * psize;
+			out->ncpu = (int)ncpu;
+			return 0;
+		}
+	}
+	json_t *info = NULL;
+	int rc = brig_engine_info(e, &info, err);
+	if (rc)
+		return rc;
+	out->mem_bytes = json_integer_value(json_object_get(info, "MemTotal"));
+	out->ncpu = (int)json_integer_value(json_object_get(info, "NCPU"));
+	json_decref(info);
+	return 0;
 }

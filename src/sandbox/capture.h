@@ -40,6 +40,11 @@ int brig_sandbox__stop_now(brig_engine *e, const char *id, brig_error **err);
  * daemon's message in the captured stderr. */
 void brig_sandbox__fix_not_found(brig_exec_result *res);
 
+/* Memory and CPUs of the daemon's host: read from this kernel when the
+ * daemon is local (no round trip: /info forks runc on every call), from
+ * /info otherwise. */
+int brig_sandbox__host_limits(brig_engine *e, brig_host_limits *out, brig_error **err);
+
 /* Parses Docker's RFC 3339 timestamps to unix seconds (0 when unparsable). */
 int64_t brig_sandbox__parse_time(const char *s);
 

@@ -212,18 +212,6 @@ int brig_computer_list(brig_engine *e, brig_computer ***out, size_t *n, const ch
 
 /* ---- create or adopt ---- */
 
-static int host_limits(brig_engine *e, brig_host_limits *h, brig_error **err)
-{
-	cleanup_json json_t *info = NULL;
-	memset(h, 0, sizeof *h);
-	int rc = brig_engine_info(e, &info, err);
-	if (rc)
-		return rc;
-	h->mem_bytes = json_integer_value(json_object_get(info, "MemTotal"));
-	h->ncpu = (int)json_integer_value(json_object_get(info, "NCPU"));
-	return 0;
-}
-
 static int check_image(brig_engine *e, const char *image, brig_error **err)
 {
 	cleanup_json json_t *img = NULL;
@@ -338,7 +326,7 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 	if (rc)
 		return rc;
 	brig_host_limits host;
-	if ((rc = host_limits(e, &host, err)) != 0)
+	if ((rc = brig_sandbox__host_limits(e, &host, err)) != 0)
 		return brig__error_prefix(err, rc, "create computer");
 	if ((rc = brig_spec_validate(spec, &host, err)) != 0)
 		return rc;

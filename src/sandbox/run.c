@@ -17,8 +17,9 @@
 #include "util/util.h"
 
 /* Time the container stays alive past the command's deadline, for copying
- * outputs out; after it the container ends itself even if brig is gone. */
-#define RUN_GRACE_S 60
+ * inputs in and outputs out (at a pessimistic 50 MB/s) plus a margin; after
+ * it the container ends itself even if brig is gone. */
+static int64_t run_grace_s(int64_t in_mb, int64_t out_mb) { return 10 + (in_mb + out_mb) / 50; }
 
 void brig_run_result_clear(brig_run_result *r)
 {
@@ -222,7 +223,6 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	cleanup_free char *name = xasprintf("brig-run-%s", rid);
 	cleanup_free char *cid = NULL;
 	cleanup_json json_t *body = NULL;
-	cleanup_json json_t *info = NULL;
 	cleanup_free char *net_id = NULL;
 	cleanup_json json_t *xcfg = NULL;
 	cleanup_free char *xid = NULL;
@@ -236,17 +236,15 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	/* Pin: the run uses exactly the id resolved now. */
 	free(spec.image);
 	spec.image = xstrdup(res->image_id);
-	if ((rc = brig_engine_info(e, &info, err)) != 0)
+	if ((rc = brig_sandbox__host_limits(e, &host, err)) != 0)
 		goto out;
-	host.mem_bytes = json_integer_value(json_object_get(info, "MemTotal"));
-	host.ncpu = (int)json_integer_value(json_object_get(info, "NCPU"));
 	if ((rc = brig_spec_validate(&spec, &host, err)) != 0)
 		goto out;
 	if (spec.network == BRIG_NET_ISOLATED && (rc = brig_network_ensure(e, &net_id, &spec, err)) != 0)
 		goto out;
-	int64_t lifetime = timeout_s + RUN_GRACE_S;
 	/* /inbox sized to the inputs with room for tar's rounding. */
 	int64_t inbox_mb = o->input_count ? (int64_t)((in_bytes + in_bytes / 8) >> 20) + 4 : 0;
+	int64_t lifetime = timeout_s + run_grace_s(inbox_mb, o->out_dir ? out_mb : 0);
 	brig_container_opts co = {.version = BRIG_CONTAINER_OPTS_VERSION,
 				  .kind = BRIG_KIND_RUN,
 				  .name = name,
