@@ -252,12 +252,13 @@ static void test_firewall(void **state)
 	listener_stop(&l);
 	assert_int_equal(atomic_load(&l.accepted), 0);
 
-	/* A port Docker publishes (a test container on the default bridge):
-	 * reachable through the gateway. */
+	/* A port Docker publishes (a test container on a network of the
+	 * test's own): reachable through the gateway. */
+	cleanup_free char *pub_net = brig_test_network(E, "fw-pubnet");
 	cleanup_json json_t *pub_cfg =
 		json_pack("{s:[s,s,s,s,s,s,s], s:{s:{}}, s:{s:s, s:{s:[{s:s, s:s}]}}}", "Cmd", "nc", "-ll", "-p", "8080",
 			  "-e", "echo", "published-hello", "ExposedPorts", "8080/tcp", "HostConfig", "NetworkMode",
-			  "bridge", "PortBindings", "8080/tcp", "HostIp", "0.0.0.0", "HostPort", "");
+			  pub_net, "PortBindings", "8080/tcp", "HostIp", "0.0.0.0", "HostPort", "");
 	cleanup_free char *pub = brig_test_container(E, "fw-pub", pub_cfg);
 	cleanup_json json_t *pj = NULL;
 	ASSERT_OK(brig_engine_container_inspect(E, &pj, pub, &err), err);
