@@ -126,6 +126,18 @@ typedef struct brig_engine_exec_io {
  * container), BRIG_EUNCERTAIN (stream broke), BRIG_ETOOBIG (lying frame). */
 BRIG_PUBLIC int brig_engine_exec_start(brig_engine *e, const char *exec_id, const brig_engine_exec_io *io,
 				       brig_error **err);
+/* A hijacked output stream opened ahead of time (attach before start, so no
+ * output is missed). Pump it with the same io as an exec. */
+typedef struct brig_engine_stream brig_engine_stream;
+
+/* Attaches to container id's stdout/stderr (and stdin when with_stdin). Call
+ * before starting the container. *out is freed with brig_engine_stream_free. */
+BRIG_PUBLIC int brig_engine_container_attach(brig_engine *e, brig_engine_stream **out, const char *id,
+					     bool with_stdin, brig_error **err);
+/* Streams until the peer ends the stream; errors as brig_engine_exec_start. */
+BRIG_PUBLIC int brig_engine_stream_pump(brig_engine_stream *s, const brig_engine_exec_io *io, brig_error **err);
+BRIG_PUBLIC void brig_engine_stream_free(brig_engine_stream *s);
+
 BRIG_PUBLIC int brig_engine_exec_inspect(brig_engine *e, json_t **out, const char *exec_id, brig_error **err);
 /* Polls exec inspect until Running is false (bounded by deadline_ms) and gives
  * ExitCode. Errors: BRIG_ETIMEDOUT. */

@@ -85,50 +85,77 @@ static int exec_out_feed(exec_out *o, const char *data, size_t len, brig_error *
 	return brig_frame_demux_feed(&o->demux, data, len, o->io->on_output, o->io->payload, err);
 }
 
-int brig_engine_exec_start(brig_engine *e, const char *exec_id, const brig_engine_exec_io *io, brig_error **err)
-{
-	cleanup_free char *i = brig_urlencode(exec_id);
-	cleanup_free char *path = brig_engine__path(e, "/exec/%s/start", i);
-	cleanup_free char *what = xasprintf("start exec %.12s", exec_id);
-	bool has_stdin = io->stdin_fd >= 0 || io->stdin_data;
-	int64_t head_deadline = brig_now_ms() + e->timeout_ms;
-	if (io->deadline_ms && io->deadline_ms < head_deadline)
-		head_deadline = io->deadline_ms;
+struct brig_engine_stream {
+	brig_http_conn *c;
+	brig_http_response resp;
+	char *what;
+	bool has_stdin;
+};
 
-	brig_http_conn *c = NULL;
-	int rc = brig_engine__conn_get(e, &c, head_deadline, err);
-	if (rc)
+void brig_engine_stream_free(brig_engine_stream *s)
+{
+	if (!s)
+		return;
+	brig_http_response_clear(&s->resp);
+	brig_http_conn_free(s->c); /* a hijacked connection is never reused */
+	free(s->what);
+	free(s);
+}
+
+/* Sends a request that hijacks the connection (101) and returns the stream. */
+static int stream_open(brig_engine *e, brig_engine_stream **out, const char *path, const char *body, bool has_stdin,
+		       int64_t deadline_ms, const char *what, brig_error **err)
+{
+	int64_t head_deadline = brig_now_ms() + e->timeout_ms;
+	if (deadline_ms && deadline_ms < head_deadline)
+		head_deadline = deadline_ms;
+	brig_engine_stream *s = xcalloc(1, sizeof *s);
+	s->what = xstrdup(what);
+	s->has_stdin = has_stdin;
+	int rc = brig_engine__conn_get(e, &s->c, head_deadline, err);
+	if (rc) {
+		brig_engine_stream_free(s);
 		return brig__error_prefix(err, rc, "%s", what);
-	static const char body[] = "{\"Detach\":false,\"Tty\":false}";
+	}
 	brig_http_request req = {.method = "POST",
 				 .target = path,
-				 .content_type = "application/json",
+				 .content_type = body ? "application/json" : NULL,
 				 .body = body,
-				 .body_len = sizeof body - 1,
+				 .body_len = body ? strlen(body) : 0,
 				 .upgrade = true,
 				 .deadline_ms = head_deadline};
-	brig_http_response resp;
-	exec_out out = {.io = io};
-	brig_frame_demux_init(&out.demux, io->max_frame);
-	brig_buf_init(&out.raw, 4096);
-	rc = brig_http_roundtrip(c, &req, &resp, 64 * 1024, NULL, NULL, err);
+	rc = brig_http_roundtrip(s->c, &req, &s->resp, 64 * 1024, NULL, NULL, err);
 	if (rc) {
-		if (rc == BRIG_EUNCERTAIN && io->deadline_ms && brig_now_ms() >= io->deadline_ms)
+		if (rc == BRIG_EUNCERTAIN && deadline_ms && brig_now_ms() >= deadline_ms)
 			rc = brig__error_set(err, BRIG_ETIMEDOUT, 0, "%s: deadline passed before it started", what);
 		else
 			brig__error_prefix(err, rc, "%s", what);
-		goto out;
+		brig_engine_stream_free(s);
+		return rc;
 	}
-	if (resp.status != 101 && resp.status != 200) {
-		rc = brig_engine__status_error(resp.status, resp.body.data, resp.body.len, what, err);
-		goto out;
+	if (s->resp.status != 101 && s->resp.status != 200) {
+		rc = brig_engine__status_error(s->resp.status, s->resp.body.data, s->resp.body.len, what, err);
+		brig_engine_stream_free(s);
+		return rc;
 	}
-	if (resp.status == 200 && resp.body.len) {
-		/* Daemon ignored the upgrade and sent the whole stream as a body. */
-		rc = exec_out_feed(&out, resp.body.data, resp.body.len, err);
-		goto done;
+	if (s->resp.status == 200 && s->resp.body.len) {
+		/* The daemon ignored the upgrade and sent the stream as a body. */
+		free(s->resp.stream_head);
+		s->resp.stream_head = brig_buf_steal(&s->resp.body, &s->resp.stream_head_len);
 	}
+	*out = s;
+	return 0;
+}
 
+int brig_engine_stream_pump(brig_engine_stream *s, const brig_engine_exec_io *io, brig_error **err)
+{
+	brig_http_conn *c = s->c;
+	const char *what = s->what;
+	int rc = 0;
+	exec_out out = {.io = io};
+	brig_frame_demux_init(&out.demux, io->max_frame);
+	brig_buf_init(&out.raw, 4096);
+	bool has_stdin = s->has_stdin && (io->stdin_fd >= 0 || io->stdin_data);
 	const char *sdata = io->stdin_data;
 	size_t sleft = io->stdin_len;
 	bool stdin_open = has_stdin;
@@ -138,7 +165,7 @@ int brig_engine_exec_start(brig_engine *e, const char *exec_id, const brig_engin
 	}
 	char buf[65536];
 	for (;;) {
-		if (!brig_http_stream_pending(c, &resp)) {
+		if (!brig_http_stream_pending(c, &s->resp)) {
 			struct pollfd pfd[3];
 			int n = 0;
 			pfd[n++] = (struct pollfd){.fd = brig_http_conn_fd(c), .events = POLLIN};
@@ -194,7 +221,7 @@ int brig_engine_exec_start(brig_engine *e, const char *exec_id, const brig_engin
 			if (!(pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
 		}
-		ssize_t r = brig_http_stream_read(c, &resp, buf, sizeof buf, io->deadline_ms, err);
+		ssize_t r = brig_http_stream_read(c, &s->resp, buf, sizeof buf, io->deadline_ms, err);
 		if (r == BRIG_ETIMEDOUT) {
 			rc = brig__error_prefix(err, r, "%s", what);
 			goto out;
@@ -211,14 +238,36 @@ int brig_engine_exec_start(brig_engine *e, const char *exec_id, const brig_engin
 			goto out;
 		}
 	}
-done:
 	if (rc == 0 && out.mode == 1 && !brig_frame_demux_clean(&out.demux))
 		rc = brig__error_set(err, BRIG_EUNCERTAIN, 0, "%s: the output stream ended inside a frame", what);
 	if (rc == 0 && out.mode == 2 && io->on_output && out.raw.len)
 		io->on_output(BRIG_STREAM_STDERR, out.raw.data, out.raw.len, io->payload);
 out:
 	brig_buf_free(&out.raw);
-	brig_http_response_clear(&resp);
-	brig_http_conn_free(c); /* a hijacked connection is never reused */
 	return rc;
+}
+
+int brig_engine_exec_start(brig_engine *e, const char *exec_id, const brig_engine_exec_io *io, brig_error **err)
+{
+	cleanup_free char *i = brig_urlencode(exec_id);
+	cleanup_free char *path = brig_engine__path(e, "/exec/%s/start", i);
+	cleanup_free char *what = xasprintf("start exec %.12s", exec_id);
+	bool has_stdin = io->stdin_fd >= 0 || io->stdin_data;
+	brig_engine_stream *s = NULL;
+	int rc = stream_open(e, &s, path, "{\"Detach\":false,\"Tty\":false}", has_stdin, io->deadline_ms, what, err);
+	if (rc)
+		return rc;
+	rc = brig_engine_stream_pump(s, io, err);
+	brig_engine_stream_free(s);
+	return rc;
+}
+
+int brig_engine_container_attach(brig_engine *e, brig_engine_stream **out, const char *id, bool with_stdin,
+				 brig_error **err)
+{
+	cleanup_free char *i = brig_urlencode(id);
+	cleanup_free char *path = brig_engine__path(e, "/containers/%s/attach?stream=1&stdout=1&stderr=1%s", i,
+						    with_stdin ? "&stdin=1" : "");
+	cleanup_free char *what = xasprintf("attach to container %s", id);
+	return stream_open(e, out, path, NULL, with_stdin, 0, what, err);
 }

@@ -53,11 +53,11 @@ static void gc_containers(gc_ctx *g, json_t *list, int64_t now, int64_t retentio
 		} else if (strcmp(kind, "run") == 0) {
 			const char *d = lbl(labels, BRIG_LABEL_DEADLINE);
 			int64_t deadline = d ? strtoll(d, NULL, 10) : 0;
+			bool ended = strcmp(state, "running") != 0 && strcmp(state, "paused") != 0;
 			if (deadline && now > deadline + GC_GRACE_S)
 				why = "disposable run past its deadline: its brig died";
-			else if (strcmp(state, "running") != 0 && strcmp(state, "paused") != 0 &&
-				 now - created > GC_GRACE_S)
-				why = "disposable run that ended without being removed";
+			else if (ended && ((deadline && now > deadline) || now - created > GC_GRACE_S))
+				why = "disposable run that ended without being removed: its brig died";
 		} else if (strcmp(kind, "computer") == 0 && retention >= 0 &&
 			   (strcmp(state, "exited") == 0 || strcmp(state, "dead") == 0)) {
 			cleanup_json json_t *full = NULL;

@@ -192,6 +192,105 @@ static void remove_run(brig_engine *e, const char *id)
 	(void)rc; /* ENOTFOUND: AutoRemove got there first */
 }
 
+/* The direct path: nothing to copy in or out and no stdin, so the command
+ * is the container's own process (no exec: one runc start instead of two),
+ * attached before start so no output is missed. The image's `timeout`
+ * (coreutils or busybox, like the `sleep` of the exec path) ends it at the
+ * container's lifetime even if brig is gone; `brig gc` removes what remains. */
+static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *res, json_t *body, const char *name,
+		      int64_t lifetime, int64_t timeout_s, int64_t t0, char **cid, brig_error **err)
+{
+	json_t *ep = json_array();
+	json_array_append_new(ep, json_string("timeout"));
+	json_array_append_new(ep, json_string("-s"));
+	json_array_append_new(ep, json_string("KILL"));
+	char secs[24];
+	snprintf(secs, sizeof secs, "%lld", (long long)lifetime);
+	json_array_append_new(ep, json_string(secs));
+	for (const char *const *a = o->argv; *a; a++)
+		json_array_append_new(ep, json_string(*a));
+	json_object_set_new(body, "Entrypoint", ep);
+	json_object_set_new(body, "Cmd", json_null());
+	json_object_set_new(body, "WorkingDir", json_string(o->workdir ? o->workdir : "/workspace"));
+	json_object_set_new(body, "AttachStdout", json_true());
+	json_object_set_new(body, "AttachStderr", json_true());
+	/* brig removes it after reading its exit code (AutoRemove would race
+	 * that read). */
+	json_object_set_new(json_object_get(body, "HostConfig"), "AutoRemove", json_false());
+
+	int rc = brig_engine_container_create(e, cid, name, body, err);
+	if (rc == BRIG_EUNCERTAIN) {
+		json_t *j = NULL;
+		if (brig_engine_container_inspect(e, &j, name, NULL) == 0) {
+			*cid = xstrdup(json_string_value(json_object_get(j, "Id")));
+			brig__error_clear(err);
+			rc = 0;
+		}
+		if (j)
+			json_decref(j);
+	}
+	if (rc)
+		return rc;
+	brig_engine_stream *stream = NULL;
+	if ((rc = brig_engine_container_attach(e, &stream, *cid, false, err)) != 0)
+		return rc;
+	if ((rc = brig_engine_container_start(e, *cid, err)) != 0) {
+		brig_engine_stream_free(stream);
+		return rc;
+	}
+	res->create_ms = brig_now_ms() - t0;
+	int64_t t2 = brig_now_ms();
+	brig_output_tee tee;
+	brig_output_tee_init(&tee, o->capture_max, o->on_output, o->payload);
+	brig_engine_exec_io io = {.stdin_fd = -1,
+				  .on_output = brig_output_tee_cb,
+				  .payload = &tee,
+				  .deadline_ms = t2 + timeout_s * 1000,
+				  .cancel_fd = o->cancel_fd};
+	rc = brig_engine_stream_pump(stream, &io, err);
+	brig_engine_stream_free(stream);
+	if (rc == BRIG_ETIMEDOUT) {
+		brig__error_clear(err);
+		brig_engine_container_kill(e, *cid, "KILL", NULL);
+		res->exec.timed_out = true;
+		res->exec.exit_code = 124;
+		rc = 0;
+	} else if (rc == BRIG_ECANCELED) {
+		res->exec.canceled = true;
+		res->exec.exit_code = 130;
+		brig__error_set(err, rc, 0, "run %s was cancelled; its container was removed", name);
+	} else if (rc) {
+		res->exec.uncertain = rc == BRIG_EUNCERTAIN;
+	} else {
+		int64_t code = -1;
+		rc = brig_engine_container_wait(e, *cid, "not-running", brig_now_ms() + 30000, &code, err);
+		res->exec.exit_code = (int)code;
+	}
+	brig_output_tee_finish(&tee, &res->exec);
+	brig_sandbox__fix_not_found(&res->exec);
+	res->run_ms = res->exec.duration_ms = brig_now_ms() - t2;
+	if (rc == 0 && !res->exec.timed_out) {
+		json_t *st = NULL;
+		if (brig_engine_container_inspect(e, &st, *cid, NULL) == 0)
+			res->oom_killed = json_is_true(json_object_get(json_object_get(st, "State"), "OOMKilled"));
+		if (st)
+			json_decref(st);
+	}
+	return rc;
+}
+
+static bool has_credential(json_t *env)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(env, i, v)
+	{
+		if (brig_env_is_credential(json_string_value(v)))
+			return true;
+	}
+	return false;
+}
+
 int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_error **err)
 {
 	memset(res, 0, sizeof *res);
@@ -258,6 +357,19 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	if (net_id)
 		json_object_set_new(json_object_get(body, "HostConfig"), "NetworkMode", json_string(net_id));
 	res->container = xstrdup(name);
+	{
+		json_t *env0 = NULL;
+		if ((rc = brig_spec_exec_env(&env0, &spec, NULL, 0, err)) != 0)
+			goto out;
+		/* A credential travels with an exec, never in a container's
+		 * configuration: such runs take the exec path. */
+		bool direct = !o->input_count && !o->out_dir && o->stdin_fd < 0 && !has_credential(env0);
+		json_decref(env0);
+		if (direct) {
+			rc = run_direct(e, o, res, body, name, lifetime, timeout_s, t0, &cid, err);
+			goto out;
+		}
+	}
 	rc = brig_engine_container_create(e, &cid, name, body, err);
 	if (rc == BRIG_EUNCERTAIN) {
 		/* The run's name is fresh: if it exists now, it is ours. */

@@ -1,21 +1,31 @@
 /* test_run_kill.c — `kill -9` of `brig run` mid-command: nobody is left to
- * clean up, so the run's container must end itself at its deadline (PID 1 is
- * `sleep <timeout + grace>`) and Docker must remove it with its volumes
- * (AutoRemove). Waits for the real deadline, read from the container's
- * brig.deadline label, so it stays right whatever the grace becomes; it is
- * slow (timeout + grace), hence its own file: ctest -j runs it beside the
- * others. */
+ * clean up, so the run's container must end itself at its deadline and what
+ * remains goes with `brig gc`. Two shapes: a run with outputs (PID 1 is
+ * `sleep <timeout + grace>`, AutoRemove'd: Docker removes it and its volumes
+ * by itself) and a plain run (the command runs directly under the image's
+ * `timeout`: the container stops itself, `brig gc` removes it). Waits for
+ * the real deadline, read from the container's brig.deadline label. */
 #include "helpers/run_util.h"
 
-static void test_kill_9_run_ends_itself(void **state)
+static void kill_9_run(bool with_out)
 {
-	(void)state;
-	const char *arg = ru_sleep_arg("kill9");
+	const char *arg = ru_sleep_arg(with_out ? "kill9out" : "kill9");
 	cleanup_free char *script = xasprintf("echo started; sleep %s", arg);
 	char label[96];
 	snprintf(label, sizeof label, "%s", ru_label());
-	char *argv[] = {"brig", "run", "--label", label,  "--image", (char *)brig_test_image(), "--timeout", "3",
-			"--",   "sh",  "-c",      script, NULL};
+	cleanup_free char *out_dir = with_out ? ru_tmpdir("kill9-out") : NULL;
+	char *argv[16];
+	int n = 0;
+	char *fixed[] = {"brig", "run", "--label", label, "--image", (char *)brig_test_image(), "--timeout", "3"};
+	for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+		argv[n++] = fixed[i];
+	if (with_out) {
+		argv[n++] = "--out";
+		argv[n++] = out_dir;
+	}
+	char *cmd[] = {"--", "sh", "-c", script, NULL};
+	for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++)
+		argv[n++] = cmd[i];
 	ru_proc p;
 	ru_proc_start(&p, argv);
 	ru_proc_wait_for(&p, "started\n", 30000);
@@ -41,23 +51,51 @@ static void test_kill_9_run_ends_itself(void **state)
 	assert_int_equal(ru_host_procs_wait(arg, 1, 5000), 1);
 	print_message("kill -9: brig dead; its run's deadline is %lld s away\n", (long long)(deadline - killed_at));
 
-	/* At the deadline the container ends itself; Docker removes it and its
-	 * anonymous volumes. */
+	/* At the deadline the command's processes end: the container stops
+	 * itself (with outputs, Docker also removes it with its volumes). */
+	int64_t t_end = brig_now_ms() + (deadline - killed_at + 15) * 1000;
+	while (ru_host_procs_with_arg(arg) > 0 && brig_now_ms() < t_end)
+		ru_sleep_ms(100);
+	assert_int_equal(ru_host_procs_with_arg(arg), 0);
+	assert_true(brig_wall_s() <= deadline + 10);
+
+	if (!with_out) {
+		/* What remains goes with brig gc (only this test's objects). */
+		cleanup_free char *sel = xasprintf("%s", label);
+		char *gc[] = {"brig", "gc", "--label", sel, NULL};
+		char *gout = NULL, *gerr = NULL;
+		int code = brig_test_spawn(gc, NULL, NULL, &gout, &gerr);
+		if (code != 0)
+			fail_msg("brig gc exited %d: %s", code, gerr);
+		print_message("brig gc: %s", gout);
+		free(gout);
+		free(gerr);
+	}
 	char *left = NULL;
-	int64_t waited = ru_wait_nothing_left((deadline - killed_at + 15) * 1000, &left);
+	int64_t waited = ru_wait_nothing_left(15000, &left);
 	if (waited < 0)
 		fail_msg("%lld s after the deadline, still left:\n%s", (long long)(brig_wall_s() - deadline), left);
-	int64_t gone_at = brig_wall_s();
-	print_message("kill -9: everything gone %lld ms after brig died, %lld s after the deadline label\n",
-		      (long long)waited, (long long)(gone_at - deadline));
-	assert_true(gone_at <= deadline + 10);
-	assert_int_equal(ru_host_procs_with_arg(arg), 0);
+	print_message("kill -9 (%s): everything gone %lld s after the deadline label\n",
+		      with_out ? "with outputs" : "plain", (long long)(brig_wall_s() - deadline));
+}
+
+static void test_kill_9_run_ends_itself(void **state)
+{
+	(void)state;
+	kill_9_run(false);
+}
+
+static void test_kill_9_run_with_outputs_ends_itself(void **state)
+{
+	(void)state;
+	kill_9_run(true);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kill_9_run_ends_itself),
+		cmocka_unit_test(test_kill_9_run_with_outputs_ends_itself),
 	};
 	return cmocka_run_group_tests(tests, ru_setup, ru_teardown);
 }
