@@ -364,10 +364,8 @@ int brig_checkpoint_remove(brig_store *s, const char *dir, int64_t id, brig_erro
  * the verified blob into a pipe; the PUT body reads the pipe. */
 
 typedef struct split_job {
-	const char *dir;
-	const brig_store_checkpoint *cp;
-	const char *prefix; /* "workspace/" */
-	int wfd;
+	brig_tar_restore *r; /* opened (digest verified) by the caller */
+	int wfd[2];           /* workspace, runtime */
 	int rc;
 	brig_error *err;
 } split_job;
@@ -395,53 +393,98 @@ static la_ssize_t split_write(struct archive *a, void *payload, const void *buf,
 	return (la_ssize_t)len;
 }
 
+static struct archive *split_writer(int *fd)
+{
+	struct archive *w = archive_write_new();
+	archive_write_set_format_pax_restricted(w);
+	archive_write_set_bytes_in_last_block(w, 1);
+	if (archive_write_open(w, fd, NULL, split_write, NULL) != ARCHIVE_OK) {
+		archive_write_free(w);
+		return NULL;
+	}
+	return w;
+}
+
+/* One pass over the blob: its "workspace/" entries (the copier wrote them
+ * first) into the first pipe, then its "runtime/" entries into the second,
+ * each as a tar of its own; a volume without entries gets an empty tar. */
 static void *split_worker(void *arg)
 {
+	static const char *const prefixes[] = {"workspace/", "runtime/"};
 	split_job *j = arg;
-	brig_tar_restore *r = NULL;
-	struct archive *in = NULL, *outw = NULL;
-	cleanup_free char *path = xasprintf("%s/%s", j->dir, j->cp->blob);
-	j->rc = brig_tar_restore_open(&r, AT_FDCWD, path, j->cp->digest, &j->err);
-	if (j->rc)
-		goto out;
-	in = archive_read_new();
+	struct archive *in = archive_read_new(), *w = NULL;
+	int cur = -1;
+	bool done[2] = {false, false};
+	char buf[65536];
 	archive_read_support_format_tar(in);
 	archive_read_support_filter_none(in);
-	outw = archive_write_new();
-	archive_write_set_format_pax_restricted(outw);
-	archive_write_set_bytes_in_last_block(outw, 1);
-	if (archive_read_open(in, r, NULL, split_read, NULL) != ARCHIVE_OK ||
-	    archive_write_open(outw, &j->wfd, NULL, split_write, NULL) != ARCHIVE_OK) {
+	if (archive_read_open(in, j->r, NULL, split_read, NULL) != ARCHIVE_OK) {
 		j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(in));
 		goto out;
 	}
-	size_t plen = strlen(j->prefix);
 	struct archive_entry *ent;
 	int ar;
-	char buf[65536];
 	while ((ar = archive_read_next_header(in, &ent)) == ARCHIVE_OK) {
 		const char *name = archive_entry_pathname(ent);
-		if (!name || strncmp(name, j->prefix, plen) != 0 || !name[plen])
-			continue; /* the other volume's entries, or the volume root */
+		int idx = -1;
+		for (int i = 0; i < 2 && name; i++)
+			if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0 && name[strlen(prefixes[i])])
+				idx = i;
+		if (idx < 0)
+			continue; /* a volume's root entry */
+		if (idx != cur) {
+			if (idx < cur || done[idx]) {
+				j->rc = brig__error_set(&j->err, BRIG_ECORRUPT, 0,
+							"restore: the blob's volumes are interleaved");
+				goto out;
+			}
+			if (w && archive_write_close(w) != ARCHIVE_OK) {
+				j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(w));
+				goto out;
+			}
+			if (w)
+				archive_write_free(w);
+			w = NULL;
+			if (cur >= 0) {
+				close(j->wfd[cur]);
+				j->wfd[cur] = -1;
+				done[cur] = true;
+			}
+			for (int k = cur + 1; k < idx; k++) { /* skipped volume: empty tar */
+				struct archive *e = split_writer(&j->wfd[k]);
+				if (e) {
+					archive_write_close(e);
+					archive_write_free(e);
+				}
+				close(j->wfd[k]);
+				j->wfd[k] = -1;
+				done[k] = true;
+			}
+			cur = idx;
+			if (!(w = split_writer(&j->wfd[cur]))) {
+				j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: cannot start a tar writer");
+				goto out;
+			}
+		}
+		size_t plen = strlen(prefixes[cur]);
 		cleanup_free char *stripped = xstrdup(name + plen);
 		archive_entry_set_pathname(ent, stripped);
 		const char *hl = archive_entry_hardlink(ent);
 		cleanup_free char *hls = NULL;
 		if (hl) {
-			if (strncmp(hl, j->prefix, plen) != 0)
+			if (strncmp(hl, prefixes[cur], plen) != 0)
 				continue;
 			hls = xstrdup(hl + plen);
 			archive_entry_set_hardlink(ent, hls);
 		}
-		if (archive_write_header(outw, ent) != ARCHIVE_OK) {
-			j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(outw));
+		if (archive_write_header(w, ent) != ARCHIVE_OK) {
+			j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(w));
 			goto out;
 		}
 		la_ssize_t n;
 		while ((n = archive_read_data(in, buf, sizeof buf)) > 0) {
-			if (archive_write_data(outw, buf, (size_t)n) != n) {
-				j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s",
-							archive_error_string(outw));
+			if (archive_write_data(w, buf, (size_t)n) != n) {
+				j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(w));
 				goto out;
 			}
 		}
@@ -454,15 +497,26 @@ static void *split_worker(void *arg)
 		j->rc = brig__error_set(&j->err, BRIG_ECORRUPT, 0, "restore: %s", archive_error_string(in));
 		goto out;
 	}
-	if (archive_write_close(outw) != ARCHIVE_OK)
-		j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(outw));
+	if (w && archive_write_close(w) != ARCHIVE_OK)
+		j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(w));
+	for (int k = 0; k < 2 && j->rc == 0; k++) {
+		if (done[k] || k == cur)
+			continue;
+		struct archive *e = split_writer(&j->wfd[k]);
+		if (e) {
+			archive_write_close(e);
+			archive_write_free(e);
+		}
+	}
 out:
-	if (in)
-		archive_read_free(in);
-	if (outw)
-		archive_write_free(outw);
-	brig_tar_restore_free(r);
-	close(j->wfd);
+	if (w)
+		archive_write_free(w);
+	archive_read_free(in);
+	for (int k = 0; k < 2; k++)
+		if (j->wfd[k] >= 0) {
+			close(j->wfd[k]);
+			j->wfd[k] = -1;
+		}
 	return NULL;
 }
 
@@ -485,42 +539,55 @@ static ssize_t read_pipe(char *buf, size_t len, void *payload, brig_error **err)
 int brig_checkpoint_restore(brig_engine *e, const char *dir, const brig_store_checkpoint *cp, const char *ref,
 			    brig_error **err)
 {
-	/* Verify before anything is copied: a bad blob changes nothing. */
+	/* Verify before anything is copied: a bad blob changes nothing. The
+	 * same open stream is then read once, hashed again on the way. */
 	cleanup_free char *path = xasprintf("%s/%s", dir, cp->blob);
-	brig_tar_restore *check = NULL;
-	int rc = brig_tar_restore_open(&check, AT_FDCWD, path, cp->digest, err);
-	brig_tar_restore_free(check);
+	brig_tar_restore *r = NULL;
+	int rc = brig_tar_restore_open(&r, AT_FDCWD, path, cp->digest, err);
 	if (rc)
 		return brig__error_prefix(err, rc, "checkpoint %lld", (long long)cp->id);
-
-	static const char *const prefixes[] = {"workspace/", "runtime/"};
-	static const char *const targets[] = {"/workspace", "/runtime"};
-	for (size_t i = 0; i < 2; i++) {
-		int p[2];
-		if (pipe2(p, O_CLOEXEC) < 0)
-			return brig__error_set(err, BRIG_EIO, errno, "pipe: %s", strerror(errno));
-		split_job job = {.dir = dir, .cp = cp, .prefix = prefixes[i], .wfd = p[1]};
-		pthread_t t;
-		if (pthread_create(&t, NULL, split_worker, &job) != 0) {
-			close(p[0]);
-			close(p[1]);
-			return brig__error_set(err, BRIG_EIO, 0, "restore: cannot start a thread");
+	int pa[2] = {-1, -1}, pb[2] = {-1, -1};
+	if (pipe2(pa, O_CLOEXEC) < 0 || pipe2(pb, O_CLOEXEC) < 0) {
+		rc = brig__error_set(err, BRIG_EIO, errno, "pipe: %s", strerror(errno));
+		for (int k = 0; k < 2; k++) {
+			if (pa[k] >= 0)
+				close(pa[k]);
+			if (pb[k] >= 0)
+				close(pb[k]);
 		}
-		pipe_reader pr = {.fd = p[0]};
-		rc = brig_engine_archive_put(e, ref, targets[i], read_pipe, &pr, err);
-		close(p[0]); /* unblocks the worker if the PUT stopped early */
-		pthread_join(t, NULL);
-		if (job.rc) {
-			rc = job.rc;
-			if (err) {
-				brig_error_free(*err);
-				*err = job.err;
-				job.err = NULL;
-			}
-		}
-		brig_error_free(job.err);
-		if (rc)
-			return brig__error_prefix(err, rc, "restore checkpoint %lld into %s", (long long)cp->id, ref);
+		brig_tar_restore_free(r);
+		return rc;
 	}
+	split_job job = {.r = r, .wfd = {pa[1], pb[1]}};
+	pthread_t t;
+	if (pthread_create(&t, NULL, split_worker, &job) != 0) {
+		close(pa[0]);
+		close(pa[1]);
+		close(pb[0]);
+		close(pb[1]);
+		brig_tar_restore_free(r);
+		return brig__error_set(err, BRIG_EIO, 0, "restore: cannot start a thread");
+	}
+	static const char *const targets[] = {"/workspace", "/runtime"};
+	int rfd[2] = {pa[0], pb[0]};
+	for (size_t i = 0; i < 2; i++) {
+		pipe_reader pr = {.fd = rfd[i]};
+		if (rc == 0)
+			rc = brig_engine_archive_put(e, ref, targets[i], read_pipe, &pr, err);
+		close(rfd[i]); /* unblocks the worker if a PUT stopped early */
+	}
+	pthread_join(t, NULL);
+	brig_tar_restore_free(r);
+	if (job.rc && (rc == 0 || rc == BRIG_EIO || rc == BRIG_EUNCERTAIN)) {
+		rc = job.rc; /* the worker's reason (a corrupt blob) comes first */
+		if (err) {
+			brig_error_free(*err);
+			*err = job.err;
+			job.err = NULL;
+		}
+	}
+	brig_error_free(job.err);
+	if (rc)
+		return brig__error_prefix(err, rc, "restore checkpoint %lld into %s", (long long)cp->id, ref);
 	return 0;
 }
