@@ -178,6 +178,9 @@ void brig_tar__tree_free(brig_tar__tree *t)
 
 uint32_t brig_tar__tree_find(const brig_tar__tree *t, uint32_t parent, const char *name, size_t len)
 {
+	/* No node has a longer name, and node_hash has no room for one. */
+	if (len > BRIG_TAR__NAME_MAX)
+		return BRIG_TAR__NONE;
 	uint32_t mask = t->nslots - 1;
 	for (uint32_t i = (uint32_t)node_hash(t, parent, name, len) & mask;; i = (i + 1) & mask) {
 		uint32_t k = t->slots[i];
@@ -555,9 +558,14 @@ int brig_tar__check(brig_tar__checker *ck, struct archive_entry *ae, brig_tar__i
 			return entry_error(err, BRIG_EUNSAFE, raw, NULL,
 					   "hard link to the absolute path %s would leave the destination", qt);
 		brig_tar__split *ls = &ck->link_split;
-		if (split(ls, hardlink) == SPLIT_DOTDOT)
+		int lr = split(ls, hardlink);
+		if (lr == SPLIT_DOTDOT)
 			return entry_error(err, BRIG_EUNSAFE, raw, NULL, "hard link target %s has a \"..\" component",
 					   qt);
+		if (lr == SPLIT_LONG)
+			return entry_error(err, BRIG_ETOOBIG, raw, NULL,
+					   "hard link target %s has a component longer than %d bytes", qt,
+					   BRIG_TAR__NAME_MAX);
 		uint32_t n = ls->n > pol->strip ? 0 : BRIG_TAR__NONE;
 		for (size_t i = pol->strip; n != BRIG_TAR__NONE && i < ls->n; i++)
 			n = brig_tar__tree_find(t, n, ls->comp[i], ls->clen[i]);

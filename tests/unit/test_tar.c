@@ -525,6 +525,18 @@ static void test_hardlinks_out(void **state)
 	assert_int_equal(a.st_ino, b.st_ino);
 	free(tar);
 
+	/* a target component over 255 bytes (but under max_name_len) is refused
+	 * before any lookup: it once overflowed the tree's hash buffer */
+	char longtarget[3001];
+	memset(longtarget, 'A', 3000);
+	longtarget[3000] = '\0';
+	t = tw_new();
+	tw_file(t, "f", "x");
+	tw_hardlink(t, "h", longtarget);
+	tar = tw_done(t, &len);
+	expect_refused(f, tar, len, &o, BRIG_ETOOBIG, "component longer than 255 bytes");
+	free(tar);
+
 	/* a file that was in the destination before is not "in the stream" */
 	clear_dest(f);
 	spit(P(f, "pre"), "x", 1, 0644);
