@@ -147,6 +147,22 @@ static int stream_open(brig_engine *e, brig_engine_stream **out, const char *pat
 	return 0;
 }
 
+/* A command may exit without reading all its stdin: the daemon then closes
+ * the stream and the write fails. That is the end of stdin, not an uncertain
+ * result; the output and the exit code say what happened. */
+static int stdin_write(brig_http_conn *c, const char *data, size_t n, int64_t deadline_ms, bool *stdin_open,
+		       bool *peer_closed, brig_error **err)
+{
+	int rc = brig_http_stream_write(c, data, n, deadline_ms, err);
+	if (rc == BRIG_EUNCERTAIN) {
+		brig__error_clear(err);
+		*stdin_open = false;
+		*peer_closed = true;
+		return 0;
+	}
+	return rc;
+}
+
 int brig_engine_stream_pump(brig_engine_stream *s, const brig_engine_exec_io *io, brig_error **err)
 {
 	brig_http_conn *c = s->c;
@@ -159,6 +175,7 @@ int brig_engine_stream_pump(brig_engine_stream *s, const brig_engine_exec_io *io
 	const char *sdata = io->stdin_data;
 	size_t sleft = io->stdin_len;
 	bool stdin_open = has_stdin;
+	bool peer_closed = false; /* a stdin write found the stream closed */
 	if (has_stdin && io->stdin_fd < 0 && sleft == 0) {
 		brig_http_stream_close_write(c, NULL);
 		stdin_open = false;
@@ -198,7 +215,7 @@ int brig_engine_stream_pump(brig_engine_stream *s, const brig_engine_exec_io *io
 					if (r < 0 && errno == EINTR)
 						continue;
 					if (r > 0) {
-						rc = brig_http_stream_write(c, buf, (size_t)r, io->deadline_ms, err);
+						rc = stdin_write(c, buf, (size_t)r, io->deadline_ms, &stdin_open, &peer_closed, err);
 						if (rc)
 							goto out;
 					} else {
@@ -207,7 +224,7 @@ int brig_engine_stream_pump(brig_engine_stream *s, const brig_engine_exec_io *io
 					}
 				} else {
 					size_t k = sleft < sizeof buf ? sleft : sizeof buf;
-					rc = brig_http_stream_write(c, sdata, k, io->deadline_ms, err);
+					rc = stdin_write(c, sdata, k, io->deadline_ms, &stdin_open, &peer_closed, err);
 					if (rc)
 						goto out;
 					sdata += k;
@@ -225,6 +242,13 @@ int brig_engine_stream_pump(brig_engine_stream *s, const brig_engine_exec_io *io
 		if (r == BRIG_ETIMEDOUT) {
 			rc = brig__error_prefix(err, r, "%s", what);
 			goto out;
+		}
+		if (r < 0 && peer_closed) {
+			/* The daemon closed the stream (and reset it, stdin unread):
+			 * the output ends here; the exit code, read next, says how the
+			 * command ended — or that the daemon is gone. */
+			brig__error_clear(err);
+			break;
 		}
 		if (r < 0) {
 			rc = brig__error_prefix(err, BRIG_EUNCERTAIN, "%s", what);

@@ -100,7 +100,9 @@ static int on_headers_complete(llhttp_t *ll)
 static int on_body(llhttp_t *ll, const char *at, size_t n)
 {
 	brig_http_parser *p = P(ll);
-	if (p->body_cb) {
+	/* Only a successful answer is the stream the caller asked for; an error
+	 * answer's body is the daemon's message, kept for the error. */
+	if (p->body_cb && p->resp->status >= 200 && p->resp->status < 300) {
 		int r = p->body_cb(at, n, p->payload);
 		if (r) /* codes are negative; anything else still means stop */
 			return fail(p, r < 0 ? r : BRIG_ECANCELED, NULL);
