@@ -128,6 +128,8 @@ int brig_engine__call(brig_engine *e, const brig_engine_call *call, json_t **out
 	brig_http_response resp;
 	rc = brig_http_roundtrip(c, &req, &resp, e->max_json, call->body_cb, call->body_payload, err);
 	brig_engine__conn_put(e, c);
+	if (body) /* it may carry a credential (an exec's Env) */
+		explicit_bzero(body, body_len);
 	if (rc) {
 		brig_http_response_clear(&resp);
 		return brig__error_prefix(err, rc, "%s", call->what);

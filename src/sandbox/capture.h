@@ -45,6 +45,11 @@ void brig_sandbox__fix_not_found(brig_exec_result *res);
  * /info otherwise. */
 int brig_sandbox__host_limits(brig_engine *e, brig_host_limits *out, brig_error **err);
 
+/* A dockerd run with --debug logs JSON request bodies of up to 4 KiB,
+ * masking only a few key names: an exec body that carries a credential is
+ * padded past that size (the daemon ignores the unknown field). */
+void brig_sandbox__pad_secret_body(json_t *exec_config);
+
 /* Parses Docker's RFC 3339 timestamps to unix seconds (0 when unparsable). */
 int64_t brig_sandbox__parse_time(const char *s);
 

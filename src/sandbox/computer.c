@@ -378,7 +378,7 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 			json_t *sj = brig_spec_to_json(spec, 0);
 			char *text = json_dumps(sj, JSON_COMPACT | JSON_SORT_KEYS);
 			json_decref(sj);
-			if (text && strlen(text) < 16384)
+			if (text && strlen(text) < 2048) /* listings carry every label: keep it small */
 				json_object_set_new(json_object_get(body, "Labels"), LABEL_SPEC_JSON, json_string(text));
 			free(text);
 		}
@@ -391,6 +391,8 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 			rc = brig_engine_container_create(e, &cid, name, body, err);
 			if (rc == 0)
 				break;
+			if (rc == BRIG_EPROTO) /* a malformed answer: it may have landed */
+				rc = BRIG_EUNCERTAIN;
 			if (rc != BRIG_ECONFLICT && rc != BRIG_EUNCERTAIN) {
 				remove_volumes(e, name);
 				return brig__error_prefix(err, rc, "create computer");
@@ -420,13 +422,25 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 				nanosleep(&ts, NULL);
 				continue;
 			}
-			if (err) {
-				brig_error_free(*err);
-				*err = lookup;
-			} else {
-				brig_error_free(lookup);
+			if (rc == BRIG_ECONFLICT) { /* the name holds something else: say what */
+				if (err) {
+					brig_error_free(*err);
+					*err = lookup;
+				} else {
+					brig_error_free(lookup);
+				}
+				return rc;
 			}
-			return rc;
+			/* Nothing to adopt after all: a lost create may still land (its
+			 * volumes stay for it), and a 409 means someone holds the name. */
+			brig_error_free(lookup);
+			return brig__error_prefix(err, first,
+						  first == BRIG_EUNCERTAIN
+							  ? "create computer %s: no answer twice and nothing found under the "
+							    "name yet; it may still appear: look again with brig ls"
+							  : "create computer %s: the name is taken but nothing can be inspected "
+							    "under it",
+						  name);
 		}
 	}
 	if ((rc = ensure_started(e, cid, err)) != 0)
@@ -566,6 +580,7 @@ int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *op
 					     "WorkingDir", opts->workdir ? opts->workdir : "/workspace",
 					     "AttachStdin", has_stdin, "AttachStdout", 1, "AttachStderr", 1, "Tty", 0);
 	cleanup_free char *xid = NULL;
+	brig_sandbox__pad_secret_body(cfg);
 	rc = brig_engine_exec_create(e, &xid, id, cfg, err);
 	if (rc == BRIG_ECONFLICT) /* paused or stopped between the look and the exec */
 		return brig__error_set(err, BRIG_ESTATE, 0, "computer %s is not running (%s): nothing was run", ref,
@@ -603,9 +618,25 @@ int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *op
 			rc = BRIG_EUNCERTAIN;
 		}
 	}
+	/* Answers that come before the process starts leave nothing running;
+	 * anything else after the start (a malformed or oversized frame, an
+	 * output callback that gave up) leaves a command nobody can kill or
+	 * see end: that is uncertain, and ends like one. */
+	bool before_start = rc == BRIG_ENOTSENT || rc == BRIG_ENOTFOUND || rc == BRIG_ECONFLICT ||
+			    rc == BRIG_EBADREQ || rc == BRIG_EDENIED;
+	brig_error *cause = NULL;
+	if (rc && !before_start && rc != BRIG_ETIMEDOUT && rc != BRIG_ECANCELED && rc != BRIG_EUNCERTAIN) {
+		if (err) {
+			cause = *err;
+			*err = NULL;
+		}
+		rc = BRIG_EUNCERTAIN;
+	}
 	if (rc == BRIG_ETIMEDOUT || rc == BRIG_ECANCELED || rc == BRIG_EUNCERTAIN) {
-		const char *what = rc == BRIG_ETIMEDOUT ? "timed out" : rc == BRIG_ECANCELED ? "was cancelled"
-											       : "lost its connection to the daemon";
+		const char *what = rc == BRIG_ETIMEDOUT   ? "timed out"
+				   : rc == BRIG_ECANCELED ? "it was cancelled"
+				   : cause                ? brig_error_message(cause)
+							  : "the connection to the daemon was lost";
 		res->timed_out = rc == BRIG_ETIMEDOUT;
 		res->canceled = rc == BRIG_ECANCELED;
 		res->uncertain = rc == BRIG_EUNCERTAIN;
@@ -620,11 +651,12 @@ int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *op
 					ref, (long long)opts->timeout_ms, src == 0 ? "stopped" : "NOT stopped");
 		else
 			brig__error_set(err, rc, 0,
-					"command in %s %s; the computer was %s; it is not retried: recover the session "
+					"command in %s: %s; the computer was %s; it is not retried: recover the session "
 					"from its checkpoint%s%s",
 					ref, what, src == 0 ? "stopped" : "NOT stopped", src ? " — stop failed: " : "",
 					src ? brig_error_message(stop_err) : "");
 		brig_error_free(stop_err);
+		brig_error_free(cause);
 	} else if (rc) {
 		brig__error_prefix(err, rc, "exec in %s", ref);
 	}

@@ -98,6 +98,9 @@ int brig_network_ensure(brig_engine *e, char **out_id, const brig_spec *spec, br
 			keep = n;
 	}
 	const char *keep_id = json_string_value(json_object_get(keep, "Id"));
+	if (!keep_id || !*keep_id) /* "" would put sandboxes on Docker's default bridge */
+		return brig__error_set(err, BRIG_EPROTO, 0, "the daemon lists the %s network without an id",
+				       BRIG_NETWORK_NAME);
 	json_array_foreach(nets, i, n)
 	{
 		const char *id = json_string_value(json_object_get(n, "Id"));

@@ -90,7 +90,9 @@ static _Thread_local uint64_t walk_total;
 static int walk_add(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	if (flag == FTW_F)
-		walk_total += (uint64_t)st->st_size;
+		walk_total += ((uint64_t)st->st_size + 4095) & ~(uint64_t)4095; /* tmpfs charges whole pages */
+	else
+		walk_total += 4096;
 	return 0;
 }
 
@@ -107,7 +109,7 @@ static int input_bytes(const char *const *inputs, size_t n, uint64_t *total, bri
 				return brig__error_set(err, BRIG_EINVAL, errno, "--in %s: cannot read it: %s",
 						       inputs[i], strerror(errno));
 		} else {
-			walk_total = (uint64_t)st.st_size;
+			walk_total = ((uint64_t)st.st_size + 4095) & ~(uint64_t)4095;
 		}
 		*total += walk_total;
 	}
@@ -405,6 +407,7 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	xcfg = json_pack("{s:o, s:o, s:s, s:b, s:b, s:b, s:b}", "Cmd", cmd, "Env", env,
 					      "WorkingDir", o->workdir ? o->workdir : "/workspace", "AttachStdin",
 					      has_stdin, "AttachStdout", 1, "AttachStderr", 1, "Tty", 0);
+	brig_sandbox__pad_secret_body(xcfg);
 	if ((rc = brig_engine_exec_create(e, &xid, cid, xcfg, err)) != 0)
 		goto out;
 	brig_output_tee_init(&tee, o->capture_max, o->on_output, o->payload);
@@ -415,7 +418,16 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 				  .cancel_fd = o->cancel_fd};
 	rc = brig_engine_exec_start(e, xid, &io, err);
 	if (rc == 0) {
-		rc = brig_engine_exec_exit_code(e, xid, 0, &res->exec.exit_code, err);
+		int64_t poll_by = brig_now_ms() + 10000;
+		if (io.deadline_ms < poll_by)
+			poll_by = io.deadline_ms;
+		rc = brig_engine_exec_exit_code(e, xid, poll_by, &res->exec.exit_code, err);
+		if (rc == BRIG_ETIMEDOUT && brig_now_ms() >= io.deadline_ms) {
+			brig__error_clear(err); /* still running at its deadline */
+			res->exec.timed_out = true;
+			res->exec.exit_code = 124;
+			rc = 0;
+		}
 		/* The command ran; if its end cannot be read (the daemon went
 		 * away mid-run), that is uncertain, never "not sent". */
 		if (rc && rc != BRIG_EUNCERTAIN)
@@ -472,8 +484,8 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 out:
 	if (cid)
 		remove_run(e, cid);
-	else if (res->container && rc == BRIG_EUNCERTAIN)
-		remove_run(e, name);
+	else if (res->container && rc)
+		remove_run(e, name); /* a create with no clear answer may have landed */
 	if (rc == BRIG_EUNCERTAIN && err && *err)
 		brig__error_prefix(err, rc, "run %s (its container was removed; the command is not retried)", name);
 	brig_spec_clear(&spec);
