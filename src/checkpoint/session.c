@@ -103,6 +103,8 @@ int brig_session_mark_failed(brig_store *s, const char *ns, const char *agent, c
 	return advance_state(s, ns, agent, session, generation, BRIG_STORE_FAILED, NULL, NULL, err);
 }
 
+static int wait_creating(brig_store *s, brig_store_session **r, brig_error **err);
+
 int brig_session_up(brig_engine *e, brig_store *s, brig_computer **out, const brig_identity *id,
 		    const brig_spec *spec, brig_error **err)
 {
@@ -139,6 +141,23 @@ int brig_session_up(brig_engine *e, brig_store *s, brig_computer **out, const br
 	}
 	if (rc)
 		return rc;
+	if (r->state == BRIG_STORE_CREATING && r->generation > 1) {
+		/* A recover is restoring this generation: taking it over now would
+		 * let the agent work while the restore still writes. */
+		if ((rc = wait_creating(s, &r, err)) != 0) {
+			brig_store_session_free(r);
+			return rc;
+		}
+		if (r->state == BRIG_STORE_CREATING) {
+			rc = brig__error_set(err, BRIG_ESTATE, 0,
+					     "session %s/%s/%s generation %lld was being recovered by a brig that "
+					     "stopped: run `brig recover --ns %s --agent %s --session %s`",
+					     r->ns, r->agent, r->session, (long long)r->generation, r->ns, r->agent,
+					     r->session);
+			brig_store_session_free(r);
+			return rc;
+		}
+	}
 	if (r->state == BRIG_STORE_FAILED || r->state == BRIG_STORE_DESTROYED) {
 		rc = brig__error_set(err, BRIG_ESTATE, 0,
 				     "session %s/%s/%s generation %lld is %s: run `brig recover --ns %s --agent %s "
@@ -420,14 +439,33 @@ int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out
 		out->checkpoint_id = cp->id;
 	}
 	if (rc) {
+		/* A half-restored generation must not run on: it goes, and the
+		 * verified checkpoint is still there for the next recover. */
 		brig_session_mark_failed(s, ns, agent, session, gen + 1, NULL);
+		if (out->computer) {
+			brig_computer_destroy(e, out->computer->name, NULL);
+			brig_computer_free(out->computer);
+			out->computer = NULL;
+		}
 		goto out;
 	}
 	if ((rc = advance_state(s, ns, agent, session, gen + 1, BRIG_STORE_RUNNING, out->computer->name,
 				out->computer->id, err)) != 0)
 		goto out;
-	/* The old generation goes, container and volumes. */
+	/* Every older generation goes, container and volumes — also one that an
+	 * earlier, failed recover left behind. */
 	brig_computer_destroy(e, old_name, NULL);
+	brig_computer **older = NULL;
+	size_t nolder = 0;
+	if (brig_computer_list(e, &older, &nolder, ns, NULL, NULL) == 0) {
+		for (size_t i = 0; i < nolder; i++) {
+			brig_computer *o = older[i];
+			if (o->agent && o->session && strcmp(o->agent, agent) == 0 && strcmp(o->session, session) == 0 &&
+			    o->generation < (uint32_t)(gen + 1))
+				brig_computer_destroy(e, o->name, NULL);
+		}
+		brig_computer_free_array(older, nolder);
+	}
 out:
 	if (have_spec)
 		brig_spec_clear(&spec);
