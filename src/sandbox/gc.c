@@ -56,7 +56,7 @@ static void gc_containers(gc_ctx *g, json_t *list, int64_t now, int64_t retentio
 			bool ended = strcmp(state, "running") != 0 && strcmp(state, "paused") != 0;
 			if (deadline && now > deadline + GC_GRACE_S)
 				why = "disposable run past its deadline: its brig died";
-			else if (ended && ((deadline && now > deadline) || now - created > GC_GRACE_S))
+			else if (ended && ((deadline && now >= deadline) || now - created > GC_GRACE_S))
 				why = "disposable run that ended without being removed: its brig died";
 		} else if (strcmp(kind, "computer") == 0 && retention >= 0 &&
 			   (strcmp(state, "exited") == 0 || strcmp(state, "dead") == 0)) {

@@ -60,16 +60,25 @@ static void kill_9_run(bool with_out)
 	assert_true(brig_wall_s() <= deadline + 10);
 
 	if (!with_out) {
-		/* What remains goes with brig gc (only this test's objects). */
+		/* What remains goes with brig gc (only this test's objects). The
+		 * daemon may take a moment to record the container as exited. */
 		cleanup_free char *sel = xasprintf("%s", label);
 		char *gc[] = {"brig", "gc", "--label", sel, NULL};
-		char *gout = NULL, *gerr = NULL;
-		int code = brig_test_spawn(gc, NULL, NULL, &gout, &gerr);
-		if (code != 0)
-			fail_msg("brig gc exited %d: %s", code, gerr);
-		print_message("brig gc: %s", gout);
-		free(gout);
-		free(gerr);
+		int64_t gc_until = brig_now_ms() + 15000;
+		for (;;) {
+			char *gout = NULL, *gerr = NULL;
+			int code = brig_test_spawn(gc, NULL, NULL, &gout, &gerr);
+			if (code != 0)
+				fail_msg("brig gc exited %d: %s", code, gerr);
+			bool removed = strstr(gout, "brig-run-") != NULL;
+			if (removed)
+				print_message("brig gc: %s", gout);
+			free(gout);
+			free(gerr);
+			if (removed || brig_now_ms() > gc_until)
+				break;
+			ru_sleep_ms(500);
+		}
 	}
 	char *left = NULL;
 	int64_t waited = ru_wait_nothing_left(15000, &left);
