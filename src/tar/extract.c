@@ -14,6 +14,7 @@ enum { X_IDLE, X_PUSH, X_DONE };
 struct brig_tar_extract {
 	brig_tar__checker ck;
 	bool keep_owners;
+	mode_t umask; /* the process's, taken when the extractor was made */
 	brig_tar_entry_cb on_entry;
 	void *payload;
 	int root_fd;
@@ -63,13 +64,17 @@ static uint32_t *chain_of(brig_tar_extract *x, uint32_t node, size_t *depth)
 
 /* Opens one existing or missing directory component below dfd without
  * following a link; a missing one is made (0755 less umask, as tar makes
- * implied parents). */
-static int open_component(int dfd, const char *name, bool create, const char *path, int *out, brig_error **err)
+ * implied parents) and *made (may be NULL) says so. */
+static int open_component(int dfd, const char *name, bool create, const char *path, int *out, bool *made,
+			  brig_error **err)
 {
+	bool created = false;
 	for (int tries = 0;; tries++) {
 		int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd >= 0) {
 			*out = fd;
+			if (made)
+				*made = created;
 			return 0;
 		}
 		if (errno == ELOOP || errno == ENOTDIR) {
@@ -82,7 +87,9 @@ static int open_component(int dfd, const char *name, bool create, const char *pa
 		}
 		if (errno != ENOENT || !create || tries)
 			return sys_error(err, errno, "cannot open a parent directory", path);
-		if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST)
+		if (mkdirat(dfd, name, 0755) == 0)
+			created = true;
+		else if (errno != EEXIST)
 			return sys_error(err, errno, "cannot create a parent directory", path);
 	}
 }
@@ -104,9 +111,12 @@ static int parent_fd(brig_tar_extract *x, uint32_t parent, const char *path, int
 	for (size_t i = x->nstack; i < depth; i++) {
 		int dfd = i ? x->fd[i - 1] : x->root_fd;
 		int fd = -1;
-		int r = open_component(dfd, x->ck.tree.nodes[chain[i]].name, true, path, &fd, err);
+		bool made = false;
+		int r = open_component(dfd, x->ck.tree.nodes[chain[i]].name, true, path, &fd, &made, err);
 		if (r)
 			return r;
+		if (made)
+			x->ck.tree.nodes[chain[i]].made = true;
 		x->fd[i] = fd;
 		x->node[i] = chain[i];
 		x->nstack = i + 1;
@@ -197,7 +207,7 @@ static int write_file(brig_tar_extract *x, struct archive *a, brig_tar__source *
 		r = sys_error(err, errno, "cannot set the owner", it->path);
 		goto fail;
 	}
-	if (fchmod(fd, it->mode) < 0) {
+	if (fchmod(fd, it->mode & ~x->umask) < 0) {
 		r = sys_error(err, errno, "cannot set the mode", it->path);
 		goto fail;
 	}
@@ -229,8 +239,11 @@ fail:
 
 static int make_dir(brig_tar_extract *x, const brig_tar__item *it, int pfd, brig_error **err)
 {
+	brig_tar__node *nd = &x->ck.tree.nodes[it->node];
 	/* Owner-writable until the end, when the entry's own mode is applied. */
-	if (mkdirat(pfd, it->leaf, 0700) < 0) {
+	if (mkdirat(pfd, it->leaf, 0700) == 0) {
+		nd->made = true;
+	} else {
 		if (errno != EEXIST)
 			return sys_error(err, errno, "cannot create the directory", it->path);
 		struct stat st;
@@ -240,10 +253,14 @@ static int make_dir(brig_tar_extract *x, const brig_tar__item *it, int pfd, brig
 			/* A file or link the caller left there: replaced. */
 			if (unlinkat(pfd, it->leaf, 0) < 0 || mkdirat(pfd, it->leaf, 0700) < 0)
 				return sys_error(err, errno, "cannot replace the existing entry", it->path);
+			nd->made = true;
 		}
 	}
-	brig_tar__node *nd = &x->ck.tree.nodes[it->node];
-	nd->mode = it->mode;
+	/* A directory that was already in the destination (not made by this
+	 * stream, here or as an implied parent) keeps its own mode and times. */
+	if (!nd->made)
+		return 0;
+	nd->mode = it->mode & ~x->umask;
 	nd->has_mtime = it->has_mtime;
 	nd->mtime = it->mtime;
 	nd->uid = it->uid;
@@ -301,7 +318,7 @@ static int open_dir_of(brig_tar_extract *x, uint32_t node, bool include_self, co
 		return sys_error(err, errno, "cannot duplicate the destination fd", path);
 	for (size_t i = 0; i < depth; i++) {
 		int fd = -1;
-		int r = open_component(cur, x->ck.tree.nodes[chain[i]].name, false, path, &fd, err);
+		int r = open_component(cur, x->ck.tree.nodes[chain[i]].name, false, path, &fd, NULL, err);
 		close(cur);
 		if (r)
 			return r;
@@ -350,7 +367,7 @@ static int apply_dirs(brig_tar_extract *x, brig_error **err)
 	stack_pop_to(x, 0);
 	for (uint32_t i = t->n; i-- > 1;) {
 		const brig_tar__node *nd = &t->nodes[i];
-		if (nd->kind != BRIG_TAR__N_DIR)
+		if (nd->kind != BRIG_TAR__N_DIR || !nd->made)
 			continue;
 		cleanup_free char *path = node_path(x, i);
 		int fd = -1;
@@ -446,6 +463,10 @@ int brig_tar_extract_new(brig_tar_extract **out, int dirfd, const char *path, co
 		}
 	}
 	brig_tar_extract *x = xcalloc(1, sizeof *x);
+	/* umask can only be read by setting it: done here, in the caller's
+	 * thread, before any worker exists, and put straight back. */
+	x->umask = umask(022);
+	umask(x->umask);
 	brig_tar__checker_init(&x->ck, &pol);
 	x->keep_owners = opts->keep_owners;
 	x->on_entry = opts->on_entry;

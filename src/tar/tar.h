@@ -45,7 +45,8 @@
  *   - caps (BRIG_ETOOBIG): entries (implied parent directories count), the sum
  *     of entry sizes (a sparse file counts its full apparent size, checked
  *     before any data is written), the raw stream length.
- *   - modes: & 0777 — setuid, setgid and sticky bits never survive.
+ *   - modes: & 0777 — setuid, setgid and sticky bits never survive; the
+ *     extractor also removes the umask's bits.
  *
  * Every function taking brig_error **err accepts NULL there. Returned objects
  * belong to the caller and are freed by their own _free (which accepts NULL).
@@ -136,10 +137,14 @@ typedef struct brig_tar_extract brig_tar_extract;
  *
  * Existing non-directories at an entry's path are replaced (unlinked, then
  * created with O_EXCL: never written through); existing directories are
- * merged into, never replaced. Regular files get mode & 0777 and the entry's
- * mtime; directories get theirs at the end (so a read-only directory can
- * still be filled); symlinks get their mtime. Times are best effort (one the
- * file system refuses is skipped); modes and data are not.
+ * merged into, never replaced, and keep their own mode, owner and times.
+ * Regular files get mode & 0777 & ~umask (the process umask when the
+ * extractor was made: the stream cannot hand the user world-writable files
+ * the user's own tools would not make) and the entry's mtime; directories
+ * this extraction created get theirs the same way at the end (so a
+ * read-only directory can still be filled); symlinks get their mtime. Times
+ * are best effort (one the file system refuses is skipped); modes and data
+ * are not.
  *
  * On failure nothing has been created or written outside the destination.
  * What was extracted before the failing entry stays (the failing entry's own

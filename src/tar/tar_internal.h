@@ -41,6 +41,7 @@ typedef struct brig_tar__node {
 	uint16_t depth; /* components from the root (root: 0); capped by max_depth */
 	uint8_t kind;
 	/* extractor bookkeeping */
+	bool made; /* directories: this extraction created it (else it was there) */
 	unsigned mode;
 	bool has_mtime;
 	struct timespec mtime;

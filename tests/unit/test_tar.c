@@ -960,6 +960,68 @@ static void test_extract_good_tree(void **state)
 	free(bin);
 }
 
+static mode_t saved_umask;
+
+static int setup_umask(void **state)
+{
+	saved_umask = umask(027);
+	return setup(state);
+}
+
+static int teardown_umask(void **state)
+{
+	umask(saved_umask);
+	return teardown(state);
+}
+
+/* Modes from the stream lose the umask's bits, as the user's own tools
+ * would; a directory that was already in the destination is merged into
+ * and keeps its mode and mtime (the entry's mtime is not applied: writing
+ * "in" moves it to now). */
+static void test_extract_umask_and_existing_dirs(void **state)
+{
+	fx *f = *state;
+	tw *t = tw_new();
+	tw_entry(t, "pub", AE_IFDIR, 0777, NULL, 0, NULL, false);
+	tw_entry(t, "pub/w", AE_IFREG, 0666, "w", 1, NULL, false);
+	tw_entry(t, "x", AE_IFREG, 0777, "x", 1, NULL, false);
+	tw_entry(t, "existing", AE_IFDIR, 0777, NULL, 0, NULL, false);
+	tw_entry(t, "existing/in", AE_IFREG, 0644, "i", 1, NULL, false);
+	tw_entry(t, "imp/f", AE_IFREG, 0644, "f", 1, NULL, false);
+	tw_entry(t, "imp", AE_IFDIR, 0711, NULL, 0, NULL, false); /* named after it was implied */
+	size_t len;
+	char *tar = tw_done(t, &len);
+
+	size_t chunks[] = {0, 100};
+	for (size_t c = 0; c < 2; c++) {
+		clear_dest(f);
+		assert_int_equal(mkdir(P(f, "existing"), 0700), 0);
+		assert_int_equal(chmod(P(f, "existing"), 0700), 0);
+		struct timespec ts[2] = {{.tv_sec = 1500000000}, {.tv_sec = 1500000000}};
+		assert_int_equal(utimensat(AT_FDCWD, P(f, "existing"), ts, 0), 0);
+		brig_tar_extract_options o = {0};
+		brig_error *err = NULL;
+		int r = extract_mem(f->dest, tar, len, &o, chunks[c], NULL, &err);
+		umask(027); /* nothing else may have changed it */
+		ASSERT_OK(r, err);
+		struct stat sb;
+		assert_int_equal(stat(P(f, "pub"), &sb), 0);
+		assert_int_equal(sb.st_mode & 07777, 0750);
+		assert_int_equal(sb.st_mtim.tv_sec, 1600000000);
+		assert_int_equal(stat(P(f, "pub/w"), &sb), 0);
+		assert_int_equal(sb.st_mode & 07777, 0640);
+		assert_int_equal(stat(P(f, "x"), &sb), 0);
+		assert_int_equal(sb.st_mode & 07777, 0750);
+		assert_int_equal(stat(P(f, "imp"), &sb), 0);
+		assert_int_equal(sb.st_mode & 07777, 0710);
+		assert_int_equal(stat(P(f, "existing"), &sb), 0);
+		assert_int_equal(sb.st_mode & 07777, 0700);
+		assert_int_not_equal(sb.st_mtim.tv_sec, 1600000000);
+		assert_int_equal(access(P(f, "existing/in"), F_OK), 0);
+	}
+	free(tar);
+}
+
 static void test_extract_into_fd_and_owners(void **state)
 {
 	fx *f = *state;
@@ -1671,6 +1733,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_names_in_messages_are_escaped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_feed_after_error_and_abandon, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_extract_good_tree, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_extract_umask_and_existing_dirs, setup_umask, teardown_umask),
 		cmocka_unit_test_setup_teardown(test_extract_into_fd_and_owners, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_builder_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_builder_options, setup, teardown),
