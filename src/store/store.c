@@ -165,31 +165,98 @@ void brig_store__checkpoint_sort(brig_store_checkpoint *arr, size_t n)
 
 /* ---- URL redaction ---- */
 
+bool brig_store__url_password(const char *url, size_t *off, size_t *len, bool *ambiguous)
+{
+	*off = *len = 0;
+	*ambiguous = false;
+	const char *sep = url ? strstr(url, "://") : NULL;
+	if (!sep)
+		return false;
+	const char *auth = sep + 3;
+	/* libpq looks for the user info up to the first '/' only ('?' and '#' may
+	 * be inside a password). */
+	const char *slash = auth + strcspn(auth, "/");
+	const char *at = NULL;
+	for (const char *c = auth; c < slash; c++)
+		if (*c == '@')
+			at = c;
+	if (!at) {
+		/* "u:pa/ss@h": libpq reads host "u", port "pa"; the user meant a
+		 * password. Cover it up to the last '@' before the query. */
+		const char *qm = slash + strcspn(slash, "?");
+		for (const char *c = slash; c < qm; c++)
+			if (*c == '@')
+				at = c;
+		if (!at || !memchr(auth, ':', (size_t)(slash - auth)))
+			return false;
+		*ambiguous = true;
+	}
+	const char *colon = memchr(auth, ':', (size_t)(at - auth));
+	if (!colon)
+		return false;
+	/* libpq ends the user info at the first '@'; a second one means the
+	 * password holds an unencoded '@' and the rest becomes the host name. */
+	if (memchr(auth, '@', (size_t)(at - auth)))
+		*ambiguous = true;
+	*off = (size_t)(colon + 1 - url);
+	*len = (size_t)(at - colon - 1);
+	return true;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+char *brig_store__pct_decode(const char *s, size_t n)
+{
+	char *out = xmalloc(n + 1);
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] != '%') {
+			out[o++] = s[i];
+			continue;
+		}
+		int h = i + 2 < n ? hexval(s[i + 1]) : -1, l = i + 2 < n ? hexval(s[i + 2]) : -1;
+		if (h < 0 || l < 0 || (h == 0 && l == 0)) {
+			free(out);
+			return NULL;
+		}
+		out[o++] = (char)(h * 16 + l);
+		i += 2;
+	}
+	out[o] = '\0';
+	return out;
+}
+
+bool brig_store__secret_key(const char *key, size_t n)
+{
+	/* libpq decodes keys too ("pass%77ord"); undecodable ones compare as written. */
+	cleanup_free char *k = brig_store__pct_decode(key, n);
+	if (!k)
+		k = xstrndup(key, n);
+	return strcasecmp(k, "password") == 0 || strcasecmp(k, "sslpassword") == 0;
+}
+
 char *brig_store_redact_url(const char *url)
 {
 	if (!url)
 		return NULL;
 	brig_buf b;
-	brig_buf_init(&b, strlen(url) + 64); /* "***" replaces at most two values */
+	brig_buf_init(&b, strlen(url) + 64); /* "***" replaces short values */
 	const char *p = url;
-	const char *sep = strstr(url, "://");
-	if (sep) {
-		const char *auth = sep + 3;
-		size_t alen = strcspn(auth, "/?#");
-		/* The last '@' of the authority ends the userinfo (a password may hold '@'
-		 * only percent-encoded, but be generous). */
-		const char *at = NULL;
-		for (const char *q = auth; q < auth + alen; q++)
-			if (*q == '@')
-				at = q;
-		if (at) {
-			const char *colon = memchr(auth, ':', (size_t)(at - auth));
-			if (colon) {
-				brig_buf_add(&b, url, (size_t)(colon + 1 - url));
-				brig_buf_addstr(&b, "***");
-				p = at;
-			}
-		}
+	size_t off, len;
+	bool ambiguous;
+	if (brig_store__url_password(url, &off, &len, &ambiguous)) {
+		brig_buf_add(&b, url, off);
+		brig_buf_addstr(&b, "***");
+		p = url + off + len;
 	}
 	const char *query = strchr(p, '?');
 	if (!query) {
@@ -199,21 +266,18 @@ char *brig_store_redact_url(const char *url)
 	brig_buf_add(&b, p, (size_t)(query + 1 - p));
 	const char *q = query + 1;
 	while (*q) {
-		size_t len = strcspn(q, "&#");
-		const char *eq = memchr(q, '=', len);
-		if (eq && (size_t)(eq - q) == strlen("password") && strncasecmp(q, "password", 8) == 0) {
+		size_t n = strcspn(q, "&");
+		const char *eq = memchr(q, '=', n);
+		if (eq && brig_store__secret_key(q, (size_t)(eq - q))) {
 			brig_buf_add(&b, q, (size_t)(eq + 1 - q));
 			brig_buf_addstr(&b, "***");
 		} else {
-			brig_buf_add(&b, q, len);
+			brig_buf_add(&b, q, n);
 		}
-		q += len;
+		q += n;
 		if (*q == '&') {
 			brig_buf_addstr(&b, "&");
 			q++;
-		} else if (*q == '#') {
-			brig_buf_addstr(&b, q);
-			break;
 		}
 	}
 	return brig_buf_steal(&b, NULL);
@@ -315,7 +379,8 @@ int brig_store_open(brig_store **out, const char *url, brig_error **err)
 	}
 	if (r < 0)
 		return r;
-	s->display_url = steal_pointer(&display);
+	if (!s->display_url) /* a backend may hand back a better one */
+		s->display_url = steal_pointer(&display);
 	pthread_mutex_init(&s->lock, NULL);
 	*out = s;
 	return 0;

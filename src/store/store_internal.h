@@ -74,6 +74,21 @@ void brig_store__audit_clear(brig_store_audit *r);
 /* Replaces every occurrence of secret (when non-empty) in *msg by "***". */
 void brig_store__scrub(char **msg, const char *secret);
 
+/* Where the password of a "scheme://user:password@host…" URL lies: *off and
+ * *len (bytes into url) cover everything after the first ':' of the user info
+ * up to the last '@' before the first '/' (libpq stops the user info at the
+ * first '/'; '?' and '#' may be inside). With no such '@', an '@' after the
+ * first '/' (before any '?') still ends a password ("u:pa/ss@h"). *ambiguous:
+ * libpq reads it differently from the user's evident intent (an unencoded '@'
+ * or '/' in the password), so the URL must be refused. False: no password. */
+bool brig_store__url_password(const char *url, size_t *off, size_t *len, bool *ambiguous);
+
+/* Percent-decodes s[0..n); NULL when an escape is malformed or is %00. Freed with free(). */
+char *brig_store__pct_decode(const char *s, size_t n);
+
+/* Whether a URL query key (as written, n bytes) names a secret: password or sslpassword. */
+bool brig_store__secret_key(const char *key, size_t n);
+
 /* Sorts checkpoint records newest (highest id) first. */
 void brig_store__checkpoint_sort(brig_store_checkpoint *arr, size_t n);
 

@@ -12,10 +12,11 @@
 struct pg_store {
 	brig_store base;
 	PGconn *conn;
-	char *url;         /* the URL given to libpq (schema= removed) */
-	char *schema;      /* NULL: the server's search_path */
-	char *secret;      /* the password, decoded, scrubbed from every message */
-	char *secret_raw;  /* the password as written in the URL */
+	char *url;      /* the URL given to libpq (schema= removed) */
+	char *schema;   /* NULL: the server's search_path */
+	char **secrets; /* passwords, as written and decoded, scrubbed from every message */
+	size_t nsecrets;
+	char *display;     /* the redacted URL, scrubbed, until the front end takes it */
 	bool reconnecting; /* no nested retry while re-running the set-up */
 };
 
@@ -97,8 +98,8 @@ static char *pg_text(struct pg_store *p, const char *msg)
 		*w++ = space ? ' ' : *c;
 	}
 	*w = '\0';
-	brig_store__scrub(&m, p->secret);
-	brig_store__scrub(&m, p->secret_raw);
+	for (size_t i = 0; i < p->nsecrets; i++)
+		brig_store__scrub(&m, p->secrets[i]);
 	return m;
 }
 
@@ -346,7 +347,10 @@ static int split_schema(char **url_out, char **schema_out, const char *url, cons
 {
 	*url_out = NULL;
 	*schema_out = NULL;
-	const char *q = strchr(url, '?');
+	size_t off, pwlen;
+	bool ambiguous;
+	const char *after_pw = brig_store__url_password(url, &off, &pwlen, &ambiguous) ? url + off + pwlen : url;
+	const char *q = strchr(after_pw, '?'); /* a password may hold '?' */
 	if (!q) {
 		*url_out = xstrdup(url);
 		return 0;
@@ -382,24 +386,50 @@ static int split_schema(char **url_out, char **schema_out, const char *url, cons
 	return 0;
 }
 
-/* The password as written between ':' and '@' of the URL, if any. */
-static char *raw_password(const char *url)
+static int cmp_longest_first(const void *a, const void *b)
 {
-	const char *sep = strstr(url, "://");
-	if (!sep)
-		return NULL;
-	const char *auth = sep + 3;
-	size_t alen = strcspn(auth, "/?#");
-	const char *at = NULL;
-	for (const char *c = auth; c < auth + alen; c++)
-		if (*c == '@')
-			at = c;
-	if (!at)
-		return NULL;
-	const char *colon = memchr(auth, ':', (size_t)(at - auth));
-	if (!colon || colon + 1 == at)
-		return NULL;
-	return xstrndup(colon + 1, (size_t)(at - colon - 1));
+	size_t x = strlen(*(char *const *)a), y = strlen(*(char *const *)b);
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Adds s[0..n) and, when it decodes, its percent-decoded form to the scrub list. */
+static void add_secret(struct pg_store *p, const char *s, size_t n)
+{
+	if (n == 0)
+		return;
+	char *dec = brig_store__pct_decode(s, n);
+	p->secrets = xrealloc(p->secrets, (p->nsecrets + 2) * sizeof *p->secrets);
+	p->secrets[p->nsecrets++] = xstrndup(s, n);
+	if (dec && *dec && strncmp(dec, s, n) != 0)
+		p->secrets[p->nsecrets++] = dec;
+	else
+		free(dec);
+}
+
+/* Collects every password of the URL (user info, password= and sslpassword=,
+ * raw and decoded) before libpq sees it, since libpq's own messages quote
+ * them ("invalid percent-encoded token: …"). The longest go first so that a
+ * secret holding a shorter one is replaced whole. */
+static void collect_secrets(struct pg_store *p, const char *url)
+{
+	size_t off, len;
+	bool ambiguous;
+	const char *rest = url;
+	if (brig_store__url_password(url, &off, &len, &ambiguous)) {
+		add_secret(p, url + off, len);
+		rest = url + off + len;
+	}
+	const char *q = strchr(rest, '?');
+	while (q && *q) {
+		q++;
+		size_t n = strcspn(q, "&");
+		const char *eq = memchr(q, '=', n);
+		if (eq && brig_store__secret_key(q, (size_t)(eq - q)))
+			add_secret(p, eq + 1, (size_t)(q + n - eq - 1));
+		q += n;
+	}
+	if (p->nsecrets > 1)
+		qsort(p->secrets, p->nsecrets, sizeof *p->secrets, cmp_longest_first);
 }
 
 static int pg_migrate(struct pg_store *p, brig_error **err)
@@ -485,8 +515,10 @@ static void pg_close(brig_store *s)
 		PQfinish(p->conn);
 	free(p->url);
 	free(p->schema);
-	free(p->secret);
-	free(p->secret_raw);
+	for (size_t i = 0; i < p->nsecrets; i++)
+		free(p->secrets[i]);
+	free(p->secrets);
+	free(p->display);
 	free(p->base.path);
 	free(p);
 }
@@ -498,11 +530,27 @@ int brig_store__pg_open(brig_store **out, const char *url, const char *display, 
 	*out = NULL;
 	struct pg_store *p = xcalloc(1, sizeof *p);
 	p->base.ops = &pg_ops;
-	p->base.display_url = (char *)display; /* borrowed until the front end takes over */
-	int r = split_schema(&p->url, &p->schema, url, display, err);
+	collect_secrets(p, url);
+	/* The redactor hides what it recognises; scrubbing catches the rest. */
+	p->display = xstrdup(display);
+	for (size_t i = 0; i < p->nsecrets; i++)
+		brig_store__scrub(&p->display, p->secrets[i]);
+	p->base.display_url = p->display;
+	int r;
+	{
+		size_t off, len;
+		bool ambiguous;
+		if (brig_store__url_password(url, &off, &len, &ambiguous) && ambiguous) {
+			r = brig__error_set(err, BRIG_EINVAL, 0,
+					    "store %s: the password holds an unencoded '@' or '/', which PostgreSQL "
+					    "would read as part of the host; percent-encode them (%%40, %%2F)",
+					    p->display);
+			goto fail;
+		}
+	}
+	r = split_schema(&p->url, &p->schema, url, p->display, err);
 	if (r < 0)
 		goto fail;
-	p->secret_raw = raw_password(p->url);
 	char *perr = NULL;
 	PQconninfoOption *opts = PQconninfoParse(p->url, &perr);
 	if (!opts) {
@@ -511,8 +559,11 @@ int brig_store__pg_open(brig_store **out, const char *url, const char *display, 
 		goto fail;
 	}
 	for (PQconninfoOption *o = opts; o->keyword; o++)
-		if (strcmp(o->keyword, "password") == 0 && o->val && *o->val)
-			p->secret = xstrdup(o->val);
+		if ((strcmp(o->keyword, "password") == 0 || strcmp(o->keyword, "sslpassword") == 0) && o->val &&
+		    *o->val)
+			add_secret(p, o->val, strlen(o->val));
+	if (p->nsecrets > 1)
+		qsort(p->secrets, p->nsecrets, sizeof *p->secrets, cmp_longest_first);
 	PQconninfoFree(opts);
 
 	/* URL values come after our defaults, so they win. */
@@ -520,7 +571,7 @@ int brig_store__pg_open(brig_store **out, const char *url, const char *display, 
 	const char *const vals[] = {PG_CONNECT_TIMEOUT, "brig", p->url, NULL};
 	p->conn = PQconnectdbParams(keys, vals, 1);
 	if (!p->conn) {
-		r = brig__error_set(err, BRIG_ESTORE, 0, "store %s: cannot connect: out of memory", display);
+		r = brig__error_set(err, BRIG_ESTORE, 0, "store %s: cannot connect: out of memory", p->display);
 		goto fail;
 	}
 	if (PQstatus(p->conn) != CONNECTION_OK) {
@@ -529,7 +580,7 @@ int brig_store__pg_open(brig_store **out, const char *url, const char *display, 
 	}
 	if ((r = pg_setup(p, err)) < 0 || (r = pg_migrate(p, err)) < 0)
 		goto fail;
-	p->base.display_url = NULL;
+	p->base.display_url = steal_pointer(&p->display); /* the front end owns it now */
 	*out = &p->base;
 	return 0;
 fail:

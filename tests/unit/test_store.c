@@ -912,7 +912,22 @@ static void test_backend_info(void **state)
 	} else {
 		assert_null(brig_store_path(b->s));
 		char *red = brig_store_redact_url(b->url);
-		assert_string_equal(disp, red);
+		char *perr = NULL;
+		PQconninfoOption *opts = PQconninfoParse(b->pg_base, &perr);
+		assert_non_null(opts);
+		const char *pw = NULL;
+		for (PQconninfoOption *o = opts; o->keyword; o++)
+			if (strcmp(o->keyword, "password") == 0)
+				pw = o->val;
+		if (pw && *pw && strstr(red, pw)) {
+			/* The password also spells the user or database name: the
+			 * display URL is scrubbed of it wherever it appears. */
+			if (strstr(disp, pw))
+				fail_msg("display URL holds the password: %s", disp);
+		} else {
+			assert_string_equal(disp, red);
+		}
+		PQconninfoFree(opts);
 		free(red);
 	}
 }
@@ -995,6 +1010,13 @@ static void test_redact(void **state)
 		{"postgresql://u@h/d", "postgresql://u@h/d"},
 		{"postgresql://h/d?user=u&password=pw&schema=x", "postgresql://h/d?user=u&password=***&schema=x"},
 		{"postgresql://u:a@b@h/d", "postgresql://u:***@h/d"},
+		/* libpq reads the user info up to the first '/', so '#' and '?' are inside it. */
+		{"postgresql://u:pa#ss@h:1/d", "postgresql://u:***@h:1/d"},
+		{"postgresql://u:pa?ss@h/d?sslmode=require", "postgresql://u:***@h/d?sslmode=require"},
+		{"postgresql://u:pa/ss@h/d", "postgresql://u:***@h/d"},
+		{"postgresql://h/d?sslpassword=k&Password=p&pass%77ord=q",
+		 "postgresql://h/d?sslpassword=***&Password=***&pass%77ord=***"},
+		{"postgresql://h/d?password=a#b&x=1", "postgresql://h/d?password=***&x=1"},
 		{"sqlite:///var/lib/brig/brig.db", "sqlite:///var/lib/brig/brig.db"},
 		{"/plain/path.db", "/plain/path.db"},
 	};
@@ -1027,6 +1049,35 @@ static void test_pg_error_redacted(void **state)
 		assert_non_null(strstr(m, "***"));
 		if (i == 0)
 			print_message("[  INFO    ] %s\n", m);
+		brig_error_free(err);
+	}
+}
+
+/* Every way of writing a password that libpq or the redactor once echoed:
+ * the message must hold neither half of it, whatever the failure. */
+static void test_pg_error_secrets(void **state)
+{
+	static const char *const urls[] = {
+		"postgresql://u:Xq7#Zk9@127.0.0.1:1/brig_test?connect_timeout=3",
+		"postgresql://u:Xq7?Zk9@127.0.0.1:1/brig_test?connect_timeout=3",
+		"postgresql://u:Xq7/Zk9@127.0.0.1:1/brig_test?connect_timeout=3",
+		"postgresql://u:Xq7@Zk9@127.0.0.1:1/brig_test?connect_timeout=3",
+		"postgresql://127.0.0.1:1/brig_test?password=Xq7%ZZk9",
+		"postgresql://127.0.0.1:1/brig_test?pass%77ord=Xq7%ZZk9",
+		"postgresql://127.0.0.1:1/brig_test?sslpassword=Xq7%ZZk9",
+		"postgresql://127.0.0.1:1/brig_test?sslpassword=Xq7Zk9&connect_timeout=3",
+		"postgresql://u:Xq7%41Zk9@127.0.0.1:1/brig_test?connect_timeout=3&bogus=1",
+	};
+	for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++) {
+		brig_error *err = NULL;
+		brig_store *s = NULL;
+		int r = brig_store_open(&s, urls[i], &err);
+		assert_true(r == BRIG_ESTORE || r == BRIG_EINVAL);
+		assert_null(s);
+		const char *m = brig_error_message(err);
+		if (strstr(m, "Xq7") || strstr(m, "Zk9"))
+			fail_msg("password leaked (case %zu): %s", i, m);
+		assert_non_null(strstr(m, "127.0.0.1"));
 		brig_error_free(err);
 	}
 }
@@ -1164,9 +1215,9 @@ int main(int argc, char **argv)
 	if (child)
 		return child_main(child);
 	const struct CMUnitTest common[] = {
-		cmocka_unit_test(test_redact),       cmocka_unit_test(test_pg_error_redacted),
-		cmocka_unit_test(test_open_errors),  cmocka_unit_test(test_default_url),
-		cmocka_unit_test(test_sqlite_files),
+		cmocka_unit_test(test_redact),           cmocka_unit_test(test_pg_error_redacted),
+		cmocka_unit_test(test_pg_error_secrets), cmocka_unit_test(test_open_errors),
+		cmocka_unit_test(test_default_url),      cmocka_unit_test(test_sqlite_files),
 	};
 	const struct CMUnitTest sqlite_suite[] = {STORE_SUITE(&sqlite_b)};
 	const struct CMUnitTest pg_suite[] = {STORE_SUITE(&pg_b), cmocka_unit_test_prestate(test_pg_reconnect, &pg_b)};
