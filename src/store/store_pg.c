@@ -282,9 +282,15 @@ static int row_session(struct pg_store *p, const PGresult *res, int i, brig_stor
 	r->revision = get_i64(res, i, 8);
 	r->created_ms = get_i64(res, i, 9);
 	r->updated_ms = get_i64(res, i, 10);
-	if (brig_store_state_from_string(&r->state, PQgetvalue(res, i, 4), err) < 0)
-		return brig__error_prefix(err, BRIG_ESTORE, "store %s: session %s/%s/%s", p->base.display_url,
-					  r->ns ? r->ns : "", r->agent ? r->agent : "", r->session ? r->session : "");
+	/* A state this brig does not know is the store's fault, not the caller's. */
+	const char *state = PQgetvalue(res, i, 4);
+	if (brig_store_state_from_string(&r->state, state, NULL) < 0)
+		return brig__error_set(err, BRIG_ESTORE, 0,
+				       "store %s: session %s/%s/%s has an unknown state \"%.32s\" in the database "
+				       "(written by a newer brig, or edited by hand); expected creating, running, "
+				       "paused, failed or destroyed",
+				       p->base.display_url, r->ns ? r->ns : "", r->agent ? r->agent : "",
+				       r->session ? r->session : "", state);
 	return 0;
 }
 

@@ -162,9 +162,14 @@ static int row_session(struct sq_store *q, sqlite3_stmt *st, brig_store_session 
 	r->revision = sqlite3_column_int64(st, 8);
 	r->created_ms = sqlite3_column_int64(st, 9);
 	r->updated_ms = sqlite3_column_int64(st, 10);
-	if (brig_store_state_from_string(&r->state, state, err) < 0)
-		return brig__error_prefix(err, BRIG_ESTORE, "store %s: session %s/%s/%s", q->base.display_url,
-					  r->ns ? r->ns : "", r->agent ? r->agent : "", r->session ? r->session : "");
+	/* A state this brig does not know is the store's fault, not the caller's. */
+	if (brig_store_state_from_string(&r->state, state, NULL) < 0)
+		return brig__error_set(err, BRIG_ESTORE, 0,
+				       "store %s: session %s/%s/%s has an unknown state \"%.32s\" in the database "
+				       "(written by a newer brig, or edited by hand); expected creating, running, "
+				       "paused, failed or destroyed",
+				       q->base.display_url, r->ns ? r->ns : "", r->agent ? r->agent : "",
+				       r->session ? r->session : "", state ? state : "(null)");
 	return 0;
 }
 

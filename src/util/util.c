@@ -238,6 +238,8 @@ int brig__error_prefix(brig_error **err, int code, const char *fmt, ...)
 	free(pre);
 	free((*err)->message);
 	(*err)->message = m;
+	/* The error's own code, not the argument: callers pass the rc they got
+	 * and rely on the two agreeing; a different code needs brig__error_set. */
 	return (*err)->code;
 }
 

@@ -76,8 +76,10 @@ int brig__error_set(brig_error **err, int code, int errnum, const char *fmt, ...
 /* Same, with the daemon's HTTP status recorded. */
 int brig__error_set_http(brig_error **err, int code, int status, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-/* Prefixes context ("exec in X: ") to an existing error; returns its code
- * (or code when *err is NULL). */
+/* Prefixes context ("exec in X: ") to an existing error. Returns the code the
+ * error already carries, NOT the code argument, whenever *err exists; code is
+ * returned only when err or *err is NULL (nothing to prefix). It never changes
+ * an error's code: to report a different code, use brig__error_set. */
 int brig__error_prefix(brig_error **err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void brig__error_clear(brig_error **err);

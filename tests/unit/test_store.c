@@ -1200,13 +1200,66 @@ static void test_sqlite_files(void **state)
 	free(path);
 }
 
+/* A state this brig does not know, written into the database behind its back,
+ * is the store's failure (BRIG_ESTORE), not an invalid argument. */
+static void test_bad_state_in_db(void **state)
+{
+	backend *b = use(state);
+	brig_error *err = NULL;
+	brig_store_session in = session_rec("bad", "agent", "st");
+	ASSERT_OK(brig_store_session_create(b->s, NULL, &in, &err), err);
+	if (b == &sqlite_b) {
+		sqlite3 *db = NULL;
+		assert_int_equal(sqlite3_open(b->url + strlen("sqlite://"), &db), SQLITE_OK);
+		sqlite3_busy_timeout(db, 5000);
+		char *msg = NULL;
+		int r = sqlite3_exec(db,
+				     "PRAGMA ignore_check_constraints = ON;"
+				     "UPDATE sessions SET state = 'hibernating' WHERE ns = 'bad' AND session = 'st';",
+				     NULL, NULL, &msg);
+		if (r != SQLITE_OK)
+			fail_msg("corrupting the state: %s", msg);
+		sqlite3_close(db);
+	} else {
+		PGconn *c = PQconnectdb(b->pg_base);
+		assert_int_equal(PQstatus(c), CONNECTION_OK);
+		char *q = PQescapeIdentifier(c, b->schemas[0], strlen(b->schemas[0]));
+		char *sql = NULL;
+		assert_true(asprintf(&sql,
+				     "ALTER TABLE %s.sessions DROP CONSTRAINT IF EXISTS sessions_state_check;"
+				     "UPDATE %s.sessions SET state = 'hibernating' WHERE ns = 'bad' AND session = 'st'",
+				     q, q) > 0);
+		PGresult *r = PQexec(c, sql);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK)
+			fail_msg("corrupting the state: %s", PQresultErrorMessage(r));
+		PQclear(r);
+		free(sql);
+		PQfreemem(q);
+		PQfinish(c);
+	}
+	brig_store_session *got = NULL;
+	int r = brig_store_session_get(b->s, &got, "bad", "agent", "st", &err);
+	assert_int_equal(r, BRIG_ESTORE);
+	assert_null(got);
+	assert_non_null(err);
+	assert_int_equal(err->code, BRIG_ESTORE);
+	assert_non_null(strstr(brig_error_message(err), "hibernating"));
+	brig_error_free(err);
+	err = NULL;
+	/* Without an error out-parameter the code is the same. */
+	assert_int_equal(brig_store_session_get(b->s, &got, "bad", "agent", "st", NULL), BRIG_ESTORE);
+	ASSERT_OK(brig_store_session_delete(b->s, NULL, NULL, "bad", "agent", "st", BRIG_STORE_ANY_REVISION, &err),
+		  err);
+}
+
 #define STORE_SUITE(b)                                                                                            \
 	cmocka_unit_test_prestate(test_backend_info, b), cmocka_unit_test_prestate(test_roundtrip, b),            \
 		cmocka_unit_test_prestate(test_create_conflict, b), cmocka_unit_test_prestate(test_cas, b),       \
 		cmocka_unit_test_prestate(test_concurrent_cas, b),                                                \
 		cmocka_unit_test_prestate(test_concurrent_create, b),                                             \
 		cmocka_unit_test_prestate(test_two_processes, b), cmocka_unit_test_prestate(test_checkpoints, b), \
-		cmocka_unit_test_prestate(test_audit, b), cmocka_unit_test_prestate(test_migrations, b)
+		cmocka_unit_test_prestate(test_audit, b), cmocka_unit_test_prestate(test_migrations, b),          \
+		cmocka_unit_test_prestate(test_bad_state_in_db, b)
 
 int main(int argc, char **argv)
 {
