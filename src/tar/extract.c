@@ -396,18 +396,16 @@ static int extract_body(void *ctx, brig_tar__source *src, brig_error **err)
 	archive_read_support_format_tar(a);
 	archive_read_support_format_empty(a);
 	int r = brig_tar__read_open(a, src, err);
+	uint64_t seen = 0;
 	while (!r) {
 		struct archive_entry *ae;
-		int ar = archive_read_next_header(a, &ae);
-		if (ar == ARCHIVE_EOF)
-			break;
-		/* Warnings are about charset conversion or ignored pax records;
-		 * the entry that results is checked in full either way. */
-		if (ar != ARCHIVE_OK && ar != ARCHIVE_WARN) {
-			r = brig_tar__archive_error(a, src, err, "after %llu entries",
-						    (unsigned long long)x->ck.stats.entries);
+		r = brig_tar__next_header(a, src, &seen, x->ck.stats.entries, &ae, err);
+		if (r == 1) {
+			r = 0;
 			break;
 		}
+		if (r)
+			break;
 		brig_tar__item it;
 		r = brig_tar__check(&x->ck, ae, &it, err);
 		if (r || it.skip)

@@ -127,6 +127,33 @@ int brig_tar__archive_error(struct archive *a, brig_tar__source *src, brig_error
 	return r;
 }
 
+int brig_tar__next_header(struct archive *a, brig_tar__source *src, uint64_t *seen, uint64_t entries,
+			  struct archive_entry **ae, brig_error **err)
+{
+	/* libarchive takes input that stops at a block boundary for the end of
+	 * the archive. Only the end-of-archive blocks move the position at the
+	 * end, so whatever is left of the last entry (data, padding) is
+	 * consumed first and the position compared across the call. */
+	if (*seen && archive_read_data_skip(a) != ARCHIVE_OK)
+		return brig_tar__archive_error(a, src, err, "after %llu entries", (unsigned long long)entries);
+	la_int64_t before = archive_filter_bytes(a, 0);
+	int ar = archive_read_next_header(a, ae);
+	if (ar == ARCHIVE_EOF) {
+		if (*seen && archive_filter_bytes(a, 0) == before)
+			return brig__error_set(err, BRIG_EPROTO, 0,
+					       "tar stream cut short: the archive ends without its end marker after "
+					       "%llu entries",
+					       (unsigned long long)entries);
+		return 1;
+	}
+	/* Warnings are about charset conversion or ignored pax records; the
+	 * entry that results is checked in full either way. */
+	if (ar != ARCHIVE_OK && ar != ARCHIVE_WARN)
+		return brig_tar__archive_error(a, src, err, "after %llu entries", (unsigned long long)entries);
+	++*seen;
+	return 0;
+}
+
 int brig_tar__read_open(struct archive *a, brig_tar__source *src, brig_error **err)
 {
 	if (archive_read_open(a, src, NULL, source_read, NULL) != ARCHIVE_OK)

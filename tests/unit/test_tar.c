@@ -1337,6 +1337,81 @@ static brig_tar_copy_options copy_opts(int compression)
 	return co;
 }
 
+/* Copies tar[0, len) as one input, pushed in chunks of 700 or pulled. */
+static int copy_mem(const char *tar, size_t len, bool push, brig_error **err)
+{
+	brig_tar_copy_options co = copy_opts(BRIG_TAR_COMPRESS_NONE);
+	membuf out = {0};
+	brig_tar_copy *c = NULL;
+	int r = brig_tar_copy_new(&c, &co, mem_write, &out, err);
+	if (!r && push) {
+		for (size_t off = 0; !r && off < len; off += 700)
+			r = brig_tar_copy_feed(c, tar + off, len - off < 700 ? len - off : 700, err);
+		if (!r)
+			r = brig_tar_copy_end_input(c, err);
+	} else if (!r) {
+		mem_reader m = {tar, len, 0, 1000};
+		r = brig_tar_copy_from_reader(c, mem_read, &m, err);
+	}
+	if (!r)
+		r = brig_tar_copy_finish(c, NULL, err);
+	brig_tar_copy_free(c);
+	free(out.p);
+	return r;
+}
+
+/* A stream that stops at a block boundary before its two zero blocks —
+ * between entries or inside data — is cut short, not complete: a
+ * checkpoint cut there must not be stored as whole. */
+static void test_cut_at_entry_boundary(void **state)
+{
+	fx *f = *state;
+	brig_tar_extract_options o = opts_links();
+	size_t len;
+	char *tar = checkpoint_input(&len);
+	assert_true(len % 512 == 0 && len > 1024);
+	for (size_t i = 0; i < 1024; i++)
+		assert_int_equal(tar[len - 1024 + i], 0);
+	for (size_t cut = 512; cut <= len - 1024; cut += 512) {
+		/* the extractor, push and pull */
+		expect_refused(f, tar, cut, &o, BRIG_EPROTO, NULL);
+		/* the copier, push and pull */
+		for (int push = 0; push < 2; push++) {
+			brig_error *err = NULL;
+			int r = copy_mem(tar, cut, push, &err);
+			if (r != BRIG_EPROTO)
+				fail_msg("copy cut at %zu (push %d): expected EPROTO, got %s: %s", cut, push,
+					 brig_error_name(r), brig_error_message(err));
+			brig_error_free(err);
+		}
+	}
+	/* the end marker at an entry boundary names the cause */
+	brig_error *err = NULL;
+	clear_dest(f);
+	assert_int_equal(extract_mem(f->dest, tar, len - 1024, &o, 0, NULL, &err), BRIG_EPROTO);
+	ASSERT_CONTAINS(brig_error_message(err), "without its end marker");
+	brig_error_free(err);
+	err = NULL;
+
+	/* whole, with one zero block (some writers stop there), empty, and
+	 * nothing but the end marker: all complete */
+	size_t ok_lens[] = {len, len - 512};
+	for (size_t i = 0; i < 2; i++) {
+		clear_dest(f);
+		ASSERT_OK(extract_mem(f->dest, tar, ok_lens[i], &o, 0, NULL, &err), err);
+		clear_dest(f);
+		ASSERT_OK(extract_mem(f->dest, tar, ok_lens[i], &o, 333, NULL, &err), err);
+		ASSERT_OK(copy_mem(tar, ok_lens[i], false, &err), err);
+		ASSERT_OK(copy_mem(tar, ok_lens[i], true, &err), err);
+	}
+	const char *only_marker = tar + len - 1024;
+	ASSERT_OK(extract_mem(f->dest, only_marker, 1024, &o, 0, NULL, &err), err);
+	ASSERT_OK(copy_mem(only_marker, 1024, true, &err), err);
+	ASSERT_OK(copy_mem("", 0, true, &err), err);
+	ASSERT_OK(copy_mem("", 0, false, &err), err);
+	free(tar);
+}
+
 static void test_copy_reowns_and_restores(void **state)
 {
 	fx *f = *state;
@@ -1739,6 +1814,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_builder_options, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_reowns_and_restores, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_refuses_corrupt, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cut_at_entry_boundary, setup, teardown),
 		cmocka_unit_test(test_copy_refuses_hostile),
 		cmocka_unit_test(test_copy_caps_sparse_and_writer_failure),
 		cmocka_unit_test_setup_teardown(test_write_fd_and_sha256_fd, setup, teardown),
