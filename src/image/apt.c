@@ -259,7 +259,7 @@ int brig_image__apt_read(brig_apt_sources *s, const char *apt_dir, brig_error **
 	if (access(main_list, F_OK) == 0) {
 		char *t = read_small(main_list, err);
 		if (!t)
-			return (*err)->code;
+			return err && *err ? (*err)->code : BRIG_EIO;
 		brig_image__apt_parse_list(s, t);
 		free(t);
 	}

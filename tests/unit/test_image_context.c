@@ -614,6 +614,28 @@ static void test_apt_sources(void **state)
 	brig_image__apt_free(&s);
 }
 
+/* An unreadable sources.list (here a directory) is BRIG_EIO even when the
+ * caller does not want the message. */
+static void test_apt_read_unreadable_without_err(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/brig-test-apt-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char p[512];
+	snprintf(p, sizeof p, "%s/sources.list", dir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	brig_apt_sources s;
+	assert_int_equal(brig_image__apt_read(&s, dir, NULL), BRIG_EIO);
+	brig_image__apt_free(&s);
+	brig_error *err = NULL;
+	assert_int_equal(brig_image__apt_read(&s, dir, &err), BRIG_EIO);
+	ASSERT_CONTAINS(brig_error_message(err), "sources.list");
+	brig_error_free(err);
+	brig_image__apt_free(&s);
+	rmdir(p);
+	rmdir(dir);
+}
+
 static void test_dpkg_status(void **state)
 {
 	(void)state;
@@ -644,6 +666,7 @@ int main(void)
 		cmocka_unit_test(test_packages_diff),
 		cmocka_unit_test(test_apt_sources),
 		cmocka_unit_test(test_dpkg_status),
+		cmocka_unit_test(test_apt_read_unreadable_without_err),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
