@@ -32,6 +32,24 @@ static void add_source(brig_apt_sources *s, const char *uri, const char *suite, 
 	src->signed_by = signed_by && signed_by[0] == '/' && !strpbrk(signed_by, " \t\n") ? xstrdup(signed_by) : NULL;
 }
 
+char *brig_image__apt_uri_without_userinfo(const char *uri)
+{
+	const char *sep = uri ? strstr(uri, "://") : NULL;
+	if (!sep)
+		return NULL;
+	const char *auth = sep + 3;
+	/* The authority ends at the first '/'; the last '@' before it ends the
+	 * user info (an unencoded '@' or '?' in a token must not leak a piece). */
+	const char *end = auth + strcspn(auth, "/");
+	const char *at = NULL;
+	for (const char *c = auth; c < end; c++)
+		if (*c == '@')
+			at = c;
+	if (!at)
+		return NULL;
+	return xasprintf("%.*s***%s", (int)(auth - uri), uri, at);
+}
+
 static char *trim(char *s)
 {
 	while (*s == ' ' || *s == '\t')

@@ -456,6 +456,22 @@ static void remove_stale_work(build_ctx *c)
 	closedir(d);
 }
 
+/* A mirror URI carrying a login would put it into debootstrap's argv (ps),
+ * the progress lines, the cached root filesystem's record and the image's
+ * sources.list: refused, without echoing it. */
+static int refuse_userinfo(const brig_apt_source *s, const char *dir, brig_error **err)
+{
+	cleanup_free char *shown = brig_image__apt_uri_without_userinfo(s->uri);
+	if (!shown)
+		return 0;
+	return brig__error_set(
+		err, BRIG_EINVAL, 0,
+		"the apt source %s for suite '%s' (in %s) carries credentials in its URI, which would "
+		"end up in the process list, the build cache and the image: list the mirror without "
+		"them and keep the login in apt's auth.conf (%s/auth.conf.d/*.conf, see apt_auth.conf(5))",
+		shown, s->suite, dir, dir);
+}
+
 /* The suite's source and its update suites, from the machine's apt. */
 static int find_sources(build_ctx *c, brig_error **err)
 {
@@ -475,6 +491,10 @@ static int find_sources(build_ctx *c, brig_error **err)
 				       "(a 'deb URI %s main' line) or pass --apt-dir",
 				       c->suite, dir, dir, c->suite);
 	}
+	if ((rc = refuse_userinfo(main_src, dir, err)) != 0) {
+		brig_image__apt_free(&apt);
+		return rc;
+	}
 	c->sources = json_array();
 	json_array_append_new(c->sources, json_pack("{s:s, s:s, s:s}", "uri", main_src->uri, "suite", main_src->suite,
 						    "components", main_src->components));
@@ -488,6 +508,10 @@ static int find_sources(build_ctx *c, brig_error **err)
 			progress(c->o, "rootfs", "%s is not in this machine's apt sources: its updates are skipped",
 				 json_string_value(v));
 			continue;
+		}
+		if ((rc = refuse_userinfo(s, dir, err)) != 0) {
+			brig_image__apt_free(&apt);
+			return rc;
 		}
 		json_array_append_new(c->sources, json_pack("{s:s, s:s, s:s}", "uri", s->uri, "suite", s->suite,
 							    "components", s->components));

@@ -67,6 +67,10 @@ void brig_image__apt_parse_list(brig_apt_sources *s, const char *text);
 /* Reads <apt_dir>/sources.list and <apt_dir>/sources.list.d/ *.list and
  * *.sources (in name order). An empty result is not an error here. */
 int brig_image__apt_read(brig_apt_sources *s, const char *apt_dir, brig_error **err);
+/* NULL when uri ("scheme://[user[:password]@]host/…") has no user info;
+ * otherwise a copy with the user info replaced by "***", safe to print.
+ * Freed with free(). */
+char *brig_image__apt_uri_without_userinfo(const char *uri);
 /* The first source for suite, or NULL. Borrowed. */
 const brig_apt_source *brig_image__apt_find(const brig_apt_sources *s, const char *suite);
 void brig_image__apt_free(brig_apt_sources *s);

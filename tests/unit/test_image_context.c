@@ -475,6 +475,41 @@ static void test_mirror_comes_from_apt_sources(void **state)
 	brig_image_result_clear(&res);
 }
 
+/* A mirror with a login in its URI is refused, and the token is never shown. */
+static void test_mirror_with_credentials_refused(void **state)
+{
+	fixture *f = *state;
+	write_lock(f, false);
+	static const char *const sources[] = {
+		"Types: deb\nURIs: https://user:Tok3nXYZ@mirror.invalid/debian\nSuites: bookworm\nComponents: main\n",
+		"Types: deb\nURIs: https://Tok3nXYZ@mirror.invalid/debian\nSuites: bookworm\nComponents: main\n",
+		"Types: deb\nURIs: http://mirror.invalid/debian\nSuites: bookworm\nComponents: main\n\n"
+		"Types: deb\nURIs: https://u:Tok3n@XYZ@mirror.invalid/sec\nSuites: bookworm-security\n"
+		"Components: main\n",
+	};
+	for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
+		char p[512];
+		snprintf(p, sizeof p, "%s/sources.list.d/debian.sources", f->apt);
+		write_text(p, sources[i]);
+		brig_image_build_options o = dry_opts(f, BRIG_IMAGE_MINIMAL);
+		brig_image_result res;
+		brig_error *err = NULL;
+		assert_int_equal(brig_image_build(NULL, &res, &o, &err), BRIG_EINVAL);
+		const char *m = brig_error_message(err);
+		if (strstr(m, "Tok3n") || strstr(m, "XYZ"))
+			fail_msg("token leaked: %s", m);
+		ASSERT_CONTAINS(m, "https://***@mirror.invalid/");
+		ASSERT_CONTAINS(m, "auth.conf");
+		brig_error_free(err);
+		brig_image_result_clear(&res);
+	}
+	char *r = brig_image__apt_uri_without_userinfo("http://mirror.invalid/debian");
+	assert_null(r);
+	r = brig_image__apt_uri_without_userinfo("https://a:b@h/p@q");
+	assert_string_equal(r, "https://***@h/p@q");
+	free(r);
+}
+
 static void test_options_refused(void **state)
 {
 	fixture *f = *state;
@@ -661,6 +696,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_tampered_cache_is_not_used, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_and_dockerfile_must_agree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mirror_comes_from_apt_sources, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mirror_with_credentials_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_options_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_checks, setup, teardown),
 		cmocka_unit_test(test_packages_diff),
