@@ -1119,16 +1119,6 @@ static int stage_record(brig_engine *e, build_ctx *c, brig_error **err)
 		return rc;
 	json_t *rec = NULL;
 	rc = load_records(&rec, path, err);
-	const char *old = c->previous_id;
-	if (old && strncmp(old, "sha256:", 7) == 0 && strcmp(old, res->image_id) != 0) {
-		brig_error *rerr = NULL;
-		if (brig_engine_image_remove(e, old, false, &rerr) == 0)
-			progress(c->o, "record", "removed %s, the image %s named before", old, res->tag);
-		else if (rerr && rerr->code != BRIG_ENOTFOUND)
-			progress(c->o, "record", "kept %s, the image %s named before: %s", old, res->tag,
-				 brig_error_message(rerr));
-		brig_error_free(rerr);
-	}
 	if (rc == 0) {
 		cleanup_free char *now = rfc3339_now();
 		json_object_set_new(rec, res->tag,
@@ -1139,6 +1129,18 @@ static int stage_record(brig_engine *e, build_ctx *c, brig_error **err)
 		cleanup_free char *text = json_dumps(rec, JSON_INDENT(2) | JSON_SORT_KEYS);
 		rc = write_file_atomic(path, text, err);
 		json_decref(rec);
+	}
+	/* Only once the record names the new image: if it cannot be written, the
+	 * old image may still be what the record (and its users) point at. */
+	const char *old = c->previous_id;
+	if (rc == 0 && old && strncmp(old, "sha256:", 7) == 0 && strcmp(old, res->image_id) != 0) {
+		brig_error *rerr = NULL;
+		if (brig_engine_image_remove(e, old, false, &rerr) == 0)
+			progress(c->o, "record", "removed %s, the image %s named before", old, res->tag);
+		else if (rerr && rerr->code != BRIG_ENOTFOUND)
+			progress(c->o, "record", "kept %s, the image %s named before: %s", old, res->tag,
+				 brig_error_message(rerr));
+		brig_error_free(rerr);
 	}
 	close(fd);
 	return rc;
