@@ -264,7 +264,7 @@ int brig_tar__policy_init(brig_tar__policy *pol, const brig_tar_limits *limits, 
 		return brig__error_set(err, BRIG_EINVAL, 0, "tar limits: max_name_len %zu is over 1 MiB",
 				       l->max_name_len);
 	if (!l->max_stream_bytes) {
-		uint64_t s = l->max_total_bytes, extra = l->max_entries * 16384 + (1u << 20);
+		uint64_t s = l->max_total_bytes, extra = l->max_entries * 2048 + (1u << 20);
 		l->max_stream_bytes = s > UINT64_MAX - extra ? UINT64_MAX : s + extra;
 	}
 	return 0;
@@ -475,20 +475,22 @@ int brig_tar__check(brig_tar__checker *ck, struct archive_entry *ae, brig_tar__i
 		return entry_error(err, BRIG_EUNSAFE, raw, NULL, "symlinks are not allowed here");
 	if (type == BRIG_TAR_HARDLINK && !pol->allow_hardlinks)
 		return entry_error(err, BRIG_EUNSAFE, raw, NULL, "hard links are not allowed here");
+	/* libarchive keeps a sparse map as one allocation per region, outside
+	 * every cap, and Docker never writes sparse entries. */
+	if (archive_entry_sparse_count(ae) > 0)
+		return entry_error(err, BRIG_EUNSAFE, raw, NULL, "sparse entries are not accepted");
 	if (sr == SPLIT_LONG)
 		return entry_error(err, BRIG_ETOOBIG, raw, NULL, "a component is longer than %d bytes",
 				   BRIG_TAR__NAME_MAX);
 
 	/* Every entry's size counts, whatever its type, so data the reader must
-	 * skip is bounded too. A sparse file counts its apparent size. */
+	 * skip is bounded too. */
 	int64_t sz = archive_entry_size_is_set(ae) ? archive_entry_size(ae) : 0;
 	if (sz < 0)
 		return entry_error(err, BRIG_EPROTO, raw, NULL, "negative size");
 	if ((uint64_t)sz > lim->max_total_bytes - ck->bytes)
 		return entry_error(err, BRIG_ETOOBIG, raw, NULL,
-				   "%s%llu bytes would pass the cap of %llu bytes (%llu already used)",
-				   archive_entry_sparse_count(ae) > 0 ? "sparse file of apparent size " : "",
-				   (unsigned long long)sz, (unsigned long long)lim->max_total_bytes,
+				   "%llu bytes would pass the cap of %llu bytes (%llu already used)", (unsigned long long)sz, (unsigned long long)lim->max_total_bytes,
 				   (unsigned long long)ck->bytes);
 	ck->bytes += (uint64_t)sz;
 

@@ -38,13 +38,14 @@
  *     "../../x" from "a/l" are refused — a ".." after a name could climb out
  *     through another link); hardlinks only with allow_hardlinks and only to
  *     a regular file that appeared earlier in the same stream. Device nodes,
- *     FIFOs, sockets and unknown types are refused.
+ *     FIFOs, sockets, unknown types and sparse entries (Docker writes none;
+ *     libarchive's sparse maps cost memory outside every cap) are refused.
  *   - tree: no entry may go through an earlier symlink or regular file of
  *     the stream; a non-directory path may appear only once and a directory
  *     is never replaced by anything else (directories may repeat).
  *   - caps (BRIG_ETOOBIG): entries (implied parent directories count), the sum
- *     of entry sizes (a sparse file counts its full apparent size, checked
- *     before any data is written), the raw stream length.
+ *     of entry sizes (checked before any data is written), the raw stream
+ *     length.
  *   - modes: & 0777 — setuid, setgid and sticky bits never survive; the
  *     extractor also removes the umask's bits.
  *
@@ -81,11 +82,11 @@ typedef void (*brig_tar_entry_cb)(const char *path, int type, uint64_t size, voi
 
 /* Caps on one untrusted stream; 0 in any field means its default. */
 typedef struct brig_tar_limits {
-	uint64_t max_total_bytes;  /* sum of entry sizes (sparse: apparent); 0: 1 GiB */
+	uint64_t max_total_bytes;  /* sum of entry sizes; 0: 1 GiB */
 	uint64_t max_entries;      /* entries, implied parent dirs included; 0: 50 000 */
 	size_t max_name_len;       /* bytes of a name or link target; 0: 4096 */
 	unsigned max_depth;        /* components of a name; 0: 128; at most 2048 */
-	uint64_t max_stream_bytes; /* raw tar bytes read; 0: max_total_bytes + 16 KiB
+	uint64_t max_stream_bytes; /* raw tar bytes read; 0: max_total_bytes + 2 KiB
 				      per allowed entry + 1 MiB (headers, padding) */
 } brig_tar_limits;
 
@@ -307,8 +308,8 @@ typedef struct brig_tar_copy brig_tar_copy;
  * every entry checked by the rules at the top of this file without touching
  * any file system, and re-written with only: normalised name, type, mode &
  * 0777, size, mtime, uid/gid (rewritten or kept), link target. Extended
- * attributes, ACLs, user/group names and sparse maps are dropped (a sparse
- * file's holes become zeros, capped by max_total_bytes). Entries of several
+ * attributes, ACLs and user/group names are dropped; sparse entries are
+ * refused, as by the extractor. Entries of several
  * inputs land in one output, e.g. /workspace and /runtime in one blob.
  * The writer is called with output as it is produced (on the worker thread
  * in push mode); it is never called after it returned an error.

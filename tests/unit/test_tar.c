@@ -590,8 +590,26 @@ static void test_sparse_bomb(void **state)
 	size_t len;
 	char *tar = tw_done(t, &len);
 	assert_true(len < 16384); /* a small stream… */
-	expect_refused(f, tar, len, &o, BRIG_ETOOBIG, "sparse file of apparent size 10737418240");
+	expect_refused(f, tar, len, &o, BRIG_EUNSAFE, "sparse entries are not accepted");
 	assert_int_equal(count_entries(f->dest), 0); /* …refused before a byte hit the disk */
+	free(tar);
+
+	/* small and within every cap, sparse is still refused: libarchive's
+	 * map costs memory per region, outside the caps */
+	t = tw_new();
+	archive_entry_clear(t->e);
+	archive_entry_copy_pathname(t->e, "small");
+	archive_entry_set_filetype(t->e, AE_IFREG);
+	archive_entry_set_perm(t->e, 0644);
+	archive_entry_set_size(t->e, 8192);
+	archive_entry_sparse_add_entry(t->e, 0, 10);
+	archive_entry_sparse_add_entry(t->e, 4096, 10);
+	assert_true(archive_write_header(t->a, t->e) >= ARCHIVE_WARN);
+	char logical[8192] = {0};
+	assert_int_equal(archive_write_data(t->a, logical, sizeof logical), (la_ssize_t)sizeof logical);
+	tar = tw_done(t, &len);
+	expect_refused(f, tar, len, &o, BRIG_EUNSAFE, "sparse entries are not accepted");
+	assert_int_equal(count_entries(f->dest), 0);
 	free(tar);
 }
 
@@ -1367,8 +1385,18 @@ static void test_cut_at_entry_boundary(void **state)
 {
 	fx *f = *state;
 	brig_tar_extract_options o = opts_links();
+	tw *t = tw_new();
+	tw_dir(t, "d/");
+	tw_entry(t, "d/one", AE_IFREG, 0644, "1", 1, NULL, false);
+	char block[1000];
+	memset(block, 'b', sizeof block);
+	tw_entry(t, "d/block", AE_IFREG, 0644, block, 512, NULL, false);
+	tw_entry(t, "d/two-blocks", AE_IFREG, 0644, block, sizeof block, NULL, false);
+	tw_symlink(t, "d/cur", "one");
+	tw_hardlink(t, "d/again", "d/one");
+	tw_entry(t, "d/empty", AE_IFREG, 0644, NULL, 0, NULL, false);
 	size_t len;
-	char *tar = checkpoint_input(&len);
+	char *tar = tw_done(t, &len);
 	assert_true(len % 512 == 0 && len > 1024);
 	for (size_t i = 0; i < 1024; i++)
 		assert_int_equal(tar[len - 1024 + i], 0);
@@ -1671,7 +1699,7 @@ static void test_copy_refuses_hostile(void **state)
 static void test_copy_caps_sparse_and_writer_failure(void **state)
 {
 	(void)state;
-	/* a sparse file within budget becomes zeros */
+	/* a sparse file is refused, even within budget */
 	tw *t = tw_new();
 	archive_entry_clear(t->e);
 	archive_entry_copy_pathname(t->e, "s");
@@ -1693,22 +1721,12 @@ static void test_copy_caps_sparse_and_writer_failure(void **state)
 	brig_error *err = NULL;
 	ASSERT_OK(brig_tar_copy_new(&c, &co, mem_write, &out, &err), err);
 	mem_reader m = {tar, len, 0, 0};
-	ASSERT_OK(brig_tar_copy_from_reader(c, mem_read, &m, &err), err);
-	ASSERT_OK(brig_tar_copy_finish(c, NULL, &err), err);
+	assert_int_equal(brig_tar_copy_from_reader(c, mem_read, &m, &err), BRIG_EUNSAFE);
+	ASSERT_CONTAINS(brig_error_message(err), "sparse entries are not accepted");
+	brig_error_free(err);
+	err = NULL;
 	brig_tar_copy_free(c);
-	struct archive *a = archive_read_new();
-	archive_read_support_format_tar(a);
-	archive_read_open_memory(a, out.p, out.len);
-	struct archive_entry *ae;
-	assert_true(archive_read_next_header(a, &ae) >= ARCHIVE_WARN);
-	assert_int_equal(archive_entry_size(ae), 100000);
-	char *data = malloc(100000);
-	assert_int_equal(archive_read_data(a, data, 100000), 100000);
-	assert_memory_equal(data + 50000, "0123456789", 10);
-	assert_int_equal(data[0], 0);
-	assert_int_equal(data[99999], 0);
-	free(data);
-	archive_read_free(a);
+	assert_int_equal(out.len, 0);
 	free(out.p);
 
 	/* the same file over a 64 KiB budget */
@@ -1716,8 +1734,8 @@ static void test_copy_caps_sparse_and_writer_failure(void **state)
 	out = (membuf){0};
 	ASSERT_OK(brig_tar_copy_new(&c, &co, mem_write, &out, &err), err);
 	m = (mem_reader){tar, len, 0, 0};
-	assert_int_equal(brig_tar_copy_from_reader(c, mem_read, &m, &err), BRIG_ETOOBIG);
-	ASSERT_CONTAINS(brig_error_message(err), "sparse file");
+	assert_int_equal(brig_tar_copy_from_reader(c, mem_read, &m, &err), BRIG_EUNSAFE);
+	ASSERT_CONTAINS(brig_error_message(err), "sparse entries are not accepted");
 	brig_error_free(err);
 	err = NULL;
 	brig_tar_copy_free(c);
