@@ -57,10 +57,20 @@ int cli_print_json(json_t *j)
 {
 	if (!j)
 		return cli_fail("internal error: no JSON to print");
+	errno = 0;
 	int r = json_dumpf(j, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+	bool failed = r != 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0;
+	int e = errno;
 	json_decref(j);
-	if (r != 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0)
-		return cli_fail("cannot write to stdout: %s", strerror(errno));
+	if (failed && e == EPIPE) {
+		/* The reader left (`| head`): nothing more to say, and not brig's
+		 * failure. The error flag is cleared so main's final check, which
+		 * also treats EPIPE as harmless, does not report it as one. */
+		clearerr(stdout);
+		return 0;
+	}
+	if (failed)
+		return cli_fail("cannot write to stdout: %s", e ? strerror(e) : "write error");
 	return 0;
 }
 
