@@ -40,6 +40,8 @@ struct brig_tar_builder {
 	int file_fd;
 	const char *file_mem;
 	uint64_t file_left;
+	uint64_t file_size;         /* as written into the header */
+	struct timespec file_mtime; /* likewise */
 	char *file_host;
 	struct archive *a;
 	struct archive_entry *ae;
@@ -277,6 +279,28 @@ static int list_dir(brig_tar_builder *b, int dfd, const char *host, char ***out,
 	return 0;
 }
 
+/* Once the size in the header is read: the file must end there and be as
+ * it was when the header went out, or the tar would hold a cut or mixed
+ * copy without a word. */
+static int file_unchanged(brig_tar_builder *b, int fd, const char *host, uint64_t size, const struct timespec *mtime)
+{
+	char c;
+	ssize_t n;
+	do
+		n = read(fd, &c, 1);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return brig__error_set(&b->err, BRIG_EIO, errno, "cannot read %s: %s", host, strerror(errno));
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return brig__error_set(&b->err, BRIG_EIO, errno, "cannot read %s: %s", host, strerror(errno));
+	if (n > 0 || (uint64_t)st.st_size != size || st.st_mtim.tv_sec != mtime->tv_sec ||
+	    st.st_mtim.tv_nsec != mtime->tv_nsec)
+		return brig__error_set(&b->err, BRIG_EIO, 0, "%s changed while it was being read; copy it again",
+				       host);
+	return 0;
+}
+
 /* Emits the host object `name` under directory dfd as archive name arc. */
 static int emit_host(brig_tar_builder *b, int dfd, const char *name, const char *arc, const char *host, bool deref)
 {
@@ -301,11 +325,14 @@ static int emit_host(brig_tar_builder *b, int dfd, const char *name, const char 
 			return r;
 		}
 		if (st2.st_size == 0) {
+			r = file_unchanged(b, fd, host, 0, &st2.st_mtim);
 			close(fd);
-			return 0;
+			return r;
 		}
 		b->file_fd = fd;
 		b->file_left = (uint64_t)st2.st_size;
+		b->file_size = (uint64_t)st2.st_size;
+		b->file_mtime = st2.st_mtim;
 		free(b->file_host);
 		b->file_host = xstrdup(host);
 		return 0;
@@ -375,10 +402,14 @@ static int stream_chunk(brig_tar_builder *b)
 		return write_error(b, "writing data");
 	b->file_left -= (uint64_t)n;
 	if (b->file_left == 0) {
-		if (b->file_fd >= 0)
+		int r = 0;
+		if (b->file_fd >= 0) {
+			r = file_unchanged(b, b->file_fd, b->file_host, b->file_size, &b->file_mtime);
 			close(b->file_fd);
+		}
 		b->file_fd = -1;
 		b->file_mem = NULL;
+		return r;
 	}
 	return 0;
 }

@@ -1212,6 +1212,48 @@ static void test_builder_round_trip(void **state)
 	rm_rf(host);
 }
 
+/* A host file that grows, or changes in place, while the builder streams
+ * it fails the read (BRIG_EIO) instead of ending up cut in the tar. */
+static void test_builder_file_changes(void **state)
+{
+	fx *f = *state;
+	char host[256];
+	snprintf(host, sizeof host, "%s/changing", f->sibling);
+	size_t blen = 200000;
+	char *bin = binary_blob(blen);
+	for (int in_place = 0; in_place < 2; in_place++) {
+		spit(host, bin, blen, 0644);
+		struct timespec ts[2] = {{.tv_sec = 1500000000}, {.tv_sec = 1500000000}};
+		assert_int_equal(utimensat(AT_FDCWD, host, ts, 0), 0);
+		brig_tar_builder *b = NULL;
+		brig_error *err = NULL;
+		ASSERT_OK(brig_tar_builder_new(&b, NULL, &err), err);
+		ASSERT_OK(brig_tar_builder_add_path(b, host, "changing", &err), err);
+		char buf[1024];
+		assert_int_equal(brig_tar_builder_read(b, buf, sizeof buf, &err), (ssize_t)sizeof buf);
+		int fd = open(host, O_WRONLY | O_CLOEXEC);
+		assert_true(fd >= 0);
+		if (in_place) {
+			/* same size, new bytes at the end, a new mtime */
+			assert_int_equal(pwrite(fd, "changed", 7, (off_t)blen - 7), 7);
+			struct timespec later[2] = {{.tv_sec = 1500000001}, {.tv_sec = 1500000001}};
+			assert_int_equal(futimens(fd, later), 0);
+		} else {
+			assert_int_equal(pwrite(fd, "grown", 5, (off_t)blen), 5);
+		}
+		close(fd);
+		ssize_t n;
+		while ((n = brig_tar_builder_read(b, buf, sizeof buf, &err)) > 0)
+			;
+		if (n != BRIG_EIO)
+			fail_msg("in_place %d: expected EIO, got %zd: %s", in_place, n, brig_error_message(err));
+		ASSERT_CONTAINS(brig_error_message(err), "changed while it was being read");
+		brig_error_free(err);
+		brig_tar_builder_free(b);
+	}
+	free(bin);
+}
+
 static void test_builder_options(void **state)
 {
 	fx *f = *state;
@@ -1830,6 +1872,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_extract_into_fd_and_owners, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_builder_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_builder_options, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_builder_file_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_reowns_and_restores, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_refuses_corrupt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cut_at_entry_boundary, setup, teardown),
