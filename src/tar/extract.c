@@ -94,8 +94,10 @@ static int open_component(int dfd, const char *name, bool create, const char *pa
 	}
 }
 
-/* The parent directory of item it, opened along the tree; borrowed fd. */
-static int parent_fd(brig_tar_extract *x, uint32_t parent, const char *path, int *out, brig_error **err)
+/* The directory of tree node `parent`, opened along the tree and cached on
+ * the stack (missing ones made with create); borrowed fd. */
+static int parent_fd(brig_tar_extract *x, uint32_t parent, const char *path, bool create, int *out,
+		     brig_error **err)
 {
 	size_t depth;
 	uint32_t *chain = chain_of(x, parent, &depth);
@@ -112,7 +114,7 @@ static int parent_fd(brig_tar_extract *x, uint32_t parent, const char *path, int
 		int dfd = i ? x->fd[i - 1] : x->root_fd;
 		int fd = -1;
 		bool made = false;
-		int r = open_component(dfd, x->ck.tree.nodes[chain[i]].name, true, path, &fd, &made, err);
+		int r = open_component(dfd, x->ck.tree.nodes[chain[i]].name, create, path, &fd, &made, err);
 		if (r)
 			return r;
 		if (made)
@@ -360,7 +362,9 @@ static int make_hardlink(brig_tar_extract *x, const brig_tar__item *it, int pfd,
 }
 
 /* Directory modes and mtimes last, deepest first (nodes are numbered in
- * creation order, so children come after their parents). */
+ * creation order, so children come after their parents, and no directory
+ * is needed again once its mode is set). Each is opened from its parent's
+ * fd on the stack: neighbours in that order share most of their path. */
 static int apply_dirs(brig_tar_extract *x, brig_error **err)
 {
 	brig_tar__tree *t = &x->ck.tree;
@@ -370,8 +374,10 @@ static int apply_dirs(brig_tar_extract *x, brig_error **err)
 		if (nd->kind != BRIG_TAR__N_DIR || !nd->made)
 			continue;
 		cleanup_free char *path = node_path(x, i);
-		int fd = -1;
-		int r = open_dir_of(x, i, true, path, &fd, err);
+		int pfd, fd = -1;
+		int r = parent_fd(x, nd->parent, path, false, &pfd, err);
+		if (!r)
+			r = open_component(pfd, nd->name, false, path, &fd, NULL, err);
 		if (r)
 			return r;
 		if (x->keep_owners && fchown(fd, (uid_t)nd->uid, (gid_t)nd->gid) < 0)
@@ -411,7 +417,7 @@ static int extract_body(void *ctx, brig_tar__source *src, brig_error **err)
 		if (r || it.skip)
 			continue;
 		int pfd;
-		r = parent_fd(x, it.parent, it.raw, &pfd, err);
+		r = parent_fd(x, it.parent, it.raw, true, &pfd, err);
 		if (r)
 			break;
 		switch (it.type) {

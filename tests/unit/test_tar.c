@@ -1040,6 +1040,39 @@ static void test_extract_umask_and_existing_dirs(void **state)
 	free(tar);
 }
 
+/* Directory modes are applied deepest first through the parents' cached
+ * fds: every level of interleaved read-only chains gets its own mode. */
+static void test_extract_deep_dir_modes(void **state)
+{
+	fx *f = *state;
+	tw *t = tw_new();
+	char a[256] = "a", b[256] = "b";
+	for (int d = 0; d < 30; d++) {
+		tw_entry(t, a, AE_IFDIR, d % 2 ? 0500 : 0550, NULL, 0, NULL, false);
+		tw_entry(t, b, AE_IFDIR, d % 2 ? 0550 : 0500, NULL, 0, NULL, false);
+		strcat(a, "/x");
+		strcat(b, "/y");
+	}
+	size_t len;
+	char *tar = tw_done(t, &len);
+	brig_tar_extract_options o = {0};
+	brig_error *err = NULL;
+	ASSERT_OK(extract_mem(f->dest, tar, len, &o, 0, NULL, &err), err);
+	strcpy(a, "a");
+	strcpy(b, "b");
+	for (int d = 0; d < 30; d++) {
+		struct stat sa, sb;
+		assert_int_equal(stat(P(f, a), &sa), 0);
+		assert_int_equal(sa.st_mode & 0777, d % 2 ? 0500 : 0550);
+		assert_int_equal(sa.st_mtim.tv_sec, 1600000000);
+		assert_int_equal(stat(P(f, b), &sb), 0);
+		assert_int_equal(sb.st_mode & 0777, d % 2 ? 0550 : 0500);
+		strcat(a, "/x");
+		strcat(b, "/y");
+	}
+	free(tar);
+}
+
 static void test_extract_into_fd_and_owners(void **state)
 {
 	fx *f = *state;
@@ -1869,6 +1902,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_feed_after_error_and_abandon, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_extract_good_tree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_extract_umask_and_existing_dirs, setup_umask, teardown_umask),
+		cmocka_unit_test_setup_teardown(test_extract_deep_dir_modes, setup_umask, teardown_umask),
 		cmocka_unit_test_setup_teardown(test_extract_into_fd_and_owners, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_builder_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_builder_options, setup, teardown),
