@@ -157,6 +157,23 @@ static char **child_env(const char *const *extra)
 	return env;
 }
 
+/* The build's commands run in a process group of their own (so a timeout
+ * or a cancel reaches debootstrap's and apt's children too); the terminal's
+ * Ctrl-C then reaches brig only, which records it here and stops the group. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+/* Sends sig to the command's whole group (its pgid is its pid; the group
+ * id is not reused while any member lives). */
+static void kill_group(pid_t pid, int sig)
+{
+	kill(-pid, sig);
+}
+
 static void free_env(char **env)
 {
 	for (size_t i = 0; env && env[i]; i++)
@@ -203,7 +220,16 @@ int brig_image__run(const brig_image_cmd *c, char **out, brig_error **err)
 	sigaddset(&dfl, SIGINT);
 	sigaddset(&dfl, SIGTERM);
 	posix_spawnattr_setsigdefault(&attr, &dfl);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+	/* No SA_RESTART: the signal interrupts poll() so the loop sees it. */
+	struct sigaction stop_sa, old_int, old_term;
+	memset(&stop_sa, 0, sizeof stop_sa);
+	stop_sa.sa_handler = on_stop_signal;
+	sigemptyset(&stop_sa.sa_mask);
+	stop_signal = 0;
+	sigaction(SIGINT, &stop_sa, &old_int);
+	sigaction(SIGTERM, &stop_sa, &old_term);
 	char **env = child_env(c->env_extra);
 	pid_t pid;
 	int se = posix_spawn(&pid, prog, &fa, &attr, (char *const *)c->argv, env);
@@ -215,6 +241,8 @@ int brig_image__run(const brig_image_cmd *c, char **out, brig_error **err)
 	if (se != 0) {
 		close(po[0]);
 		close(pe[0]);
+		sigaction(SIGINT, &old_int, NULL);
+		sigaction(SIGTERM, &old_term, NULL);
 		return brig__error_set(err, se == ENOENT ? BRIG_ENOTFOUND : BRIG_EIO, se, "%s: cannot start %s: %s",
 				       what, prog, strerror(se));
 	}
@@ -223,17 +251,26 @@ int brig_image__run(const brig_image_cmd *c, char **out, brig_error **err)
 	brig_buf_init(&s.out, c->stdout_cap ? c->stdout_cap : (4u << 20));
 	int64_t timeout = c->timeout_ms > 0 ? c->timeout_ms : DEFAULT_TIMEOUT_MS;
 	int64_t deadline = brig_now_ms() + timeout;
-	bool timed_out = false;
+	bool timed_out = false, reaped = false;
+	int status = 0;
+	/* Once the command has exited, what is still readable is read for a
+	 * moment only: a daemon it started may hold the pipes open for ever. */
+	int64_t drain_deadline = -1;
 	struct pollfd fds[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
 	int open_fds = 2;
 	char buf[16384];
-	while (open_fds > 0) {
-		int left = brig_remaining_ms(deadline);
+	while (open_fds > 0 && !stop_signal) {
+		if (!reaped && waitpid(pid, &status, WNOHANG) == pid) {
+			reaped = true;
+			kill_group(pid, SIGKILL);
+			drain_deadline = brig_now_ms() + 2000;
+		}
+		int left = brig_remaining_ms(reaped ? drain_deadline : deadline);
 		if (left == 0) {
-			timed_out = true;
+			timed_out = !reaped;
 			break;
 		}
-		int pr = poll(fds, 2, left > 1000 ? 1000 : left);
+		int pr = poll(fds, 2, left > 200 ? 200 : left);
 		if (pr < 0) {
 			if (errno == EINTR)
 				continue;
@@ -261,24 +298,48 @@ int brig_image__run(const brig_image_cmd *c, char **out, brig_error **err)
 		}
 	}
 	for (int i = 0; i < 2; i++)
-		if (fds[i].fd >= 0)
+		if (fds[i].fd >= 0) {
+			feed_lines(&s, i, "", 0, true);
 			close(fds[i].fd);
-
-	int status = 0;
-	if (timed_out) {
-		kill(pid, SIGTERM);
-		for (int i = 0; i < 50; i++) {
-			if (waitpid(pid, &status, WNOHANG) == pid)
-				goto reaped;
-			usleep(100 * 1000);
 		}
-		kill(pid, SIGKILL);
+
+	/* The pipes closed (or poll failed) with the command perhaps still
+	 * running: it still gets until the deadline, and a signal stops it. */
+	while (!reaped && !timed_out && !stop_signal) {
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		if (w == pid || (w < 0 && errno != EINTR)) {
+			reaped = w == pid;
+			break;
+		}
+		if (brig_remaining_ms(deadline) == 0)
+			timed_out = true;
+		else
+			usleep(50 * 1000);
 	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+	int stopped_by = reaped ? 0 : stop_signal;
+	if (!reaped && (timed_out || stopped_by)) {
+		kill_group(pid, SIGTERM);
+		for (int i = 0; i < 50 && !reaped; i++) {
+			if (waitpid(pid, &status, WNOHANG) == pid)
+				reaped = true;
+			else
+				usleep(100 * 1000);
+		}
+		if (!reaped)
+			kill_group(pid, SIGKILL);
+	}
+	while (!reaped && waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-reaped:;
+	kill_group(pid, SIGKILL); /* whatever it left behind */
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	if (!stopped_by)
+		stopped_by = stop_signal;
 	int rc = 0;
-	if (timed_out) {
+	if (stopped_by) {
+		rc = brig__error_set(err, BRIG_ECANCELED, 0, "%s was stopped: brig received %s", what,
+				     stopped_by == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM");
+	} else if (timed_out) {
 		char secs[32];
 		snprintf(secs, sizeof secs, "%lld", (long long)(timeout / 1000));
 		cleanup_free char *t = tail_text(&s);

@@ -8,6 +8,8 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include "brig/image.h"
 #include "image/image_internal.h"
 #include "tar/tar.h"
+#include "util/util.h"
 
 #define ASSERT_CONTAINS(hay, needle)                                                     \
 	do {                                                                             \
@@ -671,6 +674,103 @@ static void test_apt_read_unreadable_without_err(void **state)
 	rmdir(dir);
 }
 
+static bool pid_gone_within(pid_t pid, int ms)
+{
+	for (int i = 0; i < ms / 20; i++) {
+		/* Reparented to init: gone, or at worst a zombie about to be reaped. */
+		char path[64], st = 0;
+		snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+		FILE *fp = fopen(path, "r");
+		if (!fp)
+			return true;
+		int n = fscanf(fp, "%*d %*s %c", &st);
+		fclose(fp);
+		if (n == 1 && st == 'Z')
+			return true;
+		usleep(20 * 1000);
+	}
+	return false;
+}
+
+static pid_t read_pid(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	assert_non_null(fp);
+	int pid = 0;
+	assert_int_equal(fscanf(fp, "%d", &pid), 1);
+	fclose(fp);
+	return (pid_t)pid;
+}
+
+/* A step that leaves a background process holding its output pipes ends
+ * when the step's own process ends, and the leftover is killed. */
+static void test_run_leftover_child(void **state)
+{
+	(void)state;
+	char pidf[] = "/tmp/brig-test-run-XXXXXX";
+	int fd = mkstemp(pidf);
+	assert_true(fd >= 0);
+	close(fd);
+	char script[256];
+	snprintf(script, sizeof script, "sleep 30 & echo $! > %s; echo started", pidf);
+	const char *argv[] = {"sh", "-c", script, NULL};
+	brig_image_cmd c = {.stage = "test", .what = "sh", .argv = argv, .timeout_ms = 20000};
+	brig_error *err = NULL;
+	int64_t t0 = brig_now_ms();
+	assert_int_equal(brig_image__run(&c, NULL, &err), 0);
+	assert_true(brig_now_ms() - t0 < 5000);
+	assert_true(pid_gone_within(read_pid(pidf), 3000));
+	unlink(pidf);
+}
+
+/* A timeout stops the step's whole process group, not just its first process. */
+static void test_run_timeout_kills_group(void **state)
+{
+	(void)state;
+	char pidf[] = "/tmp/brig-test-run-XXXXXX";
+	int fd = mkstemp(pidf);
+	assert_true(fd >= 0);
+	close(fd);
+	char script[256];
+	snprintf(script, sizeof script, "sleep 30 </dev/null >/dev/null 2>&1 & echo $! > %s; sleep 30", pidf);
+	const char *argv[] = {"sh", "-c", script, NULL};
+	brig_image_cmd c = {.stage = "test", .what = "sh", .argv = argv, .timeout_ms = 1000};
+	brig_error *err = NULL;
+	assert_int_equal(brig_image__run(&c, NULL, &err), BRIG_ETIMEDOUT);
+	brig_error_free(err);
+	assert_true(pid_gone_within(read_pid(pidf), 3000));
+	unlink(pidf);
+}
+
+static void *send_sigint(void *arg)
+{
+	(void)arg;
+	usleep(500 * 1000);
+	kill(getpid(), SIGINT);
+	return NULL;
+}
+
+/* Ctrl-C during a step (which no longer shares brig's process group) stops
+ * the step and reports the cancel; SIGINT's disposition is restored. */
+static void test_run_sigint_cancels(void **state)
+{
+	(void)state;
+	const char *argv[] = {"sleep", "30", NULL};
+	brig_image_cmd c = {.stage = "test", .what = "sleep", .argv = argv, .timeout_ms = 20000};
+	brig_error *err = NULL;
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, send_sigint, NULL), 0);
+	int64_t t0 = brig_now_ms();
+	assert_int_equal(brig_image__run(&c, NULL, &err), BRIG_ECANCELED);
+	assert_true(brig_now_ms() - t0 < 10000);
+	ASSERT_CONTAINS(brig_error_message(err), "SIGINT");
+	brig_error_free(err);
+	pthread_join(t, NULL);
+	struct sigaction now;
+	sigaction(SIGINT, NULL, &now);
+	assert_true(now.sa_handler == SIG_DFL);
+}
+
 static void test_dpkg_status(void **state)
 {
 	(void)state;
@@ -703,6 +803,9 @@ int main(void)
 		cmocka_unit_test(test_apt_sources),
 		cmocka_unit_test(test_dpkg_status),
 		cmocka_unit_test(test_apt_read_unreadable_without_err),
+		cmocka_unit_test(test_run_leftover_child),
+		cmocka_unit_test(test_run_timeout_kills_group),
+		cmocka_unit_test(test_run_sigint_cancels),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
