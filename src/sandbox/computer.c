@@ -434,6 +434,8 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 			/* Nothing to adopt after all: a lost create may still land (its
 			 * volumes stay for it), and a 409 means someone holds the name. */
 			brig_error_free(lookup);
+			if (err && *err) /* a malformed answer (EPROTO) was counted as a lost one */
+				(*err)->code = first;
 			return brig__error_prefix(err, first,
 						  first == BRIG_EUNCERTAIN
 							  ? "create computer %s: no answer twice and nothing found under the "
