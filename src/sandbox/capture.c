@@ -202,3 +202,24 @@ void brig_sandbox__pad_secret_body(json_t *cfg)
 	pad[sizeof pad - 1] = '\0';
 	json_object_set_new(cfg, "BrigPadding", json_string(pad));
 }
+
+int brig_sandbox__resolve_image(brig_engine *e, char **out, const char *image, brig_error **err)
+{
+	json_t *img = NULL;
+	int rc = brig_engine_image_inspect(e, &img, image, err);
+	if (rc == BRIG_ENOTFOUND)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0,
+				       "image %s is not in the local image store and brig never pulls: build it "
+				       "with `brig image build` (or scripts/build-test-image for brig-test:local), "
+				       "or pass --image",
+				       image);
+	if (rc)
+		return rc;
+	const char *id = json_string_value(json_object_get(img, "Id"));
+	if (!id)
+		rc = brig__error_set(err, BRIG_EPROTO, 0, "inspect image %s: no Id", image);
+	else if (out)
+		*out = xstrdup(id);
+	json_decref(img);
+	return rc;
+}

@@ -1,5 +1,5 @@
-/* capture.h — bounded head+tail capture of one output stream, shared by
- * computer execs and disposable runs. Private to src/. */
+/* capture.h — what computer execs and disposable runs share: the bounded
+ * head+tail output capture and the small sandbox helpers both call. Private. */
 #ifndef BRIG_SANDBOX_CAPTURE_H
 #define BRIG_SANDBOX_CAPTURE_H
 
@@ -49,6 +49,11 @@ int brig_sandbox__host_limits(brig_engine *e, brig_host_limits *out, brig_error 
  * masking only a few key names: an exec body that carries a credential is
  * padded past that size (the daemon ignores the unknown field). */
 void brig_sandbox__pad_secret_body(json_t *exec_config);
+
+/* Resolves an image reference to its id (out may be NULL: only check it
+ * exists). A missing image is BRIG_ENOTFOUND saying how to build it: brig
+ * never pulls. */
+int brig_sandbox__resolve_image(brig_engine *e, char **out, const char *image, brig_error **err);
 
 /* Parses Docker's RFC 3339 timestamps to unix seconds (0 when unparsable). */
 int64_t brig_sandbox__parse_time(const char *s);

@@ -212,19 +212,6 @@ int brig_computer_list(brig_engine *e, brig_computer ***out, size_t *n, const ch
 
 /* ---- create or adopt ---- */
 
-static int check_image(brig_engine *e, const char *image, brig_error **err)
-{
-	cleanup_json json_t *img = NULL;
-	int rc = brig_engine_image_inspect(e, &img, image, err);
-	if (rc == BRIG_ENOTFOUND)
-		return brig__error_set(err, BRIG_ENOTFOUND, 0,
-				       "image %s is not in the local image store and brig never pulls: build it "
-				       "with `brig image build` (or scripts/build-test-image for brig-test:local), "
-				       "or pass --image",
-				       image);
-	return rc;
-}
-
 static int create_volumes(brig_engine *e, const brig_spec *spec, const char *name, json_t *labels,
 			  brig_error **err)
 {
@@ -356,7 +343,7 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 		return rc;
 	} else {
 		brig__error_clear(err);
-		if ((rc = check_image(e, spec->image, err)) != 0)
+		if ((rc = brig_sandbox__resolve_image(e, NULL, spec->image, err)) != 0)
 			return rc;
 		cleanup_free char *net_id = NULL;
 		if (spec->network == BRIG_NET_ISOLATED && (rc = brig_network_ensure(e, &net_id, spec, err)) != 0)

@@ -65,25 +65,6 @@ static void run_id(char out[25])
 	brig_hex(out, b, sizeof b);
 }
 
-static int resolve_image(brig_engine *e, char **out, const char *image, brig_error **err)
-{
-	cleanup_json json_t *img = NULL;
-	int rc = brig_engine_image_inspect(e, &img, image, err);
-	if (rc == BRIG_ENOTFOUND)
-		return brig__error_set(err, BRIG_ENOTFOUND, 0,
-				       "image %s is not in the local image store and brig never pulls: build it "
-				       "with `brig image build` (or scripts/build-test-image for brig-test:local), "
-				       "or pass --image",
-				       image);
-	if (rc)
-		return rc;
-	const char *id = json_string_value(json_object_get(img, "Id"));
-	if (!id)
-		return brig__error_set(err, BRIG_EPROTO, 0, "inspect image %s: no Id", image);
-	*out = xstrdup(id);
-	return 0;
-}
-
 /* Sum of the sizes under the inputs, to size /inbox (links not followed). */
 static _Thread_local uint64_t walk_total;
 
@@ -332,7 +313,7 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	brig_output_tee tee;
 	int64_t t1, t2, t3;
 
-	if ((rc = resolve_image(e, &res->image_id, spec.image, err)) != 0)
+	if ((rc = brig_sandbox__resolve_image(e, &res->image_id, spec.image, err)) != 0)
 		goto out;
 	/* Pin: the run uses exactly the id resolved now. */
 	free(spec.image);
