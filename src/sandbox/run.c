@@ -175,6 +175,24 @@ static void remove_run(brig_engine *e, const char *id)
 	(void)rc; /* ENOTFOUND: AutoRemove got there first */
 }
 
+/* Creates the run's container. Its name is fresh, so after a lost answer a
+ * container of that name can only be this create's: look before answering. */
+static int create_run_container(brig_engine *e, char **cid, const char *name, json_t *body, brig_error **err)
+{
+	int rc = brig_engine_container_create(e, cid, name, body, err);
+	if (rc == BRIG_EUNCERTAIN) {
+		json_t *j = NULL;
+		if (brig_engine_container_inspect(e, &j, name, NULL) == 0) {
+			*cid = xstrdup(json_string_value(json_object_get(j, "Id")));
+			brig__error_clear(err);
+			rc = 0;
+		}
+		if (j)
+			json_decref(j);
+	}
+	return rc;
+}
+
 /* The direct path: nothing to copy in or out and no stdin, so the command
  * is the container's own process (no exec: one runc start instead of two),
  * attached before start so no output is missed. The image's `timeout`
@@ -201,17 +219,7 @@ static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *r
 	 * that read). */
 	json_object_set_new(json_object_get(body, "HostConfig"), "AutoRemove", json_false());
 
-	int rc = brig_engine_container_create(e, cid, name, body, err);
-	if (rc == BRIG_EUNCERTAIN) {
-		json_t *j = NULL;
-		if (brig_engine_container_inspect(e, &j, name, NULL) == 0) {
-			*cid = xstrdup(json_string_value(json_object_get(j, "Id")));
-			brig__error_clear(err);
-			rc = 0;
-		}
-		if (j)
-			json_decref(j);
-	}
+	int rc = create_run_container(e, cid, name, body, err);
 	if (rc)
 		return rc;
 	brig_engine_stream *stream = NULL;
@@ -353,18 +361,7 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 			goto out;
 		}
 	}
-	rc = brig_engine_container_create(e, &cid, name, body, err);
-	if (rc == BRIG_EUNCERTAIN) {
-		/* The run's name is fresh: if it exists now, it is ours. */
-		json_t *j = NULL;
-		if (brig_engine_container_inspect(e, &j, name, NULL) == 0) {
-			cid = xstrdup(json_string_value(json_object_get(j, "Id")));
-			brig__error_clear(err);
-			rc = 0;
-		}
-		if (j)
-			json_decref(j);
-	}
+	rc = create_run_container(e, &cid, name, body, err);
 	if (rc)
 		goto out;
 	if ((rc = brig_engine_container_start(e, cid, err)) != 0)
