@@ -1203,8 +1203,8 @@ static void test_builder_round_trip(void **state)
 	ASSERT_OK(brig_tar_builder_new(&b, &bo, &err), err);
 	ASSERT_OK(brig_tar_builder_add_path(b, host, "inbox/data", &err), err);
 	ASSERT_OK(brig_tar_builder_add_file(b, "inbox/note.txt", "hello", 5, 0640, &err), err);
-	char *tar;
-	size_t len;
+	char *tar = NULL;
+	size_t len = 0;
 	ASSERT_OK((int)read_all(brig_tar_builder_reader, b, &tar, &len, 777, &err), err);
 	assert_int_equal(brig_tar_builder_read(b, (char[8]){0}, 8, &err), 0); /* stays at the end */
 	assert_int_equal(brig_tar_builder_add_dir(b, "late", 0755, &err), BRIG_EINVAL);
@@ -1300,8 +1300,8 @@ static void test_builder_options(void **state)
 	brig_error *err = NULL;
 	ASSERT_OK(brig_tar_builder_new(&b, &bo, &err), err);
 	ASSERT_OK(brig_tar_builder_add_path(b, host, "inbox", &err), err);
-	char *tar;
-	size_t len;
+	char *tar = NULL;
+	size_t len = 0;
 	ASSERT_OK((int)read_all(brig_tar_builder_reader, b, &tar, &len, 65536, &err), err);
 	brig_tar_builder_free(b);
 	struct archive *a = archive_read_new();
@@ -1562,8 +1562,8 @@ static void test_copy_reowns_and_restores(void **state)
 		spit(blob, out.p, out.len, 0600);
 		brig_tar_restore *rs = NULL;
 		ASSERT_OK(brig_tar_restore_open(&rs, AT_FDCWD, blob, res.sha256, &err), err);
-		char *plain;
-		size_t plen;
+		char *plain = NULL;
+		size_t plen = 0;
 		ASSERT_OK((int)read_all(brig_tar_restore_reader, rs, &plain, &plen, 1000, &err), err);
 		brig_tar_restore_free(rs);
 		assert_int_equal(plen, res.tar_bytes);
@@ -1869,8 +1869,8 @@ static void test_write_fd_and_sha256_fd(void **state)
 
 	brig_tar_restore *rs = NULL;
 	ASSERT_OK(brig_tar_restore_open(&rs, AT_FDCWD, path, hex, &err), err);
-	char *plain;
-	size_t plen;
+	char *plain = NULL;
+	size_t plen = 0;
 	ASSERT_OK((int)read_all(brig_tar_restore_reader, rs, &plain, &plen, 512, &err), err);
 	assert_int_equal(plen, res.tar_bytes);
 	brig_tar_restore_free(rs);
