@@ -429,15 +429,21 @@ static int send_chunked(brig_http_conn *c, const brig_http_request *req, size_t 
 	return rc;
 }
 
-int brig_http_roundtrip(brig_http_conn *c, const brig_http_request *req, brig_http_response *resp,
-			size_t body_cap, brig_http_body_cb body_cb, void *payload, brig_error **err)
+int brig_http_exchange_send(brig_http_exchange *x, brig_http_conn *c, const brig_http_request *req,
+			    brig_http_response *resp, size_t body_cap, brig_http_body_cb body_cb, void *payload,
+			    brig_error **err)
 {
 	int rc = 0;
 	size_t written = 0;
 	bool chunked = req->body_reader != NULL;
 	cleanup_free char *head = build_head(req, chunked);
 	size_t head_len = strlen(head);
-	brig_http_parser *p = brig_http_parser_new(resp, req->head, body_cap, body_cb, payload);
+	*x = (brig_http_exchange){.c = c,
+				  .method = req->method,
+				  .target = req->target,
+				  .resp = resp,
+				  .streamed = body_cb != NULL,
+				  .p = brig_http_parser_new(resp, req->head, body_cap, body_cb, payload)};
 
 	c->keep_alive = false;
 	rc = conn_write(c, head, head_len, req->deadline_ms, &written);
@@ -447,79 +453,93 @@ int brig_http_roundtrip(brig_http_conn *c, const brig_http_request *req, brig_ht
 		/* The daemon acts on nothing before the header block is complete. */
 		int code = written < head_len ? BRIG_ENOTSENT : BRIG_EUNCERTAIN;
 		c->broken = true;
-		rc = brig__error_set(err, code, errno, "%s %s: %s while sending the request", req->method,
-				     req->target, rc == BRIG_ETIMEDOUT ? "deadline passed" : strerror(errno));
-		goto out;
+		return brig__error_set(err, code, errno, "%s %s: %s while sending the request", req->method,
+				       req->target, rc == BRIG_ETIMEDOUT ? "deadline passed" : strerror(errno));
 	}
-	if (chunked && (rc = send_chunked(c, req, &written, err)) != 0)
-		goto out;
+	if (chunked)
+		return send_chunked(c, req, &written, err);
+	return 0;
+}
 
+int brig_http_exchange_read(brig_http_exchange *x, bool until_headers, int64_t deadline_ms, brig_error **err)
+{
+	brig_http_conn *c = x->c;
+	brig_http_response *resp = x->resp;
 	char buf[16384];
-	for (;;) {
-		ssize_t n = conn_read(c, buf, sizeof buf, req->deadline_ms);
+	while (!x->complete && !(until_headers && brig_http_parser_headers_done(x->p))) {
+		ssize_t n = conn_read(c, buf, sizeof buf, deadline_ms);
 		if (n == BRIG_ETIMEDOUT) {
 			c->broken = true;
-			if (body_cb && resp->status >= 200 && resp->status < 300) {
+			if (x->streamed && resp->status >= 200 && resp->status < 300) {
 				/* Answered; only the streamed body ran past the deadline.
 				 * A collected body cut short is no complete answer: uncertain. */
-				rc = brig__error_set(err, BRIG_ETIMEDOUT, 0, "%s %s: deadline passed while reading",
-						     req->method, req->target);
-			} else {
-				rc = brig__error_set(err, BRIG_EUNCERTAIN, ETIMEDOUT,
-						     "%s %s: no complete answer from the daemon before the deadline; "
-						     "the request may have taken effect",
-						     req->method, req->target);
+				return brig__error_set(err, BRIG_ETIMEDOUT, 0, "%s %s: deadline passed while reading",
+						       x->method, x->target);
 			}
-			goto out;
+			return brig__error_set(err, BRIG_EUNCERTAIN, ETIMEDOUT,
+					       "%s %s: no complete answer from the daemon before the deadline; "
+					       "the request may have taken effect",
+					       x->method, x->target);
 		}
 		if (n < 0) {
 			c->broken = true;
-			rc = brig__error_set(err, BRIG_EUNCERTAIN, errno,
-					     "%s %s: the connection broke before a complete answer (%s); the "
-					     "request may have taken effect",
-					     req->method, req->target, strerror(errno));
-			goto out;
+			return brig__error_set(err, BRIG_EUNCERTAIN, errno,
+					       "%s %s: the connection broke before a complete answer (%s); the "
+					       "request may have taken effect",
+					       x->method, x->target, strerror(errno));
 		}
 		if (n == 0) {
 			brig_error *perr = NULL;
-			int f = brig_http_parser_finish(p, &perr);
+			int f = brig_http_parser_finish(x->p, &perr);
+			c->broken = true; /* closed: not reusable */
 			if (f == 1) {
-				c->broken = true; /* closed: not reusable */
-				break;
+				c->upgraded = resp->upgraded;
+				x->complete = true;
+				return 0;
 			}
-			c->broken = true;
+			int rc = f;
 			if (f == BRIG_EPROTO) {
-				rc = brig__error_set(err, BRIG_EUNCERTAIN, 0,
-						     "%s %s: %s; the request may have taken effect", req->method,
-						     req->target, brig_error_message(perr));
-			} else {
-				rc = f;
-				if (err && perr) {
-					brig_error_free(*err);
-					*err = perr;
-					perr = NULL;
-				}
+				rc = brig__error_set(err, BRIG_EUNCERTAIN, 0, "%s %s: %s; the request may have taken effect",
+						     x->method, x->target, brig_error_message(perr));
+			} else if (err && perr) {
+				brig_error_free(*err);
+				*err = perr;
+				perr = NULL;
 			}
 			brig_error_free(perr);
-			goto out;
+			return rc;
 		}
 		size_t used = 0;
-		int f = brig_http_parser_feed(p, buf, (size_t)n, &used, err);
+		int f = brig_http_parser_feed(x->p, buf, (size_t)n, &used, err);
 		if (f < 0) {
 			c->broken = true;
-			rc = f;
-			goto out;
+			return f;
 		}
 		if (f == 1) {
 			if (!resp->upgraded && used < (size_t)n)
 				c->broken = true; /* bytes after the answer: never reuse */
-			break;
+			c->keep_alive = resp->keep_alive;
+			c->upgraded = resp->upgraded;
+			x->complete = true;
 		}
 	}
-	c->keep_alive = resp->keep_alive;
-	c->upgraded = resp->upgraded;
-out:
-	brig_http_parser_free(p);
+	return 0;
+}
+
+void brig_http_exchange_end(brig_http_exchange *x)
+{
+	brig_http_parser_free(x->p);
+	x->p = NULL;
+}
+
+int brig_http_roundtrip(brig_http_conn *c, const brig_http_request *req, brig_http_response *resp,
+			size_t body_cap, brig_http_body_cb body_cb, void *payload, brig_error **err)
+{
+	brig_http_exchange x;
+	int rc = brig_http_exchange_send(&x, c, req, resp, body_cap, body_cb, payload, err);
+	if (rc == 0)
+		rc = brig_http_exchange_read(&x, false, req->deadline_ms, err);
+	brig_http_exchange_end(&x);
 	return rc;
 }
 

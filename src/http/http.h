@@ -100,6 +100,27 @@ const char *brig_http_response_header(const brig_http_response *r, const char *n
 int brig_http_roundtrip(brig_http_conn *c, const brig_http_request *req, brig_http_response *resp,
 			size_t body_cap, brig_http_body_cb body_cb, void *payload, brig_error **err);
 
+/* The same in two steps, for an answer that comes later (a container wait
+ * registered before the start it waits for): send now, read once or in two
+ * parts (until the headers, then the rest). method and target are borrowed
+ * until brig_http_exchange_end; errors as brig_http_roundtrip. */
+typedef struct brig_http_parser brig_http_parser;
+typedef struct brig_http_exchange {
+	brig_http_conn *c;
+	const char *method, *target;
+	brig_http_response *resp;
+	brig_http_parser *p;
+	bool streamed; /* the body goes to a callback */
+	bool complete;
+} brig_http_exchange;
+
+int brig_http_exchange_send(brig_http_exchange *x, brig_http_conn *c, const brig_http_request *req,
+			    brig_http_response *resp, size_t body_cap, brig_http_body_cb body_cb, void *payload,
+			    brig_error **err);
+/* until_headers: stop once the status and headers are in (resp->status set). */
+int brig_http_exchange_read(brig_http_exchange *x, bool until_headers, int64_t deadline_ms, brig_error **err);
+void brig_http_exchange_end(brig_http_exchange *x);
+
 /* ---- raw stream after 101 (or a read-until-close body) ---- */
 /* Reads up to n bytes; returns bytes, 0 at EOF, BRIG_ETIMEDOUT when the
  * deadline passes, BRIG_EUNCERTAIN on a broken connection. Stream-head bytes
@@ -113,7 +134,6 @@ int brig_http_stream_close_write(brig_http_conn *c, brig_error **err);
 bool brig_http_stream_pending(brig_http_conn *c, const brig_http_response *resp);
 
 /* ---- response parser (pure; fed bytes, used by the connection and fuzzed) */
-typedef struct brig_http_parser brig_http_parser;
 
 brig_http_parser *brig_http_parser_new(brig_http_response *resp, bool head_request, size_t body_cap,
 				       brig_http_body_cb body_cb, void *payload);
@@ -127,5 +147,7 @@ int brig_http_parser_feed(brig_http_parser *p, const char *data, size_t len, siz
 int brig_http_parser_finish(brig_http_parser *p, brig_error **err);
 /* True once any response byte was seen. */
 bool brig_http_parser_started(const brig_http_parser *p);
+/* True once the status line and all headers were parsed. */
+bool brig_http_parser_headers_done(const brig_http_parser *p);
 
 #endif

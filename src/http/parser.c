@@ -159,6 +159,7 @@ void brig_http_parser_free(brig_http_parser *p)
 }
 
 bool brig_http_parser_started(const brig_http_parser *p) { return p->started; }
+bool brig_http_parser_headers_done(const brig_http_parser *p) { return p->headers_done; }
 
 static int parse_error(brig_http_parser *p, brig_error **err)
 {
