@@ -90,6 +90,20 @@ BRIG_PUBLIC int brig_engine_container_kill(brig_engine *e, const char *id, const
  * until deadline_ms; *exit_code gets StatusCode. Errors: BRIG_ETIMEDOUT. */
 BRIG_PUBLIC int brig_engine_container_wait(brig_engine *e, const char *id, const char *condition,
 					   int64_t deadline_ms, int64_t *exit_code, brig_error **err);
+/* The same wait in two steps. _begin sends it and returns once the daemon
+ * has registered it (its answer's headers are read), so begun before a start
+ * it cannot miss the exit, and with "removed" an AutoRemove container's exit
+ * code outlives the container. Errors: as any call (BRIG_ENOTFOUND: no such
+ * container). *out is freed with brig_engine_waiter_free. */
+typedef struct brig_engine_waiter brig_engine_waiter;
+BRIG_PUBLIC int brig_engine_container_wait_begin(brig_engine *e, brig_engine_waiter **out, const char *id,
+						 const char *condition, brig_error **err);
+/* Reads the answer until deadline_ms (monotonic; 0: a day); *exit_code gets
+ * StatusCode. Once only: after any return the waiter is spent. Errors:
+ * BRIG_ETIMEDOUT, BRIG_EUNCERTAIN (the connection broke), BRIG_EPROTO. */
+BRIG_PUBLIC int brig_engine_waiter_finish(brig_engine_waiter *w, int64_t deadline_ms, int64_t *exit_code,
+					  brig_error **err);
+BRIG_PUBLIC void brig_engine_waiter_free(brig_engine_waiter *w);
 BRIG_PUBLIC int brig_engine_container_remove(brig_engine *e, const char *id, bool force, bool volumes,
 					     brig_error **err);
 BRIG_PUBLIC int brig_engine_container_pause(brig_engine *e, const char *id, brig_error **err);

@@ -107,30 +107,105 @@ int brig_engine_container_kill(brig_engine *e, const char *id, const char *signa
 	return simple_post(e, id, "kill", q, "kill", 0, NULL, err);
 }
 
-int brig_engine_container_wait(brig_engine *e, const char *id, const char *condition, int64_t deadline_ms,
-			       int64_t *exit_code, brig_error **err)
+struct brig_engine_waiter {
+	brig_engine *e;
+	brig_http_conn *c;
+	char *path, *what;
+	brig_http_response resp;
+	brig_http_exchange x;
+};
+
+void brig_engine_waiter_free(brig_engine_waiter *w)
 {
+	if (!w)
+		return;
+	brig_http_exchange_end(&w->x);
+	if (w->c)
+		brig_engine__conn_put(w->e, w->c); /* reused only after a complete answer */
+	brig_http_response_clear(&w->resp);
+	free(w->path);
+	free(w->what);
+	free(w);
+}
+
+/* A non-2xx answer, once complete, becomes the daemon's error. */
+static int waiter_status(brig_engine_waiter *w, brig_error **err)
+{
+	if (w->resp.status >= 200 && w->resp.status < 300)
+		return 0;
+	brig_error *rerr = NULL;
+	if (!w->x.complete && brig_http_exchange_read(&w->x, false, brig_now_ms() + w->e->timeout_ms, &rerr) != 0) {
+		brig_error_free(rerr);
+		w->resp.body.len = 0; /* the status alone says enough */
+	}
+	return brig_engine__status_error(w->resp.status, w->resp.body.data, w->resp.body.len, w->what, err);
+}
+
+int brig_engine_container_wait_begin(brig_engine *e, brig_engine_waiter **out, const char *id,
+				     const char *condition, brig_error **err)
+{
+	*out = NULL;
 	cleanup_free char *i = enc(id);
 	cleanup_free char *c = condition ? enc(condition) : NULL;
-	cleanup_free char *path = c ? brig_engine__path(e, "/containers/%s/wait?condition=%s", i, c)
-				    : brig_engine__path(e, "/containers/%s/wait", i);
-	cleanup_free char *what = xasprintf("wait for container %s", id);
-	brig_engine_call call = {.method = "POST",
-				 .path = path,
-				 .what = what,
-				 .deadline_ms = deadline_ms ? deadline_ms : brig_now_ms() + 24LL * 3600 * 1000};
-	cleanup_json json_t *resp = NULL;
-	int rc = brig_engine__call(e, &call, &resp, NULL, NULL, err);
-	if (rc == BRIG_EUNCERTAIN && deadline_ms && brig_now_ms() >= deadline_ms)
-		return brig__error_set(err, BRIG_ETIMEDOUT, 0, "%s: deadline passed", what);
-	if (rc)
+	brig_engine_waiter *w = xcalloc(1, sizeof *w);
+	w->e = e;
+	w->path = c ? brig_engine__path(e, "/containers/%s/wait?condition=%s", i, c)
+		    : brig_engine__path(e, "/containers/%s/wait", i);
+	w->what = xasprintf("wait for container %s", id);
+	/* The daemon registers the wait before it sends the answer's headers:
+	 * once they are read, no later exit can be missed. */
+	int64_t deadline = brig_now_ms() + e->timeout_ms;
+	brig_http_request req = {.method = "POST", .target = w->path, .deadline_ms = deadline};
+	int rc = brig_engine__conn_get(e, &w->c, deadline, err);
+	if (rc == 0)
+		rc = brig_http_exchange_send(&w->x, w->c, &req, &w->resp, e->max_json, NULL, NULL, err);
+	if (rc == 0)
+		rc = brig_http_exchange_read(&w->x, true, deadline, err);
+	if (rc == 0)
+		rc = waiter_status(w, err);
+	else
+		brig__error_prefix(err, rc, "%s", w->what);
+	if (rc) {
+		brig_engine_waiter_free(w);
 		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+int brig_engine_waiter_finish(brig_engine_waiter *w, int64_t deadline_ms, int64_t *exit_code, brig_error **err)
+{
+	if (!w->x.p)
+		return brig__error_set(err, BRIG_EINVAL, 0, "%s: this wait has already ended", w->what);
+	int rc = brig_http_exchange_read(&w->x, false, deadline_ms ? deadline_ms : brig_now_ms() + 24LL * 3600 * 1000,
+					 err);
+	brig_http_exchange_end(&w->x);
+	if (rc == BRIG_EUNCERTAIN && deadline_ms && brig_now_ms() >= deadline_ms)
+		return brig__error_set(err, BRIG_ETIMEDOUT, 0, "%s: deadline passed", w->what);
+	if (rc)
+		return brig__error_prefix(err, rc, "%s", w->what);
+	json_error_t jerr;
+	cleanup_json json_t *resp = json_loadb(w->resp.body.data, w->resp.body.len, 0, &jerr);
+	if (!resp)
+		return brig__error_set(err, BRIG_EPROTO, 0, "%s: the daemon's answer is not JSON: %s", w->what,
+				       jerr.text);
 	json_t *sc = json_object_get(resp, "StatusCode");
 	if (!json_is_integer(sc))
-		return brig__error_set(err, BRIG_EPROTO, 0, "%s: answer has no StatusCode", what);
+		return brig__error_set(err, BRIG_EPROTO, 0, "%s: answer has no StatusCode", w->what);
 	if (exit_code)
 		*exit_code = json_integer_value(sc);
 	return 0;
+}
+
+int brig_engine_container_wait(brig_engine *e, const char *id, const char *condition, int64_t deadline_ms,
+			       int64_t *exit_code, brig_error **err)
+{
+	brig_engine_waiter *w = NULL;
+	int rc = brig_engine_container_wait_begin(e, &w, id, condition, err);
+	if (rc == 0)
+		rc = brig_engine_waiter_finish(w, deadline_ms, exit_code, err);
+	brig_engine_waiter_free(w);
+	return rc;
 }
 
 int brig_engine_container_remove(brig_engine *e, const char *id, bool force, bool volumes, brig_error **err)

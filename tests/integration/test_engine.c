@@ -272,6 +272,53 @@ static void test_pause_unpause_and_errors(void **state)
 	brig_error_free(err);
 }
 
+/* A wait begun before the start cannot miss the exit; with "removed" the
+ * exit code of an AutoRemove container outlives the container. */
+static void test_wait_begun_before_start(void **state)
+{
+	brig_error *err = NULL;
+	cleanup_free char *name = brig_test_name("waiter");
+	json_t *cfg = json_pack("{s:s, s:[s, s, s], s:o, s:{s:b, s:s}}", "Image", brig_test_image(), "Cmd", "sh",
+				"-c", "exit 7", "Labels", brig_test_labels(), "HostConfig", "AutoRemove", 1,
+				"NetworkMode", "none");
+	cleanup_free char *id = NULL;
+	ASSERT_OK(brig_engine_container_create(E, &id, name, cfg, &err), err);
+	json_decref(cfg);
+	brig_engine_waiter *w = NULL;
+	ASSERT_OK(brig_engine_container_wait_begin(E, &w, id, "removed", &err), err);
+	ASSERT_OK(brig_engine_container_start(E, id, &err), err);
+	int64_t code = -1;
+	ASSERT_OK(brig_engine_waiter_finish(w, brig_now_ms() + 30000, &code, &err), err);
+	assert_int_equal(code, 7);
+	/* Spent: a second read says so instead of blocking. */
+	assert_int_equal(brig_engine_waiter_finish(w, brig_now_ms() + 1000, &code, &err), BRIG_EINVAL);
+	brig_error_free(err);
+	err = NULL;
+	brig_engine_waiter_free(w);
+	json_t *j = NULL;
+	assert_int_equal(brig_engine_container_inspect(E, &j, id, &err), BRIG_ENOTFOUND);
+	brig_error_free(err);
+	err = NULL;
+
+	/* No such container: the daemon's 404 at once, not at the first read. */
+	w = NULL;
+	assert_int_equal(brig_engine_container_wait_begin(E, &w, "brigtest-no-such-container", "removed", &err),
+			 BRIG_ENOTFOUND);
+	assert_null(w);
+	assert_non_null(strstr(err->message, "brigtest-no-such-container"));
+	brig_error_free(err);
+	err = NULL;
+
+	/* A deadline that passes while the container still runs. */
+	cleanup_free char *id2 = brig_test_container(E, "waiter-deadline", NULL);
+	ASSERT_OK(brig_engine_container_wait_begin(E, &w, id2, "not-running", &err), err);
+	int64_t t0 = brig_now_ms();
+	assert_int_equal(brig_engine_waiter_finish(w, brig_now_ms() + 300, &code, &err), BRIG_ETIMEDOUT);
+	assert_true(brig_now_ms() - t0 < 5000);
+	brig_error_free(err);
+	brig_engine_waiter_free(w);
+}
+
 typedef struct seen {
 	const char *id;
 	int create, start, destroy;
@@ -368,6 +415,7 @@ int main(void)
 		cmocka_unit_test(test_exec_10mb_binary_output),
 		cmocka_unit_test(test_archive_roundtrip_tmpfs_volume),
 		cmocka_unit_test(test_pause_unpause_and_errors),
+		cmocka_unit_test(test_wait_begun_before_start),
 		cmocka_unit_test(test_events_for_what_we_did),
 		cmocka_unit_test(test_volume_network_image_calls),
 	};
