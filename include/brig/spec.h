@@ -350,18 +350,25 @@ typedef struct brig_container_opts {
 	int64_t outbox_mb;        /* runs: size of /outbox; 0: no /outbox */
 	const char *run_id;       /* runs: brig.run label (may be NULL) */
 	int64_t deadline_unix;    /* runs: brig.deadline label (0: none) */
+	/* runs: /workspace and /runtime as plain tmpfs mounts (HostConfig.Tmpfs)
+	 * instead of anonymous volumes. Cheaper to start and end, but the archive
+	 * endpoints cannot reach them: only for runs that copy nothing in or out
+	 * (no inbox or outbox). Their mode follows the image's directory. */
+	bool plain_tmpfs;
 } brig_container_opts;
 
 /* Body of POST /containers/create. Hardening that is not a spec field:
  * ReadonlyRootfs, CapDrop ALL, no-new-privileges, not privileged, Init,
  * private IPC, core dumps off, json-file log capped at 1 MB, no Binds, no
- * Tmpfs, no ports. Env is HOME=/runtime plus spec->env without credentials.
+ * Tmpfs (unless plain_tmpfs), no ports. Env is HOME=/runtime plus spec->env
+ * without credentials.
  * A computer runs `sleep 2147483647` and mounts its named volumes
  * "<name>-workspace" and "<name>-runtime" (with DriverConfig, so Docker
  * creates them with the right options if they are missing). A run runs
  * `sleep <lifetime_s>`, is AutoRemove'd, and mounts anonymous tmpfs volumes
  * at /workspace, /runtime and, when sized, /inbox and /outbox, which
- * Docker removes with it; the run's tmpfs sum including inbox and outbox
+ * Docker removes with it (or, with plain_tmpfs, HostConfig.Tmpfs mounts with
+ * the same options plus exec); the run's tmpfs sum including inbox and outbox
  * must leave BRIG_MIN_FREE_MB of memory free. opts is borrowed.
  * Errors: BRIG_EINVAL (spec, identity or opts invalid). */
 BRIG_PUBLIC int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_container_opts *opts,

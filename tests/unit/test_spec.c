@@ -813,7 +813,31 @@ static void test_container_run(void **state)
 	o.outbox_mb = 0;
 	ASSERT_OK(brig_spec_container_json(&c, &s, &o, &err), err);
 	assert_int_equal(json_array_size(GET(GET(c, "HostConfig"), "Mounts")), 2);
+	assert_null(GET(GET(c, "HostConfig"), "Tmpfs"));
 	json_decref(c);
+
+	/* plain_tmpfs: the same options as HostConfig.Tmpfs, executable, no volumes. */
+	o.plain_tmpfs = true;
+	ASSERT_OK(brig_spec_container_json(&c, &s, &o, &err), err);
+	hc = GET(c, "HostConfig");
+	assert_int_equal(json_array_size(GET(hc, "Mounts")), 0);
+	json_t *tmpfs = GET(hc, "Tmpfs");
+	assert_int_equal(json_object_size(tmpfs), 2);
+	assert_string_equal(json_string_value(GET(tmpfs, "/workspace")),
+			    "exec,size=512m,uid=1000,gid=1000,mode=0700,nr_inodes=65536,nosuid,nodev");
+	assert_string_equal(json_string_value(GET(tmpfs, "/runtime")),
+			    "exec,size=256m,uid=1000,gid=1000,mode=0700,nr_inodes=32768,nosuid,nodev");
+	json_decref(c);
+	/* ...and never with an inbox or outbox: the archive endpoints cannot reach it. */
+	o.outbox_mb = 16;
+	EXPECT_ERR(brig_spec_container_json(&c, &s, &o, &err), BRIG_EINVAL, &err);
+	assert_null(c);
+	ASSERT_CONTAINS(err->message, "archive endpoints");
+	o.outbox_mb = 0;
+	o.inbox_mb = 16;
+	EXPECT_ERR(brig_spec_container_json(&c, &s, &o, &err), BRIG_EINVAL, &err);
+	o.inbox_mb = 0;
+	o.plain_tmpfs = false;
 	o.lifetime_s = 0;
 	EXPECT_ERR(brig_spec_container_json(&c, &s, &o, &err), BRIG_EINVAL, &err);
 	ASSERT_CONTAINS(err->message, "lifetime: ");
