@@ -195,9 +195,13 @@ static int create_run_container(brig_engine *e, char **cid, const char *name, js
 
 /* The direct path: nothing to copy in or out and no stdin, so the command
  * is the container's own process (no exec: one runc start instead of two),
- * attached before start so no output is missed. The image's `timeout`
- * (coreutils or busybox, like the `sleep` of the exec path) ends it at the
- * container's lifetime even if brig is gone; `brig gc` removes what remains. */
+ * attached before start so no output is missed, with /workspace and
+ * /runtime as plain tmpfs mounts (no volumes to make and remove). The image's
+ * `timeout` (coreutils or busybox, like the `sleep` of the exec path) ends it
+ * at the container's lifetime even if brig is gone, and AutoRemove then takes
+ * the container: the daemon removes it as it ends, and a wait for "removed"
+ * begun before the start hands brig the exit code once it is gone — no
+ * inspect and no remove call on the way out. */
 static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *res, json_t *body, const char *name,
 		      int64_t lifetime, int64_t timeout_s, int64_t t0, char **cid, brig_error **err)
 {
@@ -215,18 +219,17 @@ static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *r
 	json_object_set_new(body, "WorkingDir", json_string(o->workdir ? o->workdir : "/workspace"));
 	json_object_set_new(body, "AttachStdout", json_true());
 	json_object_set_new(body, "AttachStderr", json_true());
-	/* brig removes it after reading its exit code (AutoRemove would race
-	 * that read). */
-	json_object_set_new(json_object_get(body, "HostConfig"), "AutoRemove", json_false());
 
 	int rc = create_run_container(e, cid, name, body, err);
 	if (rc)
 		return rc;
 	brig_engine_stream *stream = NULL;
-	if ((rc = brig_engine_container_attach(e, &stream, *cid, false, err)) != 0)
-		return rc;
-	if ((rc = brig_engine_container_start(e, *cid, err)) != 0) {
+	brig_engine_waiter *waiter = NULL;
+	if ((rc = brig_engine_container_attach(e, &stream, *cid, false, err)) != 0 ||
+	    (rc = brig_engine_container_wait_begin(e, &waiter, *cid, "removed", err)) != 0 ||
+	    (rc = brig_engine_container_start(e, *cid, err)) != 0) {
 		brig_engine_stream_free(stream);
+		brig_engine_waiter_free(waiter);
 		return rc;
 	}
 	res->create_ms = brig_now_ms() - t0;
@@ -240,9 +243,33 @@ static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *r
 				  .cancel_fd = o->cancel_fd};
 	rc = brig_engine_stream_pump(stream, &io, err);
 	brig_engine_stream_free(stream);
+	int64_t code = -1;
+	int wrc = 0;
+	bool removed = false;
+	brig_error *werr = NULL;
+	if (rc == 0) {
+		/* The output ended. The exit code arrives once the daemon has
+		 * removed the container; a command that closed its output but
+		 * runs on is still held to the deadline (plus a moment for the
+		 * removal when the deadline is near). */
+		int64_t by = brig_now_ms() + 5000;
+		wrc = brig_engine_waiter_finish(waiter, by > io.deadline_ms ? by : io.deadline_ms, &code, &werr);
+		removed = wrc == 0;
+		if (wrc == BRIG_ETIMEDOUT) {
+			brig_error_free(werr);
+			werr = NULL;
+			wrc = 0;
+			rc = BRIG_ETIMEDOUT; /* the waiter is spent: brig_run removes it */
+			brig_engine_container_kill(e, *cid, "KILL", NULL);
+		}
+	} else {
+		/* Timed out, cancelled or cut off: end it; AutoRemove follows. */
+		brig_engine_container_kill(e, *cid, "KILL", NULL);
+		removed = brig_engine_waiter_finish(waiter, brig_now_ms() + 30000, NULL, NULL) == 0;
+	}
+	brig_engine_waiter_free(waiter);
 	if (rc == BRIG_ETIMEDOUT) {
 		brig__error_clear(err);
-		brig_engine_container_kill(e, *cid, "KILL", NULL);
 		res->exec.timed_out = true;
 		res->exec.exit_code = 124;
 		rc = 0;
@@ -252,20 +279,27 @@ static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *r
 		brig__error_set(err, rc, 0, "run %s was cancelled; its container was removed", name);
 	} else if (rc) {
 		res->exec.uncertain = rc == BRIG_EUNCERTAIN;
+	} else if (wrc) {
+		/* The command ran; its end could not be read. */
+		brig__error_set(err, rc = BRIG_EUNCERTAIN, 0,
+				"run %s: the command ran but its exit code could not be read from the daemon (%s); it is "
+				"not retried",
+				name, brig_error_message(werr));
+		res->exec.uncertain = true;
 	} else {
-		int64_t code = -1;
-		rc = brig_engine_container_wait(e, *cid, "not-running", brig_now_ms() + 30000, &code, err);
 		res->exec.exit_code = (int)code;
 	}
+	brig_error_free(werr);
 	brig_output_tee_finish(&tee, &res->exec);
 	brig_sandbox__fix_not_found(&res->exec);
 	res->run_ms = res->exec.duration_ms = brig_now_ms() - t2;
-	if (rc == 0 && !res->exec.timed_out) {
-		json_t *st = NULL;
-		if (brig_engine_container_inspect(e, &st, *cid, NULL) == 0)
-			res->oom_killed = json_is_true(json_object_get(json_object_get(st, "State"), "OOMKilled"));
-		if (st)
-			json_decref(st);
+	/* A kernel OOM kill is a SIGKILL: only then ask the daemon's events
+	 * (the container itself is gone). */
+	if (rc == 0 && !res->exec.timed_out && res->exec.exit_code == 137)
+		res->oom_killed = brig_sandbox__oom_since(e, *cid, brig_wall_s() - (brig_now_ms() - t0) / 1000 - 1);
+	if (removed) {
+		free(*cid); /* gone: nothing for brig_run to remove */
+		*cid = NULL;
 	}
 	return rc;
 }
@@ -343,23 +377,26 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 				  .outbox_mb = o->out_dir ? out_mb : 0,
 				  .run_id = rid,
 				  .deadline_unix = brig_wall_s() + lifetime};
+	/* Nothing to copy in or out and no stdin: the command is the container's
+	 * own process (run_direct). A credential travels with an exec, never in
+	 * a container's configuration: such runs take the exec path. */
+	bool direct = !o->input_count && !o->out_dir && o->stdin_fd < 0;
+	if (direct) {
+		json_t *env0 = NULL;
+		if ((rc = brig_spec_exec_env(&env0, &spec, NULL, 0, err)) != 0)
+			goto out;
+		direct = !has_credential(env0);
+		json_decref(env0);
+	}
+	co.plain_tmpfs = direct;
 	if ((rc = brig_spec_container_json(&body, &spec, &co, err)) != 0)
 		goto out;
 	if (net_id)
 		json_object_set_new(json_object_get(body, "HostConfig"), "NetworkMode", json_string(net_id));
 	res->container = xstrdup(name);
-	{
-		json_t *env0 = NULL;
-		if ((rc = brig_spec_exec_env(&env0, &spec, NULL, 0, err)) != 0)
-			goto out;
-		/* A credential travels with an exec, never in a container's
-		 * configuration: such runs take the exec path. */
-		bool direct = !o->input_count && !o->out_dir && o->stdin_fd < 0 && !has_credential(env0);
-		json_decref(env0);
-		if (direct) {
-			rc = run_direct(e, o, res, body, name, lifetime, timeout_s, t0, &cid, err);
-			goto out;
-		}
+	if (direct) {
+		rc = run_direct(e, o, res, body, name, lifetime, timeout_s, t0, &cid, err);
+		goto out;
 	}
 	rc = create_run_container(e, &cid, name, body, err);
 	if (rc)

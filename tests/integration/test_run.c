@@ -230,6 +230,25 @@ static void test_timeout_ends_everything(void **state)
 	ru_rmrf(out);
 }
 
+/* Closing stdout and stderr ends the output, not the command: the deadline
+ * still holds it (the direct path waits for the exit, not for the stream). */
+static void test_closed_output_still_timed(void **state)
+{
+	(void)state;
+	const char *arg = ru_sleep_arg("closed-output");
+	cleanup_free char *script = xasprintf("echo before; exec >&- 2>&-; sleep %s", arg);
+	ru_args args = {.timeout_s = 2};
+	ru_run r;
+	ru_run_sh(&r, &args, script);
+	ru_assert_exit(&r, 124);
+	assert_true(r.res.exec.timed_out);
+	assert_string_equal(r.res.exec.out.data, "before\n");
+	assert_true(r.wall_ms <= r.res.create_ms + 2000 + 6000);
+	ru_run_free(&r);
+	assert_int_equal(ru_host_procs_with_arg(arg), 0);
+	ru_assert_nothing_left("a command that closed its output");
+}
+
 /* A fork bomb is held by the pids limit; the run ends with the command's
  * own exit code and the host can still start processes. */
 static void test_fork_bomb_contained(void **state)
@@ -268,6 +287,56 @@ static void test_fork_bomb_contained(void **state)
 	assert_int_equal(brig_test_spawn(argv, NULL, NULL, NULL, NULL), 0);
 	assert_int_equal(ru_host_procs_with_arg(arg), 0);
 	ru_assert_nothing_left("a fork bomb");
+}
+
+/* A run with nothing to copy has /workspace and /runtime as plain tmpfs
+ * mounts (no volumes): the same bounds and flags as the volumes — size,
+ * inodes, owner, nosuid, nodev — and still executable. The mode comes from
+ * the image's directory (0700 in brig's images and the test image). */
+static void test_direct_run_tmpfs(void **state)
+{
+	(void)state;
+	brig_spec s;
+	ru_spec(&s);
+	brig_error *err = NULL;
+	ASSERT_OK(brig_spec_set(&s, "workspace-mb", "16", &err), err);
+	ASSERT_OK(brig_spec_set(&s, "runtime-mb", "8", &err), err);
+	ru_args args = {.spec = &s};
+	ru_run r;
+	ru_run_sh(&r, &args,
+		  "grep -E ' /(workspace|runtime) ' /proc/mounts; echo ---; "
+		  "for d in /workspace /runtime; do dd if=/dev/zero of=$d/fill bs=1M count=64 2>&1 | "
+		  "grep -c 'No space left on device'; du -m $d/fill | cut -f1; rm $d/fill; done; "
+		  "printf '#!/bin/sh\\necho ran-from-workspace\\n' > /workspace/s.sh && chmod +x /workspace/s.sh && "
+		  "/workspace/s.sh; stat -c '%u:%g:%a' /workspace /runtime; echo HOME=$HOME");
+	ru_assert_exit(&r, 0);
+	const char *out = r.res.exec.out.data;
+	const char *sep = strstr(out, "---\n");
+	assert_non_null(sep);
+	const char *targets[] = {" /workspace ", " /runtime "};
+	const char *sizes[] = {"size=16384k", "size=8192k"};
+	for (int i = 0; i < 2; i++) {
+		const char *line = strstr(out, targets[i]);
+		if (!line || line > sep)
+			fail_msg("%s is not mounted: %s", targets[i], out);
+		const char *bol = line;
+		while (bol > out && bol[-1] != '\n')
+			bol--;
+		cleanup_free char *l = xstrndup(bol, (size_t)(strchr(line, '\n') - bol));
+		assert_int_equal(strncmp(l, "tmpfs ", 6), 0);
+		assert_non_null(strstr(l, "nosuid"));
+		assert_non_null(strstr(l, "nodev"));
+		assert_null(strstr(l, "noexec"));
+		assert_non_null(strstr(l, sizes[i]));
+		assert_non_null(strstr(l, "uid=1000"));
+		assert_non_null(strstr(l, "nr_inodes="));
+	}
+	/* Each fill ran out of space at its size (1 error line, then du). */
+	if (!strstr(sep, "---\n1\n16\n1\n8\nran-from-workspace\n1000:1000:700\n1000:1000:700\nHOME=/runtime\n"))
+		fail_msg("fills, script, owner and mode not as expected:\n%s", sep);
+	ru_run_free(&r);
+	brig_spec_clear(&s);
+	ru_assert_nothing_left("a direct run");
 }
 
 /* ---- network ---- */
@@ -473,7 +542,9 @@ int main(void)
 		cmocka_unit_test(test_output_100mb),
 		cmocka_unit_test(test_outputs_after_failure),
 		cmocka_unit_test(test_timeout_ends_everything),
+		cmocka_unit_test(test_closed_output_still_timed),
 		cmocka_unit_test(test_fork_bomb_contained),
+		cmocka_unit_test(test_direct_run_tmpfs),
 		cmocka_unit_test(test_no_network_by_default),
 		cmocka_unit_test(test_image_pinned),
 		cmocka_unit_test(test_image_by_id),
