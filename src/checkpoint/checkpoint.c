@@ -1,8 +1,6 @@
 /* checkpoint.c — freeze → copy /workspace and /runtime out → thaw, into a
  * verified content-addressed zstd blob; and restore of a blob into a new
  * computer's volumes, digest checked before the first byte is copied. */
-#include <archive.h>
-#include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -14,6 +12,7 @@
 #include <unistd.h>
 
 #include "brig/session.h"
+#include "tar/archive_dl.h" /* libarchive, dlopen-ed: its calls go through brig__archive */
 #include "tar/tar.h"
 #include "util/util.h"
 
@@ -539,11 +538,16 @@ static ssize_t read_pipe(char *buf, size_t len, void *payload, brig_error **err)
 int brig_checkpoint_restore(brig_engine *e, const char *dir, const brig_store_checkpoint *cp, const char *ref,
 			    brig_error **err)
 {
+	/* split_worker calls libarchive directly: load it here rather than
+	 * lean on brig_tar_restore_open having done so. */
+	int rc = brig__archive_load(err);
+	if (rc)
+		return brig__error_prefix(err, rc, "checkpoint %lld", (long long)cp->id);
 	/* Verify before anything is copied: a bad blob changes nothing. The
 	 * same open stream is then read once, hashed again on the way. */
 	cleanup_free char *path = xasprintf("%s/%s", dir, cp->blob);
 	brig_tar_restore *r = NULL;
-	int rc = brig_tar_restore_open(&r, AT_FDCWD, path, cp->digest, err);
+	rc = brig_tar_restore_open(&r, AT_FDCWD, path, cp->digest, err);
 	if (rc)
 		return brig__error_prefix(err, rc, "checkpoint %lld", (long long)cp->id);
 	int pa[2] = {-1, -1}, pb[2] = {-1, -1};

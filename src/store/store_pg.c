@@ -4,10 +4,11 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <libpq-fe.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+
+#include "store/pq_dl.h" /* libpq, dlopen-ed: its calls go through brig__pq */
 
 struct pg_store {
 	brig_store base;
@@ -542,7 +543,13 @@ int brig_store__pg_open(brig_store **out, const char *url, const char *display, 
 	for (size_t i = 0; i < p->nsecrets; i++)
 		brig_store__scrub(&p->display, p->secrets[i]);
 	p->base.display_url = p->display;
-	int r;
+	/* libpq is opened here, before its first use; every other call of it
+	 * goes through the connection made below. */
+	int r = brig__pq_load(err);
+	if (r) {
+		brig__error_prefix(err, r, "store %s", p->display);
+		goto fail;
+	}
 	{
 		size_t off, len;
 		bool ambiguous;

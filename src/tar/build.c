@@ -120,6 +120,9 @@ int brig_tar_builder_new(brig_tar_builder **out, const brig_tar_build_options *o
 		opts = &defaults;
 	if (opts->version > BRIG_TAR_BUILD_OPTIONS_VERSION)
 		return brig__error_set(err, BRIG_EINVAL, 0, "tar build options: unknown version %u", opts->version);
+	int r = brig__archive_load(err);
+	if (r)
+		return r;
 	brig_tar_builder *b = xcalloc(1, sizeof *b);
 	b->opts = *opts;
 	if (!b->opts.mode_mask)

@@ -186,7 +186,7 @@ int brig_tar_copy_new(brig_tar_copy **out, const brig_tar_copy_options *opts, br
 		return brig__error_set(err, BRIG_EINVAL, 0, "tar copy: zstd level %d is not in 1..19", level);
 	brig_tar__policy pol;
 	int r = brig_tar__policy_init(&pol, &opts->limits, err);
-	if (r)
+	if (r || (r = brig__archive_load(err)))
 		return r;
 	pol.strip = opts->strip_components;
 	pol.allow_symlinks = opts->allow_symlinks;
@@ -443,6 +443,9 @@ int brig_tar_restore_open(brig_tar_restore **out, int dirfd, const char *path, c
 		want[i] = ch;
 	}
 	want[64] = '\0';
+	int r = brig__archive_load(err);
+	if (r)
+		return r;
 	const char *shown = path ? path : "(fd)";
 	int fd = path ? openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY) : fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
 	if (fd < 0)
@@ -455,7 +458,7 @@ int brig_tar_restore_open(brig_tar_restore **out, int dirfd, const char *path, c
 	}
 	char got[65];
 	uint64_t size = 0;
-	int r = brig_tar_sha256_fd(fd, got, &size, err);
+	r = brig_tar_sha256_fd(fd, got, &size, err);
 	if (r) {
 		close(fd);
 		return brig__error_prefix(err, r, "checkpoint blob %s", shown);

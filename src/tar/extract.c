@@ -448,7 +448,7 @@ int brig_tar_extract_new(brig_tar_extract **out, int dirfd, const char *path, co
 		return brig__error_set(err, BRIG_EINVAL, 0, "tar extract options: unknown version %u", opts->version);
 	brig_tar__policy pol;
 	int r = brig_tar__policy_init(&pol, &opts->limits, err);
-	if (r)
+	if (r || (r = brig__archive_load(err)))
 		return r;
 	pol.strip = opts->strip_components;
 	pol.allow_symlinks = opts->allow_symlinks;

@@ -49,6 +49,9 @@
  *   - modes: & 0777 — setuid, setgid and sticky bits never survive; the
  *     extractor also removes the umask's bits.
  *
+ * libarchive is opened (dlopen) by the first extractor, builder, copier or
+ * restore created, not when the program starts (archive_dl.h).
+ *
  * Every function taking brig_error **err accepts NULL there. Returned objects
  * belong to the caller and are freed by their own _free (which accepts NULL).
  */
@@ -154,7 +157,8 @@ typedef struct brig_tar_extract brig_tar_extract;
  *
  * opts may be NULL (defaults: no symlinks, no hardlinks, no strip).
  * *out belongs to the caller (brig_tar_extract_free).
- * Errors: BRIG_EINVAL (bad options), BRIG_EIO (cannot open the destination). */
+ * Errors: BRIG_EINVAL (bad options), BRIG_EIO (cannot open the destination,
+ * or libarchive cannot be loaded). */
 int brig_tar_extract_new(brig_tar_extract **out, int dirfd, const char *path, const brig_tar_extract_options *opts,
 			 brig_error **err);
 
@@ -221,7 +225,8 @@ typedef struct brig_tar_builder brig_tar_builder;
  * the caller reads; there is no temporary file. Output is POSIX pax
  * (plain ustar headers unless a name, size or id needs pax).
  * opts may be NULL (0:0, 0777, refuse special files, no caps).
- * *out belongs to the caller (brig_tar_builder_free). Errors: BRIG_EINVAL. */
+ * *out belongs to the caller (brig_tar_builder_free). Errors: BRIG_EINVAL,
+ * BRIG_EIO (libarchive cannot be loaded). */
 int brig_tar_builder_new(brig_tar_builder **out, const brig_tar_build_options *opts, brig_error **err);
 
 /* Queues a host file, directory (recursively) or symlink under the archive
@@ -315,7 +320,8 @@ typedef struct brig_tar_copy brig_tar_copy;
  * in push mode); it is never called after it returned an error.
  * opts may be NULL (no symlinks, no hardlinks, no compression).
  * *out belongs to the caller (brig_tar_copy_free).
- * Errors: BRIG_EINVAL (bad options), BRIG_EIO (compressor set-up). */
+ * Errors: BRIG_EINVAL (bad options), BRIG_EIO (compressor set-up, or
+ * libarchive cannot be loaded). */
 int brig_tar_copy_new(brig_tar_copy **out, const brig_tar_copy_options *opts, brig_tar_writer write, void *payload,
 		      brig_error **err);
 
@@ -366,8 +372,8 @@ typedef struct brig_tar_restore brig_tar_restore;
  * (at the end of the stream, as it cannot be known earlier).
  * The content is not re-validated as tar: the digest proves it is what
  * brig_tar_copy wrote. *out belongs to the caller (brig_tar_restore_free).
- * Errors: BRIG_EINVAL (malformed digest), BRIG_EIO (cannot open or read),
- * BRIG_ECORRUPT. */
+ * Errors: BRIG_EINVAL (malformed digest), BRIG_EIO (cannot open or read, or
+ * libarchive cannot be loaded), BRIG_ECORRUPT. */
 int brig_tar_restore_open(brig_tar_restore **out, int dirfd, const char *path, const char *sha256_hex,
 			  brig_error **err);
 

@@ -3,13 +3,12 @@
 #ifndef BRIG_TAR_INTERNAL_H
 #define BRIG_TAR_INTERNAL_H
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
+#include "tar/archive_dl.h" /* libarchive, dlopen-ed: its calls go through brig__archive */
 #include "tar/tar.h"
 #include "util/util.h"
 
