@@ -241,32 +241,22 @@ static double run_brig_lib(void)
 
 enum {
 	S_IMAGE,
-	S_INFO,
 	S_CREATE,
+	S_ATTACH,
+	S_WAIT_BEGIN,
 	S_START,
-	S_EXEC_CREATE,
-	S_EXEC_START,
-	S_EXEC_INSPECT,
-	S_PAUSE,
-	S_INSPECT,
-	S_REMOVE_PAUSED,
-	S_REMOVE_RUNNING,
-	S_KILL_ONLY,
+	S_STREAM,
+	S_REMOVED,
 	NSTEPS
 };
 static const char *const step_names[NSTEPS] = {
 	"image inspect (pin the tag)",
-	"GET /info (host limits)",
 	"container create",
+	"attach (before start)",
+	"wait begin (condition removed)",
 	"container start",
-	"exec create",
-	"exec start -> stream end (true)",
-	"exec inspect (exit code)",
-	"pause (freeze for copy-out)",
-	"container inspect (OOMKilled)",
-	"remove force+v, paused",
-	"remove force+v, running (no pause)",
-	"kill only (AutoRemove finishes)",
+	"output stream to its end (true)",
+	"wait answer (exit, AutoRemove done)",
 };
 static samples g_steps[NSTEPS];
 
@@ -276,22 +266,18 @@ static void check(int rc, const char *what, brig_error *err)
 		die("%s: %s", what, brig_error_message(err));
 }
 
-static void steps_round(int variant)
+/* The calls of brig_run's direct path (a run with nothing to copy), in its
+ * order, each timed alone. */
+static void steps_round(void)
 {
 	brig_error *err = NULL;
 	double t;
-	int rc;
 	json_t *j = NULL;
 
 	t = now_ms();
 	check(brig_engine_image_inspect(g_engine, &j, g_image, &err), "image inspect", err);
 	add(&g_steps[S_IMAGE], now_ms() - t);
 	cleanup_free char *image_id = xstrdup(json_string_value(json_object_get(j, "Id")));
-	json_decref(j);
-
-	t = now_ms();
-	check(brig_engine_info(g_engine, &j, &err), "info", err);
-	add(&g_steps[S_INFO], now_ms() - t);
 	json_decref(j);
 
 	brig_spec spec;
@@ -306,63 +292,42 @@ static void steps_round(int variant)
 				  .name = name,
 				  .lifetime_s = 120,
 				  .run_id = rid,
-				  .deadline_unix = brig_wall_s() + 120};
+				  .deadline_unix = brig_wall_s() + 120,
+				  .plain_tmpfs = true};
 	json_t *body = NULL;
 	check(brig_spec_container_json(&body, &spec, &co, &err), "container body", err);
+	json_object_set_new(body, "Entrypoint", json_pack("[s, s, s, s, s]", "timeout", "-s", "KILL", "120", "true"));
+	json_object_set_new(body, "AttachStdout", json_true());
+	json_object_set_new(body, "AttachStderr", json_true());
 	cleanup_free char *cid = NULL;
 	t = now_ms();
 	check(brig_engine_container_create(g_engine, &cid, name, body, &err), "create", err);
 	add(&g_steps[S_CREATE], now_ms() - t);
 	json_decref(body);
+
+	brig_engine_stream *stream = NULL;
+	t = now_ms();
+	check(brig_engine_container_attach(g_engine, &stream, cid, false, &err), "attach", err);
+	add(&g_steps[S_ATTACH], now_ms() - t);
+	brig_engine_waiter *w = NULL;
+	t = now_ms();
+	check(brig_engine_container_wait_begin(g_engine, &w, cid, "removed", &err), "wait begin", err);
+	add(&g_steps[S_WAIT_BEGIN], now_ms() - t);
 	t = now_ms();
 	check(brig_engine_container_start(g_engine, cid, &err), "start", err);
 	add(&g_steps[S_START], now_ms() - t);
-
-	json_t *env = NULL;
-	check(brig_spec_exec_env(&env, &spec, NULL, 0, &err), "exec env", err);
-	json_t *xcfg = json_pack("{s:[s], s:o, s:s, s:b, s:b, s:b, s:b}", "Cmd", "true", "Env", env, "WorkingDir",
-				 "/workspace", "AttachStdin", 0, "AttachStdout", 1, "AttachStderr", 1, "Tty", 0);
-	cleanup_free char *xid = NULL;
-	t = now_ms();
-	check(brig_engine_exec_create(g_engine, &xid, cid, xcfg, &err), "exec create", err);
-	add(&g_steps[S_EXEC_CREATE], now_ms() - t);
-	json_decref(xcfg);
 	brig_engine_exec_io io = {.stdin_fd = -1, .cancel_fd = -1, .deadline_ms = brig_now_ms() + 60000};
 	t = now_ms();
-	check(brig_engine_exec_start(g_engine, xid, &io, &err), "exec start", err);
-	add(&g_steps[S_EXEC_START], now_ms() - t);
-	int code = -1;
+	check(brig_engine_stream_pump(stream, &io, &err), "output stream", err);
+	add(&g_steps[S_STREAM], now_ms() - t);
+	brig_engine_stream_free(stream);
+	int64_t code = -1;
 	t = now_ms();
-	check(brig_engine_exec_exit_code(g_engine, xid, 0, &code, &err), "exec inspect", err);
-	add(&g_steps[S_EXEC_INSPECT], now_ms() - t);
-
-	if (variant == 0) {
-		t = now_ms();
-		check(brig_engine_container_pause(g_engine, cid, &err), "pause", err);
-		add(&g_steps[S_PAUSE], now_ms() - t);
-	}
-	t = now_ms();
-	check(brig_engine_container_inspect(g_engine, &j, cid, &err), "inspect", err);
-	add(&g_steps[S_INSPECT], now_ms() - t);
-	json_decref(j);
-
-	t = now_ms();
-	if (variant == 2) {
-		/* Only the kill: AutoRemove then removes it inside the daemon. */
-		check(brig_engine_container_kill(g_engine, cid, "KILL", &err), "kill", err);
-		add(&g_steps[S_KILL_ONLY], now_ms() - t);
-		int64_t ec;
-		rc = brig_engine_container_wait(g_engine, cid, "removed", brig_now_ms() + 30000, &ec, &err);
-		if (rc && rc != BRIG_ENOTFOUND)
-			check(rc, "wait removed", err);
-		brig__error_clear(&err);
-	} else {
-		rc = brig_engine_container_remove(g_engine, cid, true, true, &err);
-		if (rc && rc != BRIG_ENOTFOUND)
-			check(rc, "remove", err);
-		brig__error_clear(&err);
-		add(&g_steps[variant == 0 ? S_REMOVE_PAUSED : S_REMOVE_RUNNING], now_ms() - t);
-	}
+	check(brig_engine_waiter_finish(w, brig_now_ms() + 30000, &code, &err), "wait answer", err);
+	add(&g_steps[S_REMOVED], now_ms() - t);
+	brig_engine_waiter_free(w);
+	if (code != 0)
+		die("the container's `true` exited %lld", (long long)code);
 	brig_spec_clear(&spec);
 }
 
@@ -437,8 +402,8 @@ int main(int argc, char **argv)
 	for (int c = 0; c < NCOLS; c++)
 		printf("| %-24s | %8.1f | %8.1f |\n", col_names[c], median(&s[c]), pct(&s[c], 95));
 	printf("\nbrig_run()'s own durations (brig_run_result, ms)\n\n");
-	static const char *const ph[5] = {"create (inspect+info+create+start)", "run (exec)",
-					  "copy_out (pause+inspect)", "remove (rest)", "total"};
+	static const char *const ph[5] = {"create (pin+create+attach+start)", "run (to exit and removal)",
+					  "copy_out (none here)", "rest", "total"};
 	printf("| %-36s | %8s | %8s |\n", "phase", "median", "p95");
 	printf("|--------------------------------------|----------|----------|\n");
 	for (int i = 0; i < 5; i++)
@@ -446,10 +411,10 @@ int main(int argc, char **argv)
 
 	if (steps && !g_stop) {
 		fprintf(stderr, "bench_run: %d rounds of brig_run's calls one by one\n", n);
-		for (int r = 0; r < n * 3 && !g_stop; r++)
-			steps_round(r % 3);
-		printf("\nbrig_run's Engine API calls, timed one by one (ms; the three ways of ending\n"
-		       "alternate: pause then remove / remove without pause / kill and let AutoRemove remove)\n\n");
+		for (int r = 0; r < n && !g_stop; r++)
+			steps_round();
+		printf("\nbrig_run's Engine API calls for a run with nothing to copy, in its order,\n"
+		       "timed one by one (ms)\n\n");
 		printf("| %-36s | %8s | %8s |\n", "call", "median", "p95");
 		printf("|--------------------------------------|----------|----------|\n");
 		for (int i = 0; i < NSTEPS; i++)
