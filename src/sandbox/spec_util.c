@@ -1,12 +1,12 @@
 /* spec_util.c — small helpers of the policy layer: escaping what messages
  * echo, SHA-256 to hex, the reserved label set and the user field parser. */
 #include <errno.h>
-#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sandbox/spec_internal.h"
+#include "util/sha256.h"
 #include "util/util.h"
 
 char *brig_spec__quoten(char out[BRIG_SPEC__QUOTE_SIZE], const char *s, size_t n)
@@ -44,23 +44,11 @@ char *brig_spec__quote(char out[BRIG_SPEC__QUOTE_SIZE], const char *s)
 
 void brig_spec__sha256_hex(char out[BRIG_HASH_SIZE], const void *data, size_t n)
 {
-	/* SHA256_Init/Update/Final, not EVP: EVP's first use sets up OpenSSL 3's
-	 * provider machinery, 0.7 ms of every brig process that names a computer
-	 * or labels a run (measured; these take 10 us cold). The same code
-	 * computes the digest; the calls are deprecated in OpenSSL 3, not gone. */
-	unsigned char md[SHA256_DIGEST_LENGTH];
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-	SHA256_CTX c;
-	if (SHA256_Init(&c) != 1 || SHA256_Update(&c, data, n) != 1 || SHA256_Final(md, &c) != 1) {
-#pragma GCC diagnostic pop
-		/* Only possible if OpenSSL itself is broken; a wrong name would be
-		 * worse than stopping. */
-		static const char msg[] = "brig: SHA-256 unavailable\n";
-		ssize_t r = write(2, msg, sizeof msg - 1);
-		(void)r;
-		abort();
-	}
+	/* Built in (src/util/sha256.c), not OpenSSL: loading and initialising
+	 * libcrypto was 0.6 ms of every brig process that names a computer or
+	 * labels a run, for a few hundred bytes of input. */
+	unsigned char md[BRIG_SHA256_SIZE];
+	brig_sha256(md, data, n);
 	brig_hex(out, md, 32);
 }
 
