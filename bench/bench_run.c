@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -85,6 +86,32 @@ static double median(samples *s)
 		return 0;
 	qsort(s->v, s->n, sizeof *s->v, cmp_d);
 	return s->n % 2 ? s->v[s->n / 2] : (s->v[s->n / 2 - 1] + s->v[s->n / 2]) / 2;
+}
+
+/* Distribution-free 95 % interval of the median (order statistics at
+ * n/2 -+ 0.98 sqrt(n)): tells a real difference from noise. */
+static void median_ci(samples *s, double *lo, double *hi)
+{
+	*lo = *hi = 0;
+	if (s->n < 6)
+		return;
+	qsort(s->v, s->n, sizeof *s->v, cmp_d);
+	double half = 0.98 * sqrt((double)s->n);
+	size_t j = (size_t)((double)s->n / 2 - half), k = (size_t)((double)s->n / 2 + 1 + half + 0.999999);
+	if (j < 1)
+		j = 1;
+	if (k > s->n)
+		k = s->n;
+	*lo = s->v[j - 1];
+	*hi = s->v[k - 1];
+}
+
+static size_t count_below(const samples *s, double x)
+{
+	size_t c = 0;
+	for (size_t i = 0; i < s->n; i++)
+		c += s->v[i] < x;
+	return c;
 }
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -380,14 +407,27 @@ int main(int argc, char **argv)
 
 	double (*fn[NCOLS])(void) = {run_brig_cli, run_docker, run_sdk, run_brig_lib};
 	samples s[NCOLS] = {{0}};
+	/* Paired per round (same moment, same machine state): brig minus the other. */
+	enum { P_CLI_DOCKER, P_CLI_SDK, P_LIB_SDK, NPAIRS };
+	static const char *const pair_names[NPAIRS] = {"brig run (CLI) - docker run --rm",
+						       "brig run (CLI) - Docker SDK (Python)",
+						       "brig_run() - Docker SDK (Python)"};
+	static const int pair_cols[NPAIRS][2] = {
+		{C_BRIG_CLI, C_DOCKER}, {C_BRIG_CLI, C_SDK}, {C_BRIG_LIB, C_SDK}};
+	samples d[NPAIRS] = {{0}};
 	fprintf(stderr, "bench_run: %d warm-up + %d interleaved rounds of `true` (image %s)\n", warm, n, g_image);
 	for (int r = -warm; r < n && !g_stop; r++) {
-		for (int k = 0; k < NCOLS && !g_stop; k++) {
+		double t[NCOLS];
+		int done = 0;
+		for (int k = 0; k < NCOLS && !g_stop; k++, done++) {
 			int c = (r + warm + k) % NCOLS; /* rotating order */
-			double t = fn[c]();
+			t[c] = fn[c]();
 			if (r >= 0)
-				add(&s[c], t);
+				add(&s[c], t[c]);
 		}
+		if (r >= 0 && done == NCOLS)
+			for (int i = 0; i < NPAIRS; i++)
+				add(&d[i], t[pair_cols[i][0]] - t[pair_cols[i][1]]);
 		if (r < 0)
 			for (int i = 0; i < 5; i++)
 				g_phase[i].n = 0;
@@ -401,6 +441,18 @@ int main(int argc, char **argv)
 	printf("|--------------------------|----------|----------|\n");
 	for (int c = 0; c < NCOLS; c++)
 		printf("| %-24s | %8.1f | %8.1f |\n", col_names[c], median(&s[c]), pct(&s[c], 95));
+	printf("\nPaired by round, brig minus the other (ms; negative: brig was faster)\n\n");
+	printf("| %-38s | %8s | %17s | %12s |\n", "pair", "median", "95 %% CI of median", "brig faster");
+	printf("|----------------------------------------|----------|-------------------|--------------|\n");
+	for (int i = 0; i < NPAIRS; i++) {
+		double ci_lo, ci_hi;
+		size_t wins = count_below(&d[i], 0);
+		median_ci(&d[i], &ci_lo, &ci_hi);
+		char ci[32], w[32];
+		snprintf(ci, sizeof ci, "%.1f .. %.1f", ci_lo, ci_hi);
+		snprintf(w, sizeof w, "%zu of %zu", wins, d[i].n);
+		printf("| %-38s | %8.1f | %17s | %12s |\n", pair_names[i], median(&d[i]), ci, w);
+	}
 	printf("\nbrig_run()'s own durations (brig_run_result, ms)\n\n");
 	static const char *const ph[5] = {"create (pin+create+attach+start)", "run (to exit and removal)",
 					  "copy_out (none here)", "rest", "total"};
