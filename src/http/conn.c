@@ -6,9 +6,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +14,7 @@
 #include <sys/un.h>
 
 #include "http/http.h"
+#include "util/openssl_dl.h" /* libssl and libcrypto, dlopen-ed: calls go through brig__ssl, brig__crypto */
 
 struct brig_http_conn {
 	int fd;
@@ -150,6 +148,11 @@ static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, int64_t 
 
 static int tls_setup(brig_http_conn *c, const brig_http_endpoint *ep, int64_t deadline_ms, brig_error **err)
 {
+	/* OpenSSL is opened here, by the first TLS connection. Every other call
+	 * of it in this file goes through c->ssl or c->ctx, set only below. */
+	int rc = brig__ssl_load(err);
+	if (rc)
+		return rc;
 	c->ctx = SSL_CTX_new(TLS_client_method());
 	if (!c->ctx)
 		return brig__error_set(err, BRIG_ETLS, 0, "TLS: cannot create a context");

@@ -104,7 +104,7 @@ void brig_image__rootfs_key(char out[65], const char *recipe, const char *suite,
 			    const json_t *sources, const json_t *include, const json_t *packages);
 
 /* npm's integrity string of a file: "sha512-" + base64 of its SHA-512.
- * Caller frees. Errors: BRIG_EIO. */
+ * Caller frees. Errors: BRIG_EIO (also when libcrypto cannot be loaded). */
 int brig_image__sri_sha512(char **out, const char *path, brig_error **err);
 
 /* ---- the context (context.c) ---- */

@@ -3,11 +3,12 @@
 #include "store/store_internal.h"
 
 #include <errno.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+
+#include "store/sqlite_dl.h" /* libsqlite3, dlopen-ed: its calls go through brig__sqlite */
 
 struct sq_store {
 	brig_store base;
@@ -334,10 +335,15 @@ static const struct brig_store_ops sq_ops;
 int brig_store__sqlite_open(brig_store **out, const char *path, const char *display, brig_error **err)
 {
 	*out = NULL;
+	/* libsqlite3 is opened here, before its first use; every other call of
+	 * it goes through the handle opened below. */
+	int r = brig__sqlite_load(err);
+	if (r)
+		return brig__error_prefix(err, r, "store %s", display);
 	if (!sqlite3_threadsafe())
 		return brig__error_set(err, BRIG_ESTORE, 0,
 				       "store %s: the SQLite library was built without thread support", display);
-	int r = make_parent(path, err);
+	r = make_parent(path, err);
 	if (r < 0)
 		return r;
 	/* Never open() and close() the file ourselves: closing any descriptor of

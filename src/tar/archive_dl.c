@@ -3,48 +3,25 @@
 #define BRIG__ARCHIVE_DL_IMPL
 #include "tar/archive_dl.h"
 
-#include <dlfcn.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <string.h>
-
+#include "util/dl.h"
 #include "util/util.h"
 
 brig__archive_api brig__archive;
 
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-static char load_error[512]; /* empty: loaded */
+static const char *const names[] = {BRIG__ARCHIVE_FUNCS(BRIG__DL_NAME)};
 
-static void load(void)
+static void fill(void *const *fns)
 {
-	/* RTLD_LOCAL: libarchive's symbols stay out of the global namespace, so
-	 * the process sees the same set as before it was opened. The handle is
-	 * never closed: the table points into it until exit. */
-	void *h = dlopen(BRIG__ARCHIVE_SONAME, RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		const char *why = dlerror();
-		snprintf(load_error, sizeof load_error, "cannot load %s (install the %s package): %s",
-			 BRIG__ARCHIVE_SONAME, BRIG__ARCHIVE_PACKAGE, why ? why : "unknown error");
-		return;
-	}
-	const char *missing = NULL;
-#define BRIG__ARCHIVE_SYM(name)                                                                  \
-	if (!missing && !(brig__archive.name = (__typeof__(brig__archive.name))dlsym(h, #name))) \
-		missing = #name;
-	BRIG__ARCHIVE_FUNCS(BRIG__ARCHIVE_SYM)
-#undef BRIG__ARCHIVE_SYM
-	if (missing) {
-		snprintf(load_error, sizeof load_error, "%s has no %s (too old? install the %s package)",
-			 BRIG__ARCHIVE_SONAME, missing, BRIG__ARCHIVE_PACKAGE);
-		memset(&brig__archive, 0, sizeof brig__archive);
-		dlclose(h);
-	}
+	size_t i = 0;
+#define BRIG__ARCHIVE_FILL(name) brig__archive.name = (__typeof__(brig__archive.name))fns[i++];
+	BRIG__ARCHIVE_FUNCS(BRIG__ARCHIVE_FILL)
+#undef BRIG__ARCHIVE_FILL
 }
+
+static brig__dl lib = BRIG__DL_INIT(BRIG__ARCHIVE_SONAME, BRIG__ARCHIVE_PACKAGE, names, fill);
 
 int brig__archive_load(brig_error **err)
 {
-	pthread_once(&load_once, load);
-	if (load_error[0])
-		return brig__error_set(err, BRIG_EIO, 0, "tar: %s", load_error);
-	return 0;
+	int r = brig__dl_load(&lib, BRIG_EIO, err);
+	return r ? brig__error_prefix(err, r, "tar") : 0;
 }

@@ -4,11 +4,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "util/openssl_dl.h" /* libcrypto, dlopen-ed: EVP calls go through brig__crypto */
 
 static const char zeros[BRIG_TAR__IOBUF];
 
@@ -188,6 +189,8 @@ int brig_tar_copy_new(brig_tar_copy **out, const brig_tar_copy_options *opts, br
 	int r = brig_tar__policy_init(&pol, &opts->limits, err);
 	if (r || (r = brig__archive_load(err)))
 		return r;
+	if ((r = brig__crypto_load(err)) != 0) /* the SHA-256 of the output */
+		return brig__error_prefix(err, r, "tar copy");
 	pol.strip = opts->strip_components;
 	pol.allow_symlinks = opts->allow_symlinks;
 	pol.allow_absolute_symlinks = opts->allow_absolute_symlinks;
@@ -379,6 +382,9 @@ struct brig_tar_restore {
 
 int brig_tar_sha256_fd(int fd, char out[65], uint64_t *size, brig_error **err)
 {
+	int r = brig__crypto_load(err);
+	if (r)
+		return brig__error_prefix(err, r, "SHA-256");
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
 	if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
 		EVP_MD_CTX_free(md);
@@ -446,6 +452,8 @@ int brig_tar_restore_open(brig_tar_restore **out, int dirfd, const char *path, c
 	int r = brig__archive_load(err);
 	if (r)
 		return r;
+	if ((r = brig__crypto_load(err)) != 0)
+		return brig__error_prefix(err, r, "restore");
 	const char *shown = path ? path : "(fd)";
 	int fd = path ? openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY) : fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
 	if (fd < 0)

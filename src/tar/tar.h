@@ -50,7 +50,9 @@
  *     extractor also removes the umask's bits.
  *
  * libarchive is opened (dlopen) by the first extractor, builder, copier or
- * restore created, not when the program starts (archive_dl.h).
+ * restore created, not when the program starts (archive_dl.h); libcrypto, for
+ * the SHA-256, by the first copier, restore or brig_tar_sha256_fd
+ * (util/openssl_dl.h).
  *
  * Every function taking brig_error **err accepts NULL there. Returned objects
  * belong to the caller and are freed by their own _free (which accepts NULL).
@@ -321,7 +323,7 @@ typedef struct brig_tar_copy brig_tar_copy;
  * opts may be NULL (no symlinks, no hardlinks, no compression).
  * *out belongs to the caller (brig_tar_copy_free).
  * Errors: BRIG_EINVAL (bad options), BRIG_EIO (compressor set-up, or
- * libarchive cannot be loaded). */
+ * libarchive or libcrypto cannot be loaded). */
 int brig_tar_copy_new(brig_tar_copy **out, const brig_tar_copy_options *opts, brig_tar_writer write, void *payload,
 		      brig_error **err);
 
@@ -373,7 +375,7 @@ typedef struct brig_tar_restore brig_tar_restore;
  * The content is not re-validated as tar: the digest proves it is what
  * brig_tar_copy wrote. *out belongs to the caller (brig_tar_restore_free).
  * Errors: BRIG_EINVAL (malformed digest), BRIG_EIO (cannot open or read, or
- * libarchive cannot be loaded), BRIG_ECORRUPT. */
+ * libarchive or libcrypto cannot be loaded), BRIG_ECORRUPT. */
 int brig_tar_restore_open(brig_tar_restore **out, int dirfd, const char *path, const char *sha256_hex,
 			  brig_error **err);
 
@@ -390,7 +392,7 @@ void brig_tar_restore_free(brig_tar_restore *r);
 
 /* Lowercase hex SHA-256 of everything readable from fd (read from its
  * current offset to the end) into out (65 bytes); *size (may be NULL) gets
- * the byte count. Errors: BRIG_EIO. */
+ * the byte count. Errors: BRIG_EIO (also when libcrypto cannot be loaded). */
 int brig_tar_sha256_fd(int fd, char out[65], uint64_t *size, brig_error **err);
 
 #endif

@@ -1,27 +1,38 @@
-/* test_lazy_load.c — libbrig opens libarchive and libpq only when a tar or a
- * PostgreSQL store first needs them (src/tar/archive_dl.c, src/store/pq_dl.c).
- * This program links neither, so what /proc/self/maps shows is libbrig's doing.
- * The tests run in order: each one relies on what the earlier ones loaded. */
+/* test_lazy_load.c — libbrig opens libarchive, libpq, SQLite and OpenSSL only
+ * when a tar, a store, a digest or a TLS connection first needs them
+ * (src/tar/archive_dl.c, src/store/pq_dl.c, src/store/sqlite_dl.c,
+ * src/util/openssl_dl.c). This program links none of them, so what
+ * /proc/self/maps shows is libbrig's doing. The tests run in order: each one
+ * relies on what the earlier ones loaded. */
 #include "testutil.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "brig/store.h"
+#include "http/http.h"
 #include "tar/tar.h"
+#include "util/dl.h"
 #include "util/util.h"
 
 /* What loading libarchive (libxml2, ICU) or libpq (Kerberos, LDAP, GnuTLS)
- * maps; none of it may be there before the first tar or PostgreSQL store. */
+ * maps; none of it may be there before the first tar or PostgreSQL store.
+ * Nor SQLite before the first SQLite store, libcrypto before the first digest
+ * of a stream, libssl before the first TLS connection. */
 static const char *const archive_libs[] = {"/libarchive.so", "/libxml2.so", "/libicuuc.so"};
 static const char *const pq_libs[] = {"/libpq.so", "/libkrb5.so", "/libldap", "/libgnutls.so"};
+static const char *const sqlite_libs[] = {"/libsqlite3.so"};
+static const char *const crypto_libs[] = {"/libcrypto.so"};
+static const char *const ssl_libs[] = {"/libssl.so"};
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 static char tmp[] = "/tmp/brig-lazy-XXXXXX";
@@ -52,13 +63,16 @@ static void test_nothing_loaded_at_start(void **state)
 {
 	assert_mapped(archive_libs, N(archive_libs), false);
 	assert_mapped(pq_libs, N(pq_libs), false);
+	assert_mapped(sqlite_libs, N(sqlite_libs), false);
+	assert_mapped(crypto_libs, N(crypto_libs), false);
+	assert_mapped(ssl_libs, N(ssl_libs), false);
 	/* The check itself works: something this program does link is seen. */
 	assert_true(mapped("/libjansson.so"));
 }
 
-/* ---- a SQLite store needs neither ---- */
+/* ---- a SQLite store loads SQLite, and only that ---- */
 
-static void test_sqlite_store_loads_nothing(void **state)
+static void test_sqlite_store_loads_sqlite(void **state)
 {
 	cleanup_free char *url = NULL;
 	assert_true(asprintf(&url, "sqlite://%s/brig.db", tmp) > 0);
@@ -69,8 +83,11 @@ static void test_sqlite_store_loads_nothing(void **state)
 	ASSERT_OK(brig_store_schema_version(s, &v, &err), err);
 	assert_true(v > 0);
 	brig_store_close(s);
+	assert_mapped(sqlite_libs, N(sqlite_libs), true);
 	assert_mapped(archive_libs, N(archive_libs), false);
 	assert_mapped(pq_libs, N(pq_libs), false);
+	assert_mapped(crypto_libs, N(crypto_libs), false);
+	assert_mapped(ssl_libs, N(ssl_libs), false);
 }
 
 /* ---- a tar round trip through every constructor ---- */
@@ -112,8 +129,9 @@ static char *slurp(const char *path)
 }
 
 /* builder → copier (zstd) → blob → restore → extractor, all through the
- * public functions: each constructor must have opened libarchive. */
-static void test_tar_round_trip_loads_libarchive(void **state)
+ * public functions: each constructor must have opened libarchive, and the
+ * copier libcrypto for the digest of what it writes. */
+static void test_tar_round_trip_loads_libarchive_and_libcrypto(void **state)
 {
 	brig_error *err = NULL;
 
@@ -127,6 +145,7 @@ static void test_tar_round_trip_loads_libarchive(void **state)
 	brig_tar_builder_free(b);
 	assert_true(tar_len >= 1024);
 	assert_mapped(archive_libs, N(archive_libs), true);
+	assert_mapped(crypto_libs, N(crypto_libs), false); /* a builder hashes nothing */
 
 	cleanup_free char *blob = NULL;
 	assert_true(asprintf(&blob, "%s/blob.tar.zst", tmp) > 0);
@@ -141,6 +160,7 @@ static void test_tar_round_trip_loads_libarchive(void **state)
 	brig_tar_copy_free(c);
 	close(fd);
 	assert_int_equal(res.stats.files, 1);
+	assert_mapped(crypto_libs, N(crypto_libs), true);
 
 	brig_tar_restore *r = NULL;
 	ASSERT_OK(brig_tar_restore_open(&r, AT_FDCWD, blob, res.sha256, &err), err);
@@ -163,7 +183,47 @@ static void test_tar_round_trip_loads_libarchive(void **state)
 	assert_true(asprintf(&path, "%s/d/hello.txt", dest) > 0);
 	cleanup_free char *got = slurp(path);
 	assert_string_equal(got, "hello, lazy\n");
-	/* A tar never needs libpq. */
+	/* A tar never needs libpq, nor TLS. */
+	assert_mapped(pq_libs, N(pq_libs), false);
+	assert_mapped(ssl_libs, N(ssl_libs), false);
+}
+
+/* ---- a TLS connection ---- */
+
+/* A TLS endpoint whose peer accepts the TCP connection (the listen backlog
+ * does) and never answers the ClientHello: the handshake goes through the
+ * libssl and libcrypto tables (context, SSL object, SSL_connect, the error
+ * queue) and ends at its deadline. */
+static void test_tls_connect_loads_libssl(void **state)
+{
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(l >= 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof sa;
+	assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof sa), 0);
+	assert_int_equal(listen(l, 4), 0);
+	assert_int_equal(getsockname(l, (struct sockaddr *)&sa, &len), 0);
+	cleanup_free char *host = NULL;
+	assert_true(asprintf(&host, "tcp://127.0.0.1:%d", ntohs(sa.sin_port)) > 0);
+
+	/* A cert path without files: TLS, no CA to verify with, no client key. */
+	brig_http_endpoint ep;
+	brig_error *err = NULL;
+	ASSERT_OK(brig_http_endpoint_parse(&ep, host, false, tmp, &err), err);
+	assert_true(ep.tls);
+	assert_mapped(ssl_libs, N(ssl_libs), false);
+	brig_http_conn *c = NULL;
+	int rc = brig_http_connect(&c, &ep, brig_now_ms() + 300, &err);
+	brig_http_endpoint_clear(&ep);
+	close(l);
+	assert_null(c);
+	assert_int_equal(rc, BRIG_ENOTSENT);
+	const char *msg = brig_error_message(err);
+	if (!strstr(msg, "TLS handshake with 127.0.0.1") || !strstr(msg, "timed out"))
+		fail_msg("not the handshake's end: %s", msg);
+	brig_error_free(err);
+	assert_mapped(ssl_libs, N(ssl_libs), true);
+	assert_mapped(crypto_libs, N(crypto_libs), true);
 	assert_mapped(pq_libs, N(pq_libs), false);
 }
 
@@ -225,6 +285,45 @@ static void test_pg_store_loads_libpq(void **state)
 	assert_true(v > 0);
 }
 
+/* ---- what a missing library or function says ---- */
+
+static int filled;
+static void fill_count(void *const *fns)
+{
+	filled++;
+}
+
+static void expect_load_error(brig__dl *d, const char *want1, const char *want2)
+{
+	/* Twice: the second call reports the first one's result. */
+	for (int i = 0; i < 2; i++) {
+		brig_error *err = NULL;
+		assert_int_equal(brig__dl_load(d, BRIG_EIO, &err), BRIG_EIO);
+		const char *msg = brig_error_message(err);
+		if (!strstr(msg, want1) || !strstr(msg, want2))
+			fail_msg("unclear: %s", msg);
+		brig_error_free(err);
+	}
+	assert_int_equal(filled, 0);
+}
+
+static void test_load_errors_name_library_and_package(void **state)
+{
+	static const char *const names[] = {"strlen", "brig_no_such_function"};
+	static brig__dl missing_lib = BRIG__DL_INIT("libbrig-no-such.so.7", "libbrig-no-such7", names, fill_count);
+	expect_load_error(&missing_lib, "cannot load libbrig-no-such.so.7 (install the libbrig-no-such7 package)",
+			  "libbrig-no-such.so.7");
+	static brig__dl missing_fn = BRIG__DL_INIT("libc.so.6", "libc6", names, fill_count);
+	expect_load_error(&missing_fn, "libc.so.6 has no brig_no_such_function", "install the libc6 package");
+
+	static const char *const found[] = {"strlen"};
+	static brig__dl ok = BRIG__DL_INIT("libc.so.6", "libc6", found, fill_count);
+	brig_error *err = NULL;
+	for (int i = 0; i < 2; i++)
+		ASSERT_OK(brig__dl_load(&ok, BRIG_EIO, &err), err);
+	assert_int_equal(filled, 1); /* once */
+}
+
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	return remove(path);
@@ -244,9 +343,11 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_nothing_loaded_at_start),
-		cmocka_unit_test(test_sqlite_store_loads_nothing),
-		cmocka_unit_test(test_tar_round_trip_loads_libarchive),
+		cmocka_unit_test(test_sqlite_store_loads_sqlite),
+		cmocka_unit_test(test_tar_round_trip_loads_libarchive_and_libcrypto),
+		cmocka_unit_test(test_tls_connect_loads_libssl),
 		cmocka_unit_test(test_pg_store_loads_libpq),
+		cmocka_unit_test(test_load_errors_name_library_and_package),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
