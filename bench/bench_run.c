@@ -442,7 +442,7 @@ int main(int argc, char **argv)
 	for (int c = 0; c < NCOLS; c++)
 		printf("| %-24s | %8.1f | %8.1f |\n", col_names[c], median(&s[c]), pct(&s[c], 95));
 	printf("\nPaired by round, brig minus the other (ms; negative: brig was faster)\n\n");
-	printf("| %-38s | %8s | %17s | %12s |\n", "pair", "median", "95 %% CI of median", "brig faster");
+	printf("| %-38s | %8s | %17s | %12s |\n", "pair", "median", "95 % CI of median", "brig faster");
 	printf("|----------------------------------------|----------|-------------------|--------------|\n");
 	for (int i = 0; i < NPAIRS; i++) {
 		double ci_lo, ci_hi;
