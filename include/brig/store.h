@@ -141,8 +141,9 @@ BRIG_PUBLIC int brig_store_default_url(char **out, brig_error **err);
  * *out is closed with brig_store_close.
  * Errors: BRIG_EINVAL (unknown scheme, bad schema name, unparsable URL),
  * BRIG_EIO (cannot create the directory), BRIG_ESTORE (cannot open the file or
- * connect, or the schema is newer than this brig understands; for PostgreSQL
- * also when libpq, opened on first use, cannot be loaded). */
+ * connect, or the schema is newer than this brig understands; also when the
+ * database library — libsqlite3 or libpq, opened on first use — cannot be
+ * loaded). */
 BRIG_PUBLIC int brig_store_open(brig_store **out, const char *url, brig_error **err);
 
 /* Closes the connection and frees s; accepts NULL. No call may be running on s. */
