@@ -9,13 +9,7 @@ brig__pq_api brig__pq;
 
 static const char *const names[] = {BRIG__PQ_FUNCS(BRIG__DL_NAME)};
 
-static void fill(void *const *fns)
-{
-	size_t i = 0;
-#define BRIG__PQ_FILL(name) brig__pq.name = (__typeof__(brig__pq.name))fns[i++];
-	BRIG__PQ_FUNCS(BRIG__PQ_FILL)
-#undef BRIG__PQ_FILL
-}
+BRIG__DL_DEFINE_FILL(fill, brig__pq, BRIG__PQ_FUNCS)
 
 static brig__dl lib = BRIG__DL_INIT(BRIG__PQ_SONAME, BRIG__PQ_PACKAGE, names, fill);
 

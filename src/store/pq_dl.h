@@ -16,6 +16,7 @@
 #include <libpq-fe.h>
 
 #include "brig/error.h"
+#include "util/dl.h"
 
 #define BRIG__PQ_SONAME "libpq.so.5"
 #define BRIG__PQ_PACKAGE "libpq5" /* Debian's */
@@ -45,9 +46,7 @@
 	X(PQtransactionStatus)
 
 typedef struct brig__pq_api {
-#define BRIG__PQ_SLOT(name) __typeof__(&name) name;
-	BRIG__PQ_FUNCS(BRIG__PQ_SLOT)
-#undef BRIG__PQ_SLOT
+	BRIG__PQ_FUNCS(BRIG__DL_SLOT)
 } brig__pq_api;
 
 /* Filled once by brig__pq_load; read-only afterwards. */

@@ -9,13 +9,7 @@ brig__sqlite_api brig__sqlite;
 
 static const char *const names[] = {BRIG__SQLITE_FUNCS(BRIG__DL_NAME)};
 
-static void fill(void *const *fns)
-{
-	size_t i = 0;
-#define BRIG__SQLITE_FILL(name) brig__sqlite.name = (__typeof__(brig__sqlite.name))fns[i++];
-	BRIG__SQLITE_FUNCS(BRIG__SQLITE_FILL)
-#undef BRIG__SQLITE_FILL
-}
+BRIG__DL_DEFINE_FILL(fill, brig__sqlite, BRIG__SQLITE_FUNCS)
 
 static brig__dl lib = BRIG__DL_INIT(BRIG__SQLITE_SONAME, BRIG__SQLITE_PACKAGE, names, fill);
 

@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 
 #include "brig/error.h"
+#include "util/dl.h"
 
 #define BRIG__SQLITE_SONAME "libsqlite3.so.0"
 #define BRIG__SQLITE_PACKAGE "libsqlite3-0" /* Debian's */
@@ -49,9 +50,7 @@
 	X(sqlite3_threadsafe)
 
 typedef struct brig__sqlite_api {
-#define BRIG__SQLITE_SLOT(name) __typeof__(&name) name;
-	BRIG__SQLITE_FUNCS(BRIG__SQLITE_SLOT)
-#undef BRIG__SQLITE_SLOT
+	BRIG__SQLITE_FUNCS(BRIG__DL_SLOT)
 } brig__sqlite_api;
 
 /* Filled once by brig__sqlite_load; read-only afterwards. */

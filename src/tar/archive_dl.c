@@ -10,13 +10,7 @@ brig__archive_api brig__archive;
 
 static const char *const names[] = {BRIG__ARCHIVE_FUNCS(BRIG__DL_NAME)};
 
-static void fill(void *const *fns)
-{
-	size_t i = 0;
-#define BRIG__ARCHIVE_FILL(name) brig__archive.name = (__typeof__(brig__archive.name))fns[i++];
-	BRIG__ARCHIVE_FUNCS(BRIG__ARCHIVE_FILL)
-#undef BRIG__ARCHIVE_FILL
-}
+BRIG__DL_DEFINE_FILL(fill, brig__archive, BRIG__ARCHIVE_FUNCS)
 
 static brig__dl lib = BRIG__DL_INIT(BRIG__ARCHIVE_SONAME, BRIG__ARCHIVE_PACKAGE, names, fill);
 

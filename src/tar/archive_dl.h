@@ -19,6 +19,7 @@
 #include <archive_entry.h>
 
 #include "brig/error.h"
+#include "util/dl.h"
 
 #define BRIG__ARCHIVE_SONAME "libarchive.so.13"
 #define BRIG__ARCHIVE_PACKAGE "libarchive13" /* Debian's */
@@ -85,9 +86,7 @@
 	X(archive_write_set_format_pax_restricted)
 
 typedef struct brig__archive_api {
-#define BRIG__ARCHIVE_SLOT(name) __typeof__(&name) name;
-	BRIG__ARCHIVE_FUNCS(BRIG__ARCHIVE_SLOT)
-#undef BRIG__ARCHIVE_SLOT
+	BRIG__ARCHIVE_FUNCS(BRIG__DL_SLOT)
 } brig__archive_api;
 
 /* Filled once by brig__archive_load; read-only afterwards. */

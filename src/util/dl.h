@@ -37,6 +37,19 @@ typedef struct brig__dl {
 
 /* For an X-macro list: a function's name as an element of names. */
 #define BRIG__DL_NAME(name) #name,
+/* For an X-macro list: a table slot typed by the function's own prototype. */
+#define BRIG__DL_SLOT(name) __typeof__(&name) name;
+
+/* Defines the fill callback fn, which stores fns[] into table in the order
+ * of the X-macro list FUNCS. */
+#define BRIG__DL_FILL_ONE(name) t_->name = (__typeof__(t_->name))fns[i_++];
+#define BRIG__DL_DEFINE_FILL(fn, table, FUNCS)   \
+	static void fn(void *const *fns)         \
+	{                                        \
+		__typeof__(table) *t_ = &(table); \
+		size_t i_ = 0;                   \
+		FUNCS(BRIG__DL_FILL_ONE)         \
+	}
 
 /* Opens d's library (RTLD_NOW | RTLD_LOCAL: its symbols stay out of the
  * global namespace) and resolves every name, the first time it is called for

@@ -12,21 +12,9 @@ brig__ssl_api brig__ssl;
 static const char *const crypto_names[] = {BRIG__CRYPTO_FUNCS(BRIG__DL_NAME)};
 static const char *const ssl_names[] = {BRIG__SSL_FUNCS(BRIG__DL_NAME)};
 
-static void crypto_fill(void *const *fns)
-{
-	size_t i = 0;
-#define BRIG__CRYPTO_FILL(name) brig__crypto.name = (__typeof__(brig__crypto.name))fns[i++];
-	BRIG__CRYPTO_FUNCS(BRIG__CRYPTO_FILL)
-#undef BRIG__CRYPTO_FILL
-}
+BRIG__DL_DEFINE_FILL(crypto_fill, brig__crypto, BRIG__CRYPTO_FUNCS)
 
-static void ssl_fill(void *const *fns)
-{
-	size_t i = 0;
-#define BRIG__SSL_FILL(name) brig__ssl.name = (__typeof__(brig__ssl.name))fns[i++];
-	BRIG__SSL_FUNCS(BRIG__SSL_FILL)
-#undef BRIG__SSL_FILL
-}
+BRIG__DL_DEFINE_FILL(ssl_fill, brig__ssl, BRIG__SSL_FUNCS)
 
 /* libcrypto first: libssl needs it (dlopen of libssl would bring it in
  * anyway, as the same object), and the ERR_ and X509_ functions the TLS code

@@ -30,6 +30,7 @@
 #include <openssl/x509v3.h>
 
 #include "brig/error.h"
+#include "util/dl.h"
 
 #define BRIG__CRYPTO_SONAME "libcrypto.so.3"
 #define BRIG__SSL_SONAME "libssl.so.3"
@@ -76,13 +77,11 @@
 	X(TLS_client_method)
 
 typedef struct brig__crypto_api {
-#define BRIG__OPENSSL_SLOT(name) __typeof__(&name) name;
-	BRIG__CRYPTO_FUNCS(BRIG__OPENSSL_SLOT)
+	BRIG__CRYPTO_FUNCS(BRIG__DL_SLOT)
 } brig__crypto_api;
 
 typedef struct brig__ssl_api {
-	BRIG__SSL_FUNCS(BRIG__OPENSSL_SLOT)
-#undef BRIG__OPENSSL_SLOT
+	BRIG__SSL_FUNCS(BRIG__DL_SLOT)
 } brig__ssl_api;
 
 /* Filled once by the loaders below; read-only afterwards. */
