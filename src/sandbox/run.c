@@ -259,8 +259,12 @@ static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *r
 			brig_error_free(werr);
 			werr = NULL;
 			wrc = 0;
-			rc = BRIG_ETIMEDOUT; /* the waiter is spent: brig_run removes it */
+			rc = BRIG_ETIMEDOUT;
+			/* That waiter is spent; a new one sees AutoRemove finish (or
+			 * finds the container already gone). */
 			brig_engine_container_kill(e, *cid, "KILL", NULL);
+			int r2 = brig_engine_container_wait(e, *cid, "removed", brig_now_ms() + 30000, NULL, NULL);
+			removed = r2 == 0 || r2 == BRIG_ENOTFOUND;
 		}
 	} else {
 		/* Timed out, cancelled or cut off: end it; AutoRemove follows. */
