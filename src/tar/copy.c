@@ -106,67 +106,52 @@ static int copy_data(brig_tar_copy *c, struct archive *a, brig_tar__source *src,
 	return 0;
 }
 
+/* One entry through: its header rewritten from what the checker made of
+ * it, then its data. */
+static int copy_entry(void *ctx, struct archive *a, brig_tar__source *src, const brig_tar__item *it,
+		      brig_error **err)
+{
+	brig_tar_copy *c = ctx;
+	struct archive_entry *oe = c->oe;
+	archive_entry_clear(oe);
+	archive_entry_copy_pathname(oe, it->path);
+	switch (it->type) {
+	case BRIG_TAR_FILE: archive_entry_set_filetype(oe, AE_IFREG); break;
+	case BRIG_TAR_DIR: archive_entry_set_filetype(oe, AE_IFDIR); break;
+	case BRIG_TAR_SYMLINK:
+		archive_entry_set_filetype(oe, AE_IFLNK);
+		archive_entry_copy_symlink(oe, it->link);
+		break;
+	default:
+		archive_entry_set_filetype(oe, AE_IFREG);
+		archive_entry_copy_hardlink(oe, it->link);
+		break;
+	}
+	archive_entry_set_perm(oe, it->type == BRIG_TAR_SYMLINK ? 0777 : it->mode);
+	archive_entry_set_size(oe, (la_int64_t)it->size);
+	if (it->has_mtime)
+		archive_entry_set_mtime(oe, it->mtime.tv_sec, it->mtime.tv_nsec);
+	archive_entry_set_uid(oe, c->rewrite_owner ? (la_int64_t)c->uid : it->uid);
+	archive_entry_set_gid(oe, c->rewrite_owner ? (la_int64_t)c->gid : it->gid);
+	/* ARCHIVE_WARN: a name that is not UTF-8 went out as raw bytes. */
+	if (archive_write_header(c->w, oe) < ARCHIVE_WARN)
+		return write_failed(c, err, "writing a header");
+	if (it->type == BRIG_TAR_FILE) {
+		int r = copy_data(c, a, src, it, err);
+		if (r)
+			return r;
+	}
+	if (archive_write_finish_entry(c->w) < ARCHIVE_WARN)
+		return write_failed(c, err, "finishing an entry");
+	if (c->on_entry)
+		c->on_entry(it->path, it->type, it->size, c->payload);
+	return 0;
+}
+
 static int copy_body(void *ctx, brig_tar__source *src, brig_error **err)
 {
 	brig_tar_copy *c = ctx;
-	struct archive *a = archive_read_new();
-	archive_read_support_format_tar(a);
-	archive_read_support_format_empty(a);
-	int r = brig_tar__read_open(a, src, err);
-	uint64_t seen = 0;
-	while (!r) {
-		struct archive_entry *ae;
-		r = brig_tar__next_header(a, src, &seen, c->ck.stats.entries, &ae, err);
-		if (r == 1) {
-			r = 0;
-			break;
-		}
-		if (r)
-			break;
-		brig_tar__item it;
-		r = brig_tar__check(&c->ck, ae, &it, err);
-		if (r || it.skip)
-			continue;
-		struct archive_entry *oe = c->oe;
-		archive_entry_clear(oe);
-		archive_entry_copy_pathname(oe, it.path);
-		switch (it.type) {
-		case BRIG_TAR_FILE: archive_entry_set_filetype(oe, AE_IFREG); break;
-		case BRIG_TAR_DIR: archive_entry_set_filetype(oe, AE_IFDIR); break;
-		case BRIG_TAR_SYMLINK:
-			archive_entry_set_filetype(oe, AE_IFLNK);
-			archive_entry_copy_symlink(oe, it.link);
-			break;
-		default:
-			archive_entry_set_filetype(oe, AE_IFREG);
-			archive_entry_copy_hardlink(oe, it.link);
-			break;
-		}
-		archive_entry_set_perm(oe, it.type == BRIG_TAR_SYMLINK ? 0777 : it.mode);
-		archive_entry_set_size(oe, (la_int64_t)it.size);
-		if (it.has_mtime)
-			archive_entry_set_mtime(oe, it.mtime.tv_sec, it.mtime.tv_nsec);
-		archive_entry_set_uid(oe, c->rewrite_owner ? (la_int64_t)c->uid : it.uid);
-		archive_entry_set_gid(oe, c->rewrite_owner ? (la_int64_t)c->gid : it.gid);
-		/* ARCHIVE_WARN: a name that is not UTF-8 went out as raw bytes. */
-		if (archive_write_header(c->w, oe) < ARCHIVE_WARN) {
-			r = write_failed(c, err, "writing a header");
-			break;
-		}
-		if (it.type == BRIG_TAR_FILE) {
-			r = copy_data(c, a, src, &it, err);
-			if (r)
-				break;
-		}
-		if (archive_write_finish_entry(c->w) < ARCHIVE_WARN) {
-			r = write_failed(c, err, "finishing an entry");
-			break;
-		}
-		if (c->on_entry)
-			c->on_entry(it.path, it.type, it.size, c->payload);
-	}
-	archive_read_free(a);
-	return r;
+	return brig_tar__walk(src, &c->ck, copy_entry, c, err);
 }
 
 int brig_tar_copy_new(brig_tar_copy **out, const brig_tar_copy_options *opts, brig_tar_writer write, void *payload,

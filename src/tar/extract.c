@@ -395,44 +395,33 @@ static int apply_dirs(brig_tar_extract *x, brig_error **err)
 	return 0;
 }
 
+/* One entry onto the disk, under the directory its parent resolved to. */
+static int extract_entry(void *ctx, struct archive *a, brig_tar__source *src, const brig_tar__item *it,
+			 brig_error **err)
+{
+	brig_tar_extract *x = ctx;
+	int pfd;
+	int r = parent_fd(x, it->parent, it->raw, true, &pfd, err);
+	if (r)
+		return r;
+	switch (it->type) {
+	case BRIG_TAR_FILE: r = write_file(x, a, src, it, pfd, err); break;
+	case BRIG_TAR_DIR: r = make_dir(x, it, pfd, err); break;
+	case BRIG_TAR_SYMLINK: r = make_symlink(x, it, pfd, err); break;
+	default: r = make_hardlink(x, it, pfd, err); break;
+	}
+	if (!r && x->on_entry)
+		x->on_entry(it->path, it->type, it->size, x->payload);
+	return r;
+}
+
 static int extract_body(void *ctx, brig_tar__source *src, brig_error **err)
 {
 	brig_tar_extract *x = ctx;
-	struct archive *a = archive_read_new();
-	archive_read_support_format_tar(a);
-	archive_read_support_format_empty(a);
-	int r = brig_tar__read_open(a, src, err);
-	uint64_t seen = 0;
-	while (!r) {
-		struct archive_entry *ae;
-		r = brig_tar__next_header(a, src, &seen, x->ck.stats.entries, &ae, err);
-		if (r == 1) {
-			r = 0;
-			break;
-		}
-		if (r)
-			break;
-		brig_tar__item it;
-		r = brig_tar__check(&x->ck, ae, &it, err);
-		if (r || it.skip)
-			continue;
-		int pfd;
-		r = parent_fd(x, it.parent, it.raw, true, &pfd, err);
-		if (r)
-			break;
-		switch (it.type) {
-		case BRIG_TAR_FILE: r = write_file(x, a, src, &it, pfd, err); break;
-		case BRIG_TAR_DIR: r = make_dir(x, &it, pfd, err); break;
-		case BRIG_TAR_SYMLINK: r = make_symlink(x, &it, pfd, err); break;
-		default: r = make_hardlink(x, &it, pfd, err); break;
-		}
-		if (!r && x->on_entry)
-			x->on_entry(it.path, it.type, it.size, x->payload);
-	}
+	int r = brig_tar__walk(src, &x->ck, extract_entry, x, err);
 	if (!r)
 		r = apply_dirs(x, err);
 	stack_pop_to(x, 0);
-	archive_read_free(a);
 	x->stats = x->ck.stats;
 	return r;
 }

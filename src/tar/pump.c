@@ -127,8 +127,13 @@ int brig_tar__archive_error(struct archive *a, brig_tar__source *src, brig_error
 	return r;
 }
 
-int brig_tar__next_header(struct archive *a, brig_tar__source *src, uint64_t *seen, uint64_t entries,
-			  struct archive_entry **ae, brig_error **err)
+/* The next entry's header of a into *ae: 0, 1 at the end of the archive,
+ * or an error: as brig_tar__archive_error, or BRIG_EPROTO when the input
+ * stops at a block boundary without the end-of-archive blocks after at
+ * least one header (an empty input is a fine empty archive). *seen counts
+ * the headers read from a (start at 0); entries only goes into messages. */
+static int next_header(struct archive *a, brig_tar__source *src, uint64_t *seen, uint64_t entries,
+		       struct archive_entry **ae, brig_error **err)
 {
 	/* libarchive takes input that stops at a block boundary for the end of
 	 * the archive. Only the end-of-archive blocks move the position at the
@@ -154,11 +159,31 @@ int brig_tar__next_header(struct archive *a, brig_tar__source *src, uint64_t *se
 	return 0;
 }
 
-int brig_tar__read_open(struct archive *a, brig_tar__source *src, brig_error **err)
+int brig_tar__walk(brig_tar__source *src, brig_tar__checker *ck, brig_tar__each each, void *ctx, brig_error **err)
 {
+	struct archive *a = archive_read_new();
+	archive_read_support_format_tar(a);
+	archive_read_support_format_empty(a);
+	int r = 0;
 	if (archive_read_open(a, src, NULL, source_read, NULL) != ARCHIVE_OK)
-		return brig_tar__archive_error(a, src, err, "opening the tar stream");
-	return 0;
+		r = brig_tar__archive_error(a, src, err, "opening the tar stream");
+	uint64_t seen = 0;
+	while (!r) {
+		struct archive_entry *ae;
+		r = next_header(a, src, &seen, ck->stats.entries, &ae, err);
+		if (r == 1) {
+			r = 0;
+			break;
+		}
+		if (r)
+			break;
+		brig_tar__item it;
+		r = brig_tar__check(ck, ae, &it, err);
+		if (!r && !it.skip)
+			r = each(ctx, a, src, &it, err);
+	}
+	archive_read_free(a);
+	return r;
 }
 
 int brig_tar__run_pull(brig_tar__body body, void *ctx, uint64_t max_bytes, brig_tar_reader reader, void *payload,

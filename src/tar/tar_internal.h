@@ -135,16 +135,16 @@ typedef struct brig_tar__source {
 	brig_error *err;
 } brig_tar__source;
 
-/* Opens a for reading from src (formats and filters already chosen).
- * Errors: as brig_tar__archive_error. */
-int brig_tar__read_open(struct archive *a, brig_tar__source *src, brig_error **err);
-/* The next entry's header of a into *ae: 0, 1 at the end of the archive,
- * or an error: as brig_tar__archive_error, or BRIG_EPROTO when the input
- * stops at a block boundary without the end-of-archive blocks after at
- * least one header (an empty input is a fine empty archive). *seen counts
- * the headers read from a (start at 0); entries only goes into messages. */
-int brig_tar__next_header(struct archive *a, brig_tar__source *src, uint64_t *seen, uint64_t entries,
-			  struct archive_entry **ae, brig_error **err);
+/* Reads a tar (or an empty input) from src and hands each entry that ck's
+ * rules let through and do not skip to each, with a (the reader) and src
+ * for the entry's data. Stops at the end, at the first error or at each's first
+ * non-zero return. Errors: a libarchive read error (as
+ * brig_tar__archive_error), BRIG_EPROTO when the input stops at a block
+ * boundary without the end-of-archive blocks after at least one header (an
+ * empty input is a fine empty archive), brig_tar__check's, each's. */
+typedef int (*brig_tar__each)(void *ctx, struct archive *a, brig_tar__source *src, const brig_tar__item *it,
+			      brig_error **err);
+int brig_tar__walk(brig_tar__source *src, brig_tar__checker *ck, brig_tar__each each, void *ctx, brig_error **err);
 /* Turns a failed libarchive read call into an error: the source's own error
  * when it caused it, else BRIG_EPROTO with libarchive's text after `what`. */
 int brig_tar__archive_error(struct archive *a, brig_tar__source *src, brig_error **err, const char *fmt, ...)
