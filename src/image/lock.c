@@ -325,35 +325,11 @@ int brig_image__sri_sha512(char **out, const char *path, brig_error **err)
 	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return brig__error_set(err, BRIG_EIO, errno, "cannot read %s: %s", path, strerror(errno));
-	/* npm tarballs are large: OpenSSL's accelerated SHA-512, opened here. */
-	int rc = brig__crypto_load(err);
+	/* npm tarballs are large: OpenSSL's accelerated SHA-512. */
+	unsigned char md[64];
+	int rc = brig__digest_fd(fd, true, md, NULL, err);
 	if (rc)
 		return brig__error_prefix(err, rc, "cannot hash %s", path);
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha512(), NULL) != 1) {
-		EVP_MD_CTX_free(ctx);
-		return brig__error_set(err, BRIG_EIO, 0, "cannot hash %s: SHA-512 unavailable", path);
-	}
-	char *buf = xmalloc(1 << 20);
-	for (;;) {
-		ssize_t r = read(fd, buf, 1 << 20);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			rc = brig__error_set(err, BRIG_EIO, errno, "cannot read %s: %s", path, strerror(errno));
-			break;
-		}
-		if (r == 0)
-			break;
-		EVP_DigestUpdate(ctx, buf, (size_t)r);
-	}
-	free(buf);
-	unsigned char md[64];
-	unsigned int mdlen = 0;
-	EVP_DigestFinal_ex(ctx, md, &mdlen);
-	EVP_MD_CTX_free(ctx);
-	if (rc)
-		return rc;
 	unsigned char b64[4 * ((64 + 2) / 3) + 1];
 	EVP_EncodeBlock(b64, md, 64);
 	*out = xasprintf("sha512-%s", (char *)b64);

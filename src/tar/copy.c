@@ -367,38 +367,11 @@ struct brig_tar_restore {
 
 int brig_tar_sha256_fd(int fd, char out[65], uint64_t *size, brig_error **err)
 {
-	int r = brig__crypto_load(err);
-	if (r)
-		return brig__error_prefix(err, r, "SHA-256");
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-		EVP_MD_CTX_free(md);
-		return brig__error_set(err, BRIG_EIO, 0, "cannot set up SHA-256");
-	}
-	cleanup_free char *buf = xmalloc(BRIG_TAR__IOBUF);
-	uint64_t total = 0;
-	for (;;) {
-		ssize_t n = read(fd, buf, BRIG_TAR__IOBUF);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int e = errno;
-			EVP_MD_CTX_free(md);
-			return brig__error_set(err, BRIG_EIO, e, "reading for SHA-256: %s", strerror(e));
-		}
-		if (n == 0)
-			break;
-		EVP_DigestUpdate(md, buf, (size_t)n);
-		total += (uint64_t)n;
-	}
-	unsigned char d[EVP_MAX_MD_SIZE];
-	unsigned int dlen = 0;
-	EVP_DigestFinal_ex(md, d, &dlen);
-	EVP_MD_CTX_free(md);
-	brig_hex(out, d, dlen);
-	if (size)
-		*size = total;
-	return 0;
+	unsigned char d[64];
+	int r = brig__digest_fd(fd, false, d, size, err);
+	if (r == 0)
+		brig_hex(out, d, 32);
+	return r;
 }
 
 static la_ssize_t restore_in(struct archive *a, void *payload, const void **out)

@@ -4,8 +4,8 @@
  * mapping them at start.
  *
  * libcrypto is opened by what digests a stream or file: a tar copier or
- * restore, brig_tar_sha256_fd, npm's SHA-512 (src/tar/copy.c,
- * src/image/lock.c); libssl, and libcrypto before it, by the set-up of a TLS
+ * restore, and brig__digest_fd (src/util/digest.c: brig_tar_sha256_fd, npm's
+ * SHA-512 in src/image/lock.c); libssl, and libcrypto before it, by the set-up of a TLS
  * connection (src/http/conn.c). Small digests (names, spec hashes, the image
  * lock) use the built-in SHA-256 of src/util/sha256.c instead.
  *
@@ -23,6 +23,9 @@
  * OpenSSL links it and calls it directly. */
 #ifndef BRIG_UTIL_OPENSSL_DL_H
 #define BRIG_UTIL_OPENSSL_DL_H
+
+#include <stdbool.h>
+#include <stdint.h>
 
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -97,6 +100,13 @@ int brig__crypto_load(brig_error **err) __attribute__((visibility("hidden")));
 /* The same for libssl, after libcrypto (whose table it also needs: ERR_*,
  * X509_VERIFY_PARAM_*). Errors: BRIG_ETLS (as above). */
 int brig__ssl_load(brig_error **err) __attribute__((visibility("hidden")));
+
+/* Digests what is left to read of fd with OpenSSL's SHA-256 (sha512 false)
+ * or SHA-512, loading libcrypto first: md gets 32 or 64 bytes, *size (may be
+ * NULL) the bytes read. Errors: brig__crypto_load's, BRIG_EIO (the digest
+ * cannot be set up, or reading fd failed). */
+int brig__digest_fd(int fd, bool sha512, unsigned char md[64], uint64_t *size, brig_error **err)
+	__attribute__((visibility("hidden")));
 
 /* The redirects: call sites keep OpenSSL's own names. openssl_dl.c, which
  * needs the real names for dlsym, defines BRIG__OPENSSL_DL_IMPL. */
