@@ -228,3 +228,50 @@ void cli_format_age(char *out, size_t n, int64_t created_unix)
 		}
 	}
 }
+
+/* ---- the end of a command in a computer ---- */
+
+/* A command that did not run to its end: what happened to the computer. */
+static void explain_stop(const char *what, const brig_exec_result *res, brig_error *err, const cli_exec_words *w)
+{
+	if (cli_debug || !res->container_stopped || res->uncertain)
+		cli_error(err, NULL);
+	else
+		brig_error_free(err);
+	if (res->container_stopped)
+		cli_note("%s; computer %s was stopped to end %s (Docker cannot kill an exec), so its processes and "
+			 "/workspace contents are gone: recover the session from its last checkpoint with `%s`",
+			 what, w->computer, w->noun, w->recover);
+	else
+		cli_note("%s, and computer %s could not be confirmed stopped: %s may still be running; stop it with "
+			 "`brig stop %s`, then recover the session with `%s`",
+			 what, w->computer, w->noun, w->computer, w->recover);
+}
+
+int cli_exec_end(int r, const brig_exec_result *res, brig_error *err, const cli_exec_words *w)
+{
+	char what[160];
+	if (r == BRIG_ETIMEDOUT || res->timed_out) {
+		char secs[32];
+		cli_format_secs(secs, sizeof secs, w->timeout_ms);
+		snprintf(what, sizeof what, "%s timed out after %s", w->label, secs);
+		explain_stop(what, res, err, w);
+		return CLI_EXIT_TIMEOUT;
+	}
+	if (r == BRIG_ECANCELED || res->canceled) {
+		snprintf(what, sizeof what, "%s interrupted", w->label);
+		explain_stop(what, res, err, w);
+		return CLI_EXIT_CANCELED;
+	}
+	if (r == BRIG_EUNCERTAIN || res->uncertain) {
+		snprintf(what, sizeof what, "the daemon connection broke before %s's end was known", w->noun);
+		explain_stop(what, res, err, w);
+		return CLI_EXIT_FAIL;
+	}
+	if (r != 0)
+		return cli_error(err, NULL);
+	brig_error_free(err);
+	if (res->exit_code < 0 || res->exit_code > 255)
+		return cli_fail("%s in %s ended but its exit code is unknown", w->noun, w->computer);
+	return res->exit_code;
+}

@@ -12,6 +12,7 @@
 
 #include "brig/engine.h"
 #include "brig/error.h"
+#include "brig/sandbox.h"
 #include "brig/spec.h"
 
 /* Exit codes, as `docker run` and `timeout` use them. A command's own exit
@@ -170,6 +171,22 @@ int cli_spec_set(brig_spec *spec, const char *key, const char *value);
  * without host limits so bad flags fail before anything is contacted.
  * Returns 0 or CLI_EXIT_FAIL. */
 int cli_spec_finish(brig_spec *spec, bool image_given);
+
+/* ---- the end of a command in a computer (brig exec, brig agent) ---- */
+
+typedef struct cli_exec_words {
+	const char *label;    /* "exec", "claude": "<label> timed out after …", "<label> interrupted" */
+	const char *noun;     /* "the command", "the agent" */
+	const char *computer; /* as the user named it */
+	const char *recover;  /* the command line that recovers its session */
+	int64_t timeout_ms;
+} cli_exec_words;
+
+/* Turns brig_computer_exec's or brig_session_exec's answer (r, res, err) into
+ * brig's exit code: the command's own, 124 timed out, 130 interrupted, 125
+ * otherwise. A command that did not run to its end gets a note on what
+ * happened to the computer and how to recover. Takes err. */
+int cli_exec_end(int r, const brig_exec_result *res, brig_error *err, const cli_exec_words *w);
 
 /* ---- cancellation ---- */
 

@@ -43,25 +43,6 @@ static const char usage[] =
 
 enum { OPT_NS = 0x400, OPT_SESSION, OPT_IMAGE, OPT_NETWORK, OPT_SUBNET, OPT_TIMEOUT, OPT_LABEL };
 
-/* A command that did not run to its end: what happened to the computer. */
-static void explain_stop(const char *what, const char *name, const brig_identity *id, const brig_exec_result *res,
-			 brig_error *err)
-{
-	if (cli_debug || !res->container_stopped || res->uncertain)
-		cli_error(err, NULL);
-	else
-		brig_error_free(err);
-	if (res->container_stopped)
-		cli_note("%s; computer %s was stopped to end the agent (Docker cannot kill an exec), so its "
-			 "processes and /workspace contents are gone: recover the session from its last checkpoint "
-			 "with `brig recover --ns %s --agent %s --session %s`",
-			 what, name, id->ns, id->agent, id->session);
-	else
-		cli_note("%s, and computer %s could not be confirmed stopped: the agent may still be running; stop "
-			 "it with `brig stop %s`",
-			 what, name, name);
-}
-
 int cmd_agent(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -229,33 +210,15 @@ int cmd_agent(int argc, char **argv)
 		.payload = &outp,
 	};
 	r = brig_computer_exec(e, c->name, &opts, &res, &err);
-	if (r == BRIG_ETIMEDOUT || res.timed_out) {
-		char secs[32], what[96];
-		cli_format_secs(secs, sizeof secs, timeout_ms);
-		snprintf(what, sizeof what, "%s timed out after %s", agent, secs);
-		explain_stop(what, c->name, &id, &res, err);
-		err = NULL;
-		rc = CLI_EXIT_TIMEOUT;
-	} else if (r == BRIG_ECANCELED || res.canceled) {
-		explain_stop("agent interrupted", c->name, &id, &res, err);
-		err = NULL;
-		rc = CLI_EXIT_CANCELED;
-	} else if (r == BRIG_EUNCERTAIN || res.uncertain) {
-		explain_stop("the daemon connection broke before the agent's end was known", c->name, &id, &res, err);
-		err = NULL;
-		rc = CLI_EXIT_FAIL;
-	} else if (r != 0) {
-		cli_error(err, NULL);
-		err = NULL;
-		rc = CLI_EXIT_FAIL;
-	} else if (res.exit_code < 0 || res.exit_code > 255) {
-		rc = cli_fail("%s in %s ended but its exit code is unknown", agent, c->name);
-	} else {
-		if (res.exit_code == CLI_EXIT_NOTFOUND)
-			cli_note("exit 127: is %s in image %s? build it with `brig image build --profile agents`",
-				 agent, spec.image);
-		rc = res.exit_code;
-	}
+	char recover[512];
+	snprintf(recover, sizeof recover, "brig recover --ns %s --agent %s --session %s", id.ns, id.agent, id.session);
+	cli_exec_words w = {
+		.label = agent, .noun = "the agent", .computer = c->name, .recover = recover, .timeout_ms = timeout_ms};
+	rc = cli_exec_end(r, &res, err, &w);
+	err = NULL;
+	if (r == 0 && rc == CLI_EXIT_NOTFOUND)
+		cli_note("exit 127: is %s in image %s? build it with `brig image build --profile agents`", agent,
+			 spec.image);
 out:
 	free(args);
 	brig_error_free(err);

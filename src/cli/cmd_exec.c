@@ -102,33 +102,6 @@ static int parse_pass(exec_args *a, int argc, char **argv, bool *dashdash)
 	return 0;
 }
 
-/* Says what happened to a command that did not run to its end, and that
- * the computer is gone until it is recovered. */
-static void explain_stop(const char *what, const char *ref, const exec_args *a, const brig_exec_result *res,
-			 brig_error *err)
-{
-	char recover[512];
-	if (a->id_given && a->id.ns && a->id.agent && a->id.session)
-		snprintf(recover, sizeof recover, "brig recover --ns %s --agent %s --session %s", a->id.ns, a->id.agent,
-			 a->id.session);
-	else
-		snprintf(recover, sizeof recover, "brig recover");
-	bool show_lib = cli_debug || !res->container_stopped || res->uncertain;
-	if (show_lib)
-		cli_error(err, NULL);
-	else
-		brig_error_free(err);
-	if (res->container_stopped)
-		cli_note("%s; computer %s was stopped to end the command (Docker cannot kill an exec), so its "
-			 "processes and /workspace contents are gone: recover the session from its last checkpoint "
-			 "with `%s`",
-			 what, ref, recover);
-	else
-		cli_note("%s, and computer %s could not be confirmed stopped: the command may still be running; "
-			 "stop it with `brig stop %s`, then recover the session with `%s`",
-			 what, ref, ref, recover);
-}
-
 int cmd_exec(int argc, char **argv)
 {
 	exec_args a = {.id.generation = 1};
@@ -216,30 +189,16 @@ int cmd_exec(int argc, char **argv)
 	 * session failed there. */
 	int r = brig_session_exec(e, store, ref, &opts, &res, &err);
 	bool started = r == 0 || r == BRIG_ETIMEDOUT || r == BRIG_ECANCELED || r == BRIG_EUNCERTAIN;
-	if (r == BRIG_ETIMEDOUT || res.timed_out) {
-		char secs[32], what[96];
-		cli_format_secs(secs, sizeof secs, a.timeout_ms);
-		snprintf(what, sizeof what, "exec timed out after %s", secs);
-		explain_stop(what, ref, &a, &res, err);
-		err = NULL;
-		rc = CLI_EXIT_TIMEOUT;
-	} else if (r == BRIG_ECANCELED || res.canceled) {
-		explain_stop("exec interrupted", ref, &a, &res, err);
-		err = NULL;
-		rc = CLI_EXIT_CANCELED;
-	} else if (r == BRIG_EUNCERTAIN || res.uncertain) {
-		explain_stop("the daemon connection broke before the command's end was known", ref, &a, &res, err);
-		err = NULL;
-		rc = CLI_EXIT_FAIL;
-	} else if (r != 0) {
-		cli_error(err, NULL);
-		err = NULL;
-		rc = CLI_EXIT_FAIL;
-	} else if (res.exit_code < 0 || res.exit_code > 255) {
-		rc = cli_fail("the command in %s ended but its exit code is unknown", ref);
-	} else {
-		rc = res.exit_code;
-	}
+	char recover[512];
+	if (a.id_given && a.id.ns && a.id.agent && a.id.session)
+		snprintf(recover, sizeof recover, "brig recover --ns %s --agent %s --session %s", a.id.ns, a.id.agent,
+			 a.id.session);
+	else
+		snprintf(recover, sizeof recover, "brig recover");
+	cli_exec_words w = {
+		.label = "exec", .noun = "the command", .computer = ref, .recover = recover, .timeout_ms = a.timeout_ms};
+	rc = cli_exec_end(r, &res, err, &w);
+	err = NULL;
 	if (a.json && started) {
 		int jr = cli_print_json(brig_exec_result_to_json(&res));
 		if (jr != 0 && rc == 0)
