@@ -67,6 +67,13 @@ typedef enum brig_kind {
 #define BRIG_LABEL_DEADLINE "brig.deadline"     /* unix seconds the run ends by */
 #define BRIG_LABEL_CONTAINER "brig.container"   /* volumes: their container's name */
 #define BRIG_LABEL_VOLUME "brig.volume"         /* volumes: workspace | runtime | … */
+/* On an image: "optional" says it works without the /etc/hosts Docker writes
+ * (Docker leaves an empty one in a container without its network sandbox,
+ * whatever the image holds), so brig may start it with
+ * brig_container_opts.network_disabled. brig's images carry it: they resolve
+ * localhost and their own hostname through libnss-myhostname. */
+#define BRIG_LABEL_ETC_HOSTS "brig.etc-hosts"
+#define BRIG_ETC_HOSTS_OPTIONAL "optional"
 
 /* Checks one user-given name: 1..63 characters of A-Z a-z 0-9 _ . - starting
  * with a letter or digit. field ("ns", "agent", "session") starts the
@@ -355,6 +362,14 @@ typedef struct brig_container_opts {
 	 * endpoints cannot reach them: only for runs that copy nothing in or out
 	 * (no inbox or outbox). Their mode follows the image's directory. */
 	bool plain_tmpfs;
+	/* Network none without Docker's network sandbox (Config.NetworkDisabled):
+	 * the runtime still gives the container a new network namespace holding
+	 * only lo, but dockerd makes no libnetwork sandbox, runs no prestart hook
+	 * and writes no /etc/hosts or /etc/resolv.conf (they stay empty files).
+	 * Two re-executions of dockerd fewer: ~100 ms less per start, measured.
+	 * Only for images labelled BRIG_LABEL_ETC_HOSTS=optional; refused unless
+	 * spec->network is none. */
+	bool network_disabled;
 } brig_container_opts;
 
 /* Body of POST /containers/create. Hardening that is not a spec field:

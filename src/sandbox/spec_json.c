@@ -465,6 +465,10 @@ static int check_opts(const brig_spec *spec, const brig_container_opts *opts, br
 		return brig__error_set(err, BRIG_EINVAL, 0,
 				       "plain tmpfs: a run with /inbox or /outbox needs volumes (the archive endpoints "
 				       "cannot reach a plain tmpfs)");
+	if (opts->network_disabled && spec->network != BRIG_NET_NONE)
+		return brig__error_set(err, BRIG_EINVAL, 0,
+				       "network disabled: only for network none (the isolated bridge needs Docker's "
+				       "network sandbox)");
 	return brig_spec__check_tmpfs(spec, opts->inbox_mb, opts->outbox_mb, err);
 }
 
@@ -563,6 +567,8 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 	json_object_set_new(c, "Env", env);
 	json_object_set_new(c, "WorkingDir", json_string("/workspace"));
 	json_object_set_new(c, "Labels", labels);
+	if (opts->network_disabled) /* HostConfig.NetworkMode stays "none" */
+		json_object_set_new(c, "NetworkDisabled", json_true());
 	/* PID 1 (under docker-init) only keeps the container alive; commands
 	 * arrive by exec. A run's sleep is its deadline: the container ends
 	 * itself even if brig is gone. */

@@ -838,6 +838,22 @@ static void test_container_run(void **state)
 	EXPECT_ERR(brig_spec_container_json(&c, &s, &o, &err), BRIG_EINVAL, &err);
 	o.inbox_mb = 0;
 	o.plain_tmpfs = false;
+	/* network_disabled: Config.NetworkDisabled, the recorded mode still none... */
+	o.network_disabled = true;
+	ASSERT_OK(brig_spec_container_json(&c, &s, &o, &err), err);
+	assert_true(json_is_true(GET(c, "NetworkDisabled")));
+	assert_string_equal(json_string_value(GET(GET(c, "HostConfig"), "NetworkMode")), "none");
+	json_decref(c);
+	/* ...and never on the isolated bridge, which is Docker's network sandbox. */
+	s.network = BRIG_NET_ISOLATED;
+	EXPECT_ERR(brig_spec_container_json(&c, &s, &o, &err), BRIG_EINVAL, &err);
+	assert_null(c);
+	ASSERT_CONTAINS(err->message, "network disabled: only for network none");
+	o.network_disabled = false;
+	ASSERT_OK(brig_spec_container_json(&c, &s, &o, &err), err);
+	assert_null(GET(c, "NetworkDisabled"));
+	json_decref(c);
+	s.network = BRIG_NET_NONE;
 	o.lifetime_s = 0;
 	EXPECT_ERR(brig_spec_container_json(&c, &s, &o, &err), BRIG_EINVAL, &err);
 	ASSERT_CONTAINS(err->message, "lifetime: ");
