@@ -203,8 +203,10 @@ void brig_sandbox__pad_secret_body(json_t *cfg)
 	json_object_set_new(cfg, "BrigPadding", json_string(pad));
 }
 
-int brig_sandbox__resolve_image(brig_engine *e, char **out, const char *image, brig_error **err)
+int brig_sandbox__resolve_image(brig_engine *e, char **out, bool *etc_hosts, const char *image, brig_error **err)
 {
+	if (etc_hosts)
+		*etc_hosts = false;
 	json_t *img = NULL;
 	int rc = brig_engine_image_inspect(e, &img, image, err);
 	if (rc == BRIG_ENOTFOUND)
@@ -220,6 +222,11 @@ int brig_sandbox__resolve_image(brig_engine *e, char **out, const char *image, b
 		rc = brig__error_set(err, BRIG_EPROTO, 0, "inspect image %s: no Id", image);
 	else if (out)
 		*out = xstrdup(id);
+	if (!rc && etc_hosts) {
+		const char *v = json_string_value(
+			json_object_get(json_object_get(json_object_get(img, "Config"), "Labels"), BRIG_LABEL_ETC_HOSTS));
+		*etc_hosts = v && strcmp(v, BRIG_ETC_HOSTS_OPTIONAL) == 0;
+	}
 	json_decref(img);
 	return rc;
 }

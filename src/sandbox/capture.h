@@ -51,9 +51,11 @@ int brig_sandbox__host_limits(brig_engine *e, brig_host_limits *out, brig_error 
 void brig_sandbox__pad_secret_body(json_t *exec_config);
 
 /* Resolves an image reference to its id (out may be NULL: only check it
- * exists). A missing image is BRIG_ENOTFOUND saying how to build it: brig
- * never pulls. */
-int brig_sandbox__resolve_image(brig_engine *e, char **out, const char *image, brig_error **err);
+ * exists). *etc_hosts (may be NULL) says whether the image carries
+ * BRIG_LABEL_ETC_HOSTS=optional, so a container with network none can do
+ * without Docker's network sandbox. A missing image is BRIG_ENOTFOUND saying
+ * how to build it: brig never pulls. */
+int brig_sandbox__resolve_image(brig_engine *e, char **out, bool *etc_hosts, const char *image, brig_error **err);
 
 /* Parses Docker's RFC 3339 timestamps to unix seconds (0 when unparsable). */
 int64_t brig_sandbox__parse_time(const char *s);

@@ -343,7 +343,8 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 		return rc;
 	} else {
 		brig__error_clear(err);
-		if ((rc = brig_sandbox__resolve_image(e, NULL, spec->image, err)) != 0)
+		bool etc_hosts = false;
+		if ((rc = brig_sandbox__resolve_image(e, NULL, &etc_hosts, spec->image, err)) != 0)
 			return rc;
 		cleanup_free char *net_id = NULL;
 		if (spec->network == BRIG_NET_ISOLATED && (rc = brig_network_ensure(e, &net_id, spec, err)) != 0)
@@ -355,7 +356,8 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 					 .kind = BRIG_KIND_COMPUTER,
 					 .id = id,
 					 .name = name,
-					 .spec_hash = hash};
+					 .spec_hash = hash,
+					 .network_disabled = spec->network == BRIG_NET_NONE && etc_hosts};
 		cleanup_json json_t *body = NULL;
 		if ((rc = brig_spec_container_json(&body, spec, &o, err)) != 0)
 			return rc;

@@ -359,7 +359,8 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	brig_output_tee tee;
 	int64_t t1, t2, t3;
 
-	if ((rc = brig_sandbox__resolve_image(e, &res->image_id, spec.image, err)) != 0)
+	bool etc_hosts = false;
+	if ((rc = brig_sandbox__resolve_image(e, &res->image_id, &etc_hosts, spec.image, err)) != 0)
 		goto out;
 	/* Pin: the run uses exactly the id resolved now. */
 	free(spec.image);
@@ -393,6 +394,7 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 		json_decref(env0);
 	}
 	co.plain_tmpfs = direct;
+	co.network_disabled = spec.network == BRIG_NET_NONE && etc_hosts;
 	if ((rc = brig_spec_container_json(&body, &spec, &co, err)) != 0)
 		goto out;
 	if (net_id)

@@ -224,6 +224,8 @@ static void test_inspect_default_computer(void **state)
 	assert_string_equal(json_string_value(json_array_get(secopt, 0)), "no-new-privileges");
 	assert_true(strncmp(json_string_value(json_array_get(secopt, 1)), "seccomp={", 9) == 0);
 	assert_str(jstr(hc, "NetworkMode"), "none");
+	/* The test image is labelled brig.etc-hosts=optional: no Docker network sandbox. */
+	assert_true(json_is_true(json_object_get(json_object_get(j, "Config"), "NetworkDisabled")));
 	assert_int_equal(json_integer_value(json_object_get(hc, "Memory")), 2147483648LL);
 	assert_int_equal(json_integer_value(json_object_get(hc, "MemorySwap")), 2147483648LL);
 	assert_int_equal(json_integer_value(json_object_get(hc, "NanoCpus")), 2000000000LL);
@@ -283,7 +285,13 @@ static void test_inside_default_computer(void **state)
 		fail_msg("capabilities: %s", out);
 	free(out);
 
-	/* No network: only lo, no routes. */
+	/* No network: a namespace of its own with only lo, no routes. */
+	char host_ns[64] = "";
+	assert_true(readlink("/proc/self/ns/net", host_ns, sizeof host_ns - 1) > 0);
+	out = sh_ok(n, "readlink /proc/self/ns/net");
+	if (strncmp(out, "net:[", 5) != 0 || strncmp(out, host_ns, strlen(host_ns)) == 0)
+		fail_msg("network namespace %s, ours %s", out, host_ns);
+	free(out);
 	out = sh_ok(n, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
 	assert_string_equal(out, "lo\n");
 	free(out);

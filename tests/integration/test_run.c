@@ -403,13 +403,14 @@ static void *bg_run_main(void *p)
 	return NULL;
 }
 
-/* Builds FROM base with one LABEL: a second image id for the same tag. */
-static char *build_variant(const char *base, const char *tag)
+/* Builds FROM base with the test's label and one more (KEY=VALUE): a second
+ * image id for the same tag. */
+static char *build_variant(const char *base, const char *tag, const char *label)
 {
 	brig_tar_builder *tb = NULL;
 	brig_error *err = NULL;
 	ASSERT_OK(brig_tar_builder_new(&tb, NULL, &err), err);
-	cleanup_free char *df = xasprintf("FROM %s\nLABEL %s variant=b\n", base, ru_label());
+	cleanup_free char *df = xasprintf("FROM %s\nLABEL %s %s\n", base, ru_label(), label);
 	ASSERT_OK(brig_tar_builder_add_file(tb, "Dockerfile", df, strlen(df), 0644, &err), err);
 	char *id = NULL;
 	int rc = brig_engine_image_build(E, &id, tag, "none", NULL, brig_tar_builder_reader, tb, NULL, NULL, &err);
@@ -429,7 +430,7 @@ static void test_image_pinned(void **state)
 	cleanup_free char *ref = xasprintf("%s:t", repo);
 	ASSERT_OK(brig_engine_image_tag(E, a, repo, "t", &err), err);
 	cleanup_free char *ref_b = xasprintf("%s:b", repo);
-	cleanup_free char *b = build_variant(a, ref_b);
+	cleanup_free char *b = build_variant(a, ref_b, "variant=b");
 	assert_string_not_equal(a, b);
 
 	bg_run bg = {.image = ref};
@@ -483,6 +484,53 @@ static void test_image_by_id(void **state)
 	ru_assert_nothing_left("a run by image id");
 }
 
+/* Network none from an image labelled brig.etc-hosts=optional (the test
+ * image) skips Docker's network sandbox (Config.NetworkDisabled): still a
+ * network namespace of the container's own, holding only lo, up and usable,
+ * but no /etc/hosts of Docker's. An image without the label gets Docker's
+ * sandbox and its /etc/hosts naming localhost. */
+static void test_network_sandbox_only_when_needed(void **state)
+{
+	(void)state;
+	static const char probe[] =
+		"readlink /proc/self/ns/net; cat /sys/class/net/lo/flags; ls /sys/class/net; "
+		"grep -c ' /etc/hosts ' /proc/self/mountinfo; grep -c '^127.0.0.1[[:space:]]*localhost' /etc/hosts; "
+		"(nc -l -p 5555 > /workspace/got &); "
+		"for i in $(seq 50); do echo hi | nc 127.0.0.1 5555 2>/dev/null && break; sleep 0.1; done; "
+		"for i in $(seq 50); do [ -s /workspace/got ] && break; sleep 0.1; done; cat /workspace/got";
+	char host_ns[64] = "";
+	assert_true(readlink("/proc/self/ns/net", host_ns, sizeof host_ns - 1) > 0);
+	brig_error *err = NULL;
+	cleanup_free char *base = image_id(brig_test_image());
+	cleanup_free char *plain = xasprintf("brigtest-%s-hosts:t", brig_test_run_id());
+	cleanup_free char *plain_id = build_variant(base, plain, BRIG_LABEL_ETC_HOSTS "=\"\"");
+	const struct {
+		const char *image, *want;
+	} cases[] = {{brig_test_image(), "0x9\nlo\n0\n0\nhi\n"}, {plain, "0x9\nlo\n1\n1\nhi\n"}};
+	for (size_t i = 0; i < 2; i++) {
+		brig_spec s;
+		ru_spec(&s);
+		ASSERT_OK(brig_spec_set(&s, "image", cases[i].image, &err), err);
+		ru_args args = {.spec = &s};
+		ru_run r;
+		ru_run_sh(&r, &args, probe);
+		ru_assert_exit(&r, 0);
+		const char *out = r.res.exec.out.data;
+		const char *nl = strchr(out, '\n');
+		assert_non_null(nl);
+		cleanup_free char *ns = xstrndup(out, (size_t)(nl - out));
+		if (strncmp(ns, "net:[", 5) != 0 || strcmp(ns, host_ns) == 0)
+			fail_msg("%s: not a network namespace of its own: %s (ours %s)", cases[i].image, ns, host_ns);
+		if (strcmp(nl + 1, cases[i].want) != 0)
+			fail_msg("%s: lo flags, interfaces, /etc/hosts mounts and lines, loopback:\n%s\nwanted:\n%s",
+				 cases[i].image, nl + 1, cases[i].want);
+		ru_run_free(&r);
+		brig_spec_clear(&s);
+	}
+	ASSERT_OK(brig_engine_image_remove(E, plain, false, &err), err);
+	ru_assert_nothing_left("runs with and without Docker's network sandbox");
+}
+
 static int collect_event(json_t *ev, void *payload)
 {
 	json_array_append(payload, ev);
@@ -522,13 +570,12 @@ static void test_missing_image_not_pulled(void **state)
 	}
 }
 
-/* Images are not covered by brig_test_cleanup: the pin test's, by name. */
+/* Images are not covered by brig_test_cleanup: the pin and hosts tests', by name. */
 static int teardown(void **state)
 {
-	cleanup_free char *repo = xasprintf("brigtest-%s-pin", brig_test_run_id());
-	const char *tags[] = {"t", "b"};
-	for (size_t i = 0; i < 2; i++) {
-		cleanup_free char *ref = xasprintf("%s:%s", repo, tags[i]);
+	const char *refs[] = {"pin:t", "pin:b", "hosts:t"};
+	for (size_t i = 0; i < 3; i++) {
+		cleanup_free char *ref = xasprintf("brigtest-%s-%s", brig_test_run_id(), refs[i]);
 		brig_engine_image_remove(E, ref, false, NULL);
 	}
 	return ru_teardown(state);
@@ -548,6 +595,7 @@ int main(void)
 		cmocka_unit_test(test_no_network_by_default),
 		cmocka_unit_test(test_image_pinned),
 		cmocka_unit_test(test_image_by_id),
+		cmocka_unit_test(test_network_sandbox_only_when_needed),
 		cmocka_unit_test(test_missing_image_not_pulled),
 	};
 	return cmocka_run_group_tests(tests, ru_setup, teardown);
