@@ -24,7 +24,11 @@
  * package caches and lists, logs, documentation (copyright files stay),
  * manual pages, translations — and setuid/setgid bits, which can do
  * nothing under no-new-privileges but would matter if the image were ever
- * run without it. Fixed text: nothing is interpolated into it. */
+ * run without it. Names are looked up in /etc/hosts, then by
+ * libnss-myhostname (localhost, the container's own hostname), then DNS: a
+ * container with network none runs without Docker's network sandbox, and so
+ * without the /etc/hosts Docker would write (the Dockerfiles' brig.etc-hosts
+ * label says the image can). Fixed text: nothing is interpolated into it. */
 static const char rootfs_script[] =
 	"set -eu\n"
 	"export DEBIAN_FRONTEND=noninteractive\n"
@@ -42,6 +46,8 @@ static const char rootfs_script[] =
 	"find / -xdev -type f -perm /6000 -exec chmod ug-s {} +\n"
 	": > /etc/resolv.conf\n"
 	": > /etc/hostname\n"
+	"sed -i 's/^hosts:.*/hosts:          files myhostname dns/' /etc/nsswitch.conf\n"
+	"getent -s hosts:myhostname hosts localhost >/dev/null\n"
 	"rm -f /etc/machine-id /var/lib/dbus/machine-id\n";
 
 /* ---- small helpers ---- */

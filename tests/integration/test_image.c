@@ -121,6 +121,7 @@ static void check_image_config(const char *tag, const char *profile)
 	json_t *labels = json_object_get(cfg, "Labels");
 	assert_string_equal(json_string_value(json_object_get(labels, "brig.image.profile")), profile);
 	assert_int_equal(strlen(json_string_value(json_object_get(labels, "brig.image.lock"))), 64);
+	assert_string_equal(json_string_value(json_object_get(labels, BRIG_LABEL_ETC_HOSTS)), BRIG_ETC_HOSTS_OPTIONAL);
 	bool home = false;
 	size_t i;
 	json_t *v;
@@ -290,6 +291,26 @@ static void test_minimal_computer(void **state)
 	brig_exec_result_clear(&r);
 	static const char *const tini[] = {"tini", "--version", NULL};
 	assert_int_equal(run(c->name, tini, &r), 0);
+	brig_exec_result_clear(&r);
+	/* Without Docker's network sandbox (the image's brig.etc-hosts label) and
+	 * so without its /etc/hosts, localhost and the container's own name still
+	 * resolve (libnss-myhostname) and loopback works by name. */
+	json_t *cfg = NULL;
+	ASSERT_OK(brig_engine_container_inspect(E, &cfg, c->name, &err), err);
+	assert_true(json_is_true(json_object_get(json_object_get(cfg, "Config"), "NetworkDisabled")));
+	json_decref(cfg);
+	static const char *const lh[] = {
+		"python3", "-c",
+		"import socket\n"
+		"s = socket.create_server(('localhost', 0))\n"
+		"c = socket.create_connection(('localhost', s.getsockname()[1]))\n"
+		"a, _ = s.accept()\n"
+		"c.sendall(b'hi')\n"
+		"print(a.recv(2).decode(), socket.gethostbyname('localhost'), open('/etc/hosts').read() == '')\n"
+		"socket.getaddrinfo(socket.gethostname(), None)\n",
+		NULL};
+	assert_int_equal(run(c->name, lh, &r), 0);
+	assert_string_equal(r.out.data, "hi 127.0.0.1 True\n");
 	brig_exec_result_clear(&r);
 	/* Read-only root, writable volumes, HOME in /runtime. */
 	static const char *const ro[] = {
