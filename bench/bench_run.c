@@ -9,9 +9,13 @@
  * start; the SDK and brig_run() do not (the SDK's interpreter and client are
  * started once, bench/docker_sdk_run.py --serve). --steps then shows where
  * brig_run's time goes: the same Engine API calls, timed one by one.
+ * --sdk-network-disabled adds a fifth way: the SDK asking dockerd for what
+ * brig asks of it for an image labelled brig.etc-hosts=optional (the test
+ * image and brig's): network none without Docker's network sandbox.
  *
  *   cmake -S . -B build -DBRIG_BENCH=ON && cmake --build build --target bench_run brig_cli
  *   build/bench/bench_run [-n 30] [-w 2] [-i brig-test:local] [--steps] [--no-steps]
+ *                         [--sdk-network-disabled]
  *
  * Every object it makes carries brig.bench=1 (brig's runs, removed by
  * brig_run itself; docker's and the SDK's use --rm). */
@@ -42,9 +46,9 @@
 
 extern char **environ;
 
-enum { C_BRIG_CLI, C_DOCKER, C_SDK, C_BRIG_LIB, NCOLS };
+enum { C_BRIG_CLI, C_DOCKER, C_SDK, C_BRIG_LIB, C_SDK_ND, NCOLS };
 static const char *const col_names[NCOLS] = {"brig run (CLI)", "docker run --rm", "Docker SDK (Python)",
-					     "brig_run() in-process"};
+					     "brig_run() in-process", "SDK, network_disabled"};
 
 typedef struct samples {
 	double *v;
@@ -189,52 +193,68 @@ static double run_docker(void)
 	return spawn_ms(argv);
 }
 
-/* The SDK child: one run per line written to it, one ms line back. */
-static FILE *g_sdk_in, *g_sdk_out;
-static pid_t g_sdk_pid;
+/* An SDK child: one run per line written to it, one ms line back. The
+ * second (--sdk-network-disabled) asks dockerd for what brig asks of it for
+ * an image labelled brig.etc-hosts=optional: no network sandbox. */
+typedef struct sdk_child {
+	FILE *in, *out;
+	pid_t pid;
+} sdk_child;
+static sdk_child g_sdk, g_sdk_nd;
 
-static void sdk_start(void)
+static void sdk_start(sdk_child *c, bool network_disabled)
 {
 	int in[2], out[2];
 	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC))
 		die("pipe: %s", strerror(errno));
 	cleanup_free char *script = xasprintf("%s/docker_sdk_run.py", BRIG_BENCH_DIR);
-	char *argv[] = {(char *)g_python, script, "--serve", "-i", (char *)g_image, NULL};
+	char *argv[] = {(char *)g_python, script, "--serve", "-i", (char *)g_image,
+			network_disabled ? "--network-disabled" : NULL, NULL};
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
 	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-	int rc = posix_spawn(&g_sdk_pid, g_python, &fa, NULL, argv, environ);
+	int rc = posix_spawn(&c->pid, g_python, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	if (rc)
 		die("cannot start %s: %s", g_python, strerror(rc));
 	close(in[0]);
 	close(out[1]);
-	g_sdk_in = fdopen(in[1], "w");
-	g_sdk_out = fdopen(out[0], "r");
+	c->in = fdopen(in[1], "w");
+	c->out = fdopen(out[0], "r");
 	char line[64];
-	if (!fgets(line, sizeof line, g_sdk_out) || strcmp(line, "ready\n") != 0)
+	if (!fgets(line, sizeof line, c->out) || strcmp(line, "ready\n") != 0)
 		die("%s %s did not start (is python3-docker installed for it?)", g_python, script);
 }
 
-static double run_sdk(void)
+static double sdk_run(sdk_child *c)
 {
-	fputs("run\n", g_sdk_in);
-	fflush(g_sdk_in);
+	fputs("run\n", c->in);
+	fflush(c->in);
 	char line[64];
-	if (!fgets(line, sizeof line, g_sdk_out))
+	if (!fgets(line, sizeof line, c->out))
 		die("the Docker SDK run failed (its traceback is above)");
 	return strtod(line, NULL);
 }
 
-static void sdk_stop(void)
+static double run_sdk(void)
 {
-	if (!g_sdk_in)
+	return sdk_run(&g_sdk);
+}
+
+static double run_sdk_nd(void)
+{
+	return sdk_run(&g_sdk_nd);
+}
+
+static void sdk_stop(sdk_child *c)
+{
+	if (!c->in)
 		return;
-	fclose(g_sdk_in);
-	fclose(g_sdk_out);
-	waitpid(g_sdk_pid, NULL, 0);
-	g_sdk_in = NULL;
+	fclose(c->in);
+	fclose(c->out);
+	waitpid(c->pid, NULL, 0);
+	c->in = NULL;
 }
 
 static samples g_phase[5]; /* brig_run's own durations: create, run, copy_out, rest, total */
@@ -305,6 +325,9 @@ static void steps_round(void)
 	check(brig_engine_image_inspect(g_engine, &j, g_image, &err), "image inspect", err);
 	add(&g_steps[S_IMAGE], now_ms() - t);
 	cleanup_free char *image_id = xstrdup(json_string_value(json_object_get(j, "Id")));
+	const char *hosts = json_string_value(
+		json_object_get(json_object_get(json_object_get(j, "Config"), "Labels"), BRIG_LABEL_ETC_HOSTS));
+	bool no_sandbox = g_spec.network == BRIG_NET_NONE && hosts && strcmp(hosts, BRIG_ETC_HOSTS_OPTIONAL) == 0;
 	json_decref(j);
 
 	brig_spec spec;
@@ -320,7 +343,8 @@ static void steps_round(void)
 				  .lifetime_s = 120,
 				  .run_id = rid,
 				  .deadline_unix = brig_wall_s() + 120,
-				  .plain_tmpfs = true};
+				  .plain_tmpfs = true,
+				  .network_disabled = no_sandbox};
 	json_t *body = NULL;
 	check(brig_spec_container_json(&body, &spec, &co, &err), "container body", err);
 	json_object_set_new(body, "Entrypoint", json_pack("[s, s, s, s, s]", "timeout", "-s", "KILL", "120", "true"));
@@ -363,7 +387,7 @@ static void steps_round(void)
 static void usage(void)
 {
 	fputs("usage: bench_run [-n N] [-w WARMUP] [-i IMAGE] [--brig PATH] [--docker PATH] [--python PATH]\n"
-	      "                 [--steps | --no-steps]\n",
+	      "                 [--steps | --no-steps] [--sdk-network-disabled]\n",
 	      stderr);
 	exit(2);
 }
@@ -371,12 +395,13 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	int n = 30, warm = 2;
-	bool steps = true;
+	bool steps = true, sdk_nd = false;
 	g_brig = getenv("BRIG_BIN") ? getenv("BRIG_BIN") : BRIG_BIN_DEFAULT;
 	static const struct option lo[] = {
 		{"brig", required_argument, NULL, 'b'},   {"docker", required_argument, NULL, 'd'},
 		{"python", required_argument, NULL, 'p'}, {"steps", no_argument, NULL, 's'},
-		{"no-steps", no_argument, NULL, 'S'},     {NULL, 0, NULL, 0}};
+		{"no-steps", no_argument, NULL, 'S'},     {"sdk-network-disabled", no_argument, NULL, 'N'},
+		{NULL, 0, NULL, 0}};
 	int opt;
 	while ((opt = getopt_long(argc, argv, "n:w:i:h", lo, NULL)) != -1) {
 		switch (opt) {
@@ -388,6 +413,7 @@ int main(int argc, char **argv)
 		case 'p': g_python = optarg; break;
 		case 's': steps = true; break;
 		case 'S': steps = false; break;
+		case 'N': sdk_nd = true; break;
 		default: usage();
 		}
 	}
@@ -403,30 +429,34 @@ int main(int argc, char **argv)
 	brig_spec_init(&g_spec);
 	check(brig_spec_set(&g_spec, "image", g_image, &err), "image", err);
 	check(brig_spec_add_label(&g_spec, "brig.bench=1", &err), "label", err);
-	sdk_start();
+	sdk_start(&g_sdk, false);
+	if (sdk_nd)
+		sdk_start(&g_sdk_nd, true);
+	int ncols = sdk_nd ? NCOLS : C_SDK_ND;
 
-	double (*fn[NCOLS])(void) = {run_brig_cli, run_docker, run_sdk, run_brig_lib};
+	double (*fn[NCOLS])(void) = {run_brig_cli, run_docker, run_sdk, run_brig_lib, run_sdk_nd};
 	samples s[NCOLS] = {{0}};
 	/* Paired per round (same moment, same machine state): brig minus the other. */
-	enum { P_CLI_DOCKER, P_CLI_SDK, P_LIB_SDK, NPAIRS };
-	static const char *const pair_names[NPAIRS] = {"brig run (CLI) - docker run --rm",
-						       "brig run (CLI) - Docker SDK (Python)",
-						       "brig_run() - Docker SDK (Python)"};
+	enum { P_CLI_DOCKER, P_CLI_SDK, P_LIB_SDK, P_CLI_SDK_ND, NPAIRS };
+	static const char *const pair_names[NPAIRS] = {
+		"brig run (CLI) - docker run --rm", "brig run (CLI) - Docker SDK (Python)",
+		"brig_run() - Docker SDK (Python)", "brig run (CLI) - SDK, network_disabled"};
 	static const int pair_cols[NPAIRS][2] = {
-		{C_BRIG_CLI, C_DOCKER}, {C_BRIG_CLI, C_SDK}, {C_BRIG_LIB, C_SDK}};
+		{C_BRIG_CLI, C_DOCKER}, {C_BRIG_CLI, C_SDK}, {C_BRIG_LIB, C_SDK}, {C_BRIG_CLI, C_SDK_ND}};
+	int npairs = sdk_nd ? NPAIRS : P_CLI_SDK_ND;
 	samples d[NPAIRS] = {{0}};
 	fprintf(stderr, "bench_run: %d warm-up + %d interleaved rounds of `true` (image %s)\n", warm, n, g_image);
 	for (int r = -warm; r < n && !g_stop; r++) {
 		double t[NCOLS];
 		int done = 0;
-		for (int k = 0; k < NCOLS && !g_stop; k++, done++) {
-			int c = (r + warm + k) % NCOLS; /* rotating order */
+		for (int k = 0; k < ncols && !g_stop; k++, done++) {
+			int c = (r + warm + k) % ncols; /* rotating order */
 			t[c] = fn[c]();
 			if (r >= 0)
 				add(&s[c], t[c]);
 		}
-		if (r >= 0 && done == NCOLS)
-			for (int i = 0; i < NPAIRS; i++)
+		if (r >= 0 && done == ncols)
+			for (int i = 0; i < npairs; i++)
 				add(&d[i], t[pair_cols[i][0]] - t[pair_cols[i][1]]);
 		if (r < 0)
 			for (int i = 0; i < 5; i++)
@@ -434,17 +464,18 @@ int main(int argc, char **argv)
 		if (r >= 0 && (r + 1) % 10 == 0)
 			fprintf(stderr, "bench_run: %d/%d\n", r + 1, n);
 	}
-	sdk_stop();
+	sdk_stop(&g_sdk);
+	sdk_stop(&g_sdk_nd);
 
 	printf("\nDisposable run of `true`, %zu rounds interleaved (ms)\n\n", s[0].n);
 	printf("| %-24s | %8s | %8s |\n", "way", "median", "p95");
 	printf("|--------------------------|----------|----------|\n");
-	for (int c = 0; c < NCOLS; c++)
+	for (int c = 0; c < ncols; c++)
 		printf("| %-24s | %8.1f | %8.1f |\n", col_names[c], median(&s[c]), pct(&s[c], 95));
 	printf("\nPaired by round, brig minus the other (ms; negative: brig was faster)\n\n");
 	printf("| %-38s | %8s | %17s | %12s |\n", "pair", "median", "95 % CI of median", "brig faster");
 	printf("|----------------------------------------|----------|-------------------|--------------|\n");
-	for (int i = 0; i < NPAIRS; i++) {
+	for (int i = 0; i < npairs; i++) {
 		double ci_lo, ci_hi;
 		size_t wins = count_below(&d[i], 0);
 		median_ci(&d[i], &ci_lo, &ci_hi);
