@@ -375,8 +375,8 @@ typedef struct brig_container_opts {
 /* Body of POST /containers/create. Hardening that is not a spec field:
  * ReadonlyRootfs, CapDrop ALL, no-new-privileges, not privileged, Init,
  * private IPC, core dumps off, json-file log capped at 1 MB, no Binds, no
- * Tmpfs (unless plain_tmpfs), no ports. Env is HOME=/runtime plus spec->env
- * without credentials.
+ * Tmpfs (unless plain_tmpfs), no ports, Config.NetworkDisabled only with
+ * network_disabled. Env is HOME=/runtime plus spec->env without credentials.
  * A computer runs `sleep 2147483647` and mounts its named volumes
  * "<name>-workspace" and "<name>-runtime" (with DriverConfig, so Docker
  * creates them with the right options if they are missing). A run runs
