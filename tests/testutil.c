@@ -254,6 +254,30 @@ int brig_test_exec(brig_engine *e, const char *id, const char *const argv[], bri
 	return code;
 }
 
+void brig_test_assert_own_netns(const char *ns)
+{
+	size_t len = strcspn(ns, "\n");
+	if (strncmp(ns, "net:[", 5) != 0)
+		fail_msg("not a network namespace: %s", ns);
+	char self[64] = "", daemon[64] = "", path[64];
+	if (readlink("/proc/self/ns/net", self, sizeof self - 1) <= 0)
+		fail_msg("readlink /proc/self/ns/net: %s", strerror(errno));
+	FILE *f = fopen("/var/run/docker.pid", "r");
+	long pid = 0;
+	if (f) {
+		if (fscanf(f, "%ld", &pid) != 1)
+			pid = 0;
+		fclose(f);
+	}
+	snprintf(path, sizeof path, "/proc/%ld/ns/net", pid);
+	if (pid > 0 && readlink(path, daemon, sizeof daemon - 1) <= 0)
+		daemon[0] = '\0';
+	if ((strlen(self) == len && strncmp(ns, self, len) == 0) ||
+	    (daemon[0] && strlen(daemon) == len && strncmp(ns, daemon, len) == 0))
+		fail_msg("the container shares a network namespace: %.*s (ours %s, dockerd's %s)", (int)len, ns, self,
+			 daemon[0] ? daemon : "unknown");
+}
+
 char *brig_test_network(brig_engine *e, const char *tag)
 {
 	char *name = brig_test_name(tag);

@@ -61,6 +61,11 @@ char *brig_test_container(brig_engine *e, const char *tag, json_t *config_extra)
 char *brig_test_network(brig_engine *e, const char *tag);
 /* Runs argv in container id as the image's user; returns exit code. */
 int brig_test_exec(brig_engine *e, const char *id, const char *const argv[], brig_test_output *out);
+/* Fails the test unless ns (a container's `readlink /proc/self/ns/net`, a
+ * trailing newline allowed) is a network namespace other than this
+ * process's and, when /var/run/docker.pid names a local dockerd, the
+ * daemon's. */
+void brig_test_assert_own_netns(const char *ns);
 
 /* Fails the test with the error's message when expr is not 0. */
 #define ASSERT_OK(expr, err)                                                                                           \

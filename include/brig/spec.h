@@ -366,17 +366,18 @@ typedef struct brig_container_opts {
 	 * the runtime still gives the container a new network namespace holding
 	 * only lo, but dockerd makes no libnetwork sandbox, runs no prestart hook
 	 * and writes no /etc/hosts or /etc/resolv.conf (they stay empty files).
-	 * Two re-executions of dockerd fewer: ~100 ms less per start, measured.
-	 * Only for images labelled BRIG_LABEL_ETC_HOSTS=optional; refused unless
-	 * spec->network is none. */
+	 * Two re-executions of dockerd fewer: ~120 ms less per start, measured.
+	 * IPv6 is turned off in the namespace by HostConfig.Sysctls, as Docker's
+	 * sandbox does, so lo holds 127.0.0.1 only. Only for images labelled
+	 * BRIG_LABEL_ETC_HOSTS=optional; refused unless spec->network is none. */
 	bool network_disabled;
 } brig_container_opts;
 
 /* Body of POST /containers/create. Hardening that is not a spec field:
  * ReadonlyRootfs, CapDrop ALL, no-new-privileges, not privileged, Init,
  * private IPC, core dumps off, json-file log capped at 1 MB, no Binds, no
- * Tmpfs (unless plain_tmpfs), no ports, Config.NetworkDisabled only with
- * network_disabled. Env is HOME=/runtime plus spec->env without credentials.
+ * Tmpfs (unless plain_tmpfs), no ports, Config.NetworkDisabled and IPv6-off
+ * Sysctls only with network_disabled. Env is HOME=/runtime plus spec->env without credentials.
  * A computer runs `sleep 2147483647` and mounts its named volumes
  * "<name>-workspace" and "<name>-runtime" (with DriverConfig, so Docker
  * creates them with the right options if they are missing). A run runs

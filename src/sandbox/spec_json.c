@@ -560,6 +560,15 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 						       "max-size", "1m", "max-file", "1"));
 	json_object_set_new(hc, "RestartPolicy", json_pack("{s:s}", "Name", "no"));
 	json_object_set_new(hc, "AutoRemove", json_boolean(run));
+	if (opts->network_disabled)
+		/* IPv6 off as Docker's sandbox for "none" leaves it (its set-ipv6):
+		 * without, lo keeps ::1, localhost resolves to it first, and a
+		 * client of a server on 127.0.0.1 by that name is refused. runc
+		 * writes these in the new namespace: no re-exec. */
+		json_object_set_new(hc, "Sysctls",
+				    json_pack("{s:s, s:s, s:s}", "net.ipv6.conf.all.disable_ipv6", "1",
+					      "net.ipv6.conf.default.disable_ipv6", "1", "net.ipv6.conf.lo.disable_ipv6",
+					      "1"));
 
 	json_t *c = json_object();
 	json_object_set_new(c, "Image", json_string(spec->image));

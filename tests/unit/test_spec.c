@@ -843,6 +843,11 @@ static void test_container_run(void **state)
 	ASSERT_OK(brig_spec_container_json(&c, &s, &o, &err), err);
 	assert_true(json_is_true(GET(c, "NetworkDisabled")));
 	assert_string_equal(json_string_value(GET(GET(c, "HostConfig"), "NetworkMode")), "none");
+	json_t *sysctls = GET(GET(c, "HostConfig"), "Sysctls");
+	assert_int_equal(json_object_size(sysctls), 3);
+	assert_string_equal(json_string_value(GET(sysctls, "net.ipv6.conf.all.disable_ipv6")), "1");
+	assert_string_equal(json_string_value(GET(sysctls, "net.ipv6.conf.default.disable_ipv6")), "1");
+	assert_string_equal(json_string_value(GET(sysctls, "net.ipv6.conf.lo.disable_ipv6")), "1");
 	json_decref(c);
 	/* ...and never on the isolated bridge, which is Docker's network sandbox. */
 	s.network = BRIG_NET_ISOLATED;
@@ -852,6 +857,7 @@ static void test_container_run(void **state)
 	o.network_disabled = false;
 	ASSERT_OK(brig_spec_container_json(&c, &s, &o, &err), err);
 	assert_null(GET(c, "NetworkDisabled"));
+	assert_null(GET(GET(c, "HostConfig"), "Sysctls"));
 	json_decref(c);
 	s.network = BRIG_NET_NONE;
 	o.lifetime_s = 0;
