@@ -47,6 +47,7 @@ static const char rootfs_script[] =
 	": > /etc/resolv.conf\n"
 	": > /etc/hostname\n"
 	"sed -i 's/^hosts:.*/hosts:          files myhostname dns/' /etc/nsswitch.conf\n"
+	"grep -qx 'hosts: *files myhostname dns' /etc/nsswitch.conf\n"
 	"getent -s hosts:myhostname hosts localhost >/dev/null\n"
 	"rm -f /etc/machine-id /var/lib/dbus/machine-id\n";
 
