@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,6 +277,84 @@ void brig_test_assert_own_netns(const char *ns)
 	    (daemon[0] && strlen(daemon) == len && strncmp(ns, daemon, len) == 0))
 		fail_msg("the container shares a network namespace: %.*s (ours %s, dockerd's %s)", (int)len, ns, self,
 			 daemon[0] ? daemon : "unknown");
+}
+
+typedef struct zero_feeder {
+	int fd;
+	size_t n;
+} zero_feeder;
+
+static void *feed_zeros(void *p)
+{
+	zero_feeder *f = p;
+	static const char zeros[65536];
+	for (size_t left = f->n; left;) {
+		size_t k = left < sizeof zeros ? left : sizeof zeros;
+		if (brig_write_all(f->fd, zeros, k) != 0)
+			break;
+		left -= k;
+	}
+	close(f->fd);
+	return NULL;
+}
+
+void brig_test_exec_write_before_read(brig_engine *e, const char *id, size_t n, bool from_fd)
+{
+	char cmd[96];
+	snprintf(cmd, sizeof cmd, "head -c %zu /dev/zero; wc -c", n);
+	json_t *cfg = json_pack("{s:[s,s,s], s:b, s:b, s:b}", "Cmd", "sh", "-c", cmd, "AttachStdin", 1, "AttachStdout",
+				1, "AttachStderr", 1);
+	char *xid = NULL;
+	brig_error *err = NULL;
+	if (brig_engine_exec_create(e, &xid, id, cfg, &err) != 0)
+		fail_msg("exec create: %s", brig_error_message(err));
+	json_decref(cfg);
+	brig_test_output o = {0};
+	brig_engine_exec_io io = {.stdin_fd = -1,
+				  .cancel_fd = -1,
+				  .on_output = brig_test_output_cb,
+				  .payload = &o,
+				  .deadline_ms = brig_now_ms() + 60000};
+	char *data = NULL;
+	pthread_t th;
+	zero_feeder f = {.n = n};
+	int p[2] = {-1, -1};
+	if (from_fd) {
+		if (pipe(p) != 0)
+			fail_msg("pipe: %s", strerror(errno));
+		f.fd = p[1];
+		if (pthread_create(&th, NULL, feed_zeros, &f) != 0)
+			fail_msg("pthread_create failed");
+		io.stdin_fd = p[0];
+	} else {
+		data = xcalloc(n ? n : 1, 1);
+		io.stdin_data = data;
+		io.stdin_len = n;
+	}
+	int rc = brig_engine_exec_start(e, xid, &io, &err);
+	if (from_fd) {
+		close(p[0]); /* a feeder still writing gets EPIPE and ends */
+		pthread_join(th, NULL);
+	}
+	free(data);
+	if (rc != 0)
+		fail_msg("exec start (%zu bytes each way, stdin from %s): %s", n, from_fd ? "a pipe" : "memory",
+			 brig_error_message(err));
+	char tail[32];
+	int tl = snprintf(tail, sizeof tail, "%zu\n", n);
+	if (o.out_len != n + (size_t)tl || memcmp(o.out + n, tail, (size_t)tl) != 0)
+		fail_msg("write-before-read: %zu bytes of output, wanted %zu and then %s", o.out_len, n + (size_t)tl,
+			 tail);
+	for (size_t i = 0; i < n; i++)
+		if (o.out[i])
+			fail_msg("write-before-read: byte %zu is not zero", i);
+	int code = -1;
+	if (brig_engine_exec_exit_code(e, xid, 0, &code, &err) != 0)
+		fail_msg("exec exit code: %s", brig_error_message(err));
+	if (code != 0)
+		fail_msg("write-before-read exited %d: %s", code, o.err ? o.err : "");
+	brig_test_output_free(&o);
+	free(xid);
 }
 
 char *brig_test_network(brig_engine *e, const char *tag)

@@ -66,6 +66,12 @@ int brig_test_exec(brig_engine *e, const char *id, const char *const argv[], bri
  * process's and, when /var/run/docker.pid names a local dockerd, the
  * daemon's. */
 void brig_test_assert_own_netns(const char *ns);
+/* Runs `head -c N /dev/zero; wc -c` in container id with N bytes of stdin,
+ * from memory or (from_fd) from a pipe a thread fills: the command writes
+ * all its output before it reads any input, so brig must keep reading while
+ * stdin waits. Fails the test unless the output is N zero bytes and "N\n"
+ * and the exit code 0, within 60 s. */
+void brig_test_exec_write_before_read(brig_engine *e, const char *id, size_t n, bool from_fd);
 
 /* Fails the test with the error's message when expr is not 0. */
 #define ASSERT_OK(expr, err)                                                                                           \

@@ -147,22 +147,31 @@ static int stream_open(brig_engine *e, brig_engine_stream **out, const char *pat
 	return 0;
 }
 
-/* A command may exit without reading all its stdin: the daemon then closes
- * the stream and the write fails. That is the end of stdin, not an uncertain
- * result; the output and the exit code say what happened. */
-static int stdin_write(brig_http_conn *c, const char *data, size_t n, int64_t deadline_ms, bool *stdin_open,
-		       bool *peer_closed, brig_error **err)
+/* Writes as much pending stdin as the connection takes now. A command may
+ * exit without reading all its stdin: the daemon then closes the stream and
+ * the write fails. That is the end of stdin, not an uncertain result; the
+ * output and the exit code say what happened. */
+static void stdin_push(brig_http_conn *c, const char **pend, size_t *plen, bool *stdin_open, bool *peer_closed,
+		       bool *stalled)
 {
-	int rc = brig_http_stream_write(c, data, n, deadline_ms, err);
-	if (rc == BRIG_EUNCERTAIN) {
-		brig__error_clear(err);
+	size_t w = 0;
+	brig_error *werr = NULL;
+	if (brig_http_stream_write_some(c, *pend, *plen, &w, &werr) != 0) {
+		brig_error_free(werr);
 		*stdin_open = false;
 		*peer_closed = true;
-		return 0;
+		*plen = 0;
+		return;
 	}
-	return rc;
+	*stalled = w == 0;
+	*pend += w;
+	*plen -= w;
 }
 
+/* One loop for the output, stdin, the deadline and cancellation. stdin goes
+ * out only as far as the connection takes it between reads of the output:
+ * a command that writes much before it reads its input must not find brig
+ * stuck in a write while its own output fills up. */
 int brig_engine_stream_pump(brig_engine_stream *s, const brig_engine_exec_io *io, brig_error **err)
 {
 	brig_http_conn *c = s->c;
@@ -172,35 +181,43 @@ int brig_engine_stream_pump(brig_engine_stream *s, const brig_engine_exec_io *io
 	brig_frame_demux_init(&out.demux, io->max_frame);
 	brig_buf_init(&out.raw, 4096);
 	bool has_stdin = s->has_stdin && (io->stdin_fd >= 0 || io->stdin_data);
-	const char *sdata = io->stdin_data;
-	size_t sleft = io->stdin_len;
 	bool stdin_open = has_stdin;
 	bool peer_closed = false; /* a stdin write found the stream closed */
-	if (has_stdin && io->stdin_fd < 0 && sleft == 0) {
-		brig_http_stream_close_write(c, NULL);
-		stdin_open = false;
-	}
+	bool stalled = false;     /* the last write took nothing: wait for output before the next */
+	/* stdin not yet written: the caller's data, or what was last read from
+	 * its fd into inbuf. */
+	const char *pend = io->stdin_fd < 0 ? io->stdin_data : NULL;
+	size_t plen = io->stdin_fd < 0 ? io->stdin_len : 0;
+	char *inbuf = has_stdin && io->stdin_fd >= 0 ? xmalloc(65536) : NULL;
 	char buf[65536];
 	for (;;) {
+		if (stdin_open && !plen && io->stdin_fd < 0) {
+			/* all of the caller's data is out */
+			stdin_open = false;
+			brig_http_stream_close_write(c, NULL);
+		}
 		if (!brig_http_stream_pending(c, &s->resp)) {
 			struct pollfd pfd[3];
 			int n = 0;
-			pfd[n++] = (struct pollfd){.fd = brig_http_conn_fd(c), .events = POLLIN};
+			pfd[n++] = (struct pollfd){.fd = brig_http_conn_fd(c),
+						   .events = POLLIN | (stdin_open && plen && !stalled ? POLLOUT : 0)};
 			int stdin_idx = -1, cancel_idx = -1;
-			if (stdin_open) {
+			if (stdin_open && !plen && io->stdin_fd >= 0) {
 				stdin_idx = n;
-				if (io->stdin_fd >= 0)
-					pfd[n++] = (struct pollfd){.fd = io->stdin_fd, .events = POLLIN};
-				else
-					pfd[n++] = (struct pollfd){.fd = brig_http_conn_fd(c), .events = POLLOUT};
+				pfd[n++] = (struct pollfd){.fd = io->stdin_fd, .events = POLLIN};
 			}
 			if (io->cancel_fd >= 0) {
 				cancel_idx = n;
 				pfd[n++] = (struct pollfd){.fd = io->cancel_fd, .events = POLLIN};
 			}
-			int pr = poll(pfd, (nfds_t)n, brig_remaining_ms(io->deadline_ms));
+			int left = brig_remaining_ms(io->deadline_ms);
+			int pr = poll(pfd, (nfds_t)n, stalled && (left < 0 || left > 50) ? 50 : left);
 			if (pr < 0 && errno == EINTR)
 				continue;
+			if (pr == 0 && stalled && left != 0) {
+				stalled = false; /* try the write again */
+				continue;
+			}
 			if (pr == 0) {
 				rc = brig__error_set(err, BRIG_ETIMEDOUT, 0, "%s: deadline passed", what);
 				goto out;
@@ -209,35 +226,26 @@ int brig_engine_stream_pump(brig_engine_stream *s, const brig_engine_exec_io *io
 				rc = brig__error_set(err, BRIG_ECANCELED, 0, "%s: cancelled", what);
 				goto out;
 			}
+			bool fresh = false;
 			if (stdin_idx >= 0 && pfd[stdin_idx].revents) {
-				if (io->stdin_fd >= 0) {
-					ssize_t r = read(io->stdin_fd, buf, sizeof buf);
-					if (r < 0 && errno == EINTR)
-						continue;
-					if (r > 0) {
-						rc = stdin_write(c, buf, (size_t)r, io->deadline_ms, &stdin_open, &peer_closed, err);
-						if (rc)
-							goto out;
-					} else {
-						stdin_open = false;
-						brig_http_stream_close_write(c, NULL);
-					}
+				ssize_t r = read(io->stdin_fd, inbuf, 65536);
+				if (r < 0 && errno == EINTR)
+					continue;
+				if (r > 0) {
+					pend = inbuf;
+					plen = (size_t)r;
+					fresh = true;
 				} else {
-					size_t k = sleft < sizeof buf ? sleft : sizeof buf;
-					rc = stdin_write(c, sdata, k, io->deadline_ms, &stdin_open, &peer_closed, err);
-					if (rc)
-						goto out;
-					sdata += k;
-					sleft -= k;
-					if (!sleft) {
-						stdin_open = false;
-						brig_http_stream_close_write(c, NULL);
-					}
+					stdin_open = false;
+					brig_http_stream_close_write(c, NULL);
 				}
 			}
+			if (stdin_open && plen && (fresh || pfd[0].revents & POLLOUT))
+				stdin_push(c, &pend, &plen, &stdin_open, &peer_closed, &stalled);
 			if (!(pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
 		}
+		stalled = false; /* over TLS a write may wait for a read */
 		ssize_t r = brig_http_stream_read(c, &s->resp, buf, sizeof buf, io->deadline_ms, err);
 		if (r == BRIG_ETIMEDOUT) {
 			rc = brig__error_prefix(err, r, "%s", what);
@@ -267,6 +275,7 @@ int brig_engine_stream_pump(brig_engine_stream *s, const brig_engine_exec_io *io
 	if (rc == 0 && out.mode == 2 && io->on_output && out.raw.len)
 		io->on_output(BRIG_STREAM_STDERR, out.raw.data, out.raw.len, io->payload);
 out:
+	free(inbuf);
 	brig_buf_free(&out.raw);
 	return rc;
 }

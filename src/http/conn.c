@@ -569,17 +569,36 @@ ssize_t brig_http_stream_read(brig_http_conn *c, brig_http_response *resp, char 
 	return r;
 }
 
-int brig_http_stream_write(brig_http_conn *c, const void *buf, size_t n, int64_t deadline_ms, brig_error **err)
+int brig_http_stream_write_some(brig_http_conn *c, const void *buf, size_t n, size_t *written, brig_error **err)
 {
-	int r = conn_write(c, buf, n, deadline_ms, NULL);
-	if (r == BRIG_ETIMEDOUT)
-		return brig__error_set(err, BRIG_ETIMEDOUT, 0, "deadline passed while writing to the stream");
-	if (r) {
+	*written = 0;
+	for (;;) {
+		if (c->ssl) {
+			ERR_clear_error();
+			int w = SSL_write(c->ssl, buf, n > 0x40000000 ? 0x40000000 : (int)n);
+			if (w > 0) {
+				*written = (size_t)w;
+				return 0;
+			}
+			int e = SSL_get_error(c->ssl, w);
+			if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+				return 0;
+			errno = EPIPE;
+		} else {
+			ssize_t r = send(c->fd, buf, n, MSG_NOSIGNAL);
+			if (r >= 0) {
+				*written = (size_t)r;
+				return 0;
+			}
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+		}
 		c->broken = true;
 		return brig__error_set(err, BRIG_EUNCERTAIN, errno, "writing to the stream failed: %s",
 				       strerror(errno));
 	}
-	return 0;
 }
 
 int brig_http_stream_close_write(brig_http_conn *c, brig_error **err)

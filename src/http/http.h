@@ -127,7 +127,13 @@ void brig_http_exchange_end(brig_http_exchange *x);
  * from the response are returned first. */
 ssize_t brig_http_stream_read(brig_http_conn *c, brig_http_response *resp, char *buf, size_t n, int64_t deadline_ms,
 			      brig_error **err);
-int brig_http_stream_write(brig_http_conn *c, const void *buf, size_t n, int64_t deadline_ms, brig_error **err);
+/* Writes what the connection takes now, never waiting: *written is 0 when
+ * it takes nothing (poll for POLLOUT and POLLIN, then call again — over TLS
+ * with the same buf and n until something is written). A writer that waited
+ * here would stop reading the other way: a command that writes before it
+ * reads would fill both directions and neither side would move. Errors:
+ * BRIG_EUNCERTAIN on a broken connection (the peer closed it). */
+int brig_http_stream_write_some(brig_http_conn *c, const void *buf, size_t n, size_t *written, brig_error **err);
 /* Half-close: no more writes, reading goes on. */
 int brig_http_stream_close_write(brig_http_conn *c, brig_error **err);
 /* Data already buffered (TLS) so poll() on the fd would miss it. */

@@ -94,6 +94,12 @@ static void test_exec_stdin_through_cat(void **state)
 	brig_test_output_free(&o);
 	json_decref(cfg);
 	free(xid);
+
+	/* A command that writes 8 MB before it reads 8 MB of stdin: brig must
+	 * read the output while stdin waits (a blocking write deadlocked here
+	 * until the deadline). */
+	brig_test_exec_write_before_read(E, id, 8u << 20, false);
+	brig_test_exec_write_before_read(E, id, 8u << 20, true);
 }
 
 static void test_exec_10mb_binary_output(void **state)

@@ -132,6 +132,9 @@ static void test_tls_ping_version_and_exec_with_stdin(void **state)
 	brig_test_output_free(&o);
 	json_decref(cfg);
 	free(xid);
+	/* Output before input, 4 MB each way, over TLS too. */
+	brig_test_exec_write_before_read(e, id, 4u << 20, false);
+	brig_test_exec_write_before_read(e, id, 4u << 20, true);
 	brig_engine_free(e);
 }
 
