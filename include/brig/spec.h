@@ -191,7 +191,7 @@ BRIG_PUBLIC void brig_spec_init(brig_spec *spec);
  * spec->seccomp_profile: an allowlist that fails everything else with
  * EPERM, blocks io_uring, namespaces, mounts, keyrings, bpf, perf and
  * module loading, filters clone's namespace flags and personality's
- * values, and answers clone3 with ENOSYS (see src/sandbox/seccomp.c for
+ * values, and answers clone3 with ENOSYS (see src/spec/seccomp.c for
  * the reasoning). Static, borrowed; the same bytes on every build. */
 BRIG_PUBLIC const char *brig_spec_seccomp_default(void);
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/spec_internal.h"
+#include "spec/spec_internal.h"
 #include "util/util.h"
 
 static const char *const claude_keys[] = {"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", NULL};

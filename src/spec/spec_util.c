@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/spec_internal.h"
+#include "spec/spec_internal.h"
 #include "util/sha256.h"
 #include "util/util.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/spec_internal.h"
+#include "spec/spec_internal.h"
 #include "util/util.h"
 
 #define LIFETIME_MAX (366LL * 24 * 3600)

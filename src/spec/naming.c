@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sandbox/spec_internal.h"
+#include "spec/spec_internal.h"
 #include "util/util.h"
 
 /* Domain tags keep a container name, a session key and any later use of the
