@@ -251,6 +251,26 @@ void brig__error_clear(brig_error **err)
 	}
 }
 
+int brig__error_move(brig_error **dst, brig_error *src)
+{
+	int code = src ? src->code : 0;
+	if (dst) {
+		brig_error_free(*dst);
+		*dst = src;
+	} else {
+		brig_error_free(src);
+	}
+	return code;
+}
+
+int brig__opts_check(unsigned version, unsigned current, const char *what, brig_error **err)
+{
+	if (version >= 1 && version <= current)
+		return 0;
+	return brig__error_set(err, BRIG_EINVAL, 0, "%s: version %u is not supported (this brig takes 1..%u)", what,
+			       version, current);
+}
+
 /* ---- time ---- */
 
 int64_t brig_now_ms(void)

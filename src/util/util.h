@@ -83,6 +83,19 @@ int brig__error_set_http(brig_error **err, int code, int status, const char *fmt
 int brig__error_prefix(brig_error **err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void brig__error_clear(brig_error **err);
+/* Hands src (consumed, may be NULL) to the caller's err: *dst's old error is
+ * freed and replaced by src; with dst NULL, src is freed. Returns src's code
+ * (0 when src is NULL). The one way to keep a deeper or earlier error in
+ * place of the current one. */
+int brig__error_move(brig_error **dst, brig_error *src);
+
+/* ---- versioned options ---- */
+/* The one rule for a public options struct's version field: 1..current is
+ * accepted (a caller built against an older header keeps working after the
+ * struct grows), anything else is BRIG_EINVAL naming the struct
+ * ("exec options: version 7 is not supported (1..1)"). what is the struct's
+ * name in messages. */
+int brig__opts_check(unsigned version, unsigned current, const char *what, brig_error **err);
 
 /* ---- time ---- */
 /* Monotonic milliseconds. */
