@@ -537,9 +537,11 @@ int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *op
 {
 	memset(res, 0, sizeof *res);
 	res->exit_code = -1;
-	if (!opts || opts->version != BRIG_EXEC_OPTS_VERSION)
-		return brig__error_set(err, BRIG_EINVAL, 0, "exec options: version must be %d",
-				       BRIG_EXEC_OPTS_VERSION);
+	if (!opts) /* argv has no default: nothing to run */
+		return brig__error_set(err, BRIG_EINVAL, 0, "exec options: missing (argv is required)");
+	int vr = brig__opts_check(opts->version, BRIG_EXEC_OPTS_VERSION, "exec options", err);
+	if (vr)
+		return vr;
 	if (!opts->argv || !opts->argv[0] || !*opts->argv[0])
 		return brig__error_set(err, BRIG_EINVAL, 0, "exec: a command is required (argv is empty)");
 	int64_t start = brig_now_ms();
