@@ -32,25 +32,33 @@ extern "C" {
 #endif
 
 #define BRIG_ENGINE_API_VERSION "1.41"
-#define BRIG_ENGINE_OPTIONS_VERSION 1
+#define BRIG_ENGINE_OPTS_VERSION 1
 
 typedef struct brig_engine brig_engine;
 
-typedef struct brig_engine_options {
-	unsigned version;       /* BRIG_ENGINE_OPTIONS_VERSION */
+/* How to reach the daemon. Start from BRIG_ENGINE_OPTS_INIT; a NULL opts
+ * means all defaults. version: 1..BRIG_ENGINE_OPTS_VERSION. */
+typedef struct brig_engine_opts {
+	unsigned version;       /* BRIG_ENGINE_OPTS_VERSION */
 	const char *host;       /* DOCKER_HOST form; NULL: $DOCKER_HOST, then unix:///var/run/docker.sock */
 	int tls_verify;         /* -1: from $DOCKER_TLS_VERIFY */
 	const char *cert_path;  /* NULL: $DOCKER_CERT_PATH, then ~/.docker */
 	unsigned timeout_ms;    /* per-call deadline for ordinary calls; 0: 60000 */
 	size_t max_json_bytes;  /* cap on a JSON answer; 0: 8 MiB */
 	bool skip_negotiation;  /* do not ping at open; use 1.41 */
-} brig_engine_options;
+} brig_engine_opts;
+
+#define BRIG_ENGINE_OPTS_INIT                                         \
+	{                                                             \
+		.version = BRIG_ENGINE_OPTS_VERSION, .tls_verify = -1 \
+	}
 
 /* Opens a client and negotiates the API version with /_ping (the lower of
  * 1.41 and the daemon's Api-Version). Thread-safe: connections are pooled.
- * Errors: BRIG_EINVAL (bad host), BRIG_ENOTSENT (no daemon; the message says
- * how to start one), BRIG_ETLS. */
-BRIG_PUBLIC int brig_engine_open(brig_engine **out, const brig_engine_options *opts, brig_error **err);
+ * opts is borrowed; NULL: BRIG_ENGINE_OPTS_INIT.
+ * Errors: BRIG_EINVAL (bad host, opts->version unknown), BRIG_ENOTSENT (no
+ * daemon; the message says how to start one), BRIG_ETLS. */
+BRIG_PUBLIC int brig_engine_open(brig_engine **out, const brig_engine_opts *opts, brig_error **err);
 BRIG_PUBLIC void brig_engine_free(brig_engine *e);
 /* The negotiated API version ("1.41"). Borrowed. */
 BRIG_PUBLIC const char *brig_engine_api_version(const brig_engine *e);

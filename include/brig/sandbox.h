@@ -94,6 +94,9 @@ BRIG_PUBLIC int brig_computer_destroy(brig_engine *e, const char *ref, brig_erro
 
 #define BRIG_EXEC_OPTS_VERSION 1
 
+/* What to run and how. Start from BRIG_EXEC_OPTS_INIT (no stdin, no
+ * cancel fd) and set argv. There is no default command, so a NULL opts is
+ * refused. version: 1..BRIG_EXEC_OPTS_VERSION. */
 typedef struct brig_exec_opts {
 	unsigned version;          /* BRIG_EXEC_OPTS_VERSION */
 	const char *const *argv;   /* NULL-terminated; run without a shell */
@@ -109,6 +112,11 @@ typedef struct brig_exec_opts {
 	void *payload;
 	size_t capture_max;        /* bytes kept per stream (head + tail); 0: 1 MiB */
 } brig_exec_opts;
+
+#define BRIG_EXEC_OPTS_INIT                                                        \
+	{                                                                          \
+		.version = BRIG_EXEC_OPTS_VERSION, .stdin_fd = -1, .cancel_fd = -1 \
+	}
 
 /* Captured output of one stream: the first and the last capture_max/2 bytes
  * when the output was larger, joined; dropped says how many bytes in
@@ -142,7 +150,8 @@ BRIG_PUBLIC json_t *brig_exec_result_to_json(const brig_exec_result *r);
  * exit code). Errors: BRIG_ESTATE (computer paused or not running: brig's
  * own message, nothing run), BRIG_ETIMEDOUT / BRIG_ECANCELED /
  * BRIG_EUNCERTAIN (the container was stopped; recover from a checkpoint),
- * BRIG_EINVAL (argv empty, env invalid — the message names the key only). */
+ * BRIG_EINVAL (opts NULL or of an unknown version, argv empty, env invalid —
+ * the message names the key only). */
 BRIG_PUBLIC int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *opts,
 				   brig_exec_result *res, brig_error **err);
 
@@ -175,6 +184,8 @@ BRIG_PUBLIC int brig_network_remove(brig_engine *e, brig_error **err);
 
 #define BRIG_GC_OPTS_VERSION 1
 
+/* Start from BRIG_GC_OPTS_INIT; a NULL opts means all defaults.
+ * version: 1..BRIG_GC_OPTS_VERSION. */
 typedef struct brig_gc_opts {
 	unsigned version;       /* BRIG_GC_OPTS_VERSION */
 	bool dry_run;           /* report, remove nothing */
@@ -186,11 +197,17 @@ typedef struct brig_gc_opts {
 	void *payload;
 } brig_gc_opts;
 
+#define BRIG_GC_OPTS_INIT                       \
+	{                                       \
+		.version = BRIG_GC_OPTS_VERSION \
+	}
+
 /* Removes brig's leftovers: runs past their deadline (their brig died),
  * stopped computers past the retention age, containers in "created" state
  * older than a minute (a creator died), and volumes labelled as brig's
  * whose container is gone. Nothing without brig.managed=1 is touched.
- * *removed (may be NULL) gets the count. */
+ * *removed (may be NULL) gets the count. Errors: BRIG_EINVAL (opts of an
+ * unknown version). */
 BRIG_PUBLIC int brig_gc(brig_engine *e, const brig_gc_opts *opts, size_t *removed, brig_error **err);
 
 #ifdef __cplusplus

@@ -345,7 +345,10 @@ BRIG_PUBLIC int brig_spec_volume_json(json_t **out, const brig_spec *spec, const
 
 #define BRIG_CONTAINER_OPTS_VERSION 1
 
-/* What the container body needs besides the spec. */
+/* What the container body needs besides the spec. Start from
+ * BRIG_CONTAINER_OPTS_INIT (a computer); a computer needs id and name and a
+ * run its lifetime, so there is no default body and a NULL opts is refused.
+ * version: 1..BRIG_CONTAINER_OPTS_VERSION. */
 typedef struct brig_container_opts {
 	unsigned version;         /* BRIG_CONTAINER_OPTS_VERSION */
 	brig_kind kind;
@@ -372,6 +375,11 @@ typedef struct brig_container_opts {
 	 * BRIG_LABEL_ETC_HOSTS=optional; refused unless spec->network is none. */
 	bool network_disabled;
 } brig_container_opts;
+
+#define BRIG_CONTAINER_OPTS_INIT                                                   \
+	{                                                                          \
+		.version = BRIG_CONTAINER_OPTS_VERSION, .kind = BRIG_KIND_COMPUTER \
+	}
 
 /* Body of POST /containers/create. Hardening that is not a spec field:
  * ReadonlyRootfs, CapDrop ALL, no-new-privileges, not privileged, Init,

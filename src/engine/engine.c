@@ -204,14 +204,14 @@ static int negotiate(brig_engine *e, brig_error **err)
 	return 0;
 }
 
-int brig_engine_open(brig_engine **out, const brig_engine_options *opts, brig_error **err)
+int brig_engine_open(brig_engine **out, const brig_engine_opts *opts, brig_error **err)
 {
-	brig_engine_options defaults = {.version = BRIG_ENGINE_OPTIONS_VERSION, .tls_verify = -1};
+	brig_engine_opts defaults = BRIG_ENGINE_OPTS_INIT;
 	if (!opts)
 		opts = &defaults;
-	if (opts->version != BRIG_ENGINE_OPTIONS_VERSION)
-		return brig__error_set(err, BRIG_EINVAL, 0, "engine options: version %u is not supported (want %d)",
-				       opts->version, BRIG_ENGINE_OPTIONS_VERSION);
+	int rc = brig__opts_check(opts->version, BRIG_ENGINE_OPTS_VERSION, "engine options", err);
+	if (rc)
+		return rc;
 	const char *host = opts->host ? opts->host : getenv("DOCKER_HOST");
 	int tls_verify = opts->tls_verify;
 	if (tls_verify < 0) {
@@ -225,7 +225,7 @@ int brig_engine_open(brig_engine **out, const brig_engine_options *opts, brig_er
 	snprintf(e->api, sizeof e->api, "%s", BRIG_ENGINE_API_VERSION);
 	e->timeout_ms = opts->timeout_ms ? opts->timeout_ms : 60000;
 	e->max_json = opts->max_json_bytes ? opts->max_json_bytes : 8u << 20;
-	int rc = brig_http_endpoint_parse(&e->ep, host, tls_verify, cert_path, err);
+	rc = brig_http_endpoint_parse(&e->ep, host, tls_verify, cert_path, err);
 	if (rc == 0 && !opts->skip_negotiation)
 		rc = negotiate(e, err);
 	if (rc) {

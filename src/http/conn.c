@@ -504,12 +504,10 @@ int brig_http_exchange_read(brig_http_exchange *x, bool until_headers, int64_t d
 			if (f == BRIG_EPROTO) {
 				rc = brig__error_set(err, BRIG_EUNCERTAIN, 0, "%s %s: %s; the request may have taken effect",
 						     x->method, x->target, brig_error_message(perr));
-			} else if (err && perr) {
-				brig_error_free(*err);
-				*err = perr;
-				perr = NULL;
+				brig_error_free(perr);
+			} else {
+				brig__error_move(err, perr);
 			}
-			brig_error_free(perr);
 			return rc;
 		}
 		size_t used = 0;

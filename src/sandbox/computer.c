@@ -380,8 +380,16 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 			rc = brig_engine_container_create(e, &cid, name, body, err);
 			if (rc == 0)
 				break;
-			if (rc == BRIG_EPROTO) /* a malformed answer: it may have landed */
-				rc = BRIG_EUNCERTAIN;
+			if (rc == BRIG_EPROTO) {
+				/* A malformed answer: it may have landed. It is handled
+				 * as a lost one, so its error says EUNCERTAIN too. */
+				brig_error *cause = err ? *err : NULL;
+				if (err)
+					*err = NULL;
+				rc = brig__error_set_http(err, BRIG_EUNCERTAIN, cause ? cause->http_status : 0, "%s",
+							  brig_error_message(cause));
+				brig_error_free(cause);
+			}
 			if (rc != BRIG_ECONFLICT && rc != BRIG_EUNCERTAIN) {
 				remove_volumes(e, name);
 				return brig__error_prefix(err, rc, "create computer");
@@ -412,19 +420,12 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 				continue;
 			}
 			if (rc == BRIG_ECONFLICT) { /* the name holds something else: say what */
-				if (err) {
-					brig_error_free(*err);
-					*err = lookup;
-				} else {
-					brig_error_free(lookup);
-				}
+				brig__error_move(err, lookup);
 				return rc;
 			}
 			/* Nothing to adopt after all: a lost create may still land (its
 			 * volumes stay for it), and a 409 means someone holds the name. */
 			brig_error_free(lookup);
-			if (err && *err) /* a malformed answer (EPROTO) was counted as a lost one */
-				(*err)->code = first;
 			return brig__error_prefix(err, first,
 						  first == BRIG_EUNCERTAIN
 							  ? "create computer %s: no answer twice and nothing found under the "
@@ -537,9 +538,11 @@ int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *op
 {
 	memset(res, 0, sizeof *res);
 	res->exit_code = -1;
-	if (!opts || opts->version != BRIG_EXEC_OPTS_VERSION)
-		return brig__error_set(err, BRIG_EINVAL, 0, "exec options: version must be %d",
-				       BRIG_EXEC_OPTS_VERSION);
+	if (!opts) /* argv has no default: nothing to run */
+		return brig__error_set(err, BRIG_EINVAL, 0, "exec options: missing (argv is required)");
+	int vr = brig__opts_check(opts->version, BRIG_EXEC_OPTS_VERSION, "exec options", err);
+	if (vr)
+		return vr;
 	if (!opts->argv || !opts->argv[0] || !*opts->argv[0])
 		return brig__error_set(err, BRIG_EINVAL, 0, "exec: a command is required (argv is empty)");
 	int64_t start = brig_now_ms();

@@ -118,17 +118,18 @@ static void gc_volumes(gc_ctx *g, json_t *vols, json_t *containers, int64_t now)
 
 int brig_gc(brig_engine *e, const brig_gc_opts *opts, size_t *removed, brig_error **err)
 {
-	brig_gc_opts defaults = {.version = BRIG_GC_OPTS_VERSION};
+	brig_gc_opts defaults = BRIG_GC_OPTS_INIT;
 	if (!opts)
 		opts = &defaults;
-	if (opts->version != BRIG_GC_OPTS_VERSION)
-		return brig__error_set(err, BRIG_EINVAL, 0, "gc options: version must be %d", BRIG_GC_OPTS_VERSION);
+	int rc = brig__opts_check(opts->version, BRIG_GC_OPTS_VERSION, "gc options", err);
+	if (rc)
+		return rc;
 	int64_t retention = opts->retention_s == 0 ? 24 * 3600 : opts->retention_s;
 	gc_ctx g = {.e = e, .o = opts};
 	int64_t now = brig_wall_s();
 	cleanup_json json_t *filters = managed_filters(opts);
 	cleanup_json json_t *containers = NULL;
-	int rc = brig_engine_container_list(e, &containers, true, filters, err);
+	rc = brig_engine_container_list(e, &containers, true, filters, err);
 	if (rc)
 		return brig__error_prefix(err, rc, "gc");
 	gc_containers(&g, containers, now, retention);

@@ -383,11 +383,8 @@ int brig_spec_validate(const brig_spec *spec, const brig_host_limits *host, brig
 	int r;
 	if (!spec)
 		return brig__error_set(err, BRIG_EINVAL, 0, "spec: missing");
-	if (spec->version != BRIG_SPEC_VERSION)
-		return brig__error_set(err, BRIG_EINVAL, 0,
-				       "spec: version %u is not supported (this brig knows %d); call brig_spec_init()",
-				       spec->version, BRIG_SPEC_VERSION);
-	if ((r = check_image(spec->image, err)) < 0 || (r = brig_spec__parse_user(spec->user, &uid, &gid, err)) < 0)
+	if ((r = brig__opts_check(spec->version, BRIG_SPEC_VERSION, "spec", err)) < 0 ||
+	    (r = check_image(spec->image, err)) < 0 || (r = brig_spec__parse_user(spec->user, &uid, &gid, err)) < 0)
 		return r;
 	if ((r = check_cpus(spec->cpus, err)) < 0 ||
 	    (r = check_range("memory-mb", spec->memory_mb, 1, MEMORY_MB_MAX, " MB", err)) < 0 ||

@@ -430,11 +430,8 @@ static int check_opts(const brig_spec *spec, const brig_container_opts *opts, br
 	int r;
 	if (!opts)
 		return brig__error_set(err, BRIG_EINVAL, 0, "container options: missing");
-	if (opts->version != BRIG_CONTAINER_OPTS_VERSION)
-		return brig__error_set(err, BRIG_EINVAL, 0,
-				       "container options: version %u is not supported (this brig knows %d)",
-				       opts->version, BRIG_CONTAINER_OPTS_VERSION);
-	if ((r = brig_spec_validate(spec, NULL, err)) < 0)
+	if ((r = brig__opts_check(opts->version, BRIG_CONTAINER_OPTS_VERSION, "container options", err)) < 0 ||
+	    (r = brig_spec_validate(spec, NULL, err)) < 0)
 		return r;
 	if (opts->spec_hash && !is_hash(opts->spec_hash))
 		return brig__error_set(err, BRIG_EINVAL, 0, "spec hash: must be 64 lowercase hex digits");

@@ -323,7 +323,7 @@ static int stop_live_proxy(void **state)
 static brig_engine *proxy_engine(proxy *p)
 {
 	cleanup_free char *host = xasprintf("unix://%s", p->path);
-	brig_engine_options o = {.version = BRIG_ENGINE_OPTIONS_VERSION, .host = host, .tls_verify = 0};
+	brig_engine_opts o = {.version = BRIG_ENGINE_OPTS_VERSION, .host = host, .tls_verify = 0};
 	brig_engine *e = NULL;
 	brig_error *err = NULL;
 	ASSERT_OK(brig_engine_open(&e, &o, &err), err);

@@ -1,6 +1,7 @@
 /* test_engine.c — the Engine API client against the real dockerd: exec
  * streams, stdin, large binary output, archives into tmpfs volumes, pause,
- * events. Every object carries this run's label and is removed at exit. */
+ * events, exec inspect, image import and list. Every object carries this
+ * run's label and is removed at exit (the imported image by its test). */
 #include "testutil.h"
 
 #include <fcntl.h>
@@ -412,6 +413,162 @@ static void test_volume_network_image_calls(void **state)
 	json_decref(f);
 }
 
+static void test_exec_inspect_after_exit(void **state)
+{
+	cleanup_free char *id = brig_test_container(E, "xinspect", NULL);
+	json_t *cfg = json_pack("{s:[s,s,s], s:b}", "Cmd", "sh", "-c", "exit 3", "AttachStdout", 1);
+	cleanup_free char *xid = NULL;
+	brig_error *err = NULL;
+	ASSERT_OK(brig_engine_exec_create(E, &xid, id, cfg, &err), err);
+	json_decref(cfg);
+	json_t *j = NULL;
+	ASSERT_OK(brig_engine_exec_inspect(E, &j, xid, &err), err);
+	assert_false(json_is_true(json_object_get(j, "Running"))); /* created, not started */
+	json_decref(j);
+	brig_engine_exec_io io = {.stdin_fd = -1, .cancel_fd = -1, .deadline_ms = brig_now_ms() + 20000};
+	ASSERT_OK(brig_engine_exec_start(E, xid, &io, &err), err);
+	int code = -1;
+	ASSERT_OK(brig_engine_exec_exit_code(E, xid, 0, &code, &err), err);
+	assert_int_equal(code, 3);
+	/* What exit_code polled, as the daemon reports it. */
+	ASSERT_OK(brig_engine_exec_inspect(E, &j, xid, &err), err);
+	assert_false(json_is_true(json_object_get(j, "Running")));
+	assert_int_equal(json_integer_value(json_object_get(j, "ExitCode")), 3);
+	assert_string_equal(json_string_value(json_object_get(j, "ContainerID")), id);
+	json_decref(j);
+	assert_int_equal(brig_engine_exec_inspect(
+				 E, &j, "0000000000000000000000000000000000000000000000000000000000000000", &err),
+			 BRIG_ENOTFOUND);
+	assert_non_null(strstr(brig_error_message(err), "inspect exec"));
+	brig_error_free(err);
+}
+
+/* ---- image import and list ---- */
+
+/* A one-file ustar archive in memory: "hello.txt" holding "brig\n". */
+typedef struct mem_tar {
+	unsigned char data[3 * 512];
+	size_t off;
+} mem_tar;
+
+static void mem_tar_init(mem_tar *t)
+{
+	memset(t, 0, sizeof *t);
+	unsigned char *h = t->data;
+	static const char body[] = "brig\n";
+	snprintf((char *)h, 100, "hello.txt");
+	snprintf((char *)h + 100, 8, "%07o", 0644);
+	snprintf((char *)h + 108, 8, "%07o", 0);
+	snprintf((char *)h + 116, 8, "%07o", 0);
+	snprintf((char *)h + 124, 12, "%011o", (unsigned)(sizeof body - 1));
+	snprintf((char *)h + 136, 12, "%011o", 0);
+	h[156] = '0';
+	memcpy(h + 257, "ustar", 6);
+	memcpy(h + 263, "00", 2);
+	memset(h + 148, ' ', 8);
+	unsigned sum = 0;
+	for (size_t i = 0; i < 512; i++)
+		sum += h[i];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+	memcpy(t->data + 512, body, sizeof body - 1);
+	/* the last 512 bytes stay zero: with the zeros the reader adds below,
+	 * two end-of-archive blocks */
+}
+
+static ssize_t mem_tar_read(char *buf, size_t len, void *payload, brig_error **err)
+{
+	mem_tar *t = payload;
+	size_t total = sizeof t->data + 512; /* one more zero block */
+	size_t n = total - t->off < len ? total - t->off : len;
+	for (size_t i = 0; i < n; i++)
+		buf[i] = t->off + i < sizeof t->data ? (char)t->data[t->off + i] : 0;
+	t->off += n;
+	return (ssize_t)n;
+}
+
+static ssize_t garbage_read(char *buf, size_t len, void *payload, brig_error **err)
+{
+	int *left = payload;
+	size_t n = len < (size_t)*left ? len : (size_t)*left;
+	memset(buf, 'x', n);
+	*left -= (int)n;
+	return (ssize_t)n;
+}
+
+static char *import_ref(void)
+{
+	cleanup_free char *repo = brig_test_name("import");
+	return xasprintf("%s:v1", repo);
+}
+
+static int remove_imported(void **state)
+{
+	cleanup_free char *ref = import_ref();
+	brig_engine_image_remove(E, ref, true, NULL);
+	return 0;
+}
+
+static void test_image_import_and_list(void **state)
+{
+	brig_error *err = NULL;
+	cleanup_free char *repo = brig_test_name("import");
+	cleanup_free char *ref = import_ref();
+	cleanup_free char *label = xasprintf("LABEL %s=%s", BRIG_TEST_LABEL, brig_test_run_id());
+	const char *changes[] = {"USER 1000", "WORKDIR /work", label, NULL};
+	mem_tar t;
+	mem_tar_init(&t);
+	ASSERT_OK(brig_engine_image_import(E, repo, "v1", changes, mem_tar_read, &t, &err), err);
+
+	json_t *j = NULL;
+	ASSERT_OK(brig_engine_image_inspect(E, &j, ref, &err), err);
+	json_t *config = json_object_get(j, "Config");
+	assert_string_equal(json_string_value(json_object_get(config, "User")), "1000");
+	assert_string_equal(json_string_value(json_object_get(config, "WorkingDir")), "/work");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(config, "Labels"), BRIG_TEST_LABEL)),
+			    brig_test_run_id());
+	assert_int_equal(json_integer_value(json_object_get(j, "Size")), 5);
+	json_decref(j);
+
+	/* Listed by our label, and by nothing else of ours. */
+	json_t *f = brig_test_filters();
+	ASSERT_OK(brig_engine_image_list(E, &j, f, &err), err);
+	json_decref(f);
+	assert_int_equal(json_array_size(j), 1);
+	json_t *tags = json_object_get(json_array_get(j, 0), "RepoTags");
+	assert_int_equal(json_array_size(tags), 1);
+	assert_string_equal(json_string_value(json_array_get(tags, 0)), ref);
+	json_decref(j);
+	/* And a list without filters holds it too. */
+	ASSERT_OK(brig_engine_image_list(E, &j, NULL, &err), err);
+	bool listed = false;
+	size_t i;
+	json_t *img;
+	json_array_foreach (j, i, img) {
+		json_t *rt = json_object_get(img, "RepoTags");
+		for (size_t k = 0; k < json_array_size(rt); k++)
+			listed |= strcmp(json_string_value(json_array_get(rt, k)), ref) == 0;
+	}
+	assert_true(listed);
+	json_decref(j);
+
+	/* Not a tar: the daemon's complaint comes back, nothing is tagged. */
+	cleanup_free char *bad_repo = brig_test_name("import-bad");
+	int left = 4096;
+	int rc = brig_engine_image_import(E, bad_repo, "v1", NULL, garbage_read, &left, &err);
+	if (rc >= 0)
+		fail_msg("importing garbage succeeded");
+	assert_non_null(strstr(brig_error_message(err), "import image"));
+	brig_error_free(err);
+	err = NULL;
+	cleanup_free char *bad_ref = xasprintf("%s:v1", bad_repo);
+	if (brig_engine_image_inspect(E, &j, bad_ref, &err) == 0) {
+		brig_engine_image_remove(E, bad_ref, true, NULL);
+		json_decref(j);
+		fail_msg("garbage was imported as %s", bad_ref);
+	}
+	brig_error_free(err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -424,6 +581,8 @@ int main(void)
 		cmocka_unit_test(test_wait_begun_before_start),
 		cmocka_unit_test(test_events_for_what_we_did),
 		cmocka_unit_test(test_volume_network_image_calls),
+		cmocka_unit_test(test_exec_inspect_after_exit),
+		cmocka_unit_test_teardown(test_image_import_and_list, remove_imported),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

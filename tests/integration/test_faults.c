@@ -98,7 +98,7 @@ static size_t count_containers(const char *extra_label)
 
 static void expect_not_sent(const char *host)
 {
-	brig_engine_options o = {.version = BRIG_ENGINE_OPTIONS_VERSION, .host = host, .tls_verify = 0};
+	brig_engine_opts o = {.version = BRIG_ENGINE_OPTS_VERSION, .host = host, .tls_verify = 0};
 	brig_engine *e = NULL;
 	brig_error *err = NULL;
 	int rc = brig_engine_open(&e, &o, &err);
@@ -308,7 +308,7 @@ static void test_lost_create_answer(void **state)
 	proxy p;
 	proxy_start(&p);
 	cleanup_free char *host = xasprintf("unix://%s", p.path);
-	brig_engine_options o = {.version = BRIG_ENGINE_OPTIONS_VERSION, .host = host, .tls_verify = 0};
+	brig_engine_opts o = {.version = BRIG_ENGINE_OPTS_VERSION, .host = host, .tls_verify = 0};
 	brig_engine *e = NULL;
 	brig_error *err = NULL;
 	ASSERT_OK(brig_engine_open(&e, &o, &err), err);

@@ -54,7 +54,7 @@ static const char *pidfile(void)
 
 static bool daemon_answers(void)
 {
-	brig_engine_options o = {.version = BRIG_ENGINE_OPTIONS_VERSION, .tls_verify = -1, .timeout_ms = 3000};
+	brig_engine_opts o = {.version = BRIG_ENGINE_OPTS_VERSION, .tls_verify = -1, .timeout_ms = 3000};
 	brig_engine *e = NULL;
 	bool ok = brig_engine_open(&e, &o, NULL) == 0;
 	brig_engine_free(e);

@@ -93,11 +93,11 @@ static int teardown(void **state)
 
 static int open_tls(brig_engine **e, const char *certs, brig_error **err)
 {
-	brig_engine_options o = {.version = BRIG_ENGINE_OPTIONS_VERSION,
-				 .host = host_url,
-				 .tls_verify = 1,
-				 .cert_path = certs,
-				 .timeout_ms = 10000};
+	brig_engine_opts o = {.version = BRIG_ENGINE_OPTS_VERSION,
+			      .host = host_url,
+			      .tls_verify = 1,
+			      .cert_path = certs,
+			      .timeout_ms = 10000};
 	return brig_engine_open(e, &o, err);
 }
 

@@ -299,11 +299,11 @@ static int teardown(void **state)
 
 static brig_engine *open_engine(unsigned timeout_ms)
 {
-	brig_engine_options o = {.version = BRIG_ENGINE_OPTIONS_VERSION,
-				 .host = F.host,
-				 .tls_verify = 0,
-				 .timeout_ms = timeout_ms,
-				 .skip_negotiation = true};
+	brig_engine_opts o = {.version = BRIG_ENGINE_OPTS_VERSION,
+			      .host = F.host,
+			      .tls_verify = 0,
+			      .timeout_ms = timeout_ms,
+			      .skip_negotiation = true};
 	brig_engine *e = NULL;
 	brig_error *err = NULL;
 	ASSERT_OK(brig_engine_open(&e, &o, &err), err);
@@ -333,7 +333,7 @@ static void test_socket_missing(void **state)
 	brig_engine_free(e);
 
 	/* Opening with negotiation fails the same way, up front. */
-	brig_engine_options o = {.version = BRIG_ENGINE_OPTIONS_VERSION, .host = F.host, .tls_verify = 0};
+	brig_engine_opts o = {.version = BRIG_ENGINE_OPTS_VERSION, .host = F.host, .tls_verify = 0};
 	err = NULL;
 	e = NULL;
 	ASSERT_CODE(brig_engine_open(&e, &o, &err), BRIG_ENOTSENT, err);
@@ -676,7 +676,7 @@ static void test_negotiation(void **state)
 			 "Content-Length: 2\r\n\r\nOK",
 			 cases[i].version);
 		fake_start(&F, FAKE_ANSWER, answer);
-		brig_engine_options o = {.version = BRIG_ENGINE_OPTIONS_VERSION, .host = F.host, .tls_verify = 0};
+		brig_engine_opts o = {.version = BRIG_ENGINE_OPTS_VERSION, .host = F.host, .tls_verify = 0};
 		brig_engine *e = NULL;
 		brig_error *err = NULL;
 		int r = brig_engine_open(&e, &o, &err);
