@@ -501,7 +501,7 @@ static int pg_migrate(struct pg_store *p, brig_error **err)
 			}
 			PQclear(mr);
 			numbuf vb, tb;
-			const char *vals[] = {i64(&vb, v), i64(&tb, brig_store__now_ms())};
+			const char *vals[] = {i64(&vb, v), i64(&tb, brig_wall_ms())};
 			if ((r = pg_exec(p, NULL, "INSERT INTO schema_version (version, applied_ms) VALUES ($1, $2)", 2,
 					 vals, false, what, err)) < 0)
 				goto fail;

@@ -270,7 +270,7 @@ static int sq_migrate(struct sq_store *q, brig_error **err)
 		if ((r = sq_prepare(q, &st, "INSERT INTO schema_version (version, applied_ms) VALUES (?, ?)", err)) < 0)
 			goto fail;
 		sqlite3_bind_int(st, 1, v);
-		sqlite3_bind_int64(st, 2, brig_store__now_ms());
+		sqlite3_bind_int64(st, 2, brig_wall_ms());
 		int rc = sqlite3_step(st);
 		if (rc != SQLITE_DONE) {
 			r = sq_fail(q, rc, what, err);
@@ -306,19 +306,7 @@ static int make_parent(const char *path, brig_error **err)
 			return brig__error_set(err, BRIG_EIO, ENOTDIR, "store directory %s is not a directory", dir);
 		return 0;
 	}
-	for (char *p = dir + 1;; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		char c = *p;
-		*p = '\0';
-		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-			return brig__error_set(err, BRIG_EIO, errno, "cannot create store directory %s: %s", dir,
-					       strerror(errno));
-		*p = c;
-		if (!c)
-			break;
-	}
-	return 0;
+	return brig_mkdir_p(dir, 0700, "store directory", err);
 }
 
 static void sq_close(brig_store *s)
