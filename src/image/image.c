@@ -75,9 +75,9 @@ int brig_image_profile_parse(brig_image_profile *out, const char *s, brig_error 
 	return 0;
 }
 
-static void progress(const brig_image_build_options *o, const char *stage, const char *fmt, ...)
+static void progress(const brig_image_build_opts *o, const char *stage, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-static void progress(const brig_image_build_options *o, const char *stage, const char *fmt, ...)
+static void progress(const brig_image_build_opts *o, const char *stage, const char *fmt, ...)
 {
 	if (!o->progress)
 		return;
@@ -340,7 +340,7 @@ json_t *brig_image_result_to_json(const brig_image_result *res)
 /* ---- the build ---- */
 
 typedef struct build_ctx {
-	const brig_image_build_options *o;
+	const brig_image_build_opts *o;
 	brig_image_result *res;
 	brig_image_profile profile;
 	const char *pname;
@@ -378,7 +378,7 @@ static void remove_stale_work(build_ctx *c);
 /* Stage "lock": options, directories, the lock and the Dockerfile. */
 static int stage_lock(build_ctx *c, brig_error **err)
 {
-	const brig_image_build_options *o = c->o;
+	const brig_image_build_opts *o = c->o;
 	brig_image_result *res = c->res;
 	c->image_dir = o->image_dir ? xstrdup(o->image_dir) : default_image_dir();
 	c->lock_path = o->lock_path ? xstrdup(o->lock_path) : xasprintf("%s/brig-image.lock", c->image_dir);
@@ -569,7 +569,7 @@ static char *components_csv(const char *components)
  * gets the installed set; *tar_path the tarball in the work directory. */
 static int build_rootfs(build_ctx *c, json_t **packages, char **tar_path, brig_error **err)
 {
-	const brig_image_build_options *o = c->o;
+	const brig_image_build_opts *o = c->o;
 	*packages = NULL;
 	*tar_path = NULL;
 	if (geteuid() != 0)
@@ -710,7 +710,7 @@ static int sha256_file(const char *path, char out[65], uint64_t *size, brig_erro
  * one checked against it (or recorded into it with update_lock). */
 static int stage_rootfs(build_ctx *c, bool *cached, brig_error **err)
 {
-	const brig_image_build_options *o = c->o;
+	const brig_image_build_opts *o = c->o;
 	brig_image_result *res = c->res;
 	*cached = false;
 	int rc = find_sources(c, err);
@@ -819,7 +819,7 @@ static int stage_rootfs(build_ctx *c, bool *cached, brig_error **err)
 /* Stage "npm": each pinned package's tarball, verified against the lock. */
 static int stage_npm(build_ctx *c, bool *all_cached, brig_error **err)
 {
-	const brig_image_build_options *o = c->o;
+	const brig_image_build_opts *o = c->o;
 	*all_cached = true;
 	size_t i;
 	json_t *v;
@@ -968,7 +968,7 @@ static ssize_t send_reader(char *buf, size_t len, void *payload, brig_error **er
 }
 
 typedef struct build_progress {
-	const brig_image_build_options *o;
+	const brig_image_build_opts *o;
 } build_progress;
 
 /* Docker's stream messages hold one or more lines; each becomes one. */
@@ -1164,19 +1164,20 @@ static int stage_record(brig_engine *e, build_ctx *c, brig_error **err)
 		stage_done(res, name, t0_, cached);              \
 	} while (0)
 
-int brig_image_build(brig_engine *e, brig_image_result *res, const brig_image_build_options *opts, brig_error **err)
+int brig_image_build(brig_engine *e, brig_image_result *res, const brig_image_build_opts *opts, brig_error **err)
 {
 	memset(res, 0, sizeof *res);
 	int64_t t_start = brig_now_ms();
-	brig_image_build_options o = {.version = BRIG_IMAGE_BUILD_OPTIONS_VERSION};
+	brig_image_build_opts o = BRIG_IMAGE_BUILD_OPTS_INIT;
 	if (opts)
 		o = *opts;
-	if (o.version == 0 || o.version > BRIG_IMAGE_BUILD_OPTIONS_VERSION)
-		return brig__error_set(err, BRIG_EINVAL, 0, "image build options: unknown version %u", o.version);
+	int rc = brig__opts_check(o.version, BRIG_IMAGE_BUILD_OPTS_VERSION, "image build options", err);
+	if (rc)
+		return rc;
 	if (o.profile != BRIG_IMAGE_MINIMAL && o.profile != BRIG_IMAGE_AGENTS)
 		return brig__error_set(err, BRIG_EINVAL, 0, "profile: unknown profile %d", (int)o.profile);
 	const char *tag = o.tag ? o.tag : brig_image_default_tag(o.profile);
-	int rc = check_tag(tag, err);
+	rc = check_tag(tag, err);
 	if (rc)
 		return rc;
 	if (!o.dry_run && !e)

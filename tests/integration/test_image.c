@@ -98,11 +98,11 @@ static void print_result(const char *what, const brig_image_result *res)
 static void build(brig_image_profile profile, const char *cache_dir, brig_image_result *res)
 {
 	quiet_progress q = {0};
-	brig_image_build_options o = {.version = BRIG_IMAGE_BUILD_OPTIONS_VERSION,
-				      .profile = profile,
-				      .cache_dir = cache_dir,
-				      .progress = progress_cb,
-				      .payload = &q};
+	brig_image_build_opts o = {.version = BRIG_IMAGE_BUILD_OPTS_VERSION,
+				   .profile = profile,
+				   .cache_dir = cache_dir,
+				   .progress = progress_cb,
+				   .payload = &q};
 	brig_error *err = NULL;
 	ASSERT_OK(brig_image_build(E, res, &o, &err), err);
 	assert_non_null(res->image_id);
