@@ -252,6 +252,25 @@ static void removal_reset(struct removal *c)
 	c->n = 0;
 }
 
+/* Runs a removing write (fn) and hands the records it removed to *out and
+ * *n (may be NULL), or frees them when it fails. */
+static int run_removal(brig_store *s, brig_store__pg_tx_fn fn, struct removal *c, brig_store_checkpoint **out,
+		       size_t *n, brig_error **err)
+{
+	struct pg_store *p = PG(s);
+	int r = brig_store__pg_ensure(p, err);
+	if (r < 0)
+		return r;
+	if ((r = brig_store__pg_tx(p, fn, c, err)) < 0) {
+		removal_reset(c);
+		return r;
+	}
+	*out = c->out;
+	if (n)
+		*n = c->n;
+	return 0;
+}
+
 static int tx_session_delete(struct pg_store *p, void *ctx, brig_error **err)
 {
 	struct removal *c = ctx;
@@ -296,19 +315,8 @@ static int tx_session_delete(struct pg_store *p, void *ctx, brig_error **err)
 static int pg_session_delete(brig_store *s, brig_store_checkpoint **out, size_t *n, const brig_store_key *k,
 			     int64_t expected, brig_error **err)
 {
-	struct pg_store *p = PG(s);
-	int r = brig_store__pg_ensure(p, err);
-	if (r < 0)
-		return r;
 	struct removal c = {.k = k, .expected = expected};
-	r = brig_store__pg_tx(p, tx_session_delete, &c, err);
-	if (r < 0) {
-		removal_reset(&c);
-		return r;
-	}
-	*out = c.out;
-	*n = c.n;
-	return 0;
+	return run_removal(s, tx_session_delete, &c, out, n, err);
 }
 
 /* ---- checkpoints ---- */
@@ -415,18 +423,8 @@ static int tx_checkpoint_remove(struct pg_store *p, void *ctx, brig_error **err)
 
 static int pg_checkpoint_remove(brig_store *s, brig_store_checkpoint **out, int64_t id, brig_error **err)
 {
-	struct pg_store *p = PG(s);
-	int r = brig_store__pg_ensure(p, err);
-	if (r < 0)
-		return r;
 	struct removal c = {.id = id};
-	r = brig_store__pg_tx(p, tx_checkpoint_remove, &c, err);
-	if (r < 0) {
-		removal_reset(&c);
-		return r;
-	}
-	*out = c.out;
-	return 0;
+	return run_removal(s, tx_checkpoint_remove, &c, out, NULL, err);
 }
 
 static int tx_checkpoint_prune(struct pg_store *p, void *ctx, brig_error **err)
@@ -456,19 +454,8 @@ static int tx_checkpoint_prune(struct pg_store *p, void *ctx, brig_error **err)
 static int pg_checkpoint_prune(brig_store *s, brig_store_checkpoint **out, size_t *n, const brig_store_key *k,
 			       size_t keep, brig_error **err)
 {
-	struct pg_store *p = PG(s);
-	int r = brig_store__pg_ensure(p, err);
-	if (r < 0)
-		return r;
 	struct removal c = {.k = k, .keep = keep};
-	r = brig_store__pg_tx(p, tx_checkpoint_prune, &c, err);
-	if (r < 0) {
-		removal_reset(&c);
-		return r;
-	}
-	*out = c.out;
-	*n = c.n;
-	return 0;
+	return run_removal(s, tx_checkpoint_prune, &c, out, n, err);
 }
 
 /* ---- audit ---- */
