@@ -368,3 +368,56 @@ char *brig_test_network(brig_engine *e, const char *tag)
 	json_decref(spec);
 	return name;
 }
+
+/* ---- the fixture the integration tests share ---- */
+
+int brig_test_setup(brig_engine **e, char *ns, size_t ns_size, const char *prefix)
+{
+	brig_test_cleanup_at_exit();
+	*e = brig_test_engine();
+	snprintf(ns, ns_size, "%s%s", prefix, brig_test_run_id());
+	return 0;
+}
+
+int brig_test_teardown(brig_engine **e)
+{
+	brig_test_cleanup(*e);
+	brig_engine_free(*e);
+	*e = NULL;
+	return 0;
+}
+
+int brig_test_tmpdir(char *dir, size_t dir_size, const char *tag)
+{
+	snprintf(dir, dir_size, "/tmp/%s-XXXXXX", tag);
+	if (!mkdtemp(dir)) {
+		print_error("cannot make %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+void brig_test_rmdir(const char *dir)
+{
+	char *cmd = xasprintf("rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		print_error("could not remove %s\n", dir);
+	free(cmd);
+}
+
+void brig_test_spec(brig_spec *s, const char *image)
+{
+	brig_error *err = NULL;
+	brig_spec_init(s);
+	ASSERT_OK(brig_spec_set(s, "image", image ? image : brig_test_image(), &err), err);
+	char l[96];
+	snprintf(l, sizeof l, BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	ASSERT_OK(brig_spec_add_label(s, l, &err), err);
+}
+
+void brig_test_sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 
 #include "brig/engine.h"
+#include "brig/spec.h"
 
 #define BRIG_TEST_LABEL "brig.test"
 
@@ -33,6 +34,27 @@ brig_engine *brig_test_engine(void);
 int brig_test_cleanup(brig_engine *e);
 /* Registers brig_test_cleanup at exit (and on SIGINT/SIGTERM/SIGABRT). */
 void brig_test_cleanup_at_exit(void);
+
+/* ---- the fixture the integration tests share ---- */
+
+/* Group set-up: registers brig_test_cleanup at exit, opens *e on the local
+ * daemon (failing the test if there is none) and writes "<prefix><run id>"
+ * into ns (ns_size bytes), the namespace of the test's computers. Returns 0. */
+int brig_test_setup(brig_engine **e, char *ns, size_t ns_size, const char *prefix);
+/* Group teardown: removes every object of this run and frees *e (set to
+ * NULL). Returns 0. */
+int brig_test_teardown(brig_engine **e);
+/* Makes a private directory "/tmp/<tag>-XXXXXX" into dir (dir_size bytes).
+ * Returns 0, or -1 (with a message) when it cannot. */
+int brig_test_tmpdir(char *dir, size_t dir_size, const char *tag);
+/* Removes a directory brig_test_tmpdir made, with everything in it; says
+ * so on stderr when it cannot. */
+void brig_test_rmdir(const char *dir);
+/* The default spec on image (NULL: brig_test_image()) carrying this run's
+ * label, so brig_test_cleanup finds what it creates. */
+void brig_test_spec(brig_spec *s, const char *image);
+/* Sleeps ms milliseconds, resuming after signals. */
+void brig_test_sleep_ms(long ms);
 
 /* Runs argv (argv[0] resolved through PATH; "brig" means $BRIG_BIN) with
  * optional stdin text and extra env ("K=V", NULL-terminated); captures

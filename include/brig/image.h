@@ -59,10 +59,14 @@ BRIG_PUBLIC const char *brig_image_default_tag(brig_image_profile p);
  * step lines. Never contains a secret. */
 typedef void (*brig_image_progress_cb)(const char *stage, const char *line, void *payload);
 
-#define BRIG_IMAGE_BUILD_OPTIONS_VERSION 1
+#define BRIG_IMAGE_BUILD_OPTS_VERSION 1
+/* Initialises a brig_image_build_opts to its defaults (minimal profile). */
+/* clang-format off */
+#define BRIG_IMAGE_BUILD_OPTS_INIT {.version = BRIG_IMAGE_BUILD_OPTS_VERSION}
+/* clang-format on */
 
-typedef struct brig_image_build_options {
-	unsigned version; /* BRIG_IMAGE_BUILD_OPTIONS_VERSION */
+typedef struct brig_image_build_opts {
+	unsigned version; /* BRIG_IMAGE_BUILD_OPTS_VERSION */
 	brig_image_profile profile;
 	const char *tag;                 /* "repo:tag"; NULL: brig_image_default_tag(profile) */
 	const char *cache_dir;           /* NULL: $XDG_CACHE_HOME/brig, else /var/cache/brig as
@@ -80,7 +84,7 @@ typedef struct brig_image_build_options {
 	int64_t step_timeout_ms;         /* cap on each host command; 0: 30 minutes */
 	brig_image_progress_cb progress; /* may be NULL */
 	void *payload;
-} brig_image_build_options;
+} brig_image_build_opts;
 
 /* One file of the build context. */
 typedef struct brig_image_file {
@@ -131,10 +135,12 @@ BRIG_PUBLIC void brig_image_result_clear(brig_image_result *res);
 BRIG_PUBLIC json_t *brig_image_result_to_json(const brig_image_result *res);
 
 /* Builds the image of opts->profile and tags it (see the stages above).
+ * opts NULL means BRIG_IMAGE_BUILD_OPTS_INIT (the minimal profile with every
+ * default); its version must be 1..BRIG_IMAGE_BUILD_OPTS_VERSION.
  * e may be NULL for a dry run. *res is filled as far as the build got
  * (always initialised; clear it with brig_image_result_clear). Every error
  * message starts with its stage ("rootfs: debootstrap failed (exit 1): …").
- * Errors: BRIG_EINVAL (options, profile, tag), BRIG_ENOTFOUND (no lock or
+ * Errors: BRIG_EINVAL (options version, profile, tag), BRIG_ENOTFOUND (no lock or
  * Dockerfile, no mirror for the suite in the apt sources, a tool missing,
  * offline and not cached), BRIG_ECORRUPT (a lock that does not parse, an
  * npm tarball whose integrity differs from the lock), BRIG_ECONFLICT (the
@@ -144,7 +150,7 @@ BRIG_PUBLIC json_t *brig_image_result_to_json(const brig_image_result *res);
  * BRIG_ETIMEDOUT (a host command ran past step_timeout_ms), and the
  * engine's codes for the build (a failed Dockerfile step is BRIG_EDAEMON
  * with Docker's message). */
-BRIG_PUBLIC int brig_image_build(brig_engine *e, brig_image_result *res, const brig_image_build_options *opts,
+BRIG_PUBLIC int brig_image_build(brig_engine *e, brig_image_result *res, const brig_image_build_opts *opts,
 				 brig_error **err);
 
 /* ---- the record of built images ---- */

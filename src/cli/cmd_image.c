@@ -138,7 +138,7 @@ static int image_build(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	brig_image_build_options o = {.version = BRIG_IMAGE_BUILD_OPTIONS_VERSION, .progress = print_progress};
+	brig_image_build_opts o = {.version = BRIG_IMAGE_BUILD_OPTS_VERSION, .progress = print_progress};
 	bool json = false, quiet = false;
 	int opt;
 	brig_error *err = NULL;

@@ -1,6 +1,7 @@
 /* image_internal.h — the pieces of the image layer shared between its files
- * (and its unit tests): host commands, apt sources, dpkg status, the lock
- * file, and the build context. Private to src/image. */
+ * (and its unit tests): the build's state and stages, host commands, apt
+ * sources, dpkg status, the lock file, and the build context. Private to
+ * src/image. */
 #ifndef BRIG_IMAGE_INTERNAL_H
 #define BRIG_IMAGE_INTERNAL_H
 
@@ -9,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "brig/engine.h"
 #include "brig/image.h"
 #include "tar/tar.h"
 
@@ -19,7 +21,57 @@
 
 #define BRIG_IMAGE_LOCK_FORMAT 1
 
-/* ---- host commands (run.c) ---- */
+/* ---- the build (image.c) and its stages (rootfs.c, npm.c, records.c) ---- */
+
+/* One build's state, shared by its stages; freed by image.c. */
+typedef struct brig_image_build_ctx {
+	const brig_image_build_opts *o;
+	brig_image_result *res;
+	brig_image_profile profile;
+	const char *pname;
+	char *cache_dir;
+	char *image_dir;
+	char *lock_path;
+	json_t *lock;     /* checked lock */
+	json_t *lprofile; /* borrowed from lock */
+	const char *suite;
+	const char *variant;
+	const char *arch;
+	json_t *sources;   /* the apt sources used: [{"uri","suite","components"}] */
+	char *keyring;     /* Signed-By of the suite's source, for debootstrap */
+	char *work;        /* temporary directory under the cache */
+	char *previous_id; /* the image the tag named before the build */
+	int64_t timeout_ms;
+} brig_image_build_ctx;
+
+/* A progress line for stage (when o->progress is set). */
+void brig_image__progress(const brig_image_build_opts *o, const char *stage, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Makes c->work (once): a fresh directory under <cache>/tmp. Errors: BRIG_EIO. */
+int brig_image__make_work_dir(brig_image_build_ctx *c, brig_error **err);
+
+/* Stage "rootfs" (rootfs.c): the cached tarball for the lock's package set,
+ * or a new one checked against it (or recorded into it with update_lock). */
+int brig_image__stage_rootfs(brig_image_build_ctx *c, bool *cached, brig_error **err);
+/* Stage "npm" (npm.c): each pinned package's tarball, verified against the lock. */
+int brig_image__stage_npm(brig_image_build_ctx *c, bool *all_cached, brig_error **err);
+/* Stage "record" (records.c): <cache>/images.json, and the image the tag
+ * named before, removed when nothing else holds it. */
+int brig_image__stage_record(brig_engine *e, brig_image_build_ctx *c, brig_error **err);
+
+/* ---- files (files.c) ---- */
+
+/* Reads all of path, at most cap bytes, NUL-terminated. Errors:
+ * BRIG_ENOTFOUND (missing), BRIG_EIO, BRIG_ETOOBIG (over cap). */
+int brig_image__read_file(const char *path, size_t cap, char **out, size_t *len, brig_error **err);
+/* Writes text to path through a temporary file renamed over it. Errors: BRIG_EIO. */
+int brig_image__write_file_atomic(const char *path, const char *text, brig_error **err);
+/* Whether path is a regular file; *size (may be NULL) gets its size. */
+bool brig_image__regular_file(const char *path, uint64_t *size);
+/* Now as "YYYY-MM-DDTHH:MM:SSZ". Caller frees. */
+char *brig_image__rfc3339_now(void);
+
+/* ---- host commands (host_cmd.c) ---- */
 
 typedef struct brig_image_cmd {
 	const char *stage;            /* for progress lines (static) */

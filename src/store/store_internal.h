@@ -60,8 +60,8 @@ struct brig_store {
 int brig_store__sqlite_open(brig_store **out, const char *path, const char *display, brig_error **err);
 int brig_store__pg_open(brig_store **out, const char *url, const char *display, brig_error **err);
 
-/* Wall-clock milliseconds since the epoch. */
-int64_t brig_store__now_ms(void);
+/* ---- record.c: shared by the front end and both backends (which never
+ * call back into store.c) ---- */
 
 /* Grows *arr (of elements of size el) so that index n fits; *alloc tracks capacity. */
 void brig_store__grow(void *arr, size_t *alloc, size_t n, size_t el);

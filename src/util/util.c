@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static void oom(void)
@@ -282,6 +283,13 @@ int64_t brig_now_ms(void)
 
 int64_t brig_wall_s(void) { return (int64_t)time(NULL); }
 
+int64_t brig_wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int brig_remaining_ms(int64_t deadline_ms)
 {
 	if (deadline_ms <= 0)
@@ -339,4 +347,21 @@ void brig_hex(char *out, const unsigned char *in, size_t n)
 		out[2 * i + 1] = hex[in[i] & 15];
 	}
 	out[2 * n] = '\0';
+}
+
+int brig_mkdir_p(const char *path, mode_t mode, const char *what, brig_error **err)
+{
+	cleanup_free char *p = xstrdup(path);
+	for (char *s = p + 1;; s++) {
+		if (*s != '/' && *s != '\0')
+			continue;
+		char c = *s;
+		*s = '\0';
+		if (mkdir(p, mode) != 0 && errno != EEXIST)
+			return brig__error_set(err, BRIG_EIO, errno, "cannot create %s%s%s: %s", what ? what : "",
+					       what ? " " : "", p, strerror(errno));
+		*s = c;
+		if (!c)
+			return 0;
+	}
 }

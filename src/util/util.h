@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "brig/error.h"
@@ -102,6 +103,8 @@ int brig__opts_check(unsigned version, unsigned current, const char *what, brig_
 int64_t brig_now_ms(void);
 /* Wall-clock seconds since the epoch. */
 int64_t brig_wall_s(void);
+/* Wall-clock milliseconds since the epoch (what records store). */
+int64_t brig_wall_ms(void);
 /* Remaining ms to a monotonic deadline (0 deadline = none → -1, infinite). */
 int brig_remaining_ms(int64_t deadline_ms);
 
@@ -112,5 +115,9 @@ char *brig_urlencode(const char *s);
 int brig_write_all(int fd, const void *buf, size_t n);
 /* Lowercase hex of n bytes into out (2n+1). */
 void brig_hex(char *out, const unsigned char *in, size_t n);
+/* mkdir -p: creates path and every missing parent with mode (existing ones
+ * are left as they are). On failure BRIG_EIO "cannot create [what ]<the
+ * directory that failed>: <strerror>"; what may be NULL. */
+int brig_mkdir_p(const char *path, mode_t mode, const char *what, brig_error **err);
 
 #endif

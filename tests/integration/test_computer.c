@@ -21,36 +21,13 @@ static char NS[64];
 static int setup(void **state)
 {
 	(void)state;
-	brig_test_cleanup_at_exit();
-	E = brig_test_engine();
-	snprintf(NS, sizeof NS, "t%s", brig_test_run_id());
-	return 0;
+	return brig_test_setup(&E, NS, sizeof NS, "t");
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	brig_test_cleanup(E);
-	brig_engine_free(E);
-	return 0;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0)
-		;
-}
-
-/* The default spec on the test image, carrying this run's label. */
-static void test_spec(brig_spec *s)
-{
-	brig_error *err = NULL;
-	brig_spec_init(s);
-	ASSERT_OK(brig_spec_set(s, "image", brig_test_image(), &err), err);
-	char l[96];
-	snprintf(l, sizeof l, BRIG_TEST_LABEL "=%s", brig_test_run_id());
-	ASSERT_OK(brig_spec_add_label(s, l, &err), err);
+	return brig_test_teardown(&E);
 }
 
 static brig_identity ident(const char *session)
@@ -71,7 +48,7 @@ static brig_computer *create(const char *session, const brig_spec *s)
 static brig_computer *create_default(const char *session)
 {
 	brig_spec s;
-	test_spec(&s);
+	brig_test_spec(&s, NULL);
 	brig_computer *c = create(session, &s);
 	brig_spec_clear(&s);
 	return c;
@@ -367,7 +344,7 @@ static void test_credential_forwarded_not_stored(void **state)
 	setenv("ANTHROPIC_API_KEY", secret, 1);
 
 	brig_spec s;
-	test_spec(&s);
+	brig_test_spec(&s, NULL);
 	brig_error *err = NULL;
 	ASSERT_OK(brig_spec_set(&s, "harness", "claude", &err), err);
 	ASSERT_OK(brig_spec_add_env(&s, "PLAIN=visible", &err), err);
@@ -429,7 +406,7 @@ static void test_credential_forwarded_not_stored(void **state)
 	b = (bg_exec){.ref = c->name};
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, bg_sleep, &b), 0);
-	sleep_ms(800);
+	brig_test_sleep_ms(800);
 	FILE *ps = popen("ps -eo args", "r");
 	assert_non_null(ps);
 	brig_buf pb;
@@ -499,7 +476,7 @@ static long counter(const char *id)
 		cleanup_free char *s = archive_read(id, "/workspace/c");
 		if (s && *s)
 			return atol(s);
-		sleep_ms(50);
+		brig_test_sleep_ms(50);
 	}
 	fail_msg("/workspace/c never appeared");
 	return -1;
@@ -515,7 +492,7 @@ static void test_pause_resume(void **state)
 			    "i=0; while true; do i=$((i+1)); echo $i > /workspace/c.t; mv /workspace/c.t /workspace/c; "
 			    "sleep 0.1; done </dev/null >/dev/null 2>&1 &"));
 	long a = counter(c->id);
-	sleep_ms(600);
+	brig_test_sleep_ms(600);
 	long b = counter(c->id);
 	if (b <= a)
 		fail_msg("the counter does not advance while running: %ld then %ld", a, b);
@@ -526,7 +503,7 @@ static void test_pause_resume(void **state)
 	ASSERT_OK(brig_engine_container_inspect(E, &j, c->id, &err), err);
 	assert_str(jstr(j, "State.Status"), "paused");
 	long p1 = counter(c->id);
-	sleep_ms(1000);
+	brig_test_sleep_ms(1000);
 	long p2 = counter(c->id);
 	if (p1 != p2)
 		fail_msg("the counter advanced while paused: %ld then %ld", p1, p2);
@@ -545,7 +522,7 @@ static void test_pause_resume(void **state)
 
 	ASSERT_OK(brig_computer_resume(E, c->name, &err), err);
 	ASSERT_OK(brig_computer_resume(E, c->name, &err), err); /* already running: fine */
-	sleep_ms(600);
+	brig_test_sleep_ms(600);
 	long r1 = counter(c->id);
 	if (r1 <= p2)
 		fail_msg("the counter did not go on after resume: %ld then %ld", p2, r1);
@@ -643,7 +620,7 @@ static void test_gc(void **state)
 
 	/* A young orphan volume: brig's labels, a container that never existed. */
 	brig_spec s;
-	test_spec(&s);
+	brig_test_spec(&s, NULL);
 	brig_identity oid = ident("gc-orphan");
 	char oname[BRIG_NAME_SIZE];
 	ASSERT_OK(brig_identity_name(oname, &oid, &err), err);
@@ -654,7 +631,7 @@ static void test_gc(void **state)
 	ASSERT_OK(brig_engine_volume_create(E, NULL, vj, &err), err);
 	brig_spec_clear(&s);
 
-	sleep_ms(2100);
+	brig_test_sleep_ms(2100);
 	/* Dry run: reports the stopped computer, removes nothing. */
 	reports rep = {0};
 	brig_gc_opts o = {.version = BRIG_GC_OPTS_VERSION,
@@ -719,7 +696,7 @@ static void test_validation(void **state)
 	brig_test_cleanup(E);
 	assert_int_equal(count_test_objects(), 0);
 	brig_spec s;
-	test_spec(&s);
+	brig_test_spec(&s, NULL);
 	brig_error *err = NULL;
 	static const char *const refused[] = {"host", "container:x", "container:brig-abc", "bridge"};
 	for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
@@ -752,7 +729,7 @@ static void test_validation(void **state)
 
 	/* A bad name is refused naming its field. */
 	brig_spec_clear(&s);
-	test_spec(&s);
+	brig_test_spec(&s, NULL);
 	id.session = "no spaces";
 	assert_int_equal(brig_computer_create(E, &c, &id, &s, &err), BRIG_EINVAL);
 	if (!strstr(brig_error_message(err), "session"))

@@ -69,19 +69,14 @@ static void remove_own_bridge(void)
 static int setup(void **state)
 {
 	(void)state;
-	brig_test_cleanup_at_exit();
-	E = brig_test_engine();
-	snprintf(NS, sizeof NS, "t%s", brig_test_run_id());
-	return 0;
+	return brig_test_setup(&E, NS, sizeof NS, "t");
 }
 
 static int teardown(void **state)
 {
 	(void)state;
 	remove_own_bridge();
-	brig_test_cleanup(E);
-	brig_engine_free(E);
-	return 0;
+	return brig_test_teardown(&E);
 }
 
 static void isolated_spec(brig_spec *s)

@@ -33,36 +33,14 @@ static char NS[64];
 static int setup(void **state)
 {
 	(void)state;
-	brig_test_cleanup_at_exit();
 	signal(SIGPIPE, SIG_IGN); /* the proxy writes to peers that went away */
-	E = brig_test_engine();
-	snprintf(NS, sizeof NS, "t%s", brig_test_run_id());
-	return 0;
+	return brig_test_setup(&E, NS, sizeof NS, "t");
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	brig_test_cleanup(E);
-	brig_engine_free(E);
-	return 0;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0)
-		;
-}
-
-static void test_spec(brig_spec *s)
-{
-	brig_error *err = NULL;
-	brig_spec_init(s);
-	ASSERT_OK(brig_spec_set(s, "image", brig_test_image(), &err), err);
-	char l[96];
-	snprintf(l, sizeof l, BRIG_TEST_LABEL "=%s", brig_test_run_id());
-	ASSERT_OK(brig_spec_add_label(s, l, &err), err);
+	return brig_test_teardown(&E);
 }
 
 static brig_identity ident(const char *session)
@@ -511,7 +489,7 @@ static void test_lost_create_answer(void **state)
 	proxy *p = proxy_start(PROXY_LOSE_CREATE);
 	brig_engine *pe = proxy_engine(p);
 	brig_spec s;
-	test_spec(&s);
+	brig_test_spec(&s, NULL);
 	brig_identity id = ident("lost-answer");
 	brig_computer *c = NULL;
 	brig_error *err = NULL;
@@ -560,7 +538,7 @@ static void assert_stopped(const char *id)
 static void *cancel_after(void *arg)
 {
 	int fd = *(int *)arg;
-	sleep_ms(300);
+	brig_test_sleep_ms(300);
 	if (write(fd, "x", 1) != 1)
 		abort();
 	return NULL;
@@ -582,7 +560,7 @@ static int run_long(brig_engine *e, const char *ref, int64_t timeout_ms, int can
 static brig_computer *create_session(const char *session)
 {
 	brig_spec s;
-	test_spec(&s);
+	brig_test_spec(&s, NULL);
 	brig_identity id = ident(session);
 	brig_computer *c = NULL;
 	brig_error *err = NULL;
@@ -770,7 +748,7 @@ static void test_timeout_cancel_uncertain(void **state)
 	snprintf(w.stop_id, sizeof w.stop_id, "%s", ct->id);
 	atomic_store(&w.stop, 1);
 	brig_spec s;
-	test_spec(&s);
+	brig_test_spec(&s, NULL);
 	brig_identity id = ident("end-timeout");
 	brig_computer *again = NULL;
 	ASSERT_OK(brig_computer_create(E, &again, &id, &s, &err), err);

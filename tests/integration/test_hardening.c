@@ -25,28 +25,13 @@ static char NS[64];
 static int setup(void **state)
 {
 	(void)state;
-	brig_test_cleanup_at_exit();
-	E = brig_test_engine();
-	snprintf(NS, sizeof NS, "h%s", brig_test_run_id());
-	return 0;
+	return brig_test_setup(&E, NS, sizeof NS, "h");
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	brig_test_cleanup(E);
-	brig_engine_free(E);
-	return 0;
-}
-
-static void test_spec(brig_spec *s, const char *image)
-{
-	brig_error *err = NULL;
-	brig_spec_init(s);
-	ASSERT_OK(brig_spec_set(s, "image", image ? image : brig_test_image(), &err), err);
-	char l[96];
-	snprintf(l, sizeof l, BRIG_TEST_LABEL "=%s", brig_test_run_id());
-	ASSERT_OK(brig_spec_add_label(s, l, &err), err);
+	return brig_test_teardown(&E);
 }
 
 static brig_computer *create(const char *session, const brig_spec *s)
@@ -98,7 +83,7 @@ static void test_seccomp_profile(void **state)
 {
 	(void)state;
 	brig_spec s;
-	test_spec(&s, NULL);
+	brig_test_spec(&s, NULL);
 	brig_computer *c = create("seccomp", &s);
 	brig_spec_clear(&s);
 
@@ -143,7 +128,7 @@ static void test_seccomp_runtime_image(void **state)
 		skip();
 	}
 	brig_spec s;
-	test_spec(&s, SANDBOX_IMAGE);
+	brig_test_spec(&s, SANDBOX_IMAGE);
 	brig_computer *c = create("seccomp-rt", &s);
 	brig_spec_clear(&s);
 
@@ -200,7 +185,7 @@ static void test_log_cannot_fill_disk(void **state)
 {
 	(void)state;
 	brig_spec s;
-	test_spec(&s, NULL);
+	brig_test_spec(&s, NULL);
 	brig_computer *c = create("logs", &s);
 	brig_spec_clear(&s);
 	cleanup_json json_t *j = NULL;
@@ -258,7 +243,7 @@ static void test_tmpfs_validation_names_fields(void **state)
 {
 	(void)state;
 	brig_spec s;
-	test_spec(&s, NULL);
+	brig_test_spec(&s, NULL);
 	brig_error *err = NULL;
 	ASSERT_OK(brig_spec_set(&s, "memory-mb", "1024", &err), err);
 	ASSERT_OK(brig_spec_set(&s, "workspace-mb", "700", &err), err);
@@ -286,7 +271,7 @@ static void test_tmpfs_full_is_not_oom(void **state)
 {
 	(void)state;
 	brig_spec s;
-	test_spec(&s, NULL);
+	brig_test_spec(&s, NULL);
 	brig_computer *c = create("tmpfs", &s);
 	brig_spec_clear(&s);
 	const char *n = c->name;
@@ -353,7 +338,7 @@ static void test_ulimits(void **state)
 {
 	(void)state;
 	brig_spec s;
-	test_spec(&s, NULL);
+	brig_test_spec(&s, NULL);
 	brig_computer *c = create("ulimits", &s);
 	brig_spec_clear(&s);
 	cleanup_free char *out = sh_ok(c->name, "ulimit -n; ulimit -c; ulimit -Hn; ulimit -Hc");

@@ -35,18 +35,13 @@ static char NS[64];
 static int setup(void **state)
 {
 	(void)state;
-	brig_test_cleanup_at_exit();
-	E = brig_test_engine();
-	snprintf(NS, sizeof NS, "t%s", brig_test_run_id());
-	return 0;
+	return brig_test_setup(&E, NS, sizeof NS, "t");
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	brig_test_cleanup(E);
-	brig_engine_free(E);
-	return 0;
+	return brig_test_teardown(&E);
 }
 
 static bool env_on(const char *name)
@@ -98,11 +93,11 @@ static void print_result(const char *what, const brig_image_result *res)
 static void build(brig_image_profile profile, const char *cache_dir, brig_image_result *res)
 {
 	quiet_progress q = {0};
-	brig_image_build_options o = {.version = BRIG_IMAGE_BUILD_OPTIONS_VERSION,
-				      .profile = profile,
-				      .cache_dir = cache_dir,
-				      .progress = progress_cb,
-				      .payload = &q};
+	brig_image_build_opts o = {.version = BRIG_IMAGE_BUILD_OPTS_VERSION,
+				   .profile = profile,
+				   .cache_dir = cache_dir,
+				   .progress = progress_cb,
+				   .payload = &q};
 	brig_error *err = NULL;
 	ASSERT_OK(brig_image_build(E, res, &o, &err), err);
 	assert_non_null(res->image_id);

@@ -34,11 +34,8 @@ static char PG_SCHEMA[64];
 static int setup(void **state)
 {
 	(void)state;
-	brig_test_cleanup_at_exit();
-	E = brig_test_engine();
-	snprintf(NS, sizeof NS, "s%s", brig_test_run_id());
-	snprintf(TMP, sizeof TMP, "/tmp/brig-session-XXXXXX");
-	if (!mkdtemp(TMP))
+	brig_test_setup(&E, NS, sizeof NS, "s");
+	if (brig_test_tmpdir(TMP, sizeof TMP, "brig-session") != 0)
 		return -1;
 	SQLITE = xasprintf("%s/store.db", TMP);
 	const char *pg = getenv("BRIG_TEST_PG");
@@ -62,8 +59,7 @@ static void pg_quiet(void *arg, const char *message)
 static int teardown(void **state)
 {
 	(void)state;
-	brig_test_cleanup(E);
-	brig_engine_free(E);
+	brig_test_teardown(&E);
 	if (PG_BASE) {
 		PGconn *c = PQconnectdb(PG_BASE);
 		PQsetNoticeProcessor(c, pg_quiet, NULL);
@@ -76,25 +72,11 @@ static int teardown(void **state)
 		}
 		PQfinish(c);
 	}
-	char *cmd = xasprintf("rm -rf '%s'", TMP);
-	if (system(cmd) != 0)
-		print_error("could not remove %s\n", TMP);
-	free(cmd);
+	brig_test_rmdir(TMP);
 	free(SQLITE);
 	free(PG);
 	free(PG_BASE);
 	return 0;
-}
-
-/* The default spec on the test image, carrying this run's label. */
-static void test_spec(brig_spec *s)
-{
-	brig_error *err = NULL;
-	brig_spec_init(s);
-	ASSERT_OK(brig_spec_set(s, "image", brig_test_image(), &err), err);
-	char l[96];
-	snprintf(l, sizeof l, BRIG_TEST_LABEL "=%s", brig_test_run_id());
-	ASSERT_OK(brig_spec_add_label(s, l, &err), err);
 }
 
 /* A fresh checkpoint directory under TMP (caller frees). */
@@ -203,7 +185,7 @@ static void test_end_to_end(void **state)
 	cleanup_free char *ckdir = make_dir("ck-e2e");
 	brig_error *err = NULL;
 	brig_spec spec;
-	test_spec(&spec);
+	brig_test_spec(&spec, NULL);
 	brig_identity id = {NS, "agent", "e2e", 1};
 	brig_computer *c = NULL;
 	ASSERT_OK(brig_session_up(E, s, &c, &id, &spec, &err), err);
@@ -380,7 +362,7 @@ static void race_child(int op, const char *url, const char *session, const char 
 		       int ready_fd, int gate_fd, int out_fd)
 {
 	brig_spec spec;
-	test_spec(&spec);
+	brig_test_spec(&spec, NULL);
 	pthread_barrier_t ready, go;
 	pthread_barrier_init(&ready, NULL, RACE_THREADS + 1);
 	pthread_barrier_init(&go, NULL, RACE_THREADS + 1);

@@ -199,15 +199,15 @@ static void write_lock(fixture *f, bool with_npm)
 	json_decref(pk);
 }
 
-static brig_image_build_options dry_opts(fixture *f, brig_image_profile profile)
+static brig_image_build_opts dry_opts(fixture *f, brig_image_profile profile)
 {
-	brig_image_build_options o = {.version = BRIG_IMAGE_BUILD_OPTIONS_VERSION,
-				      .profile = profile,
-				      .cache_dir = f->cache,
-				      .image_dir = f->image,
-				      .apt_dir = f->apt,
-				      .dry_run = true,
-				      .offline = true};
+	brig_image_build_opts o = {.version = BRIG_IMAGE_BUILD_OPTS_VERSION,
+				   .profile = profile,
+				   .cache_dir = f->cache,
+				   .image_dir = f->image,
+				   .apt_dir = f->apt,
+				   .dry_run = true,
+				   .offline = true};
 	return o;
 }
 
@@ -297,7 +297,7 @@ static void test_minimal_context_is_exactly_the_list(void **state)
 {
 	fixture *f = *state;
 	write_lock(f, false);
-	brig_image_build_options o = dry_opts(f, BRIG_IMAGE_MINIMAL);
+	brig_image_build_opts o = dry_opts(f, BRIG_IMAGE_MINIMAL);
 	brig_image_result res;
 	brig_error *err = NULL;
 
@@ -355,7 +355,7 @@ static void test_agents_context_is_exactly_the_list(void **state)
 {
 	fixture *f = *state;
 	write_lock(f, true);
-	brig_image_build_options o = dry_opts(f, BRIG_IMAGE_AGENTS);
+	brig_image_build_opts o = dry_opts(f, BRIG_IMAGE_AGENTS);
 	brig_image_result res;
 	brig_error *err = NULL;
 	assert_int_equal(brig_image_build(NULL, &res, &o, &err), BRIG_ENOTFOUND);
@@ -399,7 +399,7 @@ static void test_tampered_cache_is_not_used(void **state)
 {
 	fixture *f = *state;
 	write_lock(f, true);
-	brig_image_build_options o = dry_opts(f, BRIG_IMAGE_AGENTS);
+	brig_image_build_opts o = dry_opts(f, BRIG_IMAGE_AGENTS);
 	brig_image_result res;
 	brig_error *err = NULL;
 	assert_int_equal(brig_image_build(NULL, &res, &o, &err), BRIG_ENOTFOUND);
@@ -436,7 +436,7 @@ static void test_lock_and_dockerfile_must_agree(void **state)
 	char p[512];
 	snprintf(p, sizeof p, "%s/Dockerfile.agents", f->image);
 	write_text(p, "FROM scratch\nADD rootfs.tar /\n");
-	brig_image_build_options o = dry_opts(f, BRIG_IMAGE_AGENTS);
+	brig_image_build_opts o = dry_opts(f, BRIG_IMAGE_AGENTS);
 	brig_image_result res;
 	brig_error *err = NULL;
 	assert_int_equal(brig_image_build(NULL, &res, &o, &err), BRIG_ECORRUPT);
@@ -453,7 +453,7 @@ static void test_mirror_comes_from_apt_sources(void **state)
 	char p[512];
 	snprintf(p, sizeof p, "%s/sources.list.d/debian.sources", f->apt);
 	unlink(p);
-	brig_image_build_options o = dry_opts(f, BRIG_IMAGE_MINIMAL);
+	brig_image_build_opts o = dry_opts(f, BRIG_IMAGE_MINIMAL);
 	brig_image_result res;
 	brig_error *err = NULL;
 	assert_int_equal(brig_image_build(NULL, &res, &o, &err), BRIG_ENOTFOUND);
@@ -494,7 +494,7 @@ static void test_mirror_with_credentials_refused(void **state)
 		char p[512];
 		snprintf(p, sizeof p, "%s/sources.list.d/debian.sources", f->apt);
 		write_text(p, sources[i]);
-		brig_image_build_options o = dry_opts(f, BRIG_IMAGE_MINIMAL);
+		brig_image_build_opts o = dry_opts(f, BRIG_IMAGE_MINIMAL);
 		brig_image_result res;
 		brig_error *err = NULL;
 		assert_int_equal(brig_image_build(NULL, &res, &o, &err), BRIG_EINVAL);
@@ -513,11 +513,40 @@ static void test_mirror_with_credentials_refused(void **state)
 	free(r);
 }
 
+/* The one rule for options versions: 1..current accepted, the rest refused
+ * with a message naming the struct. */
+static void test_opts_version(void **state)
+{
+	fixture *f = *state;
+	write_lock(f, false);
+	brig_image_build_opts o = dry_opts(f, BRIG_IMAGE_MINIMAL);
+	brig_image_result res;
+	brig_error *err = NULL;
+	o.version = 1; /* accepted: the build gets as far as the (uncached) rootfs */
+	assert_int_equal(brig_image_build(NULL, &res, &o, &err), BRIG_ENOTFOUND);
+	ASSERT_CONTAINS(brig_error_message(err), "rootfs: ");
+	brig_error_free(err);
+	err = NULL;
+	brig_image_result_clear(&res);
+	const unsigned bad[] = {0, BRIG_IMAGE_BUILD_OPTS_VERSION + 1};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		o.version = bad[i];
+		assert_int_equal(brig_image_build(NULL, &res, &o, &err), BRIG_EINVAL);
+		ASSERT_CONTAINS(brig_error_message(err), "image build options");
+		brig_error_free(err);
+		err = NULL;
+		brig_image_result_clear(&res);
+	}
+	brig_image_build_opts init = BRIG_IMAGE_BUILD_OPTS_INIT;
+	assert_int_equal(init.version, BRIG_IMAGE_BUILD_OPTS_VERSION);
+	assert_int_equal(init.profile, BRIG_IMAGE_MINIMAL);
+}
+
 static void test_options_refused(void **state)
 {
 	fixture *f = *state;
 	write_lock(f, false);
-	brig_image_build_options o = dry_opts(f, BRIG_IMAGE_MINIMAL);
+	brig_image_build_opts o = dry_opts(f, BRIG_IMAGE_MINIMAL);
 	brig_image_result res;
 	brig_error *err = NULL;
 	o.tag = "Not A Tag";
@@ -797,6 +826,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lock_and_dockerfile_must_agree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mirror_comes_from_apt_sources, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mirror_with_credentials_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_opts_version, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_options_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_checks, setup, teardown),
 		cmocka_unit_test(test_packages_diff),

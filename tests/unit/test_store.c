@@ -1196,6 +1196,18 @@ static void test_sqlite_files(void **state)
 
 	brig_store_close(s);
 	brig_store_close(NULL);
+
+	/* A parent that cannot be made (a file stands in its way) is named. */
+	char *blocked = NULL;
+	assert_true(asprintf(&blocked, "%s/a/b/brig.db/sub/brig.db", tmpl) > 0);
+	s = NULL;
+	assert_int_equal(brig_store_open(&s, blocked, &err), BRIG_EIO);
+	assert_null(s);
+	assert_non_null(strstr(brig_error_message(err), "cannot create store directory "));
+	assert_non_null(strstr(brig_error_message(err), "/a/b/brig.db/sub"));
+	brig_error_free(err);
+	err = NULL;
+	free(blocked);
 	nftw(tmpl, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	free(path);
 }

@@ -1,4 +1,4 @@
-/* run.c — host commands of an image build (debootstrap, chroot, tar, npm):
+/* host_cmd.c — host commands of an image build (debootstrap, chroot, tar, npm):
  * argv only, no shell, a scrubbed environment, output as progress lines. */
 #include "image/image_internal.h"
 
