@@ -122,7 +122,8 @@ int cmd_agent(int argc, char **argv)
 		goto out;
 	}
 	if (brig_identity_validate(&id, &err) != 0) {
-		cli_error(err, NULL);
+		cli_error(err, NULL); /* takes err */
+		err = NULL;
 		goto out;
 	}
 	if (!image) {
@@ -170,7 +171,8 @@ int cmd_agent(int argc, char **argv)
 	if (cli_engine_open(&e) != 0)
 		goto out;
 	if (brig_computer_create(e, &c, &id, &spec, &err) != 0) {
-		cli_error(err, NULL);
+		cli_error(err, NULL); /* takes err */
+		err = NULL;
 		goto out;
 	}
 

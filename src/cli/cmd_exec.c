@@ -160,7 +160,8 @@ int cmd_exec(int argc, char **argv)
 				goto out;
 			ref = resolved;
 		} else if (brig_identity_name(name, &a.id, &err) != 0) {
-			cli_error(err, NULL);
+			cli_error(err, NULL); /* takes err */
+			err = NULL;
 			goto out;
 		} else {
 			ref = name;
