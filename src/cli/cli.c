@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "brig/session.h"
+#include "brig/store.h"
 #include "cli/cli.h"
 #include "util/util.h"
 
@@ -51,6 +53,106 @@ int cli_engine_open(brig_engine **out)
 		return CLI_EXIT_FAIL;
 	}
 	return cli_error(err, "cannot open the Docker engine");
+}
+
+/* ---- naming a computer ---- */
+
+int cli_store_open(brig_store **out, const char *url)
+{
+	brig_error *err = NULL;
+	if (brig_store_open(out, url && *url ? url : NULL, &err) != 0)
+		return cli_error(err, "cannot open the session store (--store, BRIG_STORE)");
+	return 0;
+}
+
+int cli_session_ref(char **out, brig_store *s, const char *ns, const char *agent, const char *session, bool fallback)
+{
+	brig_error *err = NULL;
+	int rc = s ? brig_session_resolve(s, out, ns, agent, session, &err) : BRIG_ENOTFOUND;
+	if (rc == 0)
+		return 0;
+	if (rc == BRIG_ENOTFOUND && fallback) {
+		/* Not a session of the store (made by `brig create`): its
+		 * first generation's name follows from the identity alone. */
+		brig_error_free(err);
+		err = NULL;
+		brig_identity id = {ns, agent, session, 1};
+		char name[BRIG_NAME_SIZE];
+		if (brig_identity_name(name, &id, &err) != 0)
+			return cli_error(err, NULL);
+		*out = xstrdup(name);
+		return 0;
+	}
+	return cli_error(err, NULL);
+}
+
+int cli_target_opt(cli_target *t, int opt, const char *arg, int *rc)
+{
+	switch (opt) {
+	case CLI_OPT_NS: t->id.ns = arg; break;
+	case CLI_OPT_AGENT: t->id.agent = arg; break;
+	case CLI_OPT_SESSION: t->id.session = arg; break;
+	case CLI_OPT_STORE: t->store = arg; return 1;
+	case CLI_OPT_GEN: {
+		int64_t g;
+		if (cli_parse_i64("--gen", arg, 1, BRIG_GENERATION_MAX, &g) != 0) {
+			*rc = CLI_EXIT_FAIL;
+			return 1;
+		}
+		t->id.generation = (uint32_t)g;
+		break;
+	}
+	default: return 0;
+	}
+	t->id_given = true;
+	return 1;
+}
+
+int cli_target_check(const char *cmd, const cli_target *t)
+{
+	if (!t->id.ns || !t->id.agent || !t->id.session)
+		return cli_usage(cmd, "--ns, --agent and --session are required together");
+	brig_identity id = t->id;
+	if (!id.generation)
+		id.generation = 1;
+	brig_error *err = NULL;
+	if (brig_identity_validate(&id, &err) != 0)
+		return cli_error(err, NULL);
+	return 0;
+}
+
+int cli_target_name(char **out, const char *cmd, const cli_target *t, const char *name, brig_store *s, bool fallback)
+{
+	*out = NULL;
+	if (name && t->id_given)
+		return cli_usage(cmd, "give either NAME or --ns/--agent/--session, not both");
+	if (!name && !t->id_given)
+		return cli_usage(cmd, "NAME (or --ns/--agent/--session) is required");
+	if (name) {
+		*out = xstrdup(name);
+		return 0;
+	}
+	if (!t->id.ns || !t->id.agent || !t->id.session)
+		return cli_usage(cmd, "--ns, --agent and --session go together");
+	if (cli_target_check(cmd, t) != 0)
+		return CLI_EXIT_FAIL;
+	if (t->id.generation) {
+		char buf[BRIG_NAME_SIZE];
+		brig_error *err = NULL;
+		if (brig_identity_name(buf, &t->id, &err) != 0)
+			return cli_error(err, NULL);
+		*out = xstrdup(buf);
+		return 0;
+	}
+	brig_store *own = NULL;
+	if (!s) {
+		if (cli_store_open(&own, t->store) != 0)
+			return CLI_EXIT_FAIL;
+		s = own;
+	}
+	int rc = cli_session_ref(out, s, t->id.ns, t->id.agent, t->id.session, fallback);
+	brig_store_close(own);
+	return rc;
 }
 
 int cli_print_json(json_t *j)

@@ -12,8 +12,6 @@
 bool cli_debug;
 
 static int cmd_help(int argc, char **argv);
-int cmd_image(int argc, char **argv);
-int cmd_agent(int argc, char **argv);
 
 static const cli_command commands[] = {
 	{"create", cmd_create, "Create (or adopt) and start a session's computer"},
