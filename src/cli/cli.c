@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,10 +58,43 @@ int cli_engine_open(brig_engine **out)
 
 /* ---- naming a computer ---- */
 
+/* A store the user named (--store, $BRIG_STORE) in a directory that does
+ * not exist is a typo far more often than a wish for a new database: the
+ * library makes missing directories only for its own default. Returns 0 or
+ * CLI_EXIT_FAIL (message printed). */
+static int check_store_dir(const char *url)
+{
+	if (strncmp(url, "postgresql://", 13) == 0 || strncmp(url, "postgres://", 11) == 0)
+		return 0;
+	const char *p = url;
+	if (strncmp(p, "sqlite://", 9) == 0)
+		p += 9;
+	else if (strncmp(p, "sqlite:", 7) == 0)
+		p += 7;
+	const char *slash = strrchr(p, '/');
+	if (!slash || slash == p)
+		return 0; /* the current directory, or / */
+	char *dir = xstrndup(p, (size_t)(slash - p));
+	struct stat sb;
+	int rc = 0;
+	if (stat(dir, &sb) != 0 && errno == ENOENT)
+		rc = cli_fail("store %s: directory %s does not exist; create it first, or leave --store and "
+			      "BRIG_STORE unset for brig's default store",
+			      url, dir);
+	free(dir);
+	return rc;
+}
+
 int cli_store_open(brig_store **out, const char *url)
 {
+	if (!url || !*url) {
+		const char *env = getenv("BRIG_STORE");
+		url = env && *env ? env : NULL;
+	}
+	if (url && check_store_dir(url) != 0)
+		return CLI_EXIT_FAIL;
 	brig_error *err = NULL;
-	if (brig_store_open(out, url && *url ? url : NULL, &err) != 0)
+	if (brig_store_open(out, url, &err) != 0)
 		return cli_error(err, "cannot open the session store (--store, BRIG_STORE)");
 	return 0;
 }
@@ -197,6 +231,7 @@ const char *cli_spec_key(int opt)
 	case CLI_OPT_SUBNET: return "subnet";
 	case CLI_OPT_HARNESS: return "harness";
 	case CLI_OPT_LABEL: return "label";
+	case CLI_OPT_ENV_FILE: return "env-file";
 	case 'e': return "env";
 	default: return NULL;
 	}
@@ -206,6 +241,18 @@ int cli_spec_set(brig_spec *spec, const char *key, const char *value)
 {
 	brig_error *err = NULL;
 	int rc;
+	if (strcmp(key, "env-file") == 0) {
+		cli_strv entries = {0};
+		rc = cli_env_file_read(&entries, value);
+		for (size_t i = 0; rc == 0 && i < entries.count; i++)
+			if (brig_spec_add_env(spec, entries.v[i], &err) != 0) {
+				char *ctx = xasprintf("--env-file %s", value);
+				rc = cli_error(err, ctx);
+				free(ctx);
+			}
+		cli_strv_free_all(&entries);
+		return rc;
+	}
 	if (strcmp(key, "env") == 0)
 		rc = brig_spec_add_env(spec, value, &err);
 	else if (strcmp(key, "label") == 0)

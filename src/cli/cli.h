@@ -101,6 +101,15 @@ typedef struct cli_strv {
 } cli_strv;
 void cli_strv_add(cli_strv *sv, const char *s);
 void cli_strv_free(cli_strv *sv);
+/* Frees the array and the strings (a strv that owns them). */
+void cli_strv_free_all(cli_strv *sv);
+/* Reads an --env-file in docker's format: one KEY=VALUE or KEY (copied
+ * from brig's environment, as -e KEY) per line; leading blanks, blank lines
+ * and lines starting with # are skipped; a CR before the LF goes. Appends
+ * each entry (malloc'd: free with cli_strv_free_all) to out; the entries
+ * are validated where -e's are. A NUL byte is refused; no message shows a
+ * line. Returns 0 or CLI_EXIT_FAIL (message printed). */
+int cli_env_file_read(cli_strv *out, const char *path);
 
 /* ---- shared helpers (cli.c) ---- */
 
@@ -121,7 +130,7 @@ void cli_put_safe(const char *s);
 
 /* Long options shared by create and run that map onto spec fields; each
  * command splices CLI_SPEC_LONGOPTS into its option table. -e/--env is
- * also a spec flag (key "env"). */
+ * also a spec flag (key "env"), and so is --env-file (key "env-file"). */
 enum {
 	CLI_OPT_IMAGE = 0x200,
 	CLI_OPT_CPUS,
@@ -133,6 +142,7 @@ enum {
 	CLI_OPT_SUBNET,
 	CLI_OPT_HARNESS,
 	CLI_OPT_LABEL,
+	CLI_OPT_ENV_FILE,
 	CLI_OPT_SPEC_END, /* commands number their own options from here */
 };
 #define CLI_SPEC_LONGOPTS                                                                                   \
@@ -145,9 +155,15 @@ enum {
 		{"subnet", required_argument, NULL, CLI_OPT_SUBNET},                                        \
 		{"harness", required_argument, NULL, CLI_OPT_HARNESS},                                      \
 		{"label", required_argument, NULL, CLI_OPT_LABEL},                                          \
+		{"env-file", required_argument, NULL, CLI_OPT_ENV_FILE},                                    \
 	{                                                                                                   \
 		"env", required_argument, NULL, 'e'                                                         \
 	}
+/* Help lines for -e and --env-file, written once. */
+#define CLI_HELP_ENV                                                                                       \
+	"  -e, --env KEY=VALUE     Environment entry (KEY alone copies brig's own value); repeatable\n"    \
+	"      --env-file FILE     Entries from FILE, KEY=VALUE or KEY a line, # comments; keeps values\n" \
+	"                          off brig's command line (`ps` shows -e values); repeatable\n"
 /* The spec key of option value opt ("cpus", "env"…), or NULL when opt is
  * not a spec option. */
 const char *cli_spec_key(int opt);

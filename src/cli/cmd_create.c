@@ -28,8 +28,7 @@ static const char usage[] =
 	"      --network MODE      none (default) or isolated (the brig-sandbox bridge)\n"
 	"      --subnet CIDR       Subnet of the isolated bridge (default " BRIG_DEFAULT_SUBNET ")\n"
 	"      --harness H         claude, codex or none (default): which model credential\n"
-	"                          is forwarded from brig's environment with each exec\n"
-	"  -e, --env KEY=VALUE     Environment entry (KEY alone copies brig's own value); repeatable\n"
+	"                          is forwarded from brig's environment with each exec\n" CLI_HELP_ENV
 	"      --label KEY=VALUE   Extra label; repeatable\n"
 	"\n"
 	"Output:\n"

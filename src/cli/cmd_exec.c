@@ -22,8 +22,7 @@ static const char usage[] =
 	"computer (Docker cannot kill an exec): recover the session with `brig recover`.\n"
 	"\n"
 	"Options:\n"
-	"      --timeout D         Deadline (30, 90s, 15m, 2h; default none); exit 124 when it passes\n"
-	"  -e, --env KEY=VALUE     Environment entry (KEY alone copies brig's own value); repeatable\n"
+	"      --timeout D         Deadline (30, 90s, 15m, 2h; default none); exit 124 when it passes\n" CLI_HELP_ENV
 	"  -w, --workdir DIR       Working directory (default /workspace)\n"
 	"  -i, --interactive       Pass brig's stdin to the command\n"
 	"      --json              Capture stdout and print the result as JSON at the end\n"
@@ -40,6 +39,7 @@ enum { OPT_TIMEOUT = CLI_OPT_TARGET_END, OPT_JSON };
 static const struct option longopts[] = {
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
 	{"env", required_argument, NULL, 'e'},
+	{"env-file", required_argument, NULL, CLI_OPT_ENV_FILE},
 	{"workdir", required_argument, NULL, 'w'},
 	{"interactive", no_argument, NULL, 'i'},
 	{"json", no_argument, NULL, OPT_JSON},
@@ -51,6 +51,7 @@ static const struct option longopts[] = {
 typedef struct exec_args {
 	int64_t timeout_ms;
 	cli_strv env;
+	cli_strv env_file; /* owns the --env-file entries env borrows */
 	const char *workdir;
 	bool interactive, json, help;
 	cli_target t;
@@ -75,6 +76,14 @@ static int parse_pass(exec_args *a, int argc, char **argv, bool *dashdash)
 				return CLI_EXIT_FAIL;
 			break;
 		case 'e': cli_strv_add(&a->env, optarg); break;
+		case CLI_OPT_ENV_FILE: {
+			size_t from = a->env_file.count;
+			if (cli_env_file_read(&a->env_file, optarg) != 0)
+				return CLI_EXIT_FAIL;
+			for (size_t i = from; i < a->env_file.count; i++)
+				cli_strv_add(&a->env, a->env_file.v[i]);
+			break;
+		}
 		case 'w': a->workdir = optarg; break;
 		case 'i': a->interactive = true; break;
 		case OPT_JSON: a->json = true; break;
@@ -180,5 +189,6 @@ out:
 	brig_store_close(store);
 	free(resolved);
 	cli_strv_free(&a.env);
+	cli_strv_free_all(&a.env_file);
 	return rc;
 }

@@ -12,19 +12,39 @@
 
 typedef int (*verb_fn)(brig_engine *e, const char *ref, brig_error **err);
 
+/* Whether ref names a container. 0 yes, BRIG_ENOTFOUND no; otherwise the
+ * engine's error, printed (CLI_EXIT_FAIL). */
+static int exists(brig_engine *e, const char *ref)
+{
+	json_t *j = NULL;
+	brig_error *err = NULL;
+	int r = brig_engine_container_inspect(e, &j, ref, &err);
+	json_decref(j);
+	if (r == 0 || r == BRIG_ENOTFOUND) {
+		brig_error_free(err);
+		return r;
+	}
+	return cli_error(err, NULL);
+}
+
 /* pause, resume, stop and destroy: each takes one or more NAMEs (name or
  * container id) or one session (its current generation, or --gen), acts on
- * each in turn, prints the names it handled and exits 125 when any failed. */
-static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const char *usage)
+ * each in turn, prints the names it handled and exits 125 when any failed.
+ * destroy looks first, as `docker rm` does: a computer that does not exist
+ * is an error (exit 1) unless --force; the library call stays idempotent. */
+static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const char *usage, bool must_exist)
 {
 	static const struct option longopts[] = {
+		{"force", no_argument, NULL, 'f'},
 		CLI_TARGET_LONGOPTS,
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	cli_target t = {0};
+	bool force = false;
 	int opt, rc = 0;
-	while ((opt = cli_getopt(verb, argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((opt = cli_getopt(verb, argc, argv, must_exist ? ":hf" : ":h", must_exist ? longopts : longopts + 1,
+				 NULL)) != -1) {
 		if (cli_target_opt(&t, opt, optarg, &rc)) {
 			if (rc)
 				return rc;
@@ -32,6 +52,10 @@ static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const 
 		}
 		if (opt == 'h')
 			return cli_help(usage);
+		if (opt == 'f') {
+			force = true;
+			continue;
+		}
 		return CLI_EXIT_FAIL;
 	}
 	char *resolved = NULL;
@@ -45,9 +69,22 @@ static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const 
 		return CLI_EXIT_FAIL;
 	}
 	int n = resolved ? 1 : argc - optind;
+	bool missing = false;
 	for (int i = 0; i < n; i++) {
 		const char *ref = resolved ? resolved : argv[optind + i];
 		brig_error *err = NULL;
+		if (must_exist && !force) {
+			int x = exists(e, ref);
+			if (x == BRIG_ENOTFOUND) {
+				cli_note("no such computer: %s (--force ignores computers that do not exist)", ref);
+				missing = true;
+				continue;
+			}
+			if (x != 0) {
+				rc = x;
+				continue;
+			}
+		}
 		if (fn(e, ref, &err) != 0) {
 			rc = cli_error(err, NULL);
 			continue;
@@ -57,7 +94,7 @@ static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const 
 	}
 	brig_engine_free(e);
 	free(resolved);
-	return rc;
+	return rc ? rc : missing ? 1 : 0;
 }
 
 /* Usage lines and options every name verb shares. */
@@ -74,14 +111,16 @@ int cmd_pause(int argc, char **argv)
 		argc, argv, "pause", brig_computer_pause,
 		VERB_USAGE("pause") "Freeze computers with the cgroup freezer: memory, processes and files are kept,\n"
 				    "nothing runs until `brig resume`. Exec into a paused computer is refused.\n"
-				    "Pausing a paused computer succeeds.\n" VERB_OPTIONS);
+				    "Pausing a paused computer succeeds.\n" VERB_OPTIONS,
+		false);
 }
 
 int cmd_resume(int argc, char **argv)
 {
 	return name_verb(argc, argv, "resume", brig_computer_resume,
 			 VERB_USAGE("resume") "Thaw paused computers; their processes go on where they stopped.\n"
-					      "Resuming a running computer succeeds.\n" VERB_OPTIONS);
+					      "Resuming a running computer succeeds.\n" VERB_OPTIONS,
+			 false);
 }
 
 int cmd_stop(int argc, char **argv)
@@ -90,15 +129,23 @@ int cmd_stop(int argc, char **argv)
 		argc, argv, "stop", brig_computer_stop,
 		VERB_USAGE("stop") "Stop computers. Their processes end and their /workspace and /runtime volumes\n"
 				   "lose their contents (checkpoint first to keep them). Stopping a stopped computer\n"
-				   "succeeds.\n" VERB_OPTIONS);
+				   "succeeds.\n" VERB_OPTIONS,
+		false);
 }
 
 int cmd_destroy(int argc, char **argv)
 {
-	return name_verb(
-		argc, argv, "destroy", brig_computer_destroy,
-		VERB_USAGE("destroy") "Remove computers: the container and its volumes. Idempotent: a computer that\n"
-				      "does not exist counts as removed.\n" VERB_OPTIONS);
+	return name_verb(argc, argv, "destroy", brig_computer_destroy,
+			 "Usage: brig destroy [-f] NAME [NAME...]\n"
+			 "       brig destroy [-f] --ns NS --agent A --session S [--gen N] [--store URL]\n"
+			 "\n"
+			 "Remove computers: the container and its volumes. A computer that does not exist\n"
+			 "is an error (exit 1, as `docker rm`) unless --force.\n"
+			 "\n"
+			 "Options:\n" CLI_HELP_TARGET
+			 "  -f, --force             Succeed for computers that do not exist\n"
+			 "  -h, --help              Print this help\n",
+			 true);
 }
 
 /* ---- inspect ---- */

@@ -63,23 +63,23 @@ static void format_bytes(char *out, size_t n, int64_t b)
 
 /* ---- brig up ---- */
 
-static const char up_usage[] = "Usage: brig up --ns NS --agent A --session S [OPTIONS]\n"
-			       "\n"
-			       "Create a session (generation 1) or adopt its current generation, make sure its\n"
-			       "computer exists and runs, and print the computer's name. The session is\n"
-			       "recorded in the store with its spec; later `brig up` calls without spec flags\n"
-			       "reuse the recorded spec. A failed session is refused: run `brig recover`.\n"
-			       "\n"
-			       "Identity and store:\n" CLI_HELP_SESSION "\n"
-			       "Spec (for a new session; defaults are the hardened ones, as for `brig create`):\n"
-			       "      --image IMG         Image (default $BRIG_IMAGE, then " BRIG_DEFAULT_IMAGE ")\n"
-			       "      --cpus C, --memory-mb M, --pids P, --workspace-mb W, --runtime-mb R\n"
-			       "      --network none|isolated, --subnet CIDR, --harness claude|codex|none\n"
-			       "  -e, --env KEY=VALUE     Environment entry; repeatable\n"
-			       "      --label KEY=VALUE   Extra label; repeatable\n"
-			       "\n"
-			       "      --json              Print the computer as JSON\n"
-			       "  -h, --help              Print this help\n";
+static const char up_usage[] =
+	"Usage: brig up --ns NS --agent A --session S [OPTIONS]\n"
+	"\n"
+	"Create a session (generation 1) or adopt its current generation, make sure its\n"
+	"computer exists and runs, and print the computer's name. The session is\n"
+	"recorded in the store with its spec; later `brig up` calls without spec flags\n"
+	"reuse the recorded spec. A failed session is refused: run `brig recover`.\n"
+	"\n"
+	"Identity and store:\n" CLI_HELP_SESSION "\n"
+	"Spec (for a new session; defaults are the hardened ones, as for `brig create`):\n"
+	"      --image IMG         Image (default $BRIG_IMAGE, then " BRIG_DEFAULT_IMAGE ")\n"
+	"      --cpus C, --memory-mb M, --pids P, --workspace-mb W, --runtime-mb R\n"
+	"      --network none|isolated, --subnet CIDR, --harness claude|codex|none\n" CLI_HELP_ENV
+	"      --label KEY=VALUE   Extra label; repeatable\n"
+	"\n"
+	"      --json              Print the computer as JSON\n"
+	"  -h, --help              Print this help\n";
 
 int cmd_up(int argc, char **argv)
 {

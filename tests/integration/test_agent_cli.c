@@ -81,6 +81,8 @@ static void test_agent_usage_errors(void **state)
 	       (const char *[]){"agent", "claude", "--ns", NS, "--session", "s", "--timeout", "-1", NULL});
 	expect(F, "env", (const char *[]){"agent", "claude", "--ns", NS, "--session", "s", "-e", "=1", NULL});
 	expect(F, "env", (const char *[]){"agent", "claude", "--ns", NS, "--session", "s", "-e", "A\nB=1", NULL});
+	expect(F, "key 'A B' contains a space",
+	       (const char *[]){"agent", "claude", "--ns", NS, "--session", "s", "-e", "A B=1", NULL});
 	expect(F, "label",
 	       (const char *[]){"agent", "claude", "--ns", NS, "--session", "s", "--label", "nolabel", NULL});
 	expect(F, "network",
