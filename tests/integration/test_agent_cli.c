@@ -61,6 +61,22 @@ static void expect(int want, const char *msg, const char *const *args)
 	free(err);
 }
 
+/* Runs brig and fails the test when its stderr contains secret. */
+static void expect_lacks(const char *secret, const char *const *args)
+{
+	char *argv[40] = {"brig"};
+	int n = 1;
+	for (; args[n - 1]; n++)
+		argv[n] = (char *)args[n - 1];
+	argv[n] = NULL;
+	char *out = NULL, *err = NULL;
+	brig_test_spawn(argv, NULL, ENV, &out, &err);
+	if (strstr(err, secret) || strstr(out, secret))
+		fail_msg("brig showed a value it must not show\nstderr: %s", err);
+	free(out);
+	free(err);
+}
+
 /* Every refusal before Docker is contacted. */
 static void test_agent_usage_errors(void **state)
 {
@@ -118,9 +134,16 @@ static void test_agent_docker_errors(void **state)
 		fail_msg("brig create exited %d\nstderr: %s", code, err);
 	free(out);
 	free(err);
-	expect(125, "already exists and is not this computer",
+	/* The mismatch names each differing field with both values; env as
+	 * keys only, never a value. */
+	expect(125,
+	       "spec differs: network: container has \"none\", wanted \"isolated\"; harness: container has "
+	       "\"none\", wanted \"claude\"; env: container has [], wanted [\"FOO\",",
 	       (const char *[]){"agent", "claude", "--ns", NS, "--session", "mm", "--image", brig_test_image(),
-				"--label", LABEL, "--", "--version", NULL});
+				"--label", LABEL, "-e", "FOO=not-shown-value", "--", "--version", NULL});
+	expect_lacks("not-shown-value",
+		     (const char *[]){"agent", "claude", "--ns", NS, "--session", "mm", "--image", brig_test_image(),
+				      "--label", LABEL, "-e", "FOO=not-shown-value", "--", "--version", NULL});
 }
 
 int main(void)
