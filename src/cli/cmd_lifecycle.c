@@ -76,7 +76,9 @@ static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const 
 		if (must_exist && !force) {
 			int x = exists(e, ref);
 			if (x == BRIG_ENOTFOUND) {
-				cli_note("no such computer: %s (--force ignores computers that do not exist)", ref);
+				cli_note("no such computer: %s (with --force, destroy removes whatever it left and "
+					 "succeeds)",
+					 ref);
 				missing = true;
 				continue;
 			}
@@ -143,7 +145,7 @@ int cmd_destroy(int argc, char **argv)
 			 "is an error (exit 1, as `docker rm`) unless --force.\n"
 			 "\n"
 			 "Options:\n" CLI_HELP_TARGET
-			 "  -f, --force             Succeed for computers that do not exist\n"
+			 "  -f, --force             Succeed for computers that do not exist (their volumes still go)\n"
 			 "  -h, --help              Print this help\n",
 			 true);
 }
