@@ -54,8 +54,9 @@ typedef struct agent_args {
 	char **args; /* the agent's argv: its CLI, then what follows the options */
 } agent_args;
 
-/* The agent, the options and the spec. Returns 0 to go on; otherwise brig's
- * exit code (0 after --help), with the message printed. */
+/* The agent, the options and the spec. Sets *done when the command ends
+ * here (--help, or a refusal with its message printed) and returns brig's
+ * exit code for it; otherwise returns 0 with *done false. */
 static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 {
 	static const struct option longopts[] = {
