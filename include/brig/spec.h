@@ -278,8 +278,8 @@ BRIG_PUBLIC bool brig_env_is_credential(const char *key);
 /* The credential keys of harness, NULL-terminated (static; empty for none). */
 BRIG_PUBLIC const char *const *brig_env_credential_keys(brig_harness harness);
 
-/* Checks one "KEY=VALUE" entry: key non-empty, without '=' or control
- * characters; value without CR, LF or NUL; valid UTF-8; at most 128 KiB.
+/* Checks one "KEY=VALUE" entry: key non-empty, without '=', whitespace or
+ * control characters (CR, LF, NUL…: a shell could not export it); value without CR, LF or NUL; valid UTF-8; at most 128 KiB.
  * (A spec also caps the total at 1 MiB and 4096 entries.) Errors:
  * BRIG_EINVAL naming the key (escaped) and never the value. */
 BRIG_PUBLIC int brig_env_validate(const char *entry, brig_error **err);

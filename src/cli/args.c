@@ -236,3 +236,53 @@ void cli_strv_free(cli_strv *sv)
 	sv->v = NULL;
 	sv->count = sv->alloc = 0;
 }
+
+void cli_strv_free_all(cli_strv *sv)
+{
+	for (size_t i = 0; i < sv->count; i++)
+		free((char *)sv->v[i]);
+	cli_strv_free(sv);
+}
+
+/* Bigger than any file of env entries a spec can hold (1 MiB in all). */
+#define ENV_FILE_MAX (4u << 20)
+
+int cli_env_file_read(cli_strv *out, const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return cli_fail("--env-file %s: %s", path, strerror(errno));
+	char *line = NULL;
+	size_t cap = 0, total = 0, lineno = 0;
+	ssize_t n;
+	int rc = 0;
+	while ((n = getline(&line, &cap, f)) >= 0) {
+		lineno++;
+		total += (size_t)n;
+		if (total > ENV_FILE_MAX) {
+			rc = cli_fail("--env-file %s: larger than %u bytes", path, ENV_FILE_MAX);
+			break;
+		}
+		/* Never the line itself in a message: it may hold a secret. */
+		if (memchr(line, '\0', (size_t)n)) {
+			rc = cli_fail("--env-file %s: line %zu contains a NUL byte", path, lineno);
+			break;
+		}
+		if (n > 0 && line[n - 1] == '\n')
+			line[--n] = '\0';
+		if (n > 0 && line[n - 1] == '\r')
+			line[--n] = '\0';
+		/* docker's format: leading whitespace goes, # starts a comment
+		 * line, blank lines are skipped, the rest is KEY=VALUE or KEY
+		 * (copied from brig's environment) taken as -e takes it. */
+		const char *p = line + strspn(line, " \t");
+		if (*p == '\0' || *p == '#')
+			continue;
+		cli_strv_add(out, xstrdup(p));
+	}
+	if (rc == 0 && ferror(f))
+		rc = cli_fail("--env-file %s: %s", path, strerror(errno));
+	free(line);
+	fclose(f);
+	return rc;
+}

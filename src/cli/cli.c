@@ -7,9 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "brig/session.h"
+#include "brig/store.h"
 #include "cli/cli.h"
 #include "util/util.h"
 
@@ -51,6 +54,139 @@ int cli_engine_open(brig_engine **out)
 		return CLI_EXIT_FAIL;
 	}
 	return cli_error(err, "cannot open the Docker engine");
+}
+
+/* ---- naming a computer ---- */
+
+/* A store the user named (--store, $BRIG_STORE) in a directory that does
+ * not exist is a typo far more often than a wish for a new database: the
+ * library makes missing directories only for its own default. Returns 0 or
+ * CLI_EXIT_FAIL (message printed). */
+static int check_store_dir(const char *url)
+{
+	if (strncmp(url, "postgresql://", 13) == 0 || strncmp(url, "postgres://", 11) == 0)
+		return 0;
+	const char *p = url;
+	if (strncmp(p, "sqlite://", 9) == 0)
+		p += 9;
+	else if (strncmp(p, "sqlite:", 7) == 0)
+		p += 7;
+	const char *slash = strrchr(p, '/');
+	if (!slash || slash == p)
+		return 0; /* the current directory, or / */
+	char *dir = xstrndup(p, (size_t)(slash - p));
+	struct stat sb;
+	int rc = 0;
+	if (stat(dir, &sb) != 0 && errno == ENOENT)
+		rc = cli_fail("store %s: directory %s does not exist; create it first, or leave --store and "
+			      "BRIG_STORE unset for brig's default store",
+			      url, dir);
+	free(dir);
+	return rc;
+}
+
+int cli_store_open(brig_store **out, const char *url)
+{
+	if (!url || !*url) {
+		const char *env = getenv("BRIG_STORE");
+		url = env && *env ? env : NULL;
+	}
+	if (url && check_store_dir(url) != 0)
+		return CLI_EXIT_FAIL;
+	brig_error *err = NULL;
+	if (brig_store_open(out, url, &err) != 0)
+		return cli_error(err, "cannot open the session store (--store, BRIG_STORE)");
+	return 0;
+}
+
+int cli_session_ref(char **out, brig_store *s, const char *ns, const char *agent, const char *session, bool fallback)
+{
+	brig_error *err = NULL;
+	int rc = s ? brig_session_resolve(s, out, ns, agent, session, &err) : BRIG_ENOTFOUND;
+	if (rc == 0)
+		return 0;
+	if (rc == BRIG_ENOTFOUND && fallback) {
+		/* Not a session of the store (made by `brig create`): its
+		 * first generation's name follows from the identity alone. */
+		brig_error_free(err);
+		err = NULL;
+		brig_identity id = {ns, agent, session, 1};
+		char name[BRIG_NAME_SIZE];
+		if (brig_identity_name(name, &id, &err) != 0)
+			return cli_error(err, NULL);
+		*out = xstrdup(name);
+		return 0;
+	}
+	return cli_error(err, NULL);
+}
+
+int cli_target_opt(cli_target *t, int opt, const char *arg, int *rc)
+{
+	switch (opt) {
+	case CLI_OPT_NS: t->id.ns = arg; break;
+	case CLI_OPT_AGENT: t->id.agent = arg; break;
+	case CLI_OPT_SESSION: t->id.session = arg; break;
+	case CLI_OPT_STORE: t->store = arg; return 1;
+	case CLI_OPT_GEN: {
+		int64_t g;
+		if (cli_parse_i64("--gen", arg, 1, BRIG_GENERATION_MAX, &g) != 0) {
+			*rc = CLI_EXIT_FAIL;
+			return 1;
+		}
+		t->id.generation = (uint32_t)g;
+		break;
+	}
+	default: return 0;
+	}
+	t->id_given = true;
+	return 1;
+}
+
+int cli_target_check(const char *cmd, const cli_target *t)
+{
+	if (!t->id.ns || !t->id.agent || !t->id.session)
+		return cli_usage(cmd, "--ns, --agent and --session are required together");
+	brig_identity id = t->id;
+	if (!id.generation)
+		id.generation = 1;
+	brig_error *err = NULL;
+	if (brig_identity_validate(&id, &err) != 0)
+		return cli_error(err, NULL);
+	return 0;
+}
+
+int cli_target_name(char **out, const char *cmd, const cli_target *t, const char *name, brig_store *s, bool fallback)
+{
+	*out = NULL;
+	if (name && t->id_given)
+		return cli_usage(cmd, "give either NAME or --ns/--agent/--session, not both");
+	if (!name && !t->id_given)
+		return cli_usage(cmd, "NAME (or --ns/--agent/--session) is required");
+	if (name) {
+		*out = xstrdup(name);
+		return 0;
+	}
+	if (!t->id.ns || !t->id.agent || !t->id.session)
+		return cli_usage(cmd, "--ns, --agent and --session go together");
+	if (cli_target_check(cmd, t) != 0)
+		return CLI_EXIT_FAIL;
+	if (t->id.generation) {
+		char buf[BRIG_NAME_SIZE];
+		brig_error *err = NULL;
+		if (brig_identity_name(buf, &t->id, &err) != 0)
+			return cli_error(err, NULL);
+		*out = xstrdup(buf);
+		return 0;
+	}
+	brig_store *own = NULL;
+	if (!s) {
+		if (cli_store_open(&own, t->store) != 0)
+			return CLI_EXIT_FAIL;
+		s = own;
+	}
+	int rc = cli_session_ref(out, s, t->id.ns, t->id.agent, t->id.session, fallback);
+	brig_store_close(own);
+	return rc;
 }
 
 int cli_print_json(json_t *j)
@@ -95,6 +231,7 @@ const char *cli_spec_key(int opt)
 	case CLI_OPT_SUBNET: return "subnet";
 	case CLI_OPT_HARNESS: return "harness";
 	case CLI_OPT_LABEL: return "label";
+	case CLI_OPT_ENV_FILE: return "env-file";
 	case 'e': return "env";
 	default: return NULL;
 	}
@@ -104,6 +241,18 @@ int cli_spec_set(brig_spec *spec, const char *key, const char *value)
 {
 	brig_error *err = NULL;
 	int rc;
+	if (strcmp(key, "env-file") == 0) {
+		cli_strv entries = {0};
+		rc = cli_env_file_read(&entries, value);
+		for (size_t i = 0; rc == 0 && i < entries.count; i++)
+			if (brig_spec_add_env(spec, entries.v[i], &err) != 0) {
+				char *ctx = xasprintf("--env-file %s", value);
+				rc = cli_error(err, ctx);
+				free(ctx);
+			}
+		cli_strv_free_all(&entries);
+		return rc;
+	}
 	if (strcmp(key, "env") == 0)
 		rc = brig_spec_add_env(spec, value, &err);
 	else if (strcmp(key, "label") == 0)

@@ -47,6 +47,8 @@ int cmd_up(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);
 int cmd_checkpoints(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
+int cmd_image(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
 
 /* --debug: error messages also carry the code name and HTTP status. */
 extern bool cli_debug;
@@ -99,6 +101,15 @@ typedef struct cli_strv {
 } cli_strv;
 void cli_strv_add(cli_strv *sv, const char *s);
 void cli_strv_free(cli_strv *sv);
+/* Frees the array and the strings (a strv that owns them). */
+void cli_strv_free_all(cli_strv *sv);
+/* Reads an --env-file in docker's format: one KEY=VALUE or KEY (copied
+ * from brig's environment, as -e KEY) per line; leading blanks, blank lines
+ * and lines starting with # are skipped; a CR before the LF goes. Appends
+ * each entry (malloc'd: free with cli_strv_free_all) to out; the entries
+ * are validated where -e's are. A NUL byte is refused; no message shows a
+ * line. Returns 0 or CLI_EXIT_FAIL (message printed). */
+int cli_env_file_read(cli_strv *out, const char *path);
 
 /* ---- shared helpers (cli.c) ---- */
 
@@ -106,17 +117,6 @@ void cli_strv_free(cli_strv *sv);
  * (-H sets DOCKER_HOST). On failure prints why — and, when no daemon
  * answered, how to start one — and returns CLI_EXIT_FAIL. */
 int cli_engine_open(brig_engine **out);
-
-/* Session store (cmd_session.c). Opens url, else $BRIG_STORE, else the
- * default; prints why on failure and returns CLI_EXIT_FAIL. */
-struct brig_store;
-int cli_store_open(struct brig_store **out, const char *url);
-/* The current generation's container name of a session, from the store;
- * with fallback, a session the store does not know (s may be NULL) gets
- * its generation-1 name. *out is malloc'd. Returns 0 or CLI_EXIT_FAIL
- * (message printed). */
-int cli_session_ref(char **out, struct brig_store *s, const char *ns, const char *agent, const char *session,
-		    bool fallback);
 
 /* Prints j (consumed: the reference is released) to stdout, indented with
  * sorted keys, and a newline. Returns 0 or CLI_EXIT_FAIL when stdout
@@ -130,7 +130,7 @@ void cli_put_safe(const char *s);
 
 /* Long options shared by create and run that map onto spec fields; each
  * command splices CLI_SPEC_LONGOPTS into its option table. -e/--env is
- * also a spec flag (key "env"). */
+ * also a spec flag (key "env"), and so is --env-file (key "env-file"). */
 enum {
 	CLI_OPT_IMAGE = 0x200,
 	CLI_OPT_CPUS,
@@ -142,6 +142,7 @@ enum {
 	CLI_OPT_SUBNET,
 	CLI_OPT_HARNESS,
 	CLI_OPT_LABEL,
+	CLI_OPT_ENV_FILE,
 	CLI_OPT_SPEC_END, /* commands number their own options from here */
 };
 #define CLI_SPEC_LONGOPTS                                                                                   \
@@ -154,9 +155,15 @@ enum {
 		{"subnet", required_argument, NULL, CLI_OPT_SUBNET},                                        \
 		{"harness", required_argument, NULL, CLI_OPT_HARNESS},                                      \
 		{"label", required_argument, NULL, CLI_OPT_LABEL},                                          \
+		{"env-file", required_argument, NULL, CLI_OPT_ENV_FILE},                                    \
 	{                                                                                                   \
 		"env", required_argument, NULL, 'e'                                                         \
 	}
+/* Help lines for -e and --env-file, written once. */
+#define CLI_HELP_ENV                                                                                       \
+	"  -e, --env KEY=VALUE     Environment entry (KEY alone copies brig's own value); repeatable\n"    \
+	"      --env-file FILE     Entries from FILE, KEY=VALUE or KEY a line, # comments; keeps values\n" \
+	"                          off brig's command line (`ps` shows -e values); repeatable\n"
 /* The spec key of option value opt ("cpus", "env"…), or NULL when opt is
  * not a spec option. */
 const char *cli_spec_key(int opt);
@@ -171,6 +178,85 @@ int cli_spec_set(brig_spec *spec, const char *key, const char *value);
  * without host limits so bad flags fail before anything is contacted.
  * Returns 0 or CLI_EXIT_FAIL. */
 int cli_spec_finish(brig_spec *spec, bool image_given);
+
+/* ---- naming a computer: NAME or its session (cli.c) ---- */
+
+/* Opens url, else $BRIG_STORE, else the default; a SQLite path whose
+ * directory does not exist is refused rather than made. Prints why on
+ * failure and returns CLI_EXIT_FAIL. */
+struct brig_store;
+int cli_store_open(struct brig_store **out, const char *url);
+/* The current generation's container name of a session, from the store;
+ * with fallback, a session the store does not know (s may be NULL) gets
+ * its generation-1 name. *out is malloc'd. Returns 0 or CLI_EXIT_FAIL
+ * (message printed). */
+int cli_session_ref(char **out, struct brig_store *s, const char *ns, const char *agent, const char *session,
+		    bool fallback);
+
+/* The session flags every command that names a computer takes, spelled
+ * once: commands splice CLI_TARGET_LONGOPTS (or CLI_SESSION_LONGOPTS,
+ * without --gen, for commands that act on a whole session;
+ * CLI_IDENTITY_LONGOPTS without --store for create) into their
+ * table, hand each option to cli_target_opt() and name the computer with
+ * cli_target_name(). Commands number their own options from
+ * CLI_OPT_TARGET_END. */
+enum {
+	CLI_OPT_NS = CLI_OPT_SPEC_END,
+	CLI_OPT_AGENT,
+	CLI_OPT_SESSION,
+	CLI_OPT_STORE,
+	CLI_OPT_GEN,
+	CLI_OPT_TARGET_END,
+};
+#define CLI_IDENTITY_LONGOPTS                                                                           \
+	{"ns", required_argument, NULL, CLI_OPT_NS}, {"agent", required_argument, NULL, CLI_OPT_AGENT}, \
+	{                                                                                               \
+		"session", required_argument, NULL, CLI_OPT_SESSION                                     \
+	}
+#define CLI_SESSION_LONGOPTS                                    \
+	CLI_IDENTITY_LONGOPTS,                                  \
+	{                                                       \
+		"store", required_argument, NULL, CLI_OPT_STORE \
+	}
+#define CLI_TARGET_LONGOPTS                                 \
+	CLI_SESSION_LONGOPTS,                               \
+	{                                                   \
+		"gen", required_argument, NULL, CLI_OPT_GEN \
+	}
+
+/* Help lines for the shared flags, written once. */
+#define CLI_HELP_STORE                                                                                   \
+	"      --store URL         Session store: a SQLite path or sqlite:///path, or a postgresql://\n" \
+	"                          URL (default $BRIG_STORE, then brig's data dir)\n"
+#define CLI_HELP_SESSION                          \
+	"      --ns NS, --agent A, --session S\n" \
+	"                          The session (1-63 of A-Z a-z 0-9 _ . -)\n" CLI_HELP_STORE
+#define CLI_HELP_TARGET                                                                             \
+	"      --ns NS, --agent A, --session S\n"                                                   \
+	"                          Name the computer by its session instead of NAME: the current\n" \
+	"                          generation from the session store\n"                             \
+	"      --gen N             That generation instead of the current one\n" CLI_HELP_STORE
+
+typedef struct cli_target {
+	brig_identity id; /* id.generation is 0 until --gen */
+	bool id_given;    /* one of --ns/--agent/--session/--gen */
+	const char *store;
+} cli_target;
+
+/* Takes opt when it is a session flag: returns 1 when it was (bad --gen:
+ * message printed and *rc set to CLI_EXIT_FAIL), 0 when it was not. */
+int cli_target_opt(cli_target *t, int opt, const char *arg, int *rc);
+/* The session flags, all three and valid. Returns 0 or CLI_EXIT_FAIL
+ * (usage of cmd printed). */
+int cli_target_check(const char *cmd, const cli_target *t);
+/* Names the computer of cmd: NAME (may be NULL) or the session flags,
+ * exactly one of them. With --gen the name follows from the identity;
+ * otherwise the store's current generation (s, may be NULL: then it is
+ * opened from t->store for the look-up), with fallback the generation-1
+ * name of a session the store does not know. *out is malloc'd. Returns 0
+ * or CLI_EXIT_FAIL (message printed). */
+int cli_target_name(char **out, const char *cmd, const cli_target *t, const char *name, struct brig_store *s,
+		    bool fallback);
 
 /* ---- the end of a command in a computer (brig exec, brig agent) ---- */
 

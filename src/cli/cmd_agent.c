@@ -8,8 +8,7 @@
 #include "brig/image.h"
 #include "brig/sandbox.h"
 #include "cli/cli.h"
-
-int cmd_agent(int argc, char **argv);
+#include "util/util.h"
 
 static const char usage[] =
 	"Usage: brig agent claude|codex --ns NS --session S [OPTIONS] [-- ARG...]\n"
@@ -41,13 +40,28 @@ static const char usage[] =
 	"Exit codes: the agent's; 124 timed out; 125 brig failed; 126 cannot invoke;\n"
 	"127 not found (the image lacks the CLI); 130 interrupted.\n";
 
-enum { OPT_NS = 0x400, OPT_SESSION, OPT_IMAGE, OPT_NETWORK, OPT_SUBNET, OPT_TIMEOUT, OPT_LABEL };
+enum { OPT_IMAGE = CLI_OPT_TARGET_END, OPT_NETWORK, OPT_SUBNET, OPT_TIMEOUT, OPT_LABEL };
 
-int cmd_agent(int argc, char **argv)
+typedef struct agent_args {
+	const char *agent; /* "claude" or "codex" */
+	brig_harness harness;
+	const char *config_env; /* where the agent keeps its configuration */
+	cli_target t;           /* --ns and --session; the agent names itself */
+	const char *image, *network;
+	int64_t timeout_ms;
+	bool interactive;
+	brig_spec spec;
+	char **args; /* the agent's argv: its CLI, then what follows the options */
+} agent_args;
+
+/* The agent, the options and the spec. Sets *done when the command ends
+ * here (--help, or a refusal with its message printed) and returns brig's
+ * exit code for it; otherwise returns 0 with *done false. */
+static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 {
 	static const struct option longopts[] = {
-		{"ns", required_argument, NULL, OPT_NS},
-		{"session", required_argument, NULL, OPT_SESSION},
+		{"ns", required_argument, NULL, CLI_OPT_NS},
+		{"session", required_argument, NULL, CLI_OPT_SESSION},
 		{"image", required_argument, NULL, OPT_IMAGE},
 		{"network", required_argument, NULL, OPT_NETWORK},
 		{"subnet", required_argument, NULL, OPT_SUBNET},
@@ -58,126 +72,99 @@ int cmd_agent(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
+	*done = true;
 	if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0))
 		return cli_help(usage);
 	if (argc < 2 || argv[1][0] == '-')
 		return cli_usage("agent", "the agent comes first: brig agent claude|codex --ns NS --session S");
-	const char *agent = argv[1];
-	brig_harness harness;
-	const char *config_env;
-	if (strcmp(agent, "claude") == 0) {
-		harness = BRIG_HARNESS_CLAUDE;
-		config_env = "CLAUDE_CONFIG_DIR=/runtime/.claude";
-	} else if (strcmp(agent, "codex") == 0) {
-		harness = BRIG_HARNESS_CODEX;
-		config_env = "CODEX_HOME=/runtime/.codex";
+	a->agent = argv[1];
+	if (strcmp(a->agent, "claude") == 0) {
+		a->harness = BRIG_HARNESS_CLAUDE;
+		a->config_env = "CLAUDE_CONFIG_DIR=/runtime/.claude";
+	} else if (strcmp(a->agent, "codex") == 0) {
+		a->harness = BRIG_HARNESS_CODEX;
+		a->config_env = "CODEX_HOME=/runtime/.codex";
 	} else {
-		return cli_usage("agent", "unknown agent '%.32s' (claude or codex)", agent);
+		return cli_usage("agent", "unknown agent '%.32s' (claude or codex)", a->agent);
 	}
-
-	brig_identity id = {.agent = agent, .generation = 1};
-	const char *image = NULL, *network = "isolated";
-	int64_t timeout_ms = 0;
-	bool interactive = false, dashdash = false;
-	brig_spec spec;
-	brig_spec_init(&spec);
-	brig_engine *e = NULL;
-	brig_computer *c = NULL;
-	brig_error *err = NULL;
-	brig_exec_result res;
-	memset(&res, 0, sizeof res);
-	int rc = CLI_EXIT_FAIL, opt;
-	char **args = NULL;
-
+	a->network = "isolated";
+	int opt, rc = 0;
 	optind = 0;
-	while ((opt = cli_getopt("agent", argc - 1, argv + 1, "+:he:i", longopts, &dashdash)) != -1) {
+	while ((opt = cli_getopt("agent", argc - 1, argv + 1, "+:he:i", longopts, NULL)) != -1) {
+		if (cli_target_opt(&a->t, opt, optarg, &rc))
+			continue;
 		switch (opt) {
-		case OPT_NS: id.ns = optarg; break;
-		case OPT_SESSION: id.session = optarg; break;
-		case OPT_IMAGE: image = optarg; break;
-		case OPT_NETWORK: network = optarg; break;
-		case OPT_SUBNET:
-			if (cli_spec_set(&spec, "subnet", optarg) != 0)
-				goto out;
-			break;
-		case 'e':
-			if (cli_spec_set(&spec, "env", optarg) != 0)
-				goto out;
-			break;
-		case OPT_LABEL:
-			if (cli_spec_set(&spec, "label", optarg) != 0)
-				goto out;
-			break;
-		case 'i': interactive = true; break;
+		case OPT_IMAGE: a->image = optarg; break;
+		case OPT_NETWORK: a->network = optarg; break;
+		case OPT_SUBNET: rc = cli_spec_set(&a->spec, "subnet", optarg); break;
+		case 'e': rc = cli_spec_set(&a->spec, "env", optarg); break;
+		case OPT_LABEL: rc = cli_spec_set(&a->spec, "label", optarg); break;
+		case 'i': a->interactive = true; break;
 		case OPT_TIMEOUT:
-			if (cli_parse_duration_ms("--timeout", optarg, 0, 366LL * 86400 * 1000, &timeout_ms) != 0)
-				goto out;
+			rc = cli_parse_duration_ms("--timeout", optarg, 0, 366LL * 86400 * 1000, &a->timeout_ms);
 			break;
-		case 'h': rc = cli_help(usage); goto out;
-		default: goto out;
+		case 'h': return cli_help(usage);
+		default: return CLI_EXIT_FAIL;
 		}
+		if (rc)
+			return rc;
 	}
-	if (!id.ns || !id.session) {
-		cli_usage("agent", "--ns and --session are required");
-		goto out;
-	}
-	if (brig_identity_validate(&id, &err) != 0) {
-		cli_error(err, NULL);
-		goto out;
-	}
-	if (!image) {
+	a->t.id.agent = a->agent;
+	a->t.id.generation = 1;
+	if (!a->t.id.ns || !a->t.id.session)
+		return cli_usage("agent", "--ns and --session are required");
+	brig_error *err = NULL;
+	if (brig_identity_validate(&a->t.id, &err) != 0)
+		return cli_error(err, NULL);
+	if (!a->image) {
 		const char *env_image = getenv("BRIG_AGENTS_IMAGE");
-		image = env_image && *env_image ? env_image : BRIG_IMAGE_AGENTS_TAG;
+		a->image = env_image && *env_image ? env_image : BRIG_IMAGE_AGENTS_TAG;
 	}
-	if (cli_spec_set(&spec, "image", image) != 0 || cli_spec_set(&spec, "network", network) != 0 ||
-	    cli_spec_set(&spec, "harness", agent) != 0 || cli_spec_set(&spec, "env", config_env) != 0 ||
-	    cli_spec_set(&spec, "env", "TMPDIR=/runtime/tmp") != 0 || cli_spec_finish(&spec, true) != 0)
-		goto out;
+	if (cli_spec_set(&a->spec, "image", a->image) != 0 || cli_spec_set(&a->spec, "network", a->network) != 0 ||
+	    cli_spec_set(&a->spec, "harness", a->agent) != 0 || cli_spec_set(&a->spec, "env", a->config_env) != 0 ||
+	    cli_spec_set(&a->spec, "env", "TMPDIR=/runtime/tmp") != 0 || cli_spec_finish(&a->spec, true) != 0)
+		return CLI_EXIT_FAIL;
 
-	/* The agent's argv: its CLI, then everything after the options. */
 	int first = optind + 1; /* optind counts within argv + 1 */
 	size_t nargs = argc > first ? (size_t)(argc - first) : 0;
-	args = calloc(nargs + 2, sizeof *args);
-	if (!args) {
-		cli_fail("out of memory");
-		goto out;
-	}
-	args[0] = (char *)agent;
+	a->args = xcalloc(nargs + 2, sizeof *a->args);
+	a->args[0] = (char *)a->agent;
 	for (size_t i = 0; i < nargs; i++)
-		args[i + 1] = argv[first + (int)i];
-	(void)dashdash;
+		a->args[i + 1] = argv[first + (int)i];
+	*done = false;
+	return 0;
+}
 
-	if (spec.network == BRIG_NET_NONE)
+/* What the user should know before the agent starts without its model. */
+static void agent_notes(const agent_args *a)
+{
+	if (a->spec.network == BRIG_NET_NONE)
 		cli_note("--network none: the computer has only a loopback interface, so %s will NOT reach its "
 			 "model (commands like --version still work); use --network isolated, the default, for a "
 			 "working session",
-			 agent);
+			 a->agent);
 	bool have_cred = false;
-	for (const char *const *k = brig_env_credential_keys(harness); *k; k++) {
+	for (const char *const *k = brig_env_credential_keys(a->harness); *k; k++) {
 		const char *v = getenv(*k);
 		if (v && *v)
 			have_cred = true;
 	}
-	for (size_t i = 0; i < spec.env_count; i++)
-		if (brig_env_is_credential(spec.env[i]))
+	for (size_t i = 0; i < a->spec.env_count; i++)
+		if (brig_env_is_credential(a->spec.env[i]))
 			have_cred = true;
 	if (!have_cred)
 		cli_note("no %s in brig's environment: %s starts without a model credential",
-			 harness == BRIG_HARNESS_CLAUDE ? "ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN"
-							: "OPENAI_API_KEY",
-			 agent);
+			 a->harness == BRIG_HARNESS_CLAUDE ? "ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN"
+							   : "OPENAI_API_KEY",
+			 a->agent);
+}
 
-	if (cli_engine_open(&e) != 0)
-		goto out;
-	if (brig_computer_create(e, &c, &id, &spec, &err) != 0) {
-		cli_error(err, NULL);
-		goto out;
-	}
-
-	/* The agents' configuration directories and their temporary files
-	 * live in /runtime, a fresh tmpfs whenever the computer starts (the
-	 * root, /tmp included, is read-only); codex refuses a CODEX_HOME that
-	 * does not exist. */
+/* The agents' configuration directories and their temporary files live in
+ * /runtime, a fresh tmpfs whenever the computer starts (the root, /tmp
+ * included, is read-only); codex refuses a CODEX_HOME that does not exist.
+ * Returns 0 or CLI_EXIT_FAIL (message printed). */
+static int prepare_runtime(brig_engine *e, const char *name)
+{
 	static const char *const mkdir_argv[] = {"mkdir",           "-p",           "/runtime/.claude",
 						 "/runtime/.codex", "/runtime/tmp", NULL};
 	brig_exec_opts prep = {.version = BRIG_EXEC_OPTS_VERSION,
@@ -186,45 +173,80 @@ int cmd_agent(int argc, char **argv)
 			       .cancel_fd = -1,
 			       .timeout_ms = 60 * 1000,
 			       .capture_max = 4096};
-	int r = brig_computer_exec(e, c->name, &prep, &res, &err);
-	if (r != 0 || res.exit_code != 0) {
-		if (r != 0)
-			cli_error(err, "preparing /runtime");
-		else
-			cli_fail("preparing /runtime in %s failed (exit %d): %.200s", c->name, res.exit_code,
-				 res.err.data ? res.err.data : "");
-		err = NULL;
-		goto out;
-	}
+	brig_exec_result res;
+	memset(&res, 0, sizeof res);
+	brig_error *err = NULL;
+	int rc = 0;
+	int r = brig_computer_exec(e, name, &prep, &res, &err);
+	if (r != 0)
+		rc = cli_error(err, "preparing /runtime");
+	else if (res.exit_code != 0)
+		rc = cli_fail("preparing /runtime in %s failed (exit %d): %.200s", name, res.exit_code,
+			      res.err.data ? res.err.data : "");
 	brig_exec_result_clear(&res);
+	return rc;
+}
 
+/* Runs the agent, streaming its output; returns brig's exit code. */
+static int run_agent(brig_engine *e, const char *name, const agent_args *a)
+{
 	cli_output outp = {.stdout_live = true, .stderr_live = true};
 	brig_exec_opts opts = {
 		.version = BRIG_EXEC_OPTS_VERSION,
-		.argv = (const char *const *)args,
+		.argv = (const char *const *)a->args,
 		.workdir = "/workspace",
-		.stdin_fd = interactive ? 0 : -1,
-		.timeout_ms = timeout_ms,
+		.stdin_fd = a->interactive ? 0 : -1,
+		.timeout_ms = a->timeout_ms,
 		.cancel_fd = cli_cancel_install(),
 		.on_output = cli_output_cb,
 		.payload = &outp,
 	};
-	r = brig_computer_exec(e, c->name, &opts, &res, &err);
+	brig_exec_result res;
+	memset(&res, 0, sizeof res);
+	brig_error *err = NULL;
+	int r = brig_computer_exec(e, name, &opts, &res, &err);
 	char recover[512];
-	snprintf(recover, sizeof recover, "brig recover --ns %s --agent %s --session %s", id.ns, id.agent, id.session);
-	cli_exec_words w = {
-		.label = agent, .noun = "the agent", .computer = c->name, .recover = recover, .timeout_ms = timeout_ms};
-	rc = cli_exec_end(r, &res, err, &w);
-	err = NULL;
+	snprintf(recover, sizeof recover, "brig recover --ns %s --agent %s --session %s", a->t.id.ns, a->agent,
+		 a->t.id.session);
+	cli_exec_words w = {.label = a->agent,
+			    .noun = "the agent",
+			    .computer = name,
+			    .recover = recover,
+			    .timeout_ms = a->timeout_ms};
+	int rc = cli_exec_end(r, &res, err, &w); /* takes err */
 	if (r == 0 && rc == CLI_EXIT_NOTFOUND)
-		cli_note("exit 127: is %s in image %s? build it with `brig image build --profile agents`", agent,
-			 spec.image);
-out:
-	free(args);
-	brig_error_free(err);
+		cli_note("exit 127: is %s in image %s? build it with `brig image build --profile agents`", a->agent,
+			 a->spec.image);
 	brig_exec_result_clear(&res);
+	return rc;
+}
+
+int cmd_agent(int argc, char **argv)
+{
+	agent_args a = {0};
+	brig_spec_init(&a.spec);
+	brig_engine *e = NULL;
+	brig_computer *c = NULL;
+	brig_error *err = NULL;
+	bool done;
+	int rc = parse_agent(&a, argc, argv, &done);
+	if (done)
+		goto out;
+	agent_notes(&a);
+	rc = CLI_EXIT_FAIL;
+	if (cli_engine_open(&e) != 0)
+		goto out;
+	if (brig_computer_create(e, &c, &a.t.id, &a.spec, &err) != 0) {
+		cli_error(err, NULL); /* takes err */
+		goto out;
+	}
+	if (prepare_runtime(e, c->name) != 0)
+		goto out;
+	rc = run_agent(e, c->name, &a);
+out:
+	free(a.args);
 	brig_computer_free(c);
 	brig_engine_free(e);
-	brig_spec_clear(&spec);
+	brig_spec_clear(&a.spec);
 	return rc;
 }

@@ -28,8 +28,7 @@ static const char usage[] =
 	"      --network MODE      none (default) or isolated (the brig-sandbox bridge)\n"
 	"      --subnet CIDR       Subnet of the isolated bridge (default " BRIG_DEFAULT_SUBNET ")\n"
 	"      --harness H         claude, codex or none (default): which model credential\n"
-	"                          is forwarded from brig's environment with each exec\n"
-	"  -e, --env KEY=VALUE     Environment entry (KEY alone copies brig's own value); repeatable\n"
+	"                          is forwarded from brig's environment with each exec\n" CLI_HELP_ENV
 	"      --label KEY=VALUE   Extra label; repeatable\n"
 	"\n"
 	"Output:\n"
@@ -38,25 +37,23 @@ static const char usage[] =
 
 int cmd_create(int argc, char **argv)
 {
-	enum { OPT_NS = CLI_OPT_SPEC_END, OPT_AGENT, OPT_SESSION, OPT_GEN, OPT_JSON };
+	enum { OPT_JSON = CLI_OPT_TARGET_END };
 	static const struct option longopts[] = {
-		{"ns", required_argument, NULL, OPT_NS},
-		{"agent", required_argument, NULL, OPT_AGENT},
-		{"session", required_argument, NULL, OPT_SESSION},
-		{"gen", required_argument, NULL, OPT_GEN},
+		CLI_IDENTITY_LONGOPTS,
+		{"gen", required_argument, NULL, CLI_OPT_GEN},
 		{"json", no_argument, NULL, OPT_JSON},
 		{"help", no_argument, NULL, 'h'},
 		CLI_SPEC_LONGOPTS,
 		{NULL, 0, NULL, 0},
 	};
-	brig_identity id = {.generation = 1};
+	cli_target t = {0};
 	bool json = false, image_given = false;
 	brig_spec spec;
 	brig_spec_init(&spec);
 	brig_engine *e = NULL;
 	brig_computer *c = NULL;
 	brig_error *err = NULL;
-	int rc = CLI_EXIT_FAIL, opt;
+	int rc = CLI_EXIT_FAIL, opt, trc = 0;
 
 	while ((opt = cli_getopt("create", argc, argv, "+:he:", longopts, NULL)) != -1) {
 		const char *key = cli_spec_key(opt);
@@ -67,17 +64,12 @@ int cmd_create(int argc, char **argv)
 				goto out;
 			continue;
 		}
-		switch (opt) {
-		case OPT_NS: id.ns = optarg; break;
-		case OPT_AGENT: id.agent = optarg; break;
-		case OPT_SESSION: id.session = optarg; break;
-		case OPT_GEN: {
-			int64_t g;
-			if (cli_parse_i64("--gen", optarg, 1, BRIG_GENERATION_MAX, &g) != 0)
+		if (cli_target_opt(&t, opt, optarg, &trc)) {
+			if (trc)
 				goto out;
-			id.generation = (uint32_t)g;
-			break;
+			continue;
 		}
+		switch (opt) {
 		case OPT_JSON: json = true; break;
 		case 'h': rc = cli_help(usage); goto out;
 		default: goto out;
@@ -87,6 +79,9 @@ int cmd_create(int argc, char **argv)
 		cli_usage("create", "unexpected argument '%s'", argv[optind]);
 		goto out;
 	}
+	brig_identity id = t.id;
+	if (!id.generation)
+		id.generation = 1;
 	if (!id.ns || !id.agent || !id.session) {
 		cli_usage("create", "--ns, --agent and --session are required");
 		goto out;

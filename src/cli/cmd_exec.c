@@ -22,36 +22,28 @@ static const char usage[] =
 	"computer (Docker cannot kill an exec): recover the session with `brig recover`.\n"
 	"\n"
 	"Options:\n"
-	"      --timeout D         Deadline (30, 90s, 15m, 2h; default none); exit 124 when it passes\n"
-	"  -e, --env KEY=VALUE     Environment entry (KEY alone copies brig's own value); repeatable\n"
+	"      --timeout D         Deadline (30, 90s, 15m, 2h; default none); exit 124 when it passes\n" CLI_HELP_ENV
 	"  -w, --workdir DIR       Working directory (default /workspace)\n"
 	"  -i, --interactive       Pass brig's stdin to the command\n"
 	"      --json              Capture stdout and print the result as JSON at the end\n"
-	"                          (stderr still streams live)\n"
-	"      --ns NS, --agent A, --session S, --gen N\n"
-	"                          Name the computer by its session identity instead of NAME:\n"
-	"                          the current generation from the session store (generation 1\n"
-	"                          for a session the store does not know), or generation N\n"
-	"      --store URL         Session store (default $BRIG_STORE, then brig's data dir); the\n"
-	"                          command is audited there and a timeout marks the session failed\n"
+	"                          (stderr still streams live)\n" CLI_HELP_TARGET
+	"                          A session the store does not know names its generation 1; the\n"
+	"                          command is audited in the store and a timeout marks the session failed\n"
 	"  -h, --help              Print this help\n"
 	"\n"
 	"Exit codes: the command's; 124 timed out; 125 brig failed; 126 cannot invoke;\n"
 	"127 not found; 130 interrupted.\n";
 
-enum { OPT_TIMEOUT = CLI_OPT_SPEC_END, OPT_JSON, OPT_NS, OPT_AGENT, OPT_SESSION, OPT_GEN, OPT_STORE };
+enum { OPT_TIMEOUT = CLI_OPT_TARGET_END, OPT_JSON };
 
 static const struct option longopts[] = {
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
 	{"env", required_argument, NULL, 'e'},
+	{"env-file", required_argument, NULL, CLI_OPT_ENV_FILE},
 	{"workdir", required_argument, NULL, 'w'},
 	{"interactive", no_argument, NULL, 'i'},
 	{"json", no_argument, NULL, OPT_JSON},
-	{"ns", required_argument, NULL, OPT_NS},
-	{"agent", required_argument, NULL, OPT_AGENT},
-	{"session", required_argument, NULL, OPT_SESSION},
-	{"gen", required_argument, NULL, OPT_GEN},
-	{"store", required_argument, NULL, OPT_STORE},
+	CLI_TARGET_LONGOPTS,
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -59,42 +51,42 @@ static const struct option longopts[] = {
 typedef struct exec_args {
 	int64_t timeout_ms;
 	cli_strv env;
+	cli_strv env_file; /* owns the --env-file entries env borrows */
 	const char *workdir;
 	bool interactive, json, help;
-	brig_identity id;
-	bool id_given, gen_given;
-	const char *store;
+	cli_target t;
 } exec_args;
 
 /* One pass of option parsing; exec runs two (before and after NAME).
  * Returns 0, or CLI_EXIT_FAIL after a usage message. */
 static int parse_pass(exec_args *a, int argc, char **argv, bool *dashdash)
 {
-	int opt;
+	int opt, rc = 0;
 	optind = 0;
 	*dashdash = false;
 	while ((opt = cli_getopt("exec", argc, argv, "+:he:w:i", longopts, dashdash)) != -1) {
+		if (cli_target_opt(&a->t, opt, optarg, &rc)) {
+			if (rc)
+				return rc;
+			continue;
+		}
 		switch (opt) {
 		case OPT_TIMEOUT:
 			if (cli_parse_duration_ms("--timeout", optarg, 0, 366LL * 86400 * 1000, &a->timeout_ms) != 0)
 				return CLI_EXIT_FAIL;
 			break;
 		case 'e': cli_strv_add(&a->env, optarg); break;
+		case CLI_OPT_ENV_FILE: {
+			size_t from = a->env_file.count;
+			if (cli_env_file_read(&a->env_file, optarg) != 0)
+				return CLI_EXIT_FAIL;
+			for (size_t i = from; i < a->env_file.count; i++)
+				cli_strv_add(&a->env, a->env_file.v[i]);
+			break;
+		}
 		case 'w': a->workdir = optarg; break;
 		case 'i': a->interactive = true; break;
 		case OPT_JSON: a->json = true; break;
-		case OPT_NS: a->id.ns = optarg, a->id_given = true; break;
-		case OPT_AGENT: a->id.agent = optarg, a->id_given = true; break;
-		case OPT_SESSION: a->id.session = optarg, a->id_given = true; break;
-		case OPT_GEN: {
-			int64_t g;
-			if (cli_parse_i64("--gen", optarg, 1, BRIG_GENERATION_MAX, &g) != 0)
-				return CLI_EXIT_FAIL;
-			a->id.generation = (uint32_t)g;
-			a->id_given = a->gen_given = true;
-			break;
-		}
-		case OPT_STORE: a->store = optarg; break;
 		case 'h': a->help = true; return 0;
 		default: return CLI_EXIT_FAIL;
 		}
@@ -104,10 +96,9 @@ static int parse_pass(exec_args *a, int argc, char **argv, bool *dashdash)
 
 int cmd_exec(int argc, char **argv)
 {
-	exec_args a = {.id.generation = 1};
+	exec_args a = {0};
 	bool dashdash = false;
 	const char *ref = NULL;
-	char name[BRIG_NAME_SIZE];
 	char *resolved = NULL;
 	brig_store *store = NULL;
 	char **cmd_argv;
@@ -120,15 +111,15 @@ int cmd_exec(int argc, char **argv)
 	if (parse_pass(&a, argc, argv, &dashdash) != 0)
 		goto out;
 	int next = optind;
-	if (!a.help && !dashdash && !a.id_given && next < argc) {
+	if (!a.help && !dashdash && !a.t.id_given && next < argc) {
 		/* argv[next] is NAME; options may follow it, before the command. */
 		ref = argv[next];
 		char **rest = argv + next;
 		int rest_argc = argc - next;
-		bool had_id = a.id_given;
+		bool had_id = a.t.id_given;
 		if (parse_pass(&a, rest_argc, rest, &dashdash) != 0)
 			goto out;
-		if (a.id_given && !had_id) {
+		if (a.t.id_given && !had_id) {
 			cli_usage("exec", "give either NAME or --ns/--agent/--session, not both");
 			goto out;
 		}
@@ -139,7 +130,7 @@ int cmd_exec(int argc, char **argv)
 		goto out;
 	}
 	cmd_argv = argv + next;
-	if (!ref && !a.id_given) {
+	if (!ref && !a.t.id_given) {
 		cli_usage("exec", "NAME (or --ns/--agent/--session) is required");
 		goto out;
 	}
@@ -147,26 +138,10 @@ int cmd_exec(int argc, char **argv)
 		cli_usage("exec", "a command is required (brig exec NAME -- CMD [ARG...])");
 		goto out;
 	}
-	if (a.id_given) {
-		if (!a.id.ns || !a.id.agent || !a.id.session) {
-			cli_usage("exec", "--ns, --agent and --session go together");
-			goto out;
-		}
-		if (!a.gen_given) {
-			/* The store knows the current generation. */
-			if (cli_store_open(&store, a.store) != 0)
-				goto out;
-			if (cli_session_ref(&resolved, store, a.id.ns, a.id.agent, a.id.session, true) != 0)
-				goto out;
-			ref = resolved;
-		} else if (brig_identity_name(name, &a.id, &err) != 0) {
-			cli_error(err, NULL);
-			goto out;
-		} else {
-			ref = name;
-		}
-	}
-	if (!store && cli_store_open(&store, a.store) != 0)
+	if (cli_target_name(&resolved, "exec", &a.t, ref, NULL, true) != 0)
+		goto out;
+	ref = resolved;
+	if (cli_store_open(&store, a.t.store) != 0)
 		goto out;
 
 	if (cli_engine_open(&e) != 0)
@@ -190,13 +165,16 @@ int cmd_exec(int argc, char **argv)
 	int r = brig_session_exec(e, store, ref, &opts, &res, &err);
 	bool started = r == 0 || r == BRIG_ETIMEDOUT || r == BRIG_ECANCELED || r == BRIG_EUNCERTAIN;
 	char recover[512];
-	if (a.id_given && a.id.ns && a.id.agent && a.id.session)
-		snprintf(recover, sizeof recover, "brig recover --ns %s --agent %s --session %s", a.id.ns, a.id.agent,
-			 a.id.session);
+	if (a.t.id_given)
+		snprintf(recover, sizeof recover, "brig recover --ns %s --agent %s --session %s", a.t.id.ns,
+			 a.t.id.agent, a.t.id.session);
 	else
 		snprintf(recover, sizeof recover, "brig recover");
-	cli_exec_words w = {
-		.label = "exec", .noun = "the command", .computer = ref, .recover = recover, .timeout_ms = a.timeout_ms};
+	cli_exec_words w = {.label = "exec",
+			    .noun = "the command",
+			    .computer = ref,
+			    .recover = recover,
+			    .timeout_ms = a.timeout_ms};
 	rc = cli_exec_end(r, &res, err, &w);
 	err = NULL;
 	if (a.json && started) {
@@ -211,5 +189,6 @@ out:
 	brig_store_close(store);
 	free(resolved);
 	cli_strv_free(&a.env);
+	cli_strv_free_all(&a.env_file);
 	return rc;
 }

@@ -1,14 +1,14 @@
 /* cmd_image.c — `brig image build` (the runtime images, from a lock, with no
  * registry and no network in the build) and `brig image ls` (what was built). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "brig/image.h"
 #include "cli/cli.h"
-
-int cmd_image(int argc, char **argv);
+#include "util/util.h"
 
 static const char usage[] =
 	"Usage: brig image build [OPTIONS]\n"
@@ -204,6 +204,40 @@ static int image_build(int argc, char **argv)
 	return rc;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* `image ls --json`: an array of records sorted by tag, each carrying the
+ * record fields the library documents (brig_image_records) plus tag and
+ * state, like every other listing; anything else in the file stays out. */
+static int print_records_json(json_t *rec)
+{
+	static const char *const fields[] = {"id",       "profile",       "lock_sha256", "rootfs_key",
+					     "built_at", "context_bytes", "state"};
+	size_t n = json_object_size(rec), k = 0;
+	const char **tags = xcalloc(n ? n : 1, sizeof *tags);
+	const char *tag;
+	json_t *v;
+	json_object_foreach (rec, tag, v)
+		tags[k++] = tag;
+	qsort(tags, k, sizeof *tags, cmp_str);
+	json_t *arr = json_array();
+	for (size_t i = 0; i < k; i++) {
+		v = json_object_get(rec, tags[i]);
+		json_t *o = json_pack("{s:s}", "tag", tags[i]);
+		for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+			json_t *fv = json_object_get(v, fields[f]);
+			json_object_set(o, fields[f], fv ? fv : json_null());
+		}
+		json_array_append_new(arr, o);
+	}
+	free(tags);
+	json_decref(rec);
+	return cli_print_json(arr);
+}
+
 static int image_ls(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -254,7 +288,7 @@ static int image_ls(int argc, char **argv)
 	}
 	brig_engine_free(e);
 	if (json)
-		return cli_print_json(rec);
+		return print_records_json(rec);
 	printf("%-28s  %-8s  %-19s  %-20s  %s\n", "TAG", "PROFILE", "IMAGE ID", "BUILT", "STATE");
 	json_object_foreach (rec, tag, v) {
 		const char *id = json_string_value(json_object_get(v, "id"));

@@ -12,60 +12,81 @@
 
 typedef int (*verb_fn)(brig_engine *e, const char *ref, brig_error **err);
 
-/* pause, resume, stop and destroy: each takes one or more NAMEs (name or
- * container id), acts on each in turn, prints the names it handled and
- * exits 125 when any failed. */
-static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const char *usage, bool by_session)
+/* Whether ref names a container. 0 yes, BRIG_ENOTFOUND no; otherwise the
+ * engine's error, printed (CLI_EXIT_FAIL). */
+static int exists(brig_engine *e, const char *ref)
 {
-	enum { OPT_NS = CLI_OPT_SPEC_END, OPT_AGENT, OPT_SESSION, OPT_STORE };
-	/* Without by_session only the last two entries are used. */
+	json_t *j = NULL;
+	brig_error *err = NULL;
+	int r = brig_engine_container_inspect(e, &j, ref, &err);
+	json_decref(j);
+	if (r == 0 || r == BRIG_ENOTFOUND) {
+		brig_error_free(err);
+		return r;
+	}
+	return cli_error(err, NULL);
+}
+
+/* pause, resume, stop and destroy: each takes one or more NAMEs (name or
+ * container id) or one session (its current generation, or --gen), acts on
+ * each in turn, prints the names it handled and exits 125 when any failed.
+ * destroy looks first, as `docker rm` does: a computer that does not exist
+ * is an error (exit 1) unless --force; the library call stays idempotent. */
+static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const char *usage, bool must_exist)
+{
 	static const struct option longopts[] = {
-		{"ns", required_argument, NULL, OPT_NS},
-		{"agent", required_argument, NULL, OPT_AGENT},
-		{"session", required_argument, NULL, OPT_SESSION},
-		{"store", required_argument, NULL, OPT_STORE},
+		{"force", no_argument, NULL, 'f'},
+		CLI_TARGET_LONGOPTS,
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *ns = NULL, *agent = NULL, *session = NULL, *store_url = NULL;
-	int opt;
-	while ((opt = cli_getopt(verb, argc, argv, ":h", by_session ? longopts : longopts + 4, NULL)) != -1) {
-		switch (opt) {
-		case 'h': return cli_help(usage);
-		case OPT_NS: ns = optarg; break;
-		case OPT_AGENT: agent = optarg; break;
-		case OPT_SESSION: session = optarg; break;
-		case OPT_STORE: store_url = optarg; break;
-		default: return CLI_EXIT_FAIL;
+	cli_target t = {0};
+	bool force = false;
+	int opt, rc = 0;
+	while ((opt = cli_getopt(verb, argc, argv, must_exist ? ":hf" : ":h", must_exist ? longopts : longopts + 1,
+				 NULL)) != -1) {
+		if (cli_target_opt(&t, opt, optarg, &rc)) {
+			if (rc)
+				return rc;
+			continue;
 		}
+		if (opt == 'h')
+			return cli_help(usage);
+		if (opt == 'f') {
+			force = true;
+			continue;
+		}
+		return CLI_EXIT_FAIL;
 	}
 	char *resolved = NULL;
-	if (ns || agent || session) {
-		/* The session's current generation, from the store. */
-		if (!ns || !agent || !session)
-			return cli_usage(verb, "--ns, --agent and --session go together");
-		if (optind < argc)
-			return cli_usage(verb, "give either NAME or --ns/--agent/--session, not both");
-		brig_store *s = NULL;
-		if (cli_store_open(&s, store_url) != 0)
+	if (t.id_given || optind >= argc) {
+		if (cli_target_name(&resolved, verb, &t, optind < argc ? argv[optind] : NULL, NULL, true) != 0)
 			return CLI_EXIT_FAIL;
-		int r = cli_session_ref(&resolved, s, ns, agent, session, true);
-		brig_store_close(s);
-		if (r != 0)
-			return r;
-	} else if (optind >= argc) {
-		return cli_usage(verb, "NAME is required");
 	}
 	brig_engine *e = NULL;
 	if (cli_engine_open(&e) != 0) {
 		free(resolved);
 		return CLI_EXIT_FAIL;
 	}
-	int rc = 0;
 	int n = resolved ? 1 : argc - optind;
+	bool missing = false;
 	for (int i = 0; i < n; i++) {
 		const char *ref = resolved ? resolved : argv[optind + i];
 		brig_error *err = NULL;
+		if (must_exist && !force) {
+			int x = exists(e, ref);
+			if (x == BRIG_ENOTFOUND) {
+				cli_note("no such computer: %s (with --force, destroy removes whatever it left and "
+					 "succeeds)",
+					 ref);
+				missing = true;
+				continue;
+			}
+			if (x != 0) {
+				rc = x;
+				continue;
+			}
+		}
 		if (fn(e, ref, &err) != 0) {
 			rc = cli_error(err, NULL);
 			continue;
@@ -75,61 +96,58 @@ static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const 
 	}
 	brig_engine_free(e);
 	free(resolved);
-	return rc;
+	return rc ? rc : missing ? 1 : 0;
 }
+
+/* Usage lines and options every name verb shares. */
+#define VERB_USAGE(verb)                        \
+	"Usage: brig " verb " NAME [NAME...]\n" \
+	"       brig " verb " --ns NS --agent A --session S [--gen N] [--store URL]\n\n"
+#define VERB_OPTIONS \
+	"\n"         \
+	"Options:\n" CLI_HELP_TARGET "  -h, --help              Print this help\n"
 
 int cmd_pause(int argc, char **argv)
 {
-	return name_verb(argc, argv, "pause", brig_computer_pause,
-			 "Usage: brig pause NAME [NAME...]\n"
-			 "       brig pause --ns NS --agent A --session S [--store URL]\n"
-			 "\n"
-			 "Freeze computers with the cgroup freezer: memory, processes and files are kept,\n"
-			 "nothing runs until `brig resume`. Exec into a paused computer is refused.\n"
-			 "Pausing a paused computer succeeds. A session names its current generation\n"
-			 "(from the session store: --store, else $BRIG_STORE).\n"
-			 "\n"
-			 "  -h, --help   Print this help\n",
-			 true);
+	return name_verb(
+		argc, argv, "pause", brig_computer_pause,
+		VERB_USAGE("pause") "Freeze computers with the cgroup freezer: memory, processes and files are kept,\n"
+				    "nothing runs until `brig resume`. Exec into a paused computer is refused.\n"
+				    "Pausing a paused computer succeeds.\n" VERB_OPTIONS,
+		false);
 }
 
 int cmd_resume(int argc, char **argv)
 {
 	return name_verb(argc, argv, "resume", brig_computer_resume,
-			 "Usage: brig resume NAME [NAME...]\n"
-			 "       brig resume --ns NS --agent A --session S [--store URL]\n"
-			 "\n"
-			 "Thaw paused computers; their processes go on where they stopped.\n"
-			 "Resuming a running computer succeeds. A session names its current generation\n"
-			 "(from the session store: --store, else $BRIG_STORE).\n"
-			 "\n"
-			 "  -h, --help   Print this help\n",
-			 true);
+			 VERB_USAGE("resume") "Thaw paused computers; their processes go on where they stopped.\n"
+					      "Resuming a running computer succeeds.\n" VERB_OPTIONS,
+			 false);
 }
 
 int cmd_stop(int argc, char **argv)
 {
-	return name_verb(argc, argv, "stop", brig_computer_stop,
-			 "Usage: brig stop NAME [NAME...]\n"
-			 "\n"
-			 "Stop computers. Their processes end and their /workspace and /runtime volumes\n"
-			 "lose their contents (checkpoint first to keep them). Stopping a stopped computer\n"
-			 "succeeds.\n"
-			 "\n"
-			 "  -h, --help   Print this help\n",
-			 false);
+	return name_verb(
+		argc, argv, "stop", brig_computer_stop,
+		VERB_USAGE("stop") "Stop computers. Their processes end and their /workspace and /runtime volumes\n"
+				   "lose their contents (checkpoint first to keep them). Stopping a stopped computer\n"
+				   "succeeds.\n" VERB_OPTIONS,
+		false);
 }
 
 int cmd_destroy(int argc, char **argv)
 {
 	return name_verb(argc, argv, "destroy", brig_computer_destroy,
-			 "Usage: brig destroy NAME [NAME...]\n"
+			 "Usage: brig destroy [-f] NAME [NAME...]\n"
+			 "       brig destroy [-f] --ns NS --agent A --session S [--gen N] [--store URL]\n"
 			 "\n"
-			 "Remove computers: the container and its volumes. Idempotent: a computer that\n"
-			 "does not exist counts as removed.\n"
+			 "Remove computers: the container and its volumes. A computer that does not exist\n"
+			 "is an error (exit 1, as `docker rm`) unless --force.\n"
 			 "\n"
-			 "  -h, --help   Print this help\n",
-			 false);
+			 "Options:\n" CLI_HELP_TARGET
+			 "  -f, --force             Succeed for computers that do not exist (their volumes still go)\n"
+			 "  -h, --help              Print this help\n",
+			 true);
 }
 
 /* ---- inspect ---- */
@@ -212,39 +230,49 @@ static void put_json_fields(const char *prefix, json_t *j)
 
 int cmd_inspect(int argc, char **argv)
 {
-	static const char usage[] = "Usage: brig inspect [--json] NAME\n"
-				    "\n"
-				    "Show a computer (by name or container id): identity, state, image and the\n"
-				    "effective spec, as `key value` lines or, with --json, one object.\n"
-				    "\n"
-				    "      --json   Print JSON\n"
-				    "  -h, --help   Print this help\n";
-	enum { OPT_JSON = CLI_OPT_SPEC_END };
+	static const char usage[] =
+		"Usage: brig inspect [--json] NAME\n"
+		"       brig inspect [--json] --ns NS --agent A --session S [--gen N] [--store URL]\n"
+		"\n"
+		"Show a computer (by name or container id): identity, state, image and the\n"
+		"effective spec, as `key value` lines or, with --json, one object.\n"
+		"\n"
+		"Options:\n" CLI_HELP_TARGET "      --json              Print JSON\n"
+		"  -h, --help              Print this help\n";
+	enum { OPT_JSON = CLI_OPT_TARGET_END };
 	static const struct option longopts[] = {
+		CLI_TARGET_LONGOPTS,
 		{"json", no_argument, NULL, OPT_JSON},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	bool json = false;
-	int opt;
+	cli_target t = {0};
+	int opt, trc = 0;
 	while ((opt = cli_getopt("inspect", argc, argv, ":h", longopts, NULL)) != -1) {
+		if (cli_target_opt(&t, opt, optarg, &trc)) {
+			if (trc)
+				return trc;
+			continue;
+		}
 		switch (opt) {
 		case OPT_JSON: json = true; break;
 		case 'h': return cli_help(usage);
 		default: return CLI_EXIT_FAIL;
 		}
 	}
-	if (optind >= argc)
-		return cli_usage("inspect", "NAME is required");
 	if (argc - optind > 1)
 		return cli_usage("inspect", "one NAME at a time");
 	brig_engine *e = NULL;
 	brig_computer *c = NULL;
 	brig_error *err = NULL;
+	char *ref = NULL;
 	int rc = CLI_EXIT_FAIL;
+	if (cli_target_name(&ref, "inspect", &t, optind < argc ? argv[optind] : NULL, NULL, true) != 0)
+		goto out;
 	if (cli_engine_open(&e) != 0)
 		goto out;
-	if (brig_computer_get(e, &c, argv[optind], NULL, &err) != 0) {
+	if (brig_computer_get(e, &c, ref, NULL, &err) != 0) {
 		cli_error(err, NULL);
 		goto out;
 	}
@@ -273,6 +301,7 @@ int cmd_inspect(int argc, char **argv)
 		put_json_fields("spec", c->spec);
 	rc = 0;
 out:
+	free(ref);
 	brig_computer_free(c);
 	brig_engine_free(e);
 	return rc;

@@ -139,13 +139,33 @@ static void put_kv(const char *key, const char *value)
 	putchar('\n');
 }
 
+/* `network inspect --json`: the fields the human form shows, named once,
+ * not Docker's raw object (whose shape changes between API versions). */
+static json_t *network_json(json_t *net, json_t *cfg0, const char *icc, const char *managed)
+{
+	json_t *attached = json_array();
+	const char *cid;
+	json_t *ep;
+	json_object_foreach (json_object_get(net, "Containers"), cid, ep) {
+		json_array_append_new(attached, json_pack("{s:s?,s:s?}", "name", str_at(ep, "Name", NULL), "address",
+							  str_at(ep, "IPv4Address", NULL)));
+	}
+	return json_pack("{s:s?,s:s?,s:s?,s:s?,s:s?,s:b,s:b,s:o}", "name", str_at(net, "Name", NULL), "id",
+			 str_at(net, "Id", NULL), "driver", str_at(net, "Driver", NULL), "subnet",
+			 json_string_value(json_object_get(cfg0, "Subnet")), "gateway",
+			 json_string_value(json_object_get(cfg0, "Gateway")), "icc",
+			 !(icc && strcmp(icc, "false") == 0), "managed", managed && strcmp(managed, "1") == 0,
+			 "attached", attached);
+}
+
 static int net_inspect(int argc, char **argv)
 {
 	static const char help[] =
 		"Usage: brig network inspect [--json]\n"
 		"\n"
 		"Show the isolated bridge " BRIG_NETWORK_NAME ": id, subnet, gateway, whether inter-container\n"
-		"traffic is on, and the containers attached. --json prints Docker's own object.\n"
+		"traffic is on, and the containers attached. --json prints them as one object:\n"
+		"{name, id, driver, subnet, gateway, icc, managed, attached: [{name, address}]}.\n"
 		"\n"
 		"      --json   Print JSON\n"
 		"  -h, --help   Print this help\n";
@@ -171,13 +191,13 @@ static int net_inspect(int argc, char **argv)
 		cli_error(err, NULL);
 		goto out;
 	}
-	if (json) {
-		rc = cli_print_json(json_incref(net));
-		goto out;
-	}
 	json_t *cfg0 = json_array_get(json_object_get(json_object_get(net, "IPAM"), "Config"), 0);
 	const char *icc = str_at(net, "Options", "com.docker.network.bridge.enable_icc");
 	const char *managed = str_at(net, "Labels", BRIG_LABEL_MANAGED);
+	if (json) {
+		rc = cli_print_json(network_json(net, cfg0, icc, managed));
+		goto out;
+	}
 	put_kv("name", str_at(net, "Name", NULL));
 	put_kv("id", str_at(net, "Id", NULL));
 	put_kv("driver", str_at(net, "Driver", NULL));

@@ -29,8 +29,7 @@ static const char usage[] =
 	"                          is forwarded from brig's environment\n"
 	"      --in PATH           Copy a file or directory under /inbox, read-only; repeatable\n"
 	"      --out DIR           Copy what the command leaves in /outbox into DIR\n"
-	"      --out-mb N          Size of /outbox (default 256)\n"
-	"  -e, --env KEY=VALUE     Environment entry (KEY alone copies brig's own value); repeatable\n"
+	"      --out-mb N          Size of /outbox (default 256)\n" CLI_HELP_ENV
 	"  -w, --workdir DIR       Working directory (default /workspace)\n"
 	"  -i, --interactive       Pass brig's stdin to the command\n"
 	"      --label KEY=VALUE   Extra label on the container; repeatable\n"

@@ -13,89 +13,32 @@
 #include "cli/cli.h"
 #include "util/util.h"
 
-/* ---- shared helpers ---- */
-
-int cli_store_open(brig_store **out, const char *url)
-{
-	brig_error *err = NULL;
-	if (brig_store_open(out, url && *url ? url : NULL, &err) != 0)
-		return cli_error(err, "cannot open the session store (--store, BRIG_STORE)");
-	return 0;
-}
-
-int cli_session_ref(char **out, brig_store *s, const char *ns, const char *agent, const char *session, bool fallback)
-{
-	brig_error *err = NULL;
-	int rc = s ? brig_session_resolve(s, out, ns, agent, session, &err) : BRIG_ENOTFOUND;
-	if (rc == 0)
-		return 0;
-	if (rc == BRIG_ENOTFOUND && fallback) {
-		/* Not a session of the store (made by `brig create`): its
-		 * first generation's name follows from the identity alone. */
-		brig_error_free(err);
-		err = NULL;
-		brig_identity id = {ns, agent, session, 1};
-		char name[BRIG_NAME_SIZE];
-		if (brig_identity_name(name, &id, &err) != 0)
-			return cli_error(err, NULL);
-		*out = xstrdup(name);
-		return 0;
-	}
-	return cli_error(err, NULL);
-}
-
-/* Options every session command takes. */
+/* The session flags come from cli.h; these are the session commands' own. */
 enum {
-	OPT_NS = CLI_OPT_SPEC_END,
-	OPT_AGENT,
-	OPT_SESSION,
-	OPT_STORE,
-	OPT_JSON,
+	OPT_JSON = CLI_OPT_TARGET_END,
 	OPT_KEEP,
 };
 
-#define SESSION_LONGOPTS                                                                                          \
-	{"ns", required_argument, NULL, OPT_NS}, {"agent", required_argument, NULL, OPT_AGENT},                   \
-		{"session", required_argument, NULL, OPT_SESSION}, {"store", required_argument, NULL, OPT_STORE}, \
-		{"json", no_argument, NULL, OPT_JSON},                                                            \
-	{                                                                                                         \
-		"help", no_argument, NULL, 'h'                                                                    \
+#define SESSION_LONGOPTS                                             \
+	CLI_SESSION_LONGOPTS, {"json", no_argument, NULL, OPT_JSON}, \
+	{                                                            \
+		"help", no_argument, NULL, 'h'                       \
 	}
 
 typedef struct session_args {
-	const char *ns, *agent, *session;
-	const char *store;
+	cli_target t;
 	bool json;
+	int rc; /* CLI_EXIT_FAIL after a bad --gen */
 } session_args;
 
 /* Handles a session option; returns true when opt was one. */
 static bool session_opt(session_args *a, int opt, const char *arg)
 {
-	switch (opt) {
-	case OPT_NS: a->ns = arg; return true;
-	case OPT_AGENT: a->agent = arg; return true;
-	case OPT_SESSION: a->session = arg; return true;
-	case OPT_STORE: a->store = arg; return true;
-	case OPT_JSON: a->json = true; return true;
-	default: return false;
+	if (opt == OPT_JSON) {
+		a->json = true;
+		return true;
 	}
-}
-
-static bool has_identity(const session_args *a)
-{
-	return a->ns || a->agent || a->session;
-}
-
-/* All three identity flags, valid. Returns 0 or CLI_EXIT_FAIL. */
-static int check_identity(const char *cmd, const session_args *a)
-{
-	if (!a->ns || !a->agent || !a->session)
-		return cli_usage(cmd, "--ns, --agent and --session are required together");
-	brig_identity id = {a->ns, a->agent, a->session, 1};
-	brig_error *err = NULL;
-	if (brig_identity_validate(&id, &err) != 0)
-		return cli_error(err, NULL);
-	return 0;
+	return cli_target_opt(&a->t, opt, arg, &a->rc) != 0;
 }
 
 static json_t *checkpoint_json(const brig_store_checkpoint *cp)
@@ -128,17 +71,11 @@ static const char up_usage[] =
 	"recorded in the store with its spec; later `brig up` calls without spec flags\n"
 	"reuse the recorded spec. A failed session is refused: run `brig recover`.\n"
 	"\n"
-	"Identity and store:\n"
-	"      --ns NS, --agent A, --session S\n"
-	"                          The session (1-63 of A-Z a-z 0-9 _ . -)\n"
-	"      --store URL         Session store: a SQLite path or sqlite:///path, or a\n"
-	"                          postgresql:// URL (default $BRIG_STORE, then brig's data dir)\n"
-	"\n"
+	"Identity and store:\n" CLI_HELP_SESSION "\n"
 	"Spec (for a new session; defaults are the hardened ones, as for `brig create`):\n"
 	"      --image IMG         Image (default $BRIG_IMAGE, then " BRIG_DEFAULT_IMAGE ")\n"
 	"      --cpus C, --memory-mb M, --pids P, --workspace-mb W, --runtime-mb R\n"
-	"      --network none|isolated, --subnet CIDR, --harness claude|codex|none\n"
-	"  -e, --env KEY=VALUE     Environment entry; repeatable\n"
+	"      --network none|isolated, --subnet CIDR, --harness claude|codex|none\n" CLI_HELP_ENV
 	"      --label KEY=VALUE   Extra label; repeatable\n"
 	"\n"
 	"      --json              Print the computer as JSON\n"
@@ -181,12 +118,12 @@ int cmd_up(int argc, char **argv)
 		cli_usage("up", "unexpected argument '%s'", argv[optind]);
 		goto out;
 	}
-	if (check_identity("up", &a) != 0 || cli_spec_finish(&spec, image_given) != 0)
+	if (cli_target_check("up", &a.t) != 0 || cli_spec_finish(&spec, image_given) != 0)
 		goto out;
-	if (cli_store_open(&s, a.store) != 0 || cli_engine_open(&e) != 0)
+	if (cli_store_open(&s, a.t.store) != 0 || cli_engine_open(&e) != 0)
 		goto out;
 	/* An existing session keeps its recorded spec unless flags say otherwise. */
-	int grc = brig_store_session_get(s, &rec, a.ns, a.agent, a.session, &err);
+	int grc = brig_store_session_get(s, &rec, a.t.id.ns, a.t.id.agent, a.t.id.session, &err);
 	if (grc != 0 && grc != BRIG_ENOTFOUND) {
 		cli_error(err, NULL);
 		goto out;
@@ -194,14 +131,14 @@ int cmd_up(int argc, char **argv)
 	brig_error_free(err);
 	err = NULL;
 	bool use_recorded = grc == 0 && !spec_given && rec->spec_json;
-	brig_identity id = {a.ns, a.agent, a.session, 1};
+	brig_identity id = {a.t.id.ns, a.t.id.agent, a.t.id.session, 1};
 	if (brig_session_up(e, s, &c, &id, use_recorded ? NULL : &spec, &err) != 0) {
 		cli_error(err, NULL);
 		goto out;
 	}
 	if (c->adopted)
-		cli_note("adopted generation %u of %s/%s/%s (%s)", c->generation, a.ns, a.agent, a.session,
-			 c->state ? c->state : "state unknown");
+		cli_note("adopted generation %u of %s/%s/%s (%s)", c->generation, a.t.id.ns, a.t.id.agent,
+			 a.t.id.session, c->state ? c->state : "state unknown");
 	if (a.json) {
 		rc = cli_print_json(brig_computer_to_json(c));
 	} else {
@@ -221,7 +158,7 @@ out:
 
 static const char checkpoint_usage[] =
 	"Usage: brig checkpoint [OPTIONS] NAME\n"
-	"       brig checkpoint [OPTIONS] --ns NS --agent A --session S\n"
+	"       brig checkpoint [OPTIONS] --ns NS --agent A --session S [--gen N]\n"
 	"       brig checkpoint rm [--store URL] ID [ID...]\n"
 	"\n"
 	"Take a checkpoint of a session's computer: freeze it, copy /workspace and\n"
@@ -233,18 +170,15 @@ static const char checkpoint_usage[] =
 	"Blobs live in $BRIG_CHECKPOINT_DIR, else beside a SQLite store, else in brig's\n"
 	"data directory.\n"
 	"\n"
-	"Options:\n"
-	"      --ns NS, --agent A, --session S\n"
-	"                          Name the computer by its session (current generation)\n"
+	"Options:\n" CLI_HELP_TARGET
 	"      --keep N            Then keep only the newest N checkpoints of the session\n"
-	"      --store URL         Session store (default $BRIG_STORE, then brig's data dir)\n"
 	"      --json              Print the checkpoint record as JSON\n"
 	"  -h, --help              Print this help\n";
 
 static int checkpoint_rm(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"store", required_argument, NULL, OPT_STORE},
+		{"store", required_argument, NULL, CLI_OPT_STORE},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -253,7 +187,7 @@ static int checkpoint_rm(int argc, char **argv)
 	optind = 0;
 	while ((opt = cli_getopt("checkpoint rm", argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (opt) {
-		case OPT_STORE: store = optarg; break;
+		case CLI_OPT_STORE: store = optarg; break;
 		case 'h': return cli_help(checkpoint_usage);
 		default: return CLI_EXIT_FAIL;
 		}
@@ -293,6 +227,7 @@ int cmd_checkpoint(int argc, char **argv)
 		return checkpoint_rm(argc - 1, argv + 1);
 	static const struct option longopts[] = {
 		SESSION_LONGOPTS,
+		{"gen", required_argument, NULL, CLI_OPT_GEN},
 		{"keep", required_argument, NULL, OPT_KEEP},
 		{NULL, 0, NULL, 0},
 	};
@@ -312,15 +247,11 @@ int cmd_checkpoint(int argc, char **argv)
 		default: return CLI_EXIT_FAIL;
 		}
 	}
+	if (a.rc)
+		return a.rc;
 	const char *name = optind < argc ? argv[optind] : NULL;
 	if (optind + 1 < argc)
 		return cli_usage("checkpoint", "unexpected argument '%s'", argv[optind + 1]);
-	if (name && has_identity(&a))
-		return cli_usage("checkpoint", "give either NAME or --ns/--agent/--session, not both");
-	if (!name && !has_identity(&a))
-		return cli_usage("checkpoint", "NAME (or --ns/--agent/--session) is required");
-	if (!name && check_identity("checkpoint", &a) != 0)
-		return CLI_EXIT_FAIL;
 
 	brig_store *s = NULL;
 	brig_engine *e = NULL;
@@ -328,14 +259,14 @@ int cmd_checkpoint(int argc, char **argv)
 	brig_store_checkpoint *cp = NULL;
 	char *ref = NULL;
 	int rc = CLI_EXIT_FAIL;
-	if (cli_store_open(&s, a.store) != 0)
+	if (cli_target_name(&ref, "checkpoint", &a.t, name, NULL, false) != 0)
 		goto out;
-	if (!name && cli_session_ref(&ref, s, a.ns, a.agent, a.session, false) != 0)
+	if (cli_store_open(&s, a.t.store) != 0)
 		goto out;
 	if (cli_engine_open(&e) != 0)
 		goto out;
 	brig_checkpoint_opts opts = {.version = BRIG_CHECKPOINT_OPTS_VERSION, .keep = (size_t)keep};
-	if (brig_checkpoint_create(e, s, &cp, name ? name : ref, &opts, &err) != 0) {
+	if (brig_checkpoint_create(e, s, &cp, ref, &opts, &err) != 0) {
 		cli_error(err, NULL);
 		goto out;
 	}
@@ -364,10 +295,8 @@ static const char checkpoints_usage[] =
 	"Usage: brig checkpoints --ns NS --agent A --session S [--store URL] [--json]\n"
 	"\n"
 	"List a session's checkpoints, newest first.\n"
-	"\n"
-	"      --store URL   Session store (default $BRIG_STORE, then brig's data dir)\n"
-	"      --json        Print a JSON array of checkpoint records\n"
-	"  -h, --help        Print this help\n";
+	"\n" CLI_HELP_SESSION "      --json              Print a JSON array of checkpoint records\n"
+	"  -h, --help              Print this help\n";
 
 int cmd_checkpoints(int argc, char **argv)
 {
@@ -384,16 +313,16 @@ int cmd_checkpoints(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage("checkpoints", "unexpected argument '%s'", argv[optind]);
-	if (check_identity("checkpoints", &a) != 0)
+	if (cli_target_check("checkpoints", &a.t) != 0)
 		return CLI_EXIT_FAIL;
 	brig_store *s = NULL;
-	if (cli_store_open(&s, a.store) != 0)
+	if (cli_store_open(&s, a.t.store) != 0)
 		return CLI_EXIT_FAIL;
 	brig_store_checkpoint *cps = NULL;
 	size_t n = 0;
 	brig_error *err = NULL;
 	int rc;
-	if (brig_store_checkpoint_list(s, &cps, &n, a.ns, a.agent, a.session, &err) != 0) {
+	if (brig_store_checkpoint_list(s, &cps, &n, a.t.id.ns, a.t.id.agent, a.t.id.session, &err) != 0) {
 		rc = cli_error(err, NULL);
 		goto out;
 	}
@@ -432,10 +361,9 @@ static const char recover_usage[] =
 	"checkpoint the new generation starts empty (and brig says so). Several brig\n"
 	"processes recovering one session at once make exactly one new generation.\n"
 	"A corrupt checkpoint is refused and nothing changes.\n"
-	"\n"
-	"      --store URL   Session store (default $BRIG_STORE, then brig's data dir)\n"
-	"      --json        Print {name, old_generation, new_generation, checkpoint_id, won, computer}\n"
-	"  -h, --help        Print this help\n";
+	"\n" CLI_HELP_SESSION
+	"      --json              Print {name, old_generation, new_generation, checkpoint_id, won, computer}\n"
+	"  -h, --help              Print this help\n";
 
 int cmd_recover(int argc, char **argv)
 {
@@ -452,7 +380,7 @@ int cmd_recover(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage("recover", "unexpected argument '%s'", argv[optind]);
-	if (check_identity("recover", &a) != 0)
+	if (cli_target_check("recover", &a.t) != 0)
 		return CLI_EXIT_FAIL;
 	brig_store *s = NULL;
 	brig_engine *e = NULL;
@@ -460,21 +388,21 @@ int cmd_recover(int argc, char **argv)
 	brig_recover_result r;
 	memset(&r, 0, sizeof r);
 	int rc = CLI_EXIT_FAIL;
-	if (cli_store_open(&s, a.store) != 0 || cli_engine_open(&e) != 0)
+	if (cli_store_open(&s, a.t.store) != 0 || cli_engine_open(&e) != 0)
 		goto out;
-	if (brig_session_recover(e, s, &r, a.ns, a.agent, a.session, NULL, &err) != 0) {
+	if (brig_session_recover(e, s, &r, a.t.id.ns, a.t.id.agent, a.t.id.session, NULL, &err) != 0) {
 		cli_error(err, NULL);
 		goto out;
 	}
 	if (!r.won)
-		cli_note("another brig recovered %s/%s/%s at the same time: using its generation %" PRId64, a.ns,
-			 a.agent, a.session, r.new_generation);
+		cli_note("another brig recovered %s/%s/%s at the same time: using its generation %" PRId64, a.t.id.ns,
+			 a.t.id.agent, a.t.id.session, r.new_generation);
 	else if (r.checkpoint_id)
-		cli_note("recovered %s/%s/%s into generation %" PRId64 " from checkpoint %" PRId64, a.ns, a.agent,
-			 a.session, r.new_generation, r.checkpoint_id);
+		cli_note("recovered %s/%s/%s into generation %" PRId64 " from checkpoint %" PRId64, a.t.id.ns,
+			 a.t.id.agent, a.t.id.session, r.new_generation, r.checkpoint_id);
 	else
-		cli_note("%s/%s/%s has no checkpoint: generation %" PRId64 " started empty", a.ns, a.agent, a.session,
-			 r.new_generation);
+		cli_note("%s/%s/%s has no checkpoint: generation %" PRId64 " started empty", a.t.id.ns, a.t.id.agent,
+			 a.t.id.session, r.new_generation);
 	if (a.json) {
 		json_t *j = json_pack("{s:s,s:I,s:I,s:I,s:b,s:o}", "name", r.computer->name, "old_generation",
 				      (json_int_t)r.old_generation, "new_generation", (json_int_t)r.new_generation,

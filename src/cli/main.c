@@ -12,8 +12,6 @@
 bool cli_debug;
 
 static int cmd_help(int argc, char **argv);
-int cmd_image(int argc, char **argv);
-int cmd_agent(int argc, char **argv);
 
 static const cli_command commands[] = {
 	{"create", cmd_create, "Create (or adopt) and start a session's computer"},
@@ -70,6 +68,10 @@ static void print_usage(FILE *f)
 
 static int cmd_help(int argc, char **argv)
 {
+	if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+		print_usage(stdout);
+		return 0;
+	}
 	if (argc > 1) {
 		const cli_command *c = find_command(argv[1]);
 		if (!c)

@@ -257,22 +257,63 @@ static void remove_volumes(brig_engine *e, const char *name)
 	}
 }
 
+/* Appends "; " (after the first) and one field's difference to out. */
+static void diff_field(char *out, size_t n, const char *key, json_t *have, json_t *want)
+{
+	char *h = have ? json_dumps(have, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+	char *w = want ? json_dumps(want, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+	size_t used = strlen(out);
+	snprintf(out + used, n - used, "%s%s: container has %.120s, wanted %.120s", used ? "; " : "", key,
+		 h ? h : "nothing", w ? w : "nothing");
+	free(h);
+	free(w);
+}
+
+/* The fields of the effective spec that differ between the container (its
+ * brig.spec.json label) and spec, with both values; env is compared as
+ * keys, the only form either side shows. NULL when the label is missing or
+ * shows no difference (then only an env value differs). Caller frees. */
+static char *spec_diff(json_t *labels, const brig_spec *spec)
+{
+	cleanup_json json_t *have = spec_from_labels(labels);
+	if (!have)
+		return NULL;
+	cleanup_json json_t *want = brig_spec_to_json(spec, 0);
+	char out[1024] = "";
+	const char *key;
+	json_t *v;
+	json_object_foreach (want, key, v) {
+		if (!json_equal(v, json_object_get(have, key)))
+			diff_field(out, sizeof out, key, json_object_get(have, key), v);
+	}
+	json_object_foreach (have, key, v) {
+		if (!json_object_get(want, key))
+			diff_field(out, sizeof out, key, v, NULL);
+	}
+	return *out ? xstrdup(out) : NULL;
+}
+
 /* Looks at what holds our name. 0: it is ours (id in *out_id); ENOTFOUND:
- * nothing there; ECONFLICT: someone else's, with the difference. */
+ * nothing there; ECONFLICT: someone else's, with the difference (for a
+ * spec, each differing field, when the container says what it has). */
 static int adopt(brig_engine *e, char **out_id, const char *name, const brig_identity *id, const char *hash,
-		 brig_error **err)
+		 const brig_spec *spec, brig_error **err)
 {
 	cleanup_json json_t *j = NULL;
 	int rc = brig_engine_container_inspect(e, &j, name, err);
 	if (rc)
 		return rc;
 	brig_error *why = NULL;
-	rc = brig_labels_match(json_object_get(json_object_get(j, "Config"), "Labels"), id, hash, &why);
+	json_t *labels = json_object_get(json_object_get(j, "Config"), "Labels");
+	rc = brig_labels_match(labels, id, hash, &why);
 	if (rc) {
+		const char *msg = brig_error_message(why);
+		cleanup_free char *diff =
+			msg && strncmp(msg, "spec hash differs", 17) == 0 ? spec_diff(labels, spec) : NULL;
 		rc = brig__error_set(err, BRIG_ECONFLICT, 0,
-				     "container %s already exists and is not this computer: %s; destroy it or "
+				     "container %s already exists and is not this computer: %s%s; destroy it or "
 				     "change the spec back",
-				     name, brig_error_message(why));
+				     name, diff ? "spec differs: " : msg, diff ? diff : "");
 		brig_error_free(why);
 		return rc;
 	}
@@ -336,7 +377,7 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 	cleanup_free char *cid = NULL;
 	bool adopted = false;
 	/* Fast path: it already exists (a replica made it, or we did before). */
-	rc = adopt(e, &cid, name, id, hash, err);
+	rc = adopt(e, &cid, name, id, hash, spec, err);
 	if (rc == 0) {
 		adopted = true;
 	} else if (rc != BRIG_ENOTFOUND) {
@@ -397,7 +438,7 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 			/* 409, or no answer: look the name up before answering. */
 			int first = rc;
 			brig_error *lookup = NULL;
-			rc = adopt(e, &cid, name, id, hash, &lookup);
+			rc = adopt(e, &cid, name, id, hash, spec, &lookup);
 			if (rc == 0) {
 				brig__error_clear(err);
 				adopted = first == BRIG_ECONFLICT;

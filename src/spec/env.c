@@ -94,6 +94,11 @@ int brig_env_validate(const char *entry, brig_error **err)
 					       "env: key '%s' contains a control character; keys may not contain "
 					       "'=', NUL, CR, LF or other control characters",
 					       brig_spec__quoten(q, entry, klen));
+		if (c == ' ')
+			return brig__error_set(err, BRIG_EINVAL, 0,
+					       "env: key '%s' contains a space; keys may not contain whitespace, '=' "
+					       "or control characters",
+					       brig_spec__quoten(q, entry, klen));
 	}
 	if (!utf8_ok((const unsigned char *)entry, klen))
 		return brig__error_set(err, BRIG_EINVAL, 0, "env: key '%s' is not valid UTF-8",

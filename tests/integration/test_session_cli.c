@@ -315,6 +315,105 @@ static void test_usage_errors(void **state)
 	run_free(&r);
 }
 
+/* The rough edges of issue 15: names that do not exist, the session flags
+ * on inspect/destroy, --env-file, env keys, a store in a missing directory,
+ * the --json shapes of image ls and network inspect, help --help. */
+static void test_rough_edges(void **state)
+{
+	(void)state;
+	const char *S = "edges";
+	cleanup_free char *g1 = gen_name(S, 1);
+#define ID "--ns", NS, "--agent", "agent", "--session", S
+	run_out r = brig_expect(0, (const char *[]){"help", "--help", NULL});
+	assert_non_null(strstr(r.out, "Usage: brig"));
+	run_free(&r);
+
+	/* destroy of nothing: exit 1 as `docker rm`, 0 with --force. */
+	r = brig_expect(1, (const char *[]){"destroy", "brig-nosuch-computer", NULL});
+	assert_non_null(strstr(r.err, "no such computer: brig-nosuch-computer"));
+	assert_string_equal(r.out, "");
+	run_free(&r);
+	r = brig_expect(0, (const char *[]){"destroy", "--force", "brig-nosuch-computer", NULL});
+	run_free(&r);
+
+	/* --env-file: values never typed on brig's command line. */
+	r = brig_expect(0, (const char *[]){"up", ID, "--label", LABEL, NULL});
+	run_free(&r);
+	cleanup_free char *envf = xasprintf("%s/edges.env", TMP);
+	FILE *f = fopen(envf, "w");
+	assert_non_null(f);
+	fputs("# the token\n\nTOKEN=s3cret value\r\nOTHER=2\n", f);
+	fclose(f);
+	r = brig_expect(
+		0, (const char *[]){"exec", ID, "--env-file", envf, "--", "sh", "-c", "echo \"$TOKEN|$OTHER\"", NULL});
+	assert_string_equal(r.out, "s3cret value|2\n");
+	run_free(&r);
+	r = brig_expect(125, (const char *[]){"exec", ID, "-e", "A B=hidden", "--", "true", NULL});
+	assert_non_null(strstr(r.err, "key 'A B' contains a space"));
+	assert_null(strstr(r.err, "hidden"));
+	run_free(&r);
+
+	/* inspect and destroy take the session flags. */
+	r = brig_expect(0, (const char *[]){"inspect", ID, "--json", NULL});
+	json_t *j = json_loads(r.out, 0, NULL);
+	assert_non_null(j);
+	assert_string_equal(json_string_value(json_object_get(j, "name")), g1);
+	json_decref(j);
+	run_free(&r);
+	r = brig_expect(0, (const char *[]){"inspect", ID, "--gen", "1", NULL});
+	assert_non_null(strstr(r.out, g1));
+	run_free(&r);
+	r = brig_expect(125, (const char *[]){"inspect", g1, "--ns", NS, NULL});
+	assert_non_null(strstr(r.err, "not both"));
+	run_free(&r);
+	r = brig_expect(0, (const char *[]){"destroy", ID, NULL});
+	assert_string_equal(chomp(r.out), g1);
+	run_free(&r);
+	r = brig_expect(1, (const char *[]){"destroy", ID, "--gen", "1", NULL});
+	run_free(&r);
+
+	/* A store in a directory that does not exist is refused, not made. */
+	cleanup_free char *nodir = xasprintf("%s/nodir", TMP);
+	cleanup_free char *nostore = xasprintf("%s/s.db", nodir);
+	r = brig_expect(125, (const char *[]){"checkpoints", ID, "--store", nostore, NULL});
+	assert_non_null(strstr(r.err, "does not exist"));
+	run_free(&r);
+	struct stat sb;
+	assert_int_equal(stat(nodir, &sb), -1);
+
+	/* image ls --json: an array of brig's records. */
+	r = brig_expect(0, (const char *[]){"image", "ls", "--json", NULL});
+	j = json_loads(r.out, 0, NULL);
+	assert_true(json_is_array(j));
+	size_t i;
+	json_t *el;
+	json_array_foreach (j, i, el) {
+		assert_true(json_is_string(json_object_get(el, "tag")));
+		assert_true(json_is_string(json_object_get(el, "state")));
+		assert_null(json_object_get(el, "Id"));
+	}
+	json_decref(j);
+	run_free(&r);
+
+	/* network inspect --json: brig's fields when the bridge exists (it is
+	 * shared with other tests, so this one neither makes nor removes it). */
+	r = brig((const char *[]){"network", "inspect", "--json", NULL});
+	if (r.code == 0) {
+		j = json_loads(r.out, 0, NULL);
+		assert_string_equal(json_string_value(json_object_get(j, "name")), "brig-sandbox");
+		assert_true(json_is_boolean(json_object_get(j, "icc")));
+		assert_true(json_is_boolean(json_object_get(j, "managed")));
+		assert_true(json_is_array(json_object_get(j, "attached")));
+		assert_null(json_object_get(j, "IPAM"));
+		json_decref(j);
+	} else {
+		assert_int_equal(r.code, 125);
+		assert_non_null(strstr(r.err, "does not exist"));
+	}
+	run_free(&r);
+#undef ID
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -322,6 +421,7 @@ int main(void)
 		cmocka_unit_test(test_recover_without_checkpoint),
 		cmocka_unit_test(test_checkpoint_not_a_session),
 		cmocka_unit_test(test_usage_errors),
+		cmocka_unit_test(test_rough_edges),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

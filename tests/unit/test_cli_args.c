@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include <string.h>
+#include <unistd.h>
 
 /* args.c has no library dependencies beyond util: compile it in. */
 #include "cli/args.c"
@@ -184,6 +185,54 @@ static void test_strv(void **state)
 	assert_null(sv.v);
 }
 
+/* Writes len bytes to a new temporary file; returns its path (static). */
+static const char *env_file(const char *data, size_t len)
+{
+	static char path[64];
+	snprintf(path, sizeof path, "/tmp/brig-envfile-XXXXXX");
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, len), (ssize_t)len);
+	close(fd);
+	return path;
+}
+
+static void test_env_file(void **state)
+{
+	(void)state;
+	static const char text[] = "# a comment\n"
+				   "\n"
+				   "   \t\n"
+				   "A=1\n"
+				   "  B=two words = and more\r\n"
+				   "\tC\n"
+				   "#D=commented\n"
+				   "E=\n"
+				   "F=last, no newline";
+	const char *p = env_file(text, sizeof text - 1);
+	cli_strv sv = {0};
+	assert_int_equal(cli_env_file_read(&sv, p), 0);
+	unlink(p);
+	assert_int_equal(sv.count, 5);
+	assert_string_equal(sv.v[0], "A=1");
+	assert_string_equal(sv.v[1], "B=two words = and more");
+	assert_string_equal(sv.v[2], "C");
+	assert_string_equal(sv.v[3], "E=");
+	assert_string_equal(sv.v[4], "F=last, no newline");
+	cli_strv_free_all(&sv);
+	assert_null(sv.v);
+
+	/* A NUL byte is refused (a C string would cut the value short). */
+	static const char nul[] = "A=1\nB=se\0cret\n";
+	p = env_file(nul, sizeof nul - 1);
+	assert_int_equal(cli_env_file_read(&sv, p), CLI_EXIT_FAIL);
+	unlink(p);
+	cli_strv_free_all(&sv);
+
+	assert_int_equal(cli_env_file_read(&sv, "/nonexistent/brig.env"), CLI_EXIT_FAIL);
+	assert_int_equal(sv.count, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -194,6 +243,7 @@ int main(void)
 		cmocka_unit_test(test_getopt_dashdash),
 		cmocka_unit_test(test_getopt_errors),
 		cmocka_unit_test(test_strv),
+		cmocka_unit_test(test_env_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -332,6 +332,19 @@ static void test_env_validation(void **state)
 	EXPECT_ERR(brig_spec_add_env(&s, "BAD\nKEY=hunter2", &err), BRIG_EINVAL, &err);
 	ASSERT_CONTAINS(err->message, "BAD\\x0aKEY");
 	ASSERT_LACKS(err->message, "hunter2");
+	/* `-e 'A B=1'`: a key no shell could export, named, value not shown. */
+	EXPECT_ERR(brig_spec_add_env(&s, "A B=hunter2", &err), BRIG_EINVAL, &err);
+	ASSERT_CONTAINS(err->message, "key 'A B' contains a space");
+	ASSERT_LACKS(err->message, "hunter2");
+	EXPECT_ERR(brig_spec_add_env(&s, "A\tB=hunter2", &err), BRIG_EINVAL, &err);
+	ASSERT_CONTAINS(err->message, "control character");
+	ASSERT_LACKS(err->message, "hunter2");
+	EXPECT_ERR(brig_env_validate(" LEAD=hunter2", &err), BRIG_EINVAL, &err);
+	ASSERT_CONTAINS(err->message, "' LEAD'");
+	ASSERT_LACKS(err->message, "hunter2");
+	/* -e KEY (copied from brig's environment) gets the same key rule. */
+	EXPECT_ERR(brig_spec_add_env(&s, "NO SUCH", &err), BRIG_EINVAL, &err);
+	ASSERT_CONTAINS(err->message, "contains a space");
 	EXPECT_ERR(brig_env_validate("NOVALUE", &err), BRIG_EINVAL, &err);
 	ASSERT_CONTAINS(err->message, "NOVALUE");
 	assert_int_equal(s.env_count, 0);
