@@ -90,6 +90,16 @@ BRIG_PUBLIC int brig_computer_stop(brig_engine *e, const char *ref, brig_error *
  * success. */
 BRIG_PUBLIC int brig_computer_destroy(brig_engine *e, const char *ref, brig_error **err);
 
+/* Whether computer ref still holds the files brig gave it. *lost is false
+ * when the container runs (or is paused) since brig created and started it;
+ * true when it is gone, stopped, or was started again since (its tmpfs
+ * volumes were emptied): *why (malloc'd, else NULL) then says which
+ * ("was removed", "was stopped (it is exited)", "was restarted …"). brig
+ * knows a start of its own by a root-owned marker it puts into /runtime
+ * when it starts a computer it created: a computer created by a brig older
+ * than this one counts as restarted. Errors: the engine's. */
+BRIG_PUBLIC int brig_computer_check_files(brig_engine *e, const char *ref, bool *lost, char **why, brig_error **err);
+
 /* ---- exec ---- */
 
 #define BRIG_EXEC_OPTS_VERSION 1

@@ -34,11 +34,51 @@ BRIG_PUBLIC int brig_checkpoint_dir(char **out, const brig_store *s, brig_error 
 /* Creates the session (generation 1) or adopts its current generation and
  * makes sure that generation's computer exists and runs (brig up). spec is
  * used for a new session and recorded; for an existing one the recorded spec
- * is used when spec is NULL. Errors: BRIG_ESTATE (the current generation is
- * failed or gone: the message says to run brig recover), those of
- * brig_computer_create, BRIG_ESTORE. */
+ * is used when spec is NULL. A computer that lost its files is restored
+ * from the latest checkpoint into a new generation, or refused, as
+ * brig_session_open() with default options says (that call also reports
+ * it). Errors: BRIG_ESTATE (the current generation is failed: the message
+ * says to run brig recover; or its files are gone and there is no
+ * checkpoint), those of brig_computer_create, BRIG_ESTORE. */
 BRIG_PUBLIC int brig_session_up(brig_engine *e, brig_store *s, brig_computer **out, const brig_identity *id,
 				const brig_spec *spec, brig_error **err);
+
+#define BRIG_UP_OPTS_VERSION 1
+
+typedef struct brig_up_opts {
+	unsigned version;           /* BRIG_UP_OPTS_VERSION */
+	/* A session whose computer was lost and that has no checkpoint is
+	 * refused unless fresh: then it goes on in a new, empty generation. */
+	bool fresh;
+	const char *checkpoint_dir; /* NULL: brig_checkpoint_dir() */
+} brig_up_opts;
+
+#define BRIG_UP_OPTS_INIT {BRIG_UP_OPTS_VERSION, false, NULL}
+
+typedef struct brig_up_result {
+	brig_computer *computer;  /* the session's computer, running */
+	/* Set when the current generation's computer had been lost (gone,
+	 * stopped, or restarted with its volumes emptied) and was replaced by
+	 * a new generation: */
+	char *lost;               /* why, e.g. "was stopped (it is exited)"; NULL when nothing was lost */
+	int64_t old_generation;
+	int64_t checkpoint_id;    /* restored into the new generation; 0: it started empty (fresh) */
+	int64_t checkpoint_created_ms;
+} brig_up_result;
+
+BRIG_PUBLIC void brig_up_result_clear(brig_up_result *r);
+
+/* brig_session_up with options and a report: it never hands back a
+ * computer that lost its files without saying so. When the store says the
+ * current generation runs but its computer is gone, stopped or was
+ * restarted (brig_computer_check_files), the session moves to generation
+ * + 1 restored from its latest checkpoint (as brig_session_recover, so two
+ * racers make one generation) and res->lost says why; with no checkpoint
+ * that is BRIG_ESTATE ("… its files are gone …; nothing was created")
+ * unless opts->fresh. opts may be NULL (defaults). Errors: those of
+ * brig_session_up and brig_session_recover. */
+BRIG_PUBLIC int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const brig_identity *id,
+				  const brig_spec *spec, const brig_up_opts *opts, brig_error **err);
 
 /* Resolves the current generation's container name of (ns, agent,
  * session). *out is malloc'd. Errors: BRIG_ENOTFOUND (no such session). */

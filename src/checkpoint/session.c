@@ -105,9 +105,95 @@ int brig_session_mark_failed(brig_store *s, const char *ns, const char *agent, c
 
 static int wait_creating(brig_store *s, brig_store_session **r, brig_error **err);
 
+void brig_up_result_clear(brig_up_result *r)
+{
+	if (!r)
+		return;
+	brig_computer_free(r->computer);
+	free(r->lost);
+	memset(r, 0, sizeof *r);
+}
+
+/* The current generation's computer lost its files (why): restore the
+ * latest checkpoint into generation + 1, or refuse when there is none and
+ * the caller did not ask for a fresh start. */
+static int replace_lost(brig_engine *e, brig_store *s, brig_up_result *res, const brig_store_session *r,
+			const char *why, const brig_up_opts *o, brig_error **err)
+{
+	brig_store_checkpoint *cp = NULL;
+	int rc = brig_store_checkpoint_latest(s, &cp, r->ns, r->agent, r->session, err);
+	if (rc == BRIG_ENOTFOUND) {
+		brig__error_clear(err);
+		if (!o->fresh)
+			return brig__error_set(err, BRIG_ESTATE, 0,
+					       "session %s/%s/%s: its computer %s %s, so the files it had in /workspace "
+					       "and /runtime are gone, and the session has no checkpoint to restore them "
+					       "from; nothing was created. To go on without them in a new, empty "
+					       "generation, run brig up again with --fresh",
+					       r->ns, r->agent, r->session, r->container_name ? r->container_name : "",
+					       why);
+	} else if (rc) {
+		return rc;
+	} else {
+		res->checkpoint_created_ms = cp->created_ms;
+		brig_store_checkpoint_free(cp);
+	}
+	/* Failed first, so recover does not take the emptied computer for a
+	 * good one; a racer doing the same makes this a no-op. */
+	if ((rc = brig_session_mark_failed(s, r->ns, r->agent, r->session, r->generation, err)) != 0)
+		return rc;
+	brig_recover_result rr;
+	rc = brig_session_recover(e, s, &rr, r->ns, r->agent, r->session, o->checkpoint_dir, err);
+	if (rc == BRIG_ESTATE) {
+		/* A racer replaced the lost computer before we looked: its new
+		 * generation runs. Adopt it (it was checked as it was made). */
+		brig_store_session *now = NULL;
+		if (brig_store_session_get(s, &now, r->ns, r->agent, r->session, NULL) == 0 &&
+		    now->generation > r->generation && now->state == BRIG_STORE_RUNNING && now->container_name) {
+			brig__error_clear(err);
+			rc = brig_computer_get(e, &res->computer, now->container_name, NULL, err);
+			if (rc == 0)
+				res->computer->adopted = true;
+		}
+		brig_store_session_free(now);
+		return rc;
+	}
+	if (rc)
+		return brig__error_prefix(err, rc, "session %s/%s/%s: its computer %s", r->ns, r->agent, r->session,
+					  why);
+	res->computer = rr.computer;
+	rr.computer = NULL;
+	res->lost = xstrdup(why);
+	res->old_generation = rr.old_generation;
+	res->checkpoint_id = rr.checkpoint_id;
+	if (!rr.checkpoint_id)
+		res->checkpoint_created_ms = 0;
+	brig_recover_result_clear(&rr);
+	return 0;
+}
+
 int brig_session_up(brig_engine *e, brig_store *s, brig_computer **out, const brig_identity *id,
 		    const brig_spec *spec, brig_error **err)
 {
+	brig_up_result res;
+	int rc = brig_session_open(e, s, &res, id, spec, NULL, err);
+	if (rc)
+		return rc;
+	*out = res.computer;
+	res.computer = NULL;
+	brig_up_result_clear(&res);
+	return 0;
+}
+
+int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const brig_identity *id,
+		      const brig_spec *spec, const brig_up_opts *opts, brig_error **err)
+{
+	memset(res, 0, sizeof *res);
+	brig_up_opts defaults = BRIG_UP_OPTS_INIT;
+	const brig_up_opts *o = opts ? opts : &defaults;
+	if (opts && brig__opts_check(opts->version, BRIG_UP_OPTS_VERSION, "up options", err) != 0)
+		return BRIG_EINVAL;
+	brig_computer **out = &res->computer;
 	brig_identity base = *id;
 	base.generation = 1;
 	int rc = brig_identity_validate(&base, err);
@@ -179,6 +265,23 @@ int brig_session_up(brig_engine *e, brig_store *s, brig_computer **out, const br
 	if (!spec && !have_recorded) {
 		brig_store_session_free(r);
 		return brig__error_set(err, BRIG_EINVAL, 0, "session has no recorded spec; pass one");
+	}
+	if ((r->state == BRIG_STORE_RUNNING || r->state == BRIG_STORE_PAUSED) && r->container_name) {
+		bool lost = false;
+		cleanup_free char *why = NULL;
+		if ((rc = brig_computer_check_files(e, r->container_name, &lost, &why, err)) != 0) {
+			if (have_recorded)
+				brig_spec_clear(&recorded);
+			brig_store_session_free(r);
+			return brig__error_prefix(err, rc, "up %s/%s/%s", id->ns, id->agent, id->session);
+		}
+		if (lost) {
+			if (have_recorded)
+				brig_spec_clear(&recorded);
+			rc = replace_lost(e, s, res, r, why, o, err);
+			brig_store_session_free(r);
+			return rc;
+		}
 	}
 	brig_identity gid = {r->ns, r->agent, r->session, (uint32_t)r->generation};
 	brig_computer *c = NULL;

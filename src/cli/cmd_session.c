@@ -17,6 +17,7 @@
 enum {
 	OPT_JSON = CLI_OPT_TARGET_END,
 	OPT_KEEP,
+	OPT_FRESH,
 };
 
 #define SESSION_LONGOPTS                                             \
@@ -71,6 +72,11 @@ static const char up_usage[] =
 	"recorded in the store with its spec; later `brig up` calls without spec flags\n"
 	"reuse the recorded spec. A failed session is refused: run `brig recover`.\n"
 	"\n"
+	"A computer that lost its files (removed, stopped by brig stop or docker kill, or\n"
+	"restarted: each empties /workspace and /runtime) is never handed back as it is:\n"
+	"the session moves to a new generation restored from its latest checkpoint, and\n"
+	"brig says so on stderr. With no checkpoint, up refuses unless --fresh.\n"
+	"\n"
 	"Identity and store:\n" CLI_HELP_SESSION "\n"
 	"Spec (for a new session; defaults are the hardened ones, as for `brig create`):\n"
 	"      --image IMG         Image (default $BRIG_IMAGE, then " BRIG_DEFAULT_IMAGE ")\n"
@@ -78,14 +84,17 @@ static const char up_usage[] =
 	"      --network none|isolated, --subnet CIDR, --harness claude|codex|none\n" CLI_HELP_ENV
 	"      --label KEY=VALUE   Extra label; repeatable\n"
 	"\n"
+	"      --fresh             When the computer lost its files and there is no checkpoint,\n"
+	"                          go on in a new, empty generation\n"
 	"      --json              Print the computer as JSON\n"
 	"  -h, --help              Print this help\n";
 
 int cmd_up(int argc, char **argv)
 {
-	static const struct option longopts[] = {SESSION_LONGOPTS, CLI_SPEC_LONGOPTS, {NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {SESSION_LONGOPTS, CLI_SPEC_LONGOPTS,
+						 {"fresh", no_argument, NULL, OPT_FRESH}, {NULL, 0, NULL, 0}};
 	session_args a = {0};
-	bool image_given = false, spec_given = false;
+	bool image_given = false, spec_given = false, fresh = false;
 	brig_spec spec;
 	brig_spec_init(&spec);
 	brig_engine *e = NULL;
@@ -108,6 +117,10 @@ int cmd_up(int argc, char **argv)
 		}
 		if (session_opt(&a, opt, optarg))
 			continue;
+		if (opt == OPT_FRESH) {
+			fresh = true;
+			continue;
+		}
 		if (opt == 'h') {
 			rc = cli_help(up_usage);
 			goto out;
@@ -132,13 +145,32 @@ int cmd_up(int argc, char **argv)
 	err = NULL;
 	bool use_recorded = grc == 0 && !spec_given && rec->spec_json;
 	brig_identity id = {a.t.id.ns, a.t.id.agent, a.t.id.session, 1};
-	if (brig_session_up(e, s, &c, &id, use_recorded ? NULL : &spec, &err) != 0) {
+	brig_up_opts uo = BRIG_UP_OPTS_INIT;
+	uo.fresh = fresh;
+	brig_up_result ur;
+	if (brig_session_open(e, s, &ur, &id, use_recorded ? NULL : &spec, &uo, &err) != 0) {
 		cli_error(err, NULL);
 		goto out;
 	}
-	if (c->adopted)
-		cli_note("adopted generation %u of %s/%s/%s (%s)", c->generation, a.t.id.ns, a.t.id.agent,
-			 a.t.id.session, c->state ? c->state : "state unknown");
+	c = ur.computer;
+	ur.computer = NULL;
+	if (ur.lost && ur.checkpoint_id) {
+		char when[32] = "an unknown time";
+		time_t t = (time_t)(ur.checkpoint_created_ms / 1000);
+		struct tm tm;
+		if (ur.checkpoint_created_ms > 0 && localtime_r(&t, &tm))
+			strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+		cli_note("the computer of generation %lld %s: restored checkpoint %lld from %s into generation %u",
+			 (long long)ur.old_generation, ur.lost, (long long)ur.checkpoint_id, when, c->generation);
+	} else if (ur.lost) {
+		cli_note("the computer of generation %lld %s and there was no checkpoint: generation %u starts "
+			 "EMPTY (--fresh)",
+			 (long long)ur.old_generation, ur.lost, c->generation);
+	} else if (c->adopted) {
+		cli_note("adopted generation %u of %s/%s/%s (%s)", c->generation, a.t.id.ns, a.t.id.agent, a.t.id.session,
+			 c->state ? c->state : "state unknown");
+	}
+	brig_up_result_clear(&ur);
 	if (a.json) {
 		rc = cli_print_json(brig_computer_to_json(c));
 	} else {

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "brig/sandbox.h"
+#include "sandbox/alive.h"
 #include "sandbox/capture.h"
 #include "util/util.h"
 
@@ -478,6 +479,10 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 	}
 	if ((rc = ensure_started(e, cid, err)) != 0)
 		return brig__error_prefix(err, rc, "start computer %s", name);
+	/* Only a computer this call created and started is known to hold what
+	 * brig gave it; one adopted stopped and started again holds nothing. */
+	if (!adopted && (rc = brig_computer__mark_started(e, cid, err)) != 0)
+		return brig__error_prefix(err, rc, "create computer %s", name);
 	brig_computer *c = NULL;
 	if ((rc = brig_computer_get(e, &c, cid, NULL, err)) != 0)
 		return rc;
