@@ -34,9 +34,14 @@
  *  - memory placement of other processes: migrate_pages, move_pages,
  *    mbind, set_mempolicy, set_mempolicy_home_node (Docker grants these
  *    only with CAP_SYS_NICE);
- *  - socketcall: the 32-bit multiplexer hides the socket family behind a
- *    pointer seccomp cannot read (glibc uses the direct calls since 4.3
- *    kernels), so the family allowlist below could not hold through it;
+ *  - socketcall, and with it the whole 32-bit x86 entry (int 0x80): the
+ *    multiplexer hides the socket family behind a pointer seccomp cannot
+ *    read, and libseccomp writes every socket rule for 32-bit x86 as an
+ *    unconditional socketcall(SYS_SOCKET) rule, so the family allowlist
+ *    would not hold there (the security suite's socketcall case got a
+ *    socket through it). The profile therefore has no SCMP_ARCH_X86: a
+ *    32-bit x86 program is killed (SIGSYS) at its first call. x32 and
+ *    32-bit arm have direct socket calls and keep their rules;
  *  - mq_open and the other mq_* calls: POSIX message-queue bytes are a
  *    per-user quota (RLIMIT_MSGQUEUE, fs.mqueue) that one sandbox could
  *    exhaust for every other with the same host uid; agents have no use;
@@ -59,7 +64,7 @@
 #include "util/util.h"
 
 /* Calls allowed with any arguments, on every architecture of the profile
- * (x86_64, its x32 ABI, 32-bit x86, and arm64/arm when the daemon runs
+ * (x86_64 and its x32 ABI, and arm64/arm when the daemon runs
  * there; a name an architecture lacks is skipped by runc). */
 static const char *const allow_any[] = {
 	/* files and descriptors */
@@ -145,11 +150,10 @@ static const char *const allow_compat[] = {
  * anyway. Upstream Docker (moby/profiles, 2026) only refuses AF_ALG (38)
  * and AF_VSOCK (40).
  *
- * Why EPERM and not EAFNOSUPPORT: on the 32-bit x86 sub-architecture
- * libseccomp also writes each socket rule as a socketcall(SYS_SOCKET) rule,
- * where the family is out of reach; ERRNO rules beside the ALLOW ones then
- * collide there and runc refuses the whole profile ("error adding seccomp
- * rule for syscall socket: file exists"). */
+ * Why EPERM and not EAFNOSUPPORT: ERRNO rules for socket beside the ALLOW
+ * ones collide in libseccomp's socketcall translation and runc refuses the
+ * whole profile ("error adding seccomp rule for syscall socket: file
+ * exists"); EPERM is the default, which needs no rule. */
 static const json_int_t socket_families[] = {1, 2, 10, 16};
 
 /* personality(2) values a program may set: PER_LINUX (0), PER_LINUX32
@@ -196,10 +200,11 @@ static json_t *build_profile(void)
 	json_object_set_new(p, "defaultAction", json_string("SCMP_ACT_ERRNO"));
 	json_object_set_new(p, "defaultErrnoRet", json_integer(ERRNO_EPERM));
 	/* Docker picks the entry for its own architecture and adds the
-	 * sub-architectures, so a 32-bit binary gets the same rules. */
+	 * sub-architectures, so a 32-bit arm binary gets the same rules. Not
+	 * SCMP_ARCH_X86: see socketcall above. */
 	json_object_set_new(p, "archMap",
-			    json_pack("[{s:s, s:[s,s]}, {s:s, s:[s]}]", "architecture", "SCMP_ARCH_X86_64",
-				      "subArchitectures", "SCMP_ARCH_X86", "SCMP_ARCH_X32", "architecture",
+			    json_pack("[{s:s, s:[s]}, {s:s, s:[s]}]", "architecture", "SCMP_ARCH_X86_64",
+				      "subArchitectures", "SCMP_ARCH_X32", "architecture",
 				      "SCMP_ARCH_AARCH64", "subArchitectures", "SCMP_ARCH_ARM"));
 	json_t *calls = json_array();
 	json_t *any = names_array(allow_any, sizeof allow_any / sizeof allow_any[0]);
