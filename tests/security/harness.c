@@ -433,6 +433,27 @@ static void case_log_flood(void)
 		"10 MB: newlines %.2f s, none %.2f s of dockerd CPU (exit %d/%d)", lines, plain, c2, c1);
 }
 
+/* `brig doctor` on this daemon (no userns-remap): exit 1, the remap named
+ * as a failure with its fix; and 125 when no daemon answers. */
+static void case_doctor(void)
+{
+	char *argv[] = {"brig", "doctor", NULL};
+	char *out = NULL, *errout = NULL;
+	int code = brig_test_spawn(argv, NULL, NULL, &out, &errout);
+	bool remapped = out && strstr(out, "ok   userns-remap");
+	bool ok = remapped ? (code == 0 || (code == 1 && strstr(out, "FAIL ")))
+			   : code == 1 && out && strstr(out, "FAIL userns-remap") && strstr(out, "fix: \"userns-remap\"");
+	add_row("host", "doctor", remapped ? "remap ok" : "exit 1, remap FAIL with fix", ok, "exit %d, %s", code,
+		remapped ? "remapped daemon" : out && strstr(out, "FAIL userns-remap") ? "remap named" : "remap not named");
+	free(out);
+	free(errout);
+	char *env[] = {"DOCKER_HOST=unix:///nonexistent/brig-doctor.sock", NULL};
+	code = brig_test_spawn(argv, NULL, env, &out, &errout);
+	add_row("host", "doctor_no_daemon", "exit 125", code == 125, "exit %d: %.100s", code, errout ? errout : "");
+	free(out);
+	free(errout);
+}
+
 /* ---- host-side cases ---- */
 
 /* 1 GB through an exec: brig keeps 1 MiB and says what it dropped; its own
@@ -686,6 +707,7 @@ int main(void)
 		err = NULL;
 		probe_in_run();
 		case_log_flood();
+		case_doctor();
 		case_fork_bomb();
 		case_memory_bomb();
 	}
