@@ -126,7 +126,10 @@ BRIG_PUBLIC int brig_labels_match(const json_t *labels, const brig_identity *id,
 /* Bumped whenever the container body gains or changes a setting that is not
  * a spec field (a new hardening flag): it is part of the spec hash, so a
  * computer created by an older policy is never silently adopted. */
-#define BRIG_SPEC_POLICY 2 /* 2: brig's own seccomp profile by default */
+/* 2: brig's own seccomp profile by default; 3: no dockerd logger, private
+ * cgroup namespace, more masked paths, socket-family allowlist, no
+ * socketcall or mq_* (issue 20). */
+#define BRIG_SPEC_POLICY 3
 
 #define BRIG_DEFAULT_IMAGE "brig-sandbox:local"
 #define BRIG_DEFAULT_USER "1000:1000"

@@ -43,6 +43,7 @@ int cmd_destroy(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_network(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
 int cmd_up(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);
 int cmd_checkpoints(int argc, char **argv);

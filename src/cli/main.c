@@ -32,6 +32,7 @@ static const cli_command commands[] = {
 	{"image", cmd_image, "Build the runtime images (brig image build) and list them"},
 	{"agent", cmd_agent, "Run Claude Code or Codex in a session's computer"},
 	{"version", cmd_version, "Show brig's and the daemon's versions"},
+	{"doctor", cmd_doctor, "Check the daemon and host for what brig's containment relies on"},
 	{"help", cmd_help, "Show this help, or a command's"},
 	{NULL, NULL, NULL},
 };

@@ -34,6 +34,17 @@
  *  - memory placement of other processes: migrate_pages, move_pages,
  *    mbind, set_mempolicy, set_mempolicy_home_node (Docker grants these
  *    only with CAP_SYS_NICE);
+ *  - socketcall, and with it the whole 32-bit x86 entry (int 0x80): the
+ *    multiplexer hides the socket family behind a pointer seccomp cannot
+ *    read, and libseccomp writes every socket rule for 32-bit x86 as an
+ *    unconditional socketcall(SYS_SOCKET) rule, so the family allowlist
+ *    would not hold there (the security suite's socketcall case got a
+ *    socket through it). The profile therefore has no SCMP_ARCH_X86: a
+ *    32-bit x86 program is killed (SIGSYS) at its first call. x32 and
+ *    32-bit arm have direct socket calls and keep their rules;
+ *  - mq_open and the other mq_* calls: POSIX message-queue bytes are a
+ *    per-user quota (RLIMIT_MSGQUEUE, fs.mqueue) that one sandbox could
+ *    exhaust for every other with the same host uid; agents have no use;
  *  - clone3: its flags sit behind a pointer seccomp cannot read, so it
  *    answers ENOSYS and libc falls back to clone, whose flags are checked.
  *
@@ -42,8 +53,8 @@
  * confines them to processes of the same uid in the same pid namespace
  * (ptrace_may_access), and brig runs nothing inside that the agent may not
  * see. mknod/mknodat: mkfifo needs them; device nodes still need
- * CAP_MKNOD, which is dropped. socket: raw and packet sockets need
- * CAP_NET_RAW, which is dropped. */
+ * CAP_MKNOD, which is dropped. socket: only the families in
+ * socket_families. */
 #include <jansson.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -53,7 +64,7 @@
 #include "util/util.h"
 
 /* Calls allowed with any arguments, on every architecture of the profile
- * (x86_64, its x32 ABI, 32-bit x86, and arm64/arm when the daemon runs
+ * (x86_64 and its x32 ABI, and arm64/arm when the daemon runs
  * there; a name an architecture lacks is skipped by runc). */
 static const char *const allow_any[] = {
 	/* files and descriptors */
@@ -101,14 +112,13 @@ static const char *const allow_any[] = {
 	"ioprio_set", "getrlimit", "setrlimit", "prlimit64", "getrusage", "getcpu",
 	/* system information */
 	"uname", "sysinfo", "getrandom",
-	/* sockets (raw and packet sockets need CAP_NET_RAW, which is dropped) */
-	"socket", "socketpair", "connect", "accept", "accept4", "bind", "listen", "shutdown", "getsockname",
+	/* sockets (socket itself: see socket_families) */
+	"socketpair", "connect", "accept", "accept4", "bind", "listen", "shutdown", "getsockname",
 	"getpeername", "setsockopt", "getsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg",
 	"recvmmsg",
-	/* System V and POSIX IPC (the container has a private IPC namespace) */
+	/* System V IPC (the container has a private IPC namespace) */
 	"shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl", "msgget", "msgsnd",
-	"msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
-	"mq_getsetattr",
+	"msgrcv", "msgctl",
 	/* classic AIO (not io_uring) */
 	"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
 	/* self-sandboxing: a program may restrict itself further */
@@ -120,16 +130,31 @@ static const char *const allow_any[] = {
 static const char *const allow_compat[] = {
 	"_llseek", "_newselect", "fadvise64_64", "fcntl64", "fstat64", "fstatat64", "fstatfs64", "ftruncate64",
 	"lstat64", "mmap2", "sendfile64", "stat64", "statfs64", "truncate64", "ugetrlimit", "waitpid", "nice",
-	"sigaction", "sigprocmask", "sigreturn", "sigsuspend", "sigpending", "signal", "socketcall", "ipc", "send",
+	"sigaction", "sigprocmask", "sigreturn", "sigsuspend", "sigpending", "signal", "ipc", "send",
 	"recv", "chown32", "fchown32", "lchown32", "getuid32", "getgid32", "geteuid32", "getegid32", "setuid32",
 	"setgid32", "setreuid32", "setregid32", "setresuid32", "getresuid32", "setresgid32", "getresgid32",
 	"getgroups32", "setgroups32", "setfsuid32", "setfsgid32", "arm_fadvise64_64", "arm_sync_file_range",
 	"sync_file_range2", "breakpoint", "cacheflush", "set_tls", "clock_gettime64", "clock_getres_time64",
 	"clock_nanosleep_time64", "timer_gettime64", "timer_settime64", "timerfd_gettime64", "timerfd_settime64",
 	"utimensat_time64", "pselect6_time64", "ppoll_time64", "io_pgetevents_time64", "recvmmsg_time64",
-	"mq_timedsend_time64", "mq_timedreceive_time64", "semtimedop_time64", "rt_sigtimedwait_time64",
+	"semtimedop_time64", "rt_sigtimedwait_time64",
 	"futex_time64", "sched_rr_get_interval_time64",
 };
+
+/* socket(2) families allowed: AF_UNIX (1), AF_INET (2), AF_INET6 (10) and
+ * AF_NETLINK (16, which glibc's getaddrinfo and `ip` use to read the
+ * interfaces). Every other family fails with EPERM, the default: AF_VSOCK is not
+ * network-namespaced (a --network none sandbox could reach the
+ * hypervisor), AF_ALG, AF_BLUETOOTH, AF_KEY, AF_TIPC, AF_RDS… are kernel
+ * attack surface with no use in a sandbox. AF_PACKET needs CAP_NET_RAW
+ * anyway. Upstream Docker (moby/profiles, 2026) only refuses AF_ALG (38)
+ * and AF_VSOCK (40).
+ *
+ * Why EPERM and not EAFNOSUPPORT: ERRNO rules for socket beside the ALLOW
+ * ones collide in libseccomp's socketcall translation and runc refuses the
+ * whole profile ("error adding seccomp rule for syscall socket: file
+ * exists"); EPERM is the default, which needs no rule. */
+static const json_int_t socket_families[] = {1, 2, 10, 16};
 
 /* personality(2) values a program may set: PER_LINUX (0), PER_LINUX32
  * (0x8), UNAME26 (0x20000), both (0x20008), and 0xffffffff, which only
@@ -175,10 +200,11 @@ static json_t *build_profile(void)
 	json_object_set_new(p, "defaultAction", json_string("SCMP_ACT_ERRNO"));
 	json_object_set_new(p, "defaultErrnoRet", json_integer(ERRNO_EPERM));
 	/* Docker picks the entry for its own architecture and adds the
-	 * sub-architectures, so a 32-bit binary gets the same rules. */
+	 * sub-architectures, so a 32-bit arm binary gets the same rules. Not
+	 * SCMP_ARCH_X86: see socketcall above. */
 	json_object_set_new(p, "archMap",
-			    json_pack("[{s:s, s:[s,s]}, {s:s, s:[s]}]", "architecture", "SCMP_ARCH_X86_64",
-				      "subArchitectures", "SCMP_ARCH_X86", "SCMP_ARCH_X32", "architecture",
+			    json_pack("[{s:s, s:[s]}, {s:s, s:[s]}]", "architecture", "SCMP_ARCH_X86_64",
+				      "subArchitectures", "SCMP_ARCH_X32", "architecture",
 				      "SCMP_ARCH_AARCH64", "subArchitectures", "SCMP_ARCH_ARM"));
 	json_t *calls = json_array();
 	json_t *any = names_array(allow_any, sizeof allow_any / sizeof allow_any[0]);
@@ -190,6 +216,9 @@ static json_t *build_profile(void)
 	for (size_t i = 0; i < sizeof personalities / sizeof personalities[0]; i++)
 		json_array_append_new(calls, rule(json_pack("[s]", "personality"), "SCMP_ACT_ALLOW",
 						  json_pack("[o]", arg(0, personalities[i], 0, "SCMP_CMP_EQ"))));
+	for (size_t i = 0; i < sizeof socket_families / sizeof socket_families[0]; i++)
+		json_array_append_new(calls, rule(json_pack("[s]", "socket"), "SCMP_ACT_ALLOW",
+						  json_pack("[o]", arg(0, socket_families[i], 0, "SCMP_CMP_EQ"))));
 	/* (flags & CLONE_NS_FLAGS) == 0 */
 	json_array_append_new(calls, rule(json_pack("[s]", "clone"), "SCMP_ACT_ALLOW",
 					  json_pack("[o]", arg(0, CLONE_NS_FLAGS, 0, "SCMP_CMP_MASKED_EQ"))));

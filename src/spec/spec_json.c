@@ -385,6 +385,26 @@ int brig_spec_volume_json(json_t **out, const brig_spec *spec, const char *conta
 	return 0;
 }
 
+/* Docker's default masked paths (moby daemon/pkg/oci/defaults.go, 2026;
+ * setting MaskedPaths replaces its list, so it is repeated here) and three
+ * that tell an attacker about the host kernel: its build configuration,
+ * its crash-dump layout and its symbol table. Left out: the per-CPU
+ * thermal_throttle directories upstream adds when present (a list that
+ * depends on the host would change the body from machine to machine). */
+static json_t *masked_paths(void)
+{
+	static const char *const paths[] = {
+		"/proc/acpi",	    "/proc/asound",	   "/proc/interrupts",	"/proc/kcore",
+		"/proc/keys",	    "/proc/latency_stats", "/proc/sched_debug", "/proc/scsi",
+		"/proc/timer_list", "/proc/timer_stats",   "/sys/firmware",	"/sys/devices/virtual/powercap",
+		"/proc/config.gz",  "/proc/kallsyms",	   "/sys/kernel/vmcoreinfo",
+	};
+	json_t *a = json_array();
+	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+		json_array_append_new(a, json_string(paths[i]));
+	return a;
+}
+
 /* One entry of HostConfig.Mounts. source NULL makes an anonymous volume,
  * which Docker removes with the container (AutoRemove / remove with v=1).
  * NoCopy keeps Docker from copying the image's directory — and its owner
@@ -553,8 +573,13 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 	json_object_set_new(hc, "IpcMode", json_string("private"));
 	json_object_set_new(hc, "ShmSize", json_integer(spec->shm_mb * 1024 * 1024));
 	json_object_set_new(hc, "Ulimits", json_pack("[o, o]", ulimit("nofile", spec->nofile), ulimit("core", 0)));
-	json_object_set_new(hc, "LogConfig", json_pack("{s:s, s:{s:s, s:s}}", "Type", "json-file", "Config",
-						       "max-size", "1m", "max-file", "1"));
+	/* No daemon-side logger: output reaches brig through attach or exec,
+	 * and json-file did per-line work on a flood nobody reads (145 dockerd
+	 * CPU-seconds for 50 MB of newlines). */
+	json_object_set_new(hc, "LogConfig", json_pack("{s:s, s:{}}", "Type", "none", "Config"));
+	/* The container id stays out of /proc/self/cgroup. */
+	json_object_set_new(hc, "CgroupnsMode", json_string("private"));
+	json_object_set_new(hc, "MaskedPaths", masked_paths());
 	json_object_set_new(hc, "RestartPolicy", json_pack("{s:s}", "Name", "no"));
 	json_object_set_new(hc, "AutoRemove", json_boolean(run));
 	if (opts->network_disabled)

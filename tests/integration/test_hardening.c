@@ -162,25 +162,12 @@ static void test_seccomp_runtime_image(void **state)
 	brig_test_cleanup(E);
 }
 
-/* ---- 2. container logs cannot fill the disk ---- */
+/* ---- 2. container logs: there are none ---- */
 
-static long long file_size(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0 ? (long long)st.st_size : -1;
-}
-
-/* The json-file log and its rotations: sizes in bytes, -1 when absent. */
-static void log_sizes(const char *log_path, long long *cur, long long *rot1, long long *rot2)
-{
-	char p[4200];
-	*cur = file_size(log_path);
-	snprintf(p, sizeof p, "%s.1", log_path);
-	*rot1 = file_size(p);
-	snprintf(p, sizeof p, "%s.2", log_path);
-	*rot2 = file_size(p);
-}
-
+/* dockerd keeps no log of a computer (LogConfig "none", issue 20): a flood
+ * on PID 1's stdout costs the daemon no per-line work and no disk. PID 1
+ * (docker-init) runs as the same uid as every exec, so a command can write
+ * to its stdout directly. */
 static void test_log_cannot_fill_disk(void **state)
 {
 	(void)state;
@@ -192,47 +179,20 @@ static void test_log_cannot_fill_disk(void **state)
 	brig_error *err = NULL;
 	ASSERT_OK(brig_engine_container_inspect(E, &j, c->id, &err), err);
 	json_t *lc = json_object_get(json_object_get(j, "HostConfig"), "LogConfig");
-	assert_string_equal(json_string_value(json_object_get(lc, "Type")), "json-file");
-	assert_string_equal(json_string_value(json_object_get(json_object_get(lc, "Config"), "max-size")), "1m");
-	const char *log_path = json_string_value(json_object_get(j, "LogPath"));
-	if (!log_path || !*log_path || access(log_path, F_OK) != 0) {
-		print_message("SKIP: the log file %s is not on this machine (remote daemon?)\n", log_path ? log_path : "?");
-		brig_computer_free(c);
-		skip();
-	}
+	assert_string_equal(json_string_value(json_object_get(lc, "Type")), "none");
 
-	/* Exec output goes back to brig, never to the container's log. */
 	brig_exec_result r;
-	sh(c->name, "yes | head -c 5000000 | wc -c", 60000, &r);
-	assert_string_equal(r.out.data, "5000000\n");
-	brig_exec_result_clear(&r);
-	long long cur, rot1, rot2;
-	log_sizes(log_path, &cur, &rot1, &rot2);
-	print_message("log after a 5 MB exec: %lld bytes\n", cur);
-	assert_true(cur < 4096 && rot1 < 0);
-
-	/* The log is PID 1's output. PID 1 (docker-init) runs as the same uid
-	 * as every exec, so a command can write to its stdout directly: 3 s of
-	 * `yes` there is the flood (222 MB uncapped on our machines). */
-	cleanup_free char *who = sh_ok(c->name, "stat -c %u /proc/1; ls -l /proc/1/fd/1 | sed 's/.*-> //'");
-	print_message("PID 1 uid and stdout: %s", who);
-	int64_t t0 = brig_now_ms();
 	int code = sh(c->name, "timeout 3 yes > /proc/1/fd/1; echo flooded", 60000, &r);
-	int64_t ms = brig_now_ms() - t0;
 	if (!strstr(r.out.data, "flooded"))
 		fail_msg("the flood did not run: exit %d, %s %s", code, r.out.data, r.err.data);
 	brig_exec_result_clear(&r);
-	sleep(1); /* the daemon copies the pipe to the file asynchronously */
-	log_sizes(log_path, &cur, &rot1, &rot2);
-	long long total = (cur > 0 ? cur : 0) + (rot1 > 0 ? rot1 : 0) + (rot2 > 0 ? rot2 : 0);
-	print_message("after %lld ms of flood: %s %lld bytes, .1 %lld, .2 %lld (total %lld)\n", (long long)ms,
-		      log_path, cur, rot1, rot2, total);
-	/* The flood reached the log (so the cap is what held it)… */
-	if (total < 512 * 1024)
-		fail_msg("the flood wrote only %lld bytes to the log: it did not reach PID 1's stdout", total);
-	/* …and the log stayed at its 1 MiB cap, plus at most one rotated file. */
-	if (cur > 1100 * 1024 || rot1 > 1100 * 1024 || rot2 >= 0)
-		fail_msg("log files exceed the cap: %lld, %lld, %lld bytes", cur, rot1, rot2);
+	cleanup_json json_t *j2 = NULL;
+	ASSERT_OK(brig_engine_container_inspect(E, &j2, c->id, &err), err);
+	const char *log_path = json_string_value(json_object_get(j2, "LogPath"));
+	print_message("LogPath after the flood: \"%s\"\n", log_path ? log_path : "(null)");
+	struct stat st;
+	if (log_path && *log_path && stat(log_path, &st) == 0 && st.st_size > 0)
+		fail_msg("a log file grew to %lld bytes", (long long)st.st_size);
 	brig_computer_free(c);
 	brig_test_cleanup(E);
 }

@@ -241,6 +241,219 @@ static void probe_in_run(void)
 	free(errout);
 }
 
+/* ---- containment round two (issue 20) ---- */
+
+#define CONTAIN "/workspace/.brig-contain-probe"
+
+/* Pipes the freshly built brig-contain-probe into the computer. */
+static bool contain_copy(const char *name)
+{
+	const char *dir = getenv("BRIG_BINARY_DIR");
+	char *path = xasprintf("%s/tests/security/brig_contain_probe", dir ? dir : ".");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	brig_exec_result r;
+	brig_error *err = NULL;
+	int rc = -1;
+	if (fd >= 0) {
+		const char *argv[] = {"sh", "-c", "cat > " CONTAIN " && chmod 755 " CONTAIN, NULL};
+		brig_exec_opts o = {.version = BRIG_EXEC_OPTS_VERSION,
+				    .argv = argv,
+				    .stdin_fd = fd,
+				    .cancel_fd = -1,
+				    .timeout_ms = 60000};
+		rc = brig_computer_exec(E, name, &o, &r, &err);
+		close(fd);
+	}
+	bool ok = fd >= 0 && rc == 0 && r.exit_code == 0;
+	if (!ok)
+		add_row("computer", "contain_probe_copied", "brig-contain-probe in /workspace", false, "%s: %s", path,
+			fd < 0 ? strerror(errno) : brig_error_message(err));
+	if (fd >= 0)
+		brig_exec_result_clear(&r);
+	brig_error_free(err);
+	free(path);
+	return ok;
+}
+
+/* Socket families, socketcall, mq_open: from inside. */
+static void case_contain(const char *name)
+{
+	brig_exec_result r;
+	brig_error *err = NULL;
+	const char *argv[] = {CONTAIN, "contain", NULL};
+	int rc = run_argv(name, argv, 60000, 0, &r, &err);
+	if (take_probe_output("computer", text(&r.out)) == 0)
+		add_row("computer", "contain_probe_ran", "table from brig-contain-probe", false, "rc %s exit %d: %s %s",
+			brig_error_name(rc), r.exit_code, brig_error_message(err), text(&r.err));
+	brig_exec_result_clear(&r);
+	brig_error_free(err);
+}
+
+/* A private cgroup namespace: /proc/self/cgroup shows "/", not the id. */
+static void case_cgroupns(const char *name, const char *id)
+{
+	brig_exec_result r;
+	brig_error *err = NULL;
+	int rc = sh(name, "cat /proc/self/cgroup", 30000, &r, &err);
+	const char *o = text(&r.out);
+	char short_id[13];
+	snprintf(short_id, sizeof short_id, "%s", id);
+	bool ok = rc == 0 && r.exit_code == 0 && *o && !strstr(o, short_id);
+	add_row("computer", "cgroup_hides_id", "no container id", ok, "%.120s", *o ? o : text(&r.err));
+	brig_exec_result_clear(&r);
+	brig_error_free(err);
+}
+
+/* Masked: reading gives nothing (a /dev/null or empty tmpfs over it). A
+ * path the host kernel lacks passes as absent. */
+static void case_masked(const char *name)
+{
+	static const char *const paths[] = {"/sys/kernel/vmcoreinfo", "/proc/config.gz", "/proc/kallsyms",
+					    "/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/interrupts"};
+	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+		char *script = xasprintf("if [ -e %s ]; then head -c 4096 %s 2>/dev/null | wc -c; else echo absent; fi",
+					 paths[i], paths[i]);
+		brig_exec_result r;
+		brig_error *err = NULL;
+		int rc = sh(name, script, 30000, &r, &err);
+		const char *o = text(&r.out);
+		bool ok = rc == 0 && (strcmp(o, "0\n") == 0 || strcmp(o, "absent\n") == 0);
+		char *case_name = xasprintf("masked_%s", strrchr(paths[i], '/') + 1);
+		add_row("computer", case_name, "0 bytes readable", ok, "%s: %s", paths[i],
+			strcmp(o, "absent\n") == 0 ? "absent" : *o ? o : brig_error_message(err));
+		free(case_name);
+		free(script);
+		brig_exec_result_clear(&r);
+		brig_error_free(err);
+	}
+}
+
+/* Two computers, one hostile: it holds every inotify instance it can; the
+ * other still gets one, and mq_open is refused the same way in both. */
+static void case_quota_two_computers(const char *hostile)
+{
+	brig_spec s;
+	base_spec(&s);
+	brig_error *err = NULL;
+	brig_computer *v = create("victim", &s, &err);
+	brig_spec_clear(&s);
+	if (!v) {
+		add_row("host", "quota_victim", "a second computer", false, "%s", brig_error_message(err));
+		brig_error_free(err);
+		return;
+	}
+	brig_exec_result r;
+	if (contain_copy(v->name)) {
+		int rc = sh(hostile,
+			    CONTAIN " inotify-hold 100000 /workspace/.held </dev/null >/dev/null 2>&1 & i=0;"
+				    " while [ ! -s /workspace/.held ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done;"
+				    " cat /workspace/.held",
+			    60000, &r, &err);
+		cleanup_free char *held = xstrdup(text(&r.out));
+		brig_exec_result_clear(&r);
+		const char *one[] = {CONTAIN, "inotify-one", NULL};
+		int rc2 = run_argv(v->name, one, 30000, 0, &r, NULL);
+		add_row("host", "quota_inotify_two_computers", "victim gets inotify_init1",
+			rc == 0 && rc2 == 0 && r.exit_code == 0, "hostile held %.40s; victim %.60s (host limit %ld)",
+			held[0] ? held : "?", text(&r.out), read_long_file("/proc/sys/fs/inotify/max_user_instances"));
+		brig_exec_result_clear(&r);
+		const char *mq[] = {CONTAIN, "mq", NULL};
+		int a = run_argv(hostile, mq, 30000, 0, &r, NULL);
+		bool both = a == 0 && r.exit_code == 0;
+		cleanup_free char *ha = xstrdup(text(&r.out));
+		brig_exec_result_clear(&r);
+		int b = run_argv(v->name, mq, 30000, 0, &r, NULL);
+		both = both && b == 0 && r.exit_code == 0;
+		add_row("host", "quota_mq_two_computers", "mq_open EPERM in both", both, "hostile: %.50s victim: %.50s",
+			ha, text(&r.out));
+		brig_exec_result_clear(&r);
+	}
+	brig_error_free(err);
+	brig_error *derr = NULL;
+	brig_computer_destroy(E, v->name, &derr);
+	brig_error_free(derr);
+	brig_computer_free(v);
+}
+
+/* dockerd's CPU time (utime + stime, in clock ticks); -1 if not found. */
+static long long dockerd_ticks(void)
+{
+	char buf[512];
+	long long best = -1;
+	for (int pid = 1; pid < 4194304 && best < 0; pid++) {
+		snprintf(buf, sizeof buf, "/proc/%d/comm", pid);
+		FILE *f = fopen(buf, "r");
+		if (!f)
+			continue;
+		bool is = fgets(buf, sizeof buf, f) && strcmp(buf, "dockerd\n") == 0;
+		fclose(f);
+		if (!is)
+			continue;
+		snprintf(buf, sizeof buf, "/proc/%d/stat", pid);
+		f = fopen(buf, "r");
+		if (f && fgets(buf, sizeof buf, f)) {
+			const char *p = strrchr(buf, ')');
+			unsigned long long ut = 0, st = 0;
+			if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
+				best = (long long)(ut + st);
+		}
+		if (f)
+			fclose(f);
+	}
+	return best;
+}
+
+/* dockerd CPU-seconds spent on one `brig run` of script. */
+static double flood_cpu(const char *script, int *code)
+{
+	char *argv[] = {"brig", "run", "--image", (char *)brig_test_image(), "--label", LABEL, "--timeout", "240",
+			"--",   "sh",   "-c",      (char *)script,     NULL};
+	long long t0 = dockerd_ticks();
+	char *out = NULL, *errout = NULL;
+	*code = brig_test_spawn(argv, NULL, NULL, &out, &errout);
+	long long t1 = dockerd_ticks();
+	free(out);
+	free(errout);
+	return t0 < 0 || t1 < 0 ? -1 : (double)(t1 - t0) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* A newline flood through `brig run` costs dockerd no more than the same
+ * bytes without newlines (json-file did per-line work: 145 s for 50 MB).
+ * No timed assertion: a generous factor against the control. */
+static void case_log_flood(void)
+{
+	if (dockerd_ticks() < 0) {
+		add_row("host", "flood_dockerd_cpu", "newline <= 3x plain + 2 s", true, "dockerd not visible here: skipped");
+		return;
+	}
+	int c1 = 0, c2 = 0;
+	double plain = flood_cpu("head -c 10000000 /dev/zero", &c1);
+	double lines = flood_cpu("head -c 10000000 /dev/zero | tr '\\0' '\\n'", &c2);
+	add_row("host", "flood_dockerd_cpu", "newline <= 3x plain + 2 s", c1 == 0 && c2 == 0 && lines <= 3 * plain + 2,
+		"10 MB: newlines %.2f s, none %.2f s of dockerd CPU (exit %d/%d)", lines, plain, c2, c1);
+}
+
+/* `brig doctor` on this daemon (no userns-remap): exit 1, the remap named
+ * as a failure with its fix; and 125 when no daemon answers. */
+static void case_doctor(void)
+{
+	char *argv[] = {"brig", "doctor", NULL};
+	char *out = NULL, *errout = NULL;
+	int code = brig_test_spawn(argv, NULL, NULL, &out, &errout);
+	bool remapped = out && strstr(out, "ok   userns-remap");
+	bool ok = remapped ? (code == 0 || (code == 1 && strstr(out, "FAIL ")))
+			   : code == 1 && out && strstr(out, "FAIL userns-remap") && strstr(out, "fix: \"userns-remap\"");
+	add_row("host", "doctor", remapped ? "remap ok" : "exit 1, remap FAIL with fix", ok, "exit %d, %s", code,
+		remapped ? "remapped daemon" : out && strstr(out, "FAIL userns-remap") ? "remap named" : "remap not named");
+	free(out);
+	free(errout);
+	char *env[] = {"DOCKER_HOST=unix:///nonexistent/brig-doctor.sock", NULL};
+	code = brig_test_spawn(argv, NULL, env, &out, &errout);
+	add_row("host", "doctor_no_daemon", "exit 125", code == 125, "exit %d: %.100s", code, errout ? errout : "");
+	free(out);
+	free(errout);
+}
+
 /* ---- host-side cases ---- */
 
 /* 1 GB through an exec: brig keeps 1 MiB and says what it dropped; its own
@@ -474,6 +687,12 @@ int main(void)
 			add_row("computer", "create", "a default computer", false, "%s", brig_error_message(err));
 		} else {
 			probe_in_computer(c->name);
+			if (contain_copy(c->name)) {
+				case_contain(c->name);
+				case_quota_two_computers(c->name);
+			}
+			case_cgroupns(c->name, c->id);
+			case_masked(c->name);
 			case_big_output(c->name);
 			case_disk_flood(c->name);
 			case_inode_flood(c->name);
@@ -487,6 +706,8 @@ int main(void)
 		brig_error_free(err);
 		err = NULL;
 		probe_in_run();
+		case_log_flood();
+		case_doctor();
 		case_fork_bomb();
 		case_memory_bomb();
 	}

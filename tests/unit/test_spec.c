@@ -496,6 +496,44 @@ static void hash_of(char out[BRIG_HASH_SIZE], const brig_spec *s)
 	ASSERT_OK(brig_spec_hash(out, s, &err), err);
 }
 
+/* The default seccomp profile: socket only for the four families (every
+ * other family meets the default, EPERM); socketcall and the mq_* calls not
+ * allowed. */
+static void test_seccomp_profile(void **state)
+{
+	(void)state;
+	json_error_t jerr;
+	json_t *p = json_loads(brig_spec_seccomp_default(), 0, &jerr);
+	assert_non_null(p);
+	size_t i, k;
+	json_t *r, *n;
+	int allowed_families = 0;
+	json_array_foreach(json_object_get(p, "syscalls"), i, r)
+	{
+		const char *action = json_string_value(json_object_get(r, "action"));
+		json_t *args = json_object_get(r, "args");
+		json_array_foreach(json_object_get(r, "names"), k, n)
+		{
+			const char *name = json_string_value(n);
+			if (strcmp(action, "SCMP_ACT_ALLOW") == 0) {
+				assert_true(strcmp(name, "socketcall") != 0);
+				assert_true(strncmp(name, "mq_", 3) != 0);
+			}
+			if (strcmp(name, "socket") != 0)
+				continue;
+			assert_int_equal(json_array_size(args), 1); /* never unconditional */
+			json_int_t af = json_integer_value(json_object_get(json_array_get(args, 0), "value"));
+			assert_string_equal(action, "SCMP_ACT_ALLOW");
+			assert_true(af == 1 || af == 2 || af == 10 || af == 16);
+			allowed_families++;
+		}
+	}
+	assert_int_equal(allowed_families, 4);
+	/* No 32-bit x86 entry: socketcall would carry any family through it. */
+	assert_null(strstr(brig_spec_seccomp_default(), "\"SCMP_ARCH_X86\""));
+	json_decref(p);
+}
+
 static void test_hash(void **state)
 {
 	brig_spec s;
@@ -506,7 +544,7 @@ static void test_hash(void **state)
 	 * canonical form): the default spec's hash may only change together with
 	 * BRIG_SPEC_POLICY (or a new spec field), since computers are adopted
 	 * by it. */
-	assert_string_equal(base, "aaabd41a6b7c7bd5740633584a6aa5996ee0fbb93ad810135cc28ea75d616f8a");
+	assert_string_equal(base, "3509abeefff869f3edc114cdf34966be00ced69b27257bb4b156ade41c37d785");
 	hash_of(h, &s);
 	assert_string_equal(base, h);
 
@@ -696,7 +734,18 @@ static void test_container_computer(void **state)
 	assert_string_equal(t, "[{\"Hard\":1024,\"Name\":\"nofile\",\"Soft\":1024},{\"Hard\":0,\"Name\":\"core\",\"Soft\":0}]");
 	free(t);
 	t = dump(GET(hc, "LogConfig"));
-	assert_string_equal(t, "{\"Config\":{\"max-file\":\"1\",\"max-size\":\"1m\"},\"Type\":\"json-file\"}");
+	assert_string_equal(t, "{\"Config\":{},\"Type\":\"none\"}"); /* no dockerd-side logging */
+	free(t);
+	assert_string_equal(json_string_value(GET(hc, "CgroupnsMode")), "private");
+	t = dump(GET(hc, "MaskedPaths"));
+	/* Docker's defaults kept, the kernel's build, crash and symbol tables added. */
+	assert_non_null(strstr(t, "\"/proc/kcore\""));
+	assert_non_null(strstr(t, "\"/proc/keys\""));
+	assert_non_null(strstr(t, "\"/sys/firmware\""));
+	assert_non_null(strstr(t, "\"/proc/interrupts\""));
+	assert_non_null(strstr(t, "\"/proc/config.gz\""));
+	assert_non_null(strstr(t, "\"/proc/kallsyms\""));
+	assert_non_null(strstr(t, "\"/sys/kernel/vmcoreinfo\""));
 	free(t);
 	t = dump(GET(c, "Entrypoint"));
 	assert_string_equal(t, "[\"sleep\",\"2147483647\"]");
@@ -978,6 +1027,7 @@ int main(void)
 		cmocka_unit_test_setup(test_env_credentials, setup),
 		cmocka_unit_test_setup(test_exec_env, setup),
 		cmocka_unit_test_setup(test_hash, setup),
+		cmocka_unit_test(test_seccomp_profile),
 		cmocka_unit_test_setup(test_to_from_json, setup),
 		cmocka_unit_test_setup(test_container_computer, setup),
 		cmocka_unit_test_setup(test_container_run, setup),
