@@ -58,6 +58,9 @@ static void put_stat(brig_gp_enc *e, const struct stat *st, int dirfd, const cha
 
 /* ---- LIST: depth-first, links never followed ---- */
 
+/* A listing stops here (it is built at once, not paced by the connection). */
+#define LIST_MAX_ENTRIES 100000
+
 static int list_dir(gi_conn *c, uint32_t req, int dfd, const char *prefix, int depth, int64_t *count)
 {
 	DIR *d = fdopendir(dfd);
@@ -76,6 +79,10 @@ static int list_dir(gi_conn *c, uint32_t req, int dfd, const char *prefix, int d
 		int rl = snprintf(rel, sizeof rel, "%s%s%s", prefix, *prefix ? "/" : "", de->d_name);
 		if (rl < 0 || (size_t)rl >= sizeof rel)
 			continue;
+		if (*count >= LIST_MAX_ENTRIES) {
+			closedir(d);
+			return -E2BIG;
+		}
 		brig_gp_enc *e = gi_enc();
 		brig_gp_put_str(e, BRIG_GP_F_NAME, rel);
 		put_stat(e, &st, dirfd(d), de->d_name);
@@ -83,8 +90,10 @@ static int list_dir(gi_conn *c, uint32_t req, int dfd, const char *prefix, int d
 		(*count)++;
 		if (S_ISDIR(st.st_mode) && depth > 1) {
 			int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub >= 0)
-				list_dir(c, req, sub, rel, depth - 1, count);
+			if (sub >= 0 && list_dir(c, req, sub, rel, depth - 1, count) == -E2BIG) {
+				closedir(d);
+				return -E2BIG;
+			}
 		}
 	}
 	closedir(d);
@@ -206,7 +215,8 @@ static void write_start(gi_conn *c, uint32_t req, gi_req *r)
 	w->req = req;
 	w->fd = -1;
 	w->append = r->append ? 1 : 0;
-	w->mode = r->has_mode ? (int)(r->mode & 07777) : 0644;
+	/* -1: APPEND without MODE leaves an existing file's mode alone */
+	w->mode = r->has_mode ? (int)(r->mode & 07777) : w->append ? -1 : 0644;
 	w->path = strdup(r->path);
 	w->next = c->writes;
 	c->writes = w;
@@ -226,7 +236,8 @@ static void write_start(gi_conn *c, uint32_t req, gi_req *r)
 		}
 	}
 	if (w->append) {
-		w->fd = open(r->path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, (mode_t)w->mode);
+		w->fd = open(r->path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+			     (mode_t)(w->mode < 0 ? 0644 : w->mode));
 	} else {
 		char dir[4096];
 		parent_of(r->path, dir, sizeof dir);
@@ -284,7 +295,7 @@ void gi_file_data(gi_conn *c, uint32_t req, gi_req *r, int end)
 		return;
 	}
 	int e = 0;
-	if (fchmod(w->fd, (mode_t)w->mode) < 0)
+	if (w->mode >= 0 && fchmod(w->fd, (mode_t)w->mode) < 0)
 		e = errno;
 	if (!e && close(w->fd) < 0)
 		e = errno;
@@ -418,6 +429,12 @@ void gi_file_op(gi_conn *c, uint8_t type, uint32_t req, gi_req *r)
 		}
 		int64_t count = 0;
 		rc = list_dir(c, req, dfd, "", depth, &count);
+		if (rc == -E2BIG) {
+			gi_send_error(c, req, E2BIG,
+				      "list %s: more than %d entries: list a smaller tree or a smaller DEPTH", r->path,
+				      LIST_MAX_ENTRIES);
+			return;
+		}
 		if (rc < 0) {
 			fail(c, req, "list", r->path, -rc);
 			return;

@@ -53,6 +53,7 @@ typedef struct gi_proc {
 	uint32_t start_req;
 	size_t keep;
 	gi_buf head, tail; /* detached: records (stream u8, len u32, data) */
+	size_t head_data, tail_data; /* data bytes in them */
 	gi_waiter *killw;
 	struct gi_proc *next;
 } gi_proc;

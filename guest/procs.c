@@ -427,32 +427,54 @@ static int sinks_full(gi_proc *p)
 	return 0;
 }
 
+static void rec_hdr(unsigned char *h, int stream, size_t n)
+{
+	h[0] = (unsigned char)stream;
+	h[1] = (unsigned char)(n >> 24), h[2] = (unsigned char)(n >> 16);
+	h[3] = (unsigned char)(n >> 8), h[4] = (unsigned char)n;
+}
+
+/* Keeps a detached proc's output: the first KEEP/2 bytes in head, the last
+ * KEEP/2 in tail (bytes leave its front, DROPPED counts them). Both hold
+ * records: stream (1 byte), length (4), data. */
 static void keep_add(gi_proc *p, int stream, const unsigned char *d, size_t n)
 {
-	size_t half = p->keep / 2;
-	if (half == 0)
-		half = 1;
-	while (n) {
-		gi_buf *b = gi_buf_pending(&p->head) < half ? &p->head : &p->tail;
-		size_t take = n;
-		if (b == &p->head && take > half - gi_buf_pending(&p->head))
-			take = half - gi_buf_pending(&p->head);
-		if (b == &p->tail && take > half)
-			take = half;
-		unsigned char h[5] = {(unsigned char)stream, (unsigned char)(take >> 24), (unsigned char)(take >> 16),
-				      (unsigned char)(take >> 8), (unsigned char)take};
-		if (gi_buf_add(b, h, 5) < 0 || gi_buf_add(b, d, take) < 0)
+	size_t half = p->keep / 2 ? p->keep / 2 : 1;
+	unsigned char h[5];
+	if (p->head_data < half) {
+		size_t take = n < half - p->head_data ? n : half - p->head_data;
+		rec_hdr(h, stream, take);
+		if (gi_buf_add(&p->head, h, 5) < 0 || gi_buf_add(&p->head, d, take) < 0)
 			return;
+		p->head_data += take;
 		d += take, n -= take;
-		/* the tail keeps the last bytes: whole records leave from its front */
-		while (b == &p->tail && gi_buf_pending(&p->tail) > half + 5) {
-			const unsigned char *q = p->tail.p + p->tail.off;
-			size_t l = (size_t)q[1] << 24 | (size_t)q[2] << 16 | (size_t)q[3] << 8 | q[4];
-			if (5 + l >= gi_buf_pending(&p->tail))
-				break;
+	}
+	if (!n)
+		return;
+	if (n > half) { /* only the last half of this chunk can stay */
+		p->dropped += (int64_t)(n - half);
+		d += n - half, n = half;
+	}
+	rec_hdr(h, stream, n);
+	if (gi_buf_add(&p->tail, h, 5) < 0 || gi_buf_add(&p->tail, d, n) < 0)
+		return;
+	p->tail_data += n;
+	while (p->tail_data > half) {
+		unsigned char *q = p->tail.p + p->tail.off;
+		size_t l = (size_t)q[1] << 24 | (size_t)q[2] << 16 | (size_t)q[3] << 8 | q[4];
+		size_t excess = p->tail_data - half;
+		if (excess >= l) { /* the whole oldest record goes */
 			p->tail.off += 5 + l;
+			p->tail_data -= l;
 			p->dropped += (int64_t)l;
+			continue;
 		}
+		/* its first bytes go: the header moves forward over them */
+		int st = q[0];
+		p->tail.off += excess;
+		rec_hdr(p->tail.p + p->tail.off, st, l - excess);
+		p->tail_data -= excess;
+		p->dropped += (int64_t)excess;
 	}
 }
 

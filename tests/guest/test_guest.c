@@ -692,6 +692,116 @@ static void test_detached(void **state)
 	cli_close(&q);
 }
 
+/* SIGNAL goes to the command's process group; an ended proc is ESRCH */
+static void test_signal(void **state)
+{
+	cli c;
+	cli_open(&c);
+	result r = {0};
+	uint32_t req = start(&c, (const char *const[]){"sleep", "1000", NULL}, NULL);
+	assert_true(wait_started(&c, req, &r) > 0);
+	brig_gp_enc e = {0};
+	brig_gp_enc_begin(&e);
+	brig_gp_put_int(&e, BRIG_GP_F_PROC, r.proc);
+	brig_gp_put_int(&e, BRIG_GP_F_SIGNAL, SIGTERM);
+	frame f;
+	simple_req(&c, BRIG_GP_T_SIGNAL, &e, &f);
+	assert_int_equal(f.type, BRIG_GP_T_OK);
+	free(f.p);
+	collect(&c, &r, 10000);
+	assert_int_equal(r.code, 128 + SIGTERM);
+	assert_int_equal(r.sig, SIGTERM);
+	assert_int_equal(r.killed, 0);
+	simple_req(&c, BRIG_GP_T_SIGNAL, &e, &f);
+	assert_int_equal(f.type, BRIG_GP_T_ERROR);
+	assert_int_equal(fint(&f, BRIG_GP_F_ERRNO), ESRCH);
+	free(f.p);
+	brig_gp_enc_free(&e);
+	result_free(&r);
+	cli_close(&c);
+}
+
+/* EXIT comes when the command's own process ends, even while what it left
+ * behind holds its output open; KILL of the ended proc still ends those. */
+static void test_leftovers(void **state)
+{
+	cli c;
+	cli_open(&c);
+	result r;
+	int64_t t0 = now_ms();
+	run(&c, (const char *const[]){"sh", "-c", "(setsid sleep 7773 &); echo done", NULL}, NULL, &r);
+	assert_true(now_ms() - t0 < 5000);
+	assert_string_equal(out_str(&r), "done\n");
+	assert_int_equal(r.code, 0);
+	assert_true(running_inside(&c, "sleep 7773"));
+	brig_gp_enc e = {0};
+	brig_gp_enc_begin(&e);
+	brig_gp_put_int(&e, BRIG_GP_F_PROC, r.proc);
+	frame f;
+	simple_req(&c, BRIG_GP_T_KILL, &e, &f);
+	assert_int_equal(f.type, BRIG_GP_T_OK);
+	assert_int_equal(fint(&f, BRIG_GP_F_CODE), 0); /* its exit stays what it was */
+	free(f.p);
+	assert_false(running_inside(&c, "sleep 7773"));
+	/* and once its shepherd is gone, KILL answers at once */
+	simple_req(&c, BRIG_GP_T_KILL, &e, &f);
+	assert_int_equal(f.type, BRIG_GP_T_OK);
+	free(f.p);
+	brig_gp_enc_free(&e);
+	result_free(&r);
+	cli_close(&c);
+}
+
+/* A detached proc keeps the first and the last KEEP/2 bytes. */
+static void test_keep(void **state)
+{
+	cli c;
+	cli_open(&c);
+	brig_gp_enc e = {0};
+	brig_gp_enc_begin(&e);
+	brig_gp_put_str(&e, BRIG_GP_F_ARGV, "sh");
+	brig_gp_put_str(&e, BRIG_GP_F_ARGV, "-c");
+	brig_gp_put_str(&e, BRIG_GP_F_ARGV, "echo HEAD; head -c 100000 /dev/zero | tr '\\0' y; echo; echo TAIL");
+	brig_gp_put_int(&e, BRIG_GP_F_DETACHED, 1);
+	brig_gp_put_int(&e, BRIG_GP_F_KEEP, 1000);
+	uint32_t req = c.next_req++;
+	cli_send(&c, &e, BRIG_GP_T_START, req);
+	result r = {0};
+	assert_true(wait_started(&c, req, &r) > 0);
+	collect(&c, &r, 10000); /* the starter sees all of it */
+	assert_int_equal(r.out.len, 100011);
+	result_free(&r);
+	brig_gp_enc_begin(&e);
+	brig_gp_put_int(&e, BRIG_GP_F_PROC, r.proc);
+	uint32_t areq = c.next_req++;
+	cli_send(&c, &e, BRIG_GP_T_ATTACH, areq);
+	brig_buf out = {0};
+	int64_t dropped = -1;
+	for (;;) {
+		frame f;
+		assert_int_equal(cli_recv(&c, &f, 10000), 0);
+		if (f.type == BRIG_GP_T_OK && f.id == areq)
+			dropped = fint(&f, BRIG_GP_F_DROPPED);
+		brig_gp_field d;
+		if (f.type == BRIG_GP_T_OUTPUT && field(&f, BRIG_GP_F_DATA, &d))
+			badd(&out, d.val, d.len);
+		int done = f.type == BRIG_GP_T_EXIT;
+		if (done)
+			assert_int_equal(fint(&f, BRIG_GP_F_DROPPED), dropped);
+		free(f.p);
+		if (done)
+			break;
+	}
+	assert_true(out.len <= 1000 + 5);
+	assert_true(out.len >= 900);
+	assert_int_equal((int64_t)out.len + dropped, 100011);
+	assert_memory_equal(out.data, "HEAD\nyyy", 8);
+	assert_memory_equal(out.data + out.len - 9, "yyy\nTAIL\n", 9);
+	brig_buf_free(&out);
+	brig_gp_enc_free(&e);
+	cli_close(&c);
+}
+
 static void test_pty(void **state)
 {
 	cli c;
@@ -885,6 +995,25 @@ static void test_files(void **state)
 	assert_non_null(strstr(msg, "read-only file system"));
 	free(msg);
 	free(f.p);
+	/* a listing too long to build at once is refused */
+	run(&c,
+	    (const char *const[]){"sh", "-c",
+				  "mkdir /workspace/many && cd /workspace/many && seq 1 100001 | xargs touch", NULL},
+	    NULL, &r);
+	assert_int_equal(r.code, 0);
+	result_free(&r);
+	brig_gp_enc_begin(&e);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/workspace/many");
+	simple_req(&c, BRIG_GP_T_LIST, &e, &f);
+	assert_int_equal(f.type, BRIG_GP_T_ERROR);
+	assert_int_equal(fint(&f, BRIG_GP_F_ERRNO), E2BIG);
+	free(f.p);
+	brig_gp_enc_begin(&e);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/workspace/many");
+	brig_gp_put_int(&e, BRIG_GP_F_RECURSIVE, 1);
+	simple_req(&c, BRIG_GP_T_REMOVE, &e, &f);
+	assert_int_equal(f.type, BRIG_GP_T_OK);
+	free(f.p);
 	/* a FIFO is refused, not waited on */
 	run(&c, (const char *const[]){"mkfifo", "/workspace/fifo", NULL}, NULL, &r);
 	result_free(&r);
@@ -915,6 +1044,17 @@ static void test_sandbox_cannot_touch_init(void **state)
 	assert_int_equal(r.code, 0);
 	assert_int_equal(atoi(out_str(&r)), 0);
 	result_free(&r);
+	/* while the same bytes through a relay Docker started get HELLO_OK */
+	char *ctl = xasprintf("printf 'bg\\001\\000\\000\\000\\000\\000\\000\\000\\000\\015"
+			      "\\001\\000\\000\\000\\010\\000\\000\\000\\000\\000\\000\\000\\001' "
+			      "| docker exec -i %s /.brig/brig-init relay | head -c 3 | tail -c 1 | od -An -tu1",
+			      name);
+	char *argv_ctl[] = {"sh", "-c", ctl, NULL};
+	char *ctl_out = NULL;
+	assert_int_equal(brig_test_spawn(argv_ctl, NULL, NULL, &ctl_out, NULL), 0);
+	assert_int_equal(atoi(ctl_out), BRIG_GP_T_HELLO_OK);
+	free(ctl_out);
+	free(ctl);
 	/* nor bind its name */
 	run(&c, (const char *const[]){"/.brig/brig-init", "init", NULL}, NULL, &r);
 	assert_int_not_equal(r.code, 0);
@@ -970,6 +1110,13 @@ static void test_run_mode(void **state)
 	assert_non_null(strstr(err, "brig: nosuchcmd: not found in the image"));
 	free(err);
 	free(cmd);
+	/* init --lifetime: the container ends itself */
+	t0 = now_ms();
+	rc = sh("docker run --rm --label %s --name %s " HARDENED " -v %s:/.brig:ro --entrypoint /.brig/brig-init "
+		"%s init --lifetime 1",
+		label, rn, init_vol, brig_test_image());
+	assert_int_equal(rc, 0);
+	assert_true(now_ms() - t0 < 15000);
 	free(rn);
 }
 
@@ -995,12 +1142,21 @@ static void test_stop(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_hello),     cmocka_unit_test(test_exec_basics),
-		cmocka_unit_test(test_stdin),     cmocka_unit_test(test_timeout),
-		cmocka_unit_test(test_kill_tree), cmocka_unit_test(test_close_kills),
-		cmocka_unit_test(test_detached),  cmocka_unit_test(test_pty),
-		cmocka_unit_test(test_files),     cmocka_unit_test(test_sandbox_cannot_touch_init),
-		cmocka_unit_test(test_run_mode),  cmocka_unit_test(test_stop),
+		cmocka_unit_test(test_hello),
+		cmocka_unit_test(test_exec_basics),
+		cmocka_unit_test(test_stdin),
+		cmocka_unit_test(test_timeout),
+		cmocka_unit_test(test_kill_tree),
+		cmocka_unit_test(test_close_kills),
+		cmocka_unit_test(test_detached),
+		cmocka_unit_test(test_signal),
+		cmocka_unit_test(test_leftovers),
+		cmocka_unit_test(test_keep),
+		cmocka_unit_test(test_pty),
+		cmocka_unit_test(test_files),
+		cmocka_unit_test(test_sandbox_cannot_touch_init),
+		cmocka_unit_test(test_run_mode),
+		cmocka_unit_test(test_stop),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
