@@ -140,10 +140,7 @@ void brig_gp_enc_free(brig_gp_enc *e)
 
 /* ---- reader ---- */
 
-void brig_gp_reader_init(brig_gp_reader *r)
-{
-	memset(r, 0, sizeof *r);
-}
+void brig_gp_reader_init(brig_gp_reader *r) { memset(r, 0, sizeof *r); }
 
 void brig_gp_reader_free(brig_gp_reader *r)
 {
