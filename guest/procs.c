@@ -582,6 +582,9 @@ static void proc_exited(gi_proc *p, int st)
 
 static void ask_kill(gi_proc *p)
 {
+	/* the sandbox (same uid) may have stopped the shepherd: wake it */
+	if (p->shep_alive)
+		kill(p->shep, SIGCONT);
 	if (p->ctl_fd >= 0) {
 		char k = 'K';
 		if (write(p->ctl_fd, &k, 1) < 0)
