@@ -492,6 +492,33 @@ static void test_exec_basics(void **state)
 	cli_close(&c);
 }
 
+/* A client that does not read: brig-init stops reading the command's pipe
+ * (its memory stays small), and nothing is lost once the client reads. */
+static void test_backpressure(void **state)
+{
+	cli c;
+	cli_open(&c);
+	result r = {0};
+	uint32_t req = start(&c, (const char *const[]){"head", "-c", "50000000", "/dev/zero", NULL}, NULL);
+	assert_true(wait_started(&c, req, &r) > 0);
+	sleep(2); /* not reading */
+	cli q;
+	cli_open(&q);
+	result m;
+	run(&q, (const char *const[]){"grep", "VmRSS", "/proc/1/status", NULL}, NULL, &m);
+	long kb = 0;
+	assert_int_equal(sscanf(out_str(&m), "VmRSS: %ld kB", &kb), 1);
+	fprintf(stderr, "test_guest: brig-init's RSS with 50 MB unread: %ld kB\n", kb);
+	assert_true(kb < 16 * 1024);
+	result_free(&m);
+	cli_close(&q);
+	collect(&c, &r, 60000);
+	assert_int_equal(r.out.len, 50000000);
+	assert_int_equal(r.code, 0);
+	result_free(&r);
+	cli_close(&c);
+}
+
 static void test_stdin(void **state)
 {
 	cli c;
@@ -1169,21 +1196,14 @@ static void test_stop(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_hello),
-		cmocka_unit_test(test_exec_basics),
-		cmocka_unit_test(test_stdin),
-		cmocka_unit_test(test_timeout),
-		cmocka_unit_test(test_kill_tree),
-		cmocka_unit_test(test_close_kills),
-		cmocka_unit_test(test_detached),
-		cmocka_unit_test(test_signal),
-		cmocka_unit_test(test_leftovers),
-		cmocka_unit_test(test_keep),
-		cmocka_unit_test(test_pty),
-		cmocka_unit_test(test_files),
-		cmocka_unit_test(test_sandbox_cannot_touch_init),
-		cmocka_unit_test(test_run_mode),
-		cmocka_unit_test(test_stop),
+		cmocka_unit_test(test_hello),        cmocka_unit_test(test_exec_basics),
+		cmocka_unit_test(test_backpressure), cmocka_unit_test(test_stdin),
+		cmocka_unit_test(test_timeout),      cmocka_unit_test(test_kill_tree),
+		cmocka_unit_test(test_close_kills),  cmocka_unit_test(test_detached),
+		cmocka_unit_test(test_signal),       cmocka_unit_test(test_leftovers),
+		cmocka_unit_test(test_keep),         cmocka_unit_test(test_pty),
+		cmocka_unit_test(test_files),        cmocka_unit_test(test_sandbox_cannot_touch_init),
+		cmocka_unit_test(test_run_mode),     cmocka_unit_test(test_stop),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
