@@ -85,7 +85,8 @@ static void usage(void)
 
 /* ---- relay ---- */
 
-/* Copies stdin to the socket and the socket to stdout until either closes. */
+/* Copies stdin to the socket and the socket to stdout. The end of stdin is
+ * passed on as a half-close; the relay exits when brig-init closes. */
 static int relay(void)
 {
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -128,8 +129,15 @@ static int relay(void)
 				ssize_t r = read(in[d], buf[d], sizeof buf[d]);
 				if (r < 0 && (errno == EINTR || errno == EAGAIN))
 					continue;
+				if (r == 0 && d == 0) {
+					/* brig closed our stdin: brig-init sees the connection
+					 * end and sends what it still has; copy that out */
+					shutdown(s, SHUT_WR);
+					eof[0] = 1;
+					continue;
+				}
 				if (r <= 0)
-					return 0; /* either side closed: done */
+					return 0; /* brig-init closed: done */
 				have[d] = (size_t)r, off[d] = 0;
 			} else {
 				ssize_t w = write(out[d], buf[d] + off[d], have[d] - off[d]);

@@ -291,7 +291,15 @@ static void conn_read(gi_conn *c)
 	ssize_t n = read(c->fd, buf, sizeof buf);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	if (n <= 0) {
+	if (n == 0) {
+		/* The peer is gone (or half-closed): its commands end now, and
+		 * what is queued still goes out before the connection closes. */
+		gi_proc_conn_gone(c);
+		gi_file_conn_gone(c);
+		c->dead = 2;
+		return;
+	}
+	if (n < 0) {
 		c->dead = 1;
 		return;
 	}
