@@ -15,6 +15,10 @@
 #define GI_OUT_CAP (1024u * 1024u)
 /* Bytes of stdin held for a proc that does not read them. */
 #define GI_STDIN_CAP (1024u * 1024u)
+/* While a proc's stdin is full, its connection's STDIN frames wait here (in
+ * order) and other requests (KILL, SIGNAL…) still run; past this much the
+ * connection is not read. */
+#define GI_DEFER_CAP (4u * 1024u * 1024u)
 /* Ended procs remembered for STATUS. */
 #define GI_KEEP_ENDED 256
 #define GI_MAX_SINKS 8
@@ -52,7 +56,7 @@ typedef struct gi_proc {
 	struct gi_conn *starter;
 	uint32_t start_req;
 	size_t keep;
-	gi_buf head, tail; /* detached: records (stream u8, len u32, data) */
+	gi_buf head, tail;           /* detached: records (stream u8, len u32, data) */
 	size_t head_data, tail_data; /* data bytes in them */
 	gi_waiter *killw;
 	struct gi_proc *next;
@@ -81,7 +85,8 @@ typedef struct gi_conn {
 	gi_buf out;
 	gi_rjob *reads;
 	gi_wjob *writes;
-	gi_proc *blocked_on; /* not read while this proc's stdin is full */
+	gi_proc *blocked_on; /* this proc's stdin is full: STDIN frames wait in deferred */
+	gi_buf deferred;     /* whole STDIN / STDIN_CLOSE frames, in arrival order */
 	struct gi_conn *next;
 } gi_conn;
 

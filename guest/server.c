@@ -221,6 +221,16 @@ static void on_frame(gi_conn *c, const brig_gp_hdr *h, const unsigned char *payl
 		req_free(&r);
 		return;
 	}
+	if ((h->type == BRIG_GP_T_STDIN || h->type == BRIG_GP_T_STDIN_CLOSE) &&
+	    (c->blocked_on || gi_buf_pending(&c->deferred))) {
+		/* a command's stdin is full: stdin waits, in order, the rest goes on */
+		unsigned char hb[BRIG_GP_HDR_SIZE];
+		brig_gp_hdr_write(hb, h->type, h->id, h->len);
+		if (gi_buf_add(&c->deferred, hb, sizeof hb) < 0 || gi_buf_add(&c->deferred, payload, h->len) < 0)
+			c->dead = 1;
+		req_free(&r);
+		return;
+	}
 	switch (h->type) {
 	case BRIG_GP_T_START: gi_proc_start(c, h->id, &r); break;
 	case BRIG_GP_T_STDIN: gi_proc_stdin(c, h->id, &r, 0); break;
@@ -243,6 +253,24 @@ static void on_frame(gi_conn *c, const brig_gp_hdr *h, const unsigned char *payl
 	default: gi_send_error(c, h->id, ENOSYS, "brig-init does not know message type %u", h->type); break;
 	}
 	req_free(&r);
+}
+
+/* Hands a connection's waiting STDIN frames on while its commands take them. */
+static void undefer(gi_conn *c)
+{
+	while (!c->dead && !c->blocked_on && gi_buf_pending(&c->deferred) >= BRIG_GP_HDR_SIZE) {
+		brig_gp_hdr h;
+		const unsigned char *q = c->deferred.p + c->deferred.off;
+		if (brig_gp_hdr_parse(&h, q) != BRIG_GP_OK || gi_buf_pending(&c->deferred) < BRIG_GP_HDR_SIZE + h.len)
+			abort(); /* we wrote these frames ourselves */
+		gi_req r;
+		if (req_decode(&r, q + BRIG_GP_HDR_SIZE, h.len) == 0)
+			gi_proc_stdin(c, h.id, &r, h.type == BRIG_GP_T_STDIN_CLOSE);
+		req_free(&r);
+		c->deferred.off += BRIG_GP_HDR_SIZE + h.len;
+	}
+	if (!gi_buf_pending(&c->deferred))
+		c->deferred.off = c->deferred.len = 0;
 }
 
 /* ---- who may connect ---- */
@@ -282,6 +310,7 @@ static void conn_free(gi_conn *c)
 	close(c->fd);
 	brig_gp_reader_free(&c->rd);
 	gi_buf_free(&c->out);
+	gi_buf_free(&c->deferred);
 	free(c);
 }
 
@@ -411,8 +440,10 @@ int gi_serve(int64_t lifetime_ms)
 				pp = &c->next;
 			}
 		}
-		for (gi_conn *c = gi_conns; c; c = c->next)
+		for (gi_conn *c = gi_conns; c; c = c->next) {
+			undefer(c);
 			gi_file_pump(c);
+		}
 		gi_proc_gc();
 
 		int n = 0;
@@ -421,7 +452,8 @@ int gi_serve(int64_t lifetime_ms)
 		int nfixed = n;
 		for (gi_conn *c = gi_conns; c && n < MAXPF - 1; c = c->next) {
 			short ev = 0;
-			if (!c->dead && !c->blocked_on && gi_buf_pending(&c->out) < GI_OUT_CAP)
+			if (!c->dead && gi_buf_pending(&c->deferred) < GI_DEFER_CAP &&
+			    gi_buf_pending(&c->out) < GI_OUT_CAP)
 				ev |= POLLIN;
 			if (gi_buf_pending(&c->out))
 				ev |= POLLOUT;

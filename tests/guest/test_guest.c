@@ -139,8 +139,17 @@ static void cli_send(cli *c, brig_gp_enc *e, uint8_t type, uint32_t id)
 {
 	long n = brig_gp_enc_finish(e, type, id);
 	assert_true(n > 0);
+	int64_t until = now_ms() + 30000; /* brig-init not reading fails the test, not hangs it */
 	for (long off = 0; off < n;) {
+		struct pollfd pf = {.fd = c->to, .events = POLLOUT};
+		if (poll(&pf, 1, 1000) <= 0) {
+			if (now_ms() > until)
+				fail_msg("brig-init read nothing for 30 s");
+			continue;
+		}
 		ssize_t w = write(c->to, e->buf + off, (size_t)(n - off));
+		if (w < 0 && errno == EAGAIN)
+			continue;
 		assert_true(w > 0);
 		off += w;
 	}
@@ -224,6 +233,7 @@ static void cli_open(cli *c)
 	close(in[0]);
 	close(out[1]);
 	c->to = in[1];
+	fcntl(c->to, F_SETFL, O_NONBLOCK);
 	c->from = out[0];
 	c->next_req = 1;
 	brig_gp_reader_init(&c->rd);
@@ -537,6 +547,49 @@ static void test_stdin(void **state)
 	collect(&c, &r, 30000);
 	assert_string_equal(out_str(&r), "hello\ndone\n");
 	assert_int_equal(r.code, 0);
+	result_free(&r);
+	cli_close(&c);
+}
+
+/* A command that never reads its stdin: the stdin waits, KILL still runs. */
+static void test_stdin_full_kill(void **state)
+{
+	cli c;
+	cli_open(&c);
+	result r = {0};
+	start_opts o = {.stdin_on = 1};
+	uint32_t req = start(&c, (const char *const[]){"sleep", "1000", NULL}, &o);
+	assert_true(wait_started(&c, req, &r) > 0);
+	static char chunk[BRIG_GP_MAX_DATA];
+	memset(chunk, 'z', sizeof chunk);
+	brig_gp_enc e = {0};
+	for (int i = 0; i < 48; i++) { /* 3 MiB, over what brig-init holds for a command */
+		brig_gp_enc_begin(&e);
+		brig_gp_put_bytes(&e, BRIG_GP_F_DATA, chunk, sizeof chunk);
+		cli_send(&c, &e, BRIG_GP_T_STDIN, (uint32_t)r.proc);
+	}
+	brig_gp_enc_begin(&e);
+	cli_send(&c, &e, BRIG_GP_T_STDIN_CLOSE, (uint32_t)r.proc);
+	brig_gp_enc_begin(&e);
+	brig_gp_put_int(&e, BRIG_GP_F_PROC, r.proc);
+	uint32_t kreq = c.next_req++;
+	cli_send(&c, &e, BRIG_GP_T_KILL, kreq);
+	brig_gp_enc_free(&e);
+	int64_t t0 = now_ms();
+	for (;;) {
+		frame f;
+		assert_int_equal(cli_recv(&c, &f, 10000), 0);
+		int done = f.type == BRIG_GP_T_OK && f.id == kreq;
+		free(f.p);
+		if (done)
+			break;
+	}
+	assert_true(now_ms() - t0 < 10000);
+	/* and the connection still works */
+	result m;
+	run(&c, (const char *const[]){"echo", "alive", NULL}, NULL, &m);
+	assert_string_equal(out_str(&m), "alive\n");
+	result_free(&m);
 	result_free(&r);
 	cli_close(&c);
 }
@@ -1196,14 +1249,23 @@ static void test_stop(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_hello),        cmocka_unit_test(test_exec_basics),
-		cmocka_unit_test(test_backpressure), cmocka_unit_test(test_stdin),
-		cmocka_unit_test(test_timeout),      cmocka_unit_test(test_kill_tree),
-		cmocka_unit_test(test_close_kills),  cmocka_unit_test(test_detached),
-		cmocka_unit_test(test_signal),       cmocka_unit_test(test_leftovers),
-		cmocka_unit_test(test_keep),         cmocka_unit_test(test_pty),
-		cmocka_unit_test(test_files),        cmocka_unit_test(test_sandbox_cannot_touch_init),
-		cmocka_unit_test(test_run_mode),     cmocka_unit_test(test_stop),
+		cmocka_unit_test(test_hello),
+		cmocka_unit_test(test_exec_basics),
+		cmocka_unit_test(test_backpressure),
+		cmocka_unit_test(test_stdin),
+		cmocka_unit_test(test_stdin_full_kill),
+		cmocka_unit_test(test_timeout),
+		cmocka_unit_test(test_kill_tree),
+		cmocka_unit_test(test_close_kills),
+		cmocka_unit_test(test_detached),
+		cmocka_unit_test(test_signal),
+		cmocka_unit_test(test_leftovers),
+		cmocka_unit_test(test_keep),
+		cmocka_unit_test(test_pty),
+		cmocka_unit_test(test_files),
+		cmocka_unit_test(test_sandbox_cannot_touch_init),
+		cmocka_unit_test(test_run_mode),
+		cmocka_unit_test(test_stop),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
