@@ -135,8 +135,11 @@ typedef struct cli {
 	int64_t init_pid;
 } cli;
 
+static uint8_t last_type; /* for a failure's message */
+
 static void cli_send(cli *c, brig_gp_enc *e, uint8_t type, uint32_t id)
 {
+	last_type = type;
 	long n = brig_gp_enc_finish(e, type, id);
 	assert_true(n > 0);
 	int64_t until = now_ms() + 30000; /* brig-init not reading fails the test, not hangs it */
@@ -176,7 +179,8 @@ static int cli_recv(cli *c, frame *f, int timeout_ms)
 		}
 		int left = (int)(until - now_ms());
 		if (left <= 0)
-			fail_msg("no frame from brig-init within %d ms", timeout_ms);
+			fail_msg("no frame from brig-init within %d ms (last request: %s)", timeout_ms,
+				 brig_gp_type_name(last_type));
 		struct pollfd pf = {.fd = c->from, .events = POLLIN};
 		if (poll(&pf, 1, left) <= 0)
 			continue;
@@ -1194,6 +1198,142 @@ static void test_sandbox_cannot_touch_init(void **state)
 	free(st);
 }
 
+static int64_t req_errno(cli *c, uint8_t type, brig_gp_enc *e) /* 0 for OK */
+{
+	frame f;
+	simple_req(c, type, e, &f);
+	int64_t v = f.type == BRIG_GP_T_OK ? 0 : fint(&f, BRIG_GP_F_ERRNO);
+	free(f.p);
+	brig_gp_enc_begin(e);
+	return v;
+}
+
+/* Requests brig-init refuses, each with its errno; the connection lives on. */
+static void test_refusals(void **state)
+{
+	cli c;
+	cli_open(&c);
+	brig_gp_enc e = {0};
+	brig_gp_enc_begin(&e);
+	assert_int_equal(req_errno(&c, BRIG_GP_T_START, &e), EINVAL); /* no ARGV */
+	brig_gp_put_str(&e, BRIG_GP_F_ARGV, "true");
+	brig_gp_put_int(&e, BRIG_GP_F_ROWS, 5000);
+	brig_gp_put_int(&e, BRIG_GP_F_COLS, 80);
+	assert_int_equal(req_errno(&c, BRIG_GP_T_START, &e), EINVAL);
+	brig_gp_put_str(&e, BRIG_GP_F_ARGV, "true");
+	brig_gp_put_int(&e, BRIG_GP_F_KEEP, 1ll << 40);
+	assert_int_equal(req_errno(&c, BRIG_GP_T_START, &e), EINVAL);
+	result r;
+	run(&c, (const char *const[]){"true", NULL}, &(start_opts){.tag = "dup"}, &r);
+	assert_null(r.error);
+	result_free(&r);
+	run(&c, (const char *const[]){"true", NULL}, &(start_opts){.tag = "dup"}, &r);
+	assert_int_equal(r.error_errno, EEXIST);
+	result_free(&r);
+	run(&c, (const char *const[]){"true", NULL}, NULL, &r);
+	brig_gp_put_int(&e, BRIG_GP_F_PROC, r.proc);
+	brig_gp_put_int(&e, BRIG_GP_F_SIGNAL, 99);
+	assert_int_equal(req_errno(&c, BRIG_GP_T_SIGNAL, &e), EINVAL);
+	result_free(&r);
+	brig_gp_put_str(&e, BRIG_GP_F_TAG, "never-given");
+	assert_int_equal(req_errno(&c, BRIG_GP_T_KILL, &e), ENOENT);
+	brig_gp_put_str(&e, BRIG_GP_F_TAG, "never-given");
+	assert_int_equal(req_errno(&c, BRIG_GP_T_ATTACH, &e), ENOENT);
+	assert_int_equal(req_errno(&c, 99, &e), ENOSYS); /* a type brig-init does not know */
+	/* cwd that does not exist: ERROR, nothing runs */
+	brig_gp_put_str(&e, BRIG_GP_F_ARGV, "true");
+	brig_gp_put_str(&e, BRIG_GP_F_CWD, "/nowhere");
+	assert_int_equal(req_errno(&c, BRIG_GP_T_START, &e), ENOENT);
+	/* files */
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "relative/path");
+	assert_int_equal(req_errno(&c, BRIG_GP_T_STAT, &e), EINVAL);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/nowhere");
+	assert_int_equal(req_errno(&c, BRIG_GP_T_STAT, &e), ENOENT);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/workspace");
+	assert_int_equal(req_errno(&c, BRIG_GP_T_READ, &e), EISDIR);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/workspace");
+	brig_gp_put_int(&e, BRIG_GP_F_DEPTH, 65);
+	assert_int_equal(req_errno(&c, BRIG_GP_T_LIST, &e), EINVAL);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/nowhere");
+	assert_int_equal(req_errno(&c, BRIG_GP_T_LIST, &e), ENOENT);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/");
+	assert_int_equal(req_errno(&c, BRIG_GP_T_REMOVE, &e), EINVAL);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/workspace/nothing");
+	assert_int_equal(req_errno(&c, BRIG_GP_T_REMOVE, &e), ENOENT);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/workspace/a");
+	brig_gp_put_str(&e, BRIG_GP_F_PATH2, "b");
+	assert_int_equal(req_errno(&c, BRIG_GP_T_RENAME, &e), EINVAL);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/workspace/nothing");
+	brig_gp_put_str(&e, BRIG_GP_F_PATH2, "/workspace/b");
+	assert_int_equal(req_errno(&c, BRIG_GP_T_RENAME, &e), ENOENT);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/etc/x");
+	assert_int_equal(req_errno(&c, BRIG_GP_T_MKDIR, &e), EROFS);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/workspace/m/n");
+	brig_gp_put_int(&e, BRIG_GP_F_PARENTS, 1);
+	assert_int_equal(req_errno(&c, BRIG_GP_T_MKDIR, &e), 0);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/workspace/m/n");
+	brig_gp_put_int(&e, BRIG_GP_F_PARENTS, 1);
+	assert_int_equal(req_errno(&c, BRIG_GP_T_MKDIR, &e), 0); /* exists: fine with PARENTS */
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/workspace/m/n");
+	assert_int_equal(req_errno(&c, BRIG_GP_T_MKDIR, &e), EEXIST);
+	/* STAT of a link itself, and APPEND */
+	run(&c, (const char *const[]){"ln", "-s", "/nowhere", "/workspace/m/l", NULL}, NULL, &r);
+	result_free(&r);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/workspace/m/l");
+	brig_gp_put_int(&e, BRIG_GP_F_NOFOLLOW, 1);
+	frame f;
+	simple_req(&c, BRIG_GP_T_STAT, &e, &f);
+	char *t = fstr(&f, BRIG_GP_F_TYPE), *l = fstr(&f, BRIG_GP_F_LINK);
+	assert_string_equal(t, "symlink");
+	assert_string_equal(l, "/nowhere");
+	free(t);
+	free(l);
+	free(f.p);
+	uint32_t req = c.next_req++;
+	brig_gp_enc_begin(&e);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/workspace/m/log");
+	brig_gp_put_int(&e, BRIG_GP_F_APPEND, 1);
+	cli_send(&c, &e, BRIG_GP_T_WRITE, req);
+	brig_gp_enc_begin(&e);
+	brig_gp_put_bytes(&e, BRIG_GP_F_DATA, "one\n", 4);
+	cli_send(&c, &e, BRIG_GP_T_DATA, req);
+	brig_gp_enc_begin(&e);
+	cli_send(&c, &e, BRIG_GP_T_WRITE_END, req);
+	for (;;) {
+		assert_int_equal(cli_recv(&c, &f, 10000), 0);
+		int done = f.id == req;
+		if (done)
+			assert_int_equal(f.type, BRIG_GP_T_OK);
+		free(f.p);
+		if (done)
+			break;
+	}
+	req = c.next_req++;
+	brig_gp_enc_begin(&e);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/workspace/m/log");
+	brig_gp_put_int(&e, BRIG_GP_F_APPEND, 1);
+	cli_send(&c, &e, BRIG_GP_T_WRITE, req);
+	brig_gp_enc_begin(&e);
+	brig_gp_put_bytes(&e, BRIG_GP_F_DATA, "two\n", 4);
+	cli_send(&c, &e, BRIG_GP_T_DATA, req);
+	brig_gp_enc_begin(&e);
+	cli_send(&c, &e, BRIG_GP_T_WRITE_END, req);
+	for (;;) {
+		assert_int_equal(cli_recv(&c, &f, 10000), 0);
+		int done = f.id == req;
+		if (done)
+			assert_int_equal(f.type, BRIG_GP_T_OK);
+		free(f.p);
+		if (done)
+			break;
+	}
+	run(&c, (const char *const[]){"cat", "/workspace/m/log", NULL}, NULL, &r);
+	assert_string_equal(out_str(&r), "one\ntwo\n");
+	result_free(&r);
+	brig_gp_enc_free(&e);
+	cli_close(&c);
+}
+
 /* run mode: the command is PID 1's child, the deadline PID 1's */
 static void test_run_mode(void **state)
 {
@@ -1217,6 +1357,11 @@ static void test_run_mode(void **state)
 	assert_non_null(strstr(err, "brig: nosuchcmd: not found in the image"));
 	free(err);
 	free(cmd);
+	/* arguments it does not understand */
+	rc = sh("docker run --rm --label %s --name %s " HARDENED " -v %s:/.brig:ro --entrypoint /.brig/brig-init "
+		"%s run --timeout-ms soon -- true 2>/dev/null",
+		label, rn, init_vol, brig_test_image());
+	assert_int_equal(rc, 2);
 	/* init --lifetime: the container ends itself */
 	t0 = now_ms();
 	rc = sh("docker run --rm --label %s --name %s " HARDENED " -v %s:/.brig:ro --entrypoint /.brig/brig-init "
@@ -1263,6 +1408,7 @@ int main(void)
 		cmocka_unit_test(test_keep),
 		cmocka_unit_test(test_pty),
 		cmocka_unit_test(test_files),
+		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_sandbox_cannot_touch_init),
 		cmocka_unit_test(test_run_mode),
 		cmocka_unit_test(test_stop),
