@@ -187,6 +187,7 @@ static int run_mode(int64_t timeout_ms, char **argv)
 		return 125;
 	}
 	if (pid == 0) {
+		signal(SIGPIPE, SIG_DFL); /* an ignored signal would stay ignored across exec */
 		sigprocmask(SIG_UNBLOCK, &all, NULL);
 		close(ep[0]);
 		execvp(argv[0], argv);

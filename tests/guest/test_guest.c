@@ -272,6 +272,7 @@ typedef struct start_opts {
 	int rows, cols, stdin_on, detached;
 	int64_t timeout_ms;
 	const char *tag;
+	const char *env; /* one "KEY=VALUE" */
 } start_opts;
 
 typedef struct result {
@@ -307,6 +308,8 @@ static uint32_t start(cli *c, const char *const argv[], const start_opts *o)
 		brig_gp_put_int(&e, BRIG_GP_F_DETACHED, 1);
 	if (o && o->tag)
 		brig_gp_put_str(&e, BRIG_GP_F_TAG, o->tag);
+	if (o && o->env)
+		brig_gp_put_str(&e, BRIG_GP_F_ENV, o->env);
 	uint32_t req = c->next_req++;
 	cli_send(c, &e, BRIG_GP_T_START, req);
 	brig_gp_enc_free(&e);
@@ -479,9 +482,25 @@ static void test_exec_basics(void **state)
 	assert_int_equal(r.error_errno, EACCES);
 	result_free(&r);
 
+	/* it starts with no signal ignored or blocked (brig-init blocks them all) */
+	run(&c, (const char *const[]){"grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status", NULL}, NULL, &r);
+	assert_string_equal(out_str(&r), "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+	result_free(&r);
+
 	/* the command's environment: the container's plus ENV */
 	run(&c, (const char *const[]){"pwd", NULL}, NULL, &r);
 	assert_string_equal(out_str(&r), "/workspace\n");
+	result_free(&r);
+	run(&c, (const char *const[]){"sh", "-c", "echo $BRIG_X ${PATH:+has-path}", NULL},
+	    &(start_opts){.env = "BRIG_X=y=z"}, &r);
+	assert_string_equal(out_str(&r), "y=z has-path\n");
+	result_free(&r);
+	/* ENV's PATH is the one the program is looked up in */
+	run(&c, (const char *const[]){"/bin/sh", "-c", "echo $PATH", NULL}, &(start_opts){.env = "PATH=/nowhere"}, &r);
+	assert_string_equal(out_str(&r), "/nowhere\n");
+	result_free(&r);
+	run(&c, (const char *const[]){"sh", "-c", "true", NULL}, &(start_opts){.env = "PATH=/nowhere"}, &r);
+	assert_int_equal(r.error_errno, ENOENT);
 	result_free(&r);
 
 	/* a command over a held relay costs a round trip, not a runc exec */
@@ -1345,7 +1364,7 @@ static void test_run_mode(void **state)
 	assert_int_equal(rc, 124);
 	assert_true(now_ms() - t0 < 20000);
 	rc = sh("docker run --rm --label %s --name %s " HARDENED " -v %s:/.brig:ro --entrypoint /.brig/brig-init "
-		"%s run --timeout-ms 5000 -- sh -c 'exit 3'",
+		"%s run --timeout-ms 5000 -- sh -c 'grep -q \"SigIgn:.0000000000000000\" /proc/self/status && exit 3'",
 		label, rn, init_vol, brig_test_image());
 	assert_int_equal(rc, 3);
 	char *cmd = xasprintf("docker run --rm --label %s --name %s " HARDENED " -v %s:/.brig:ro "
