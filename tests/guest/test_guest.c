@@ -863,7 +863,11 @@ static void test_leftovers(void **state)
 	assert_true(now_ms() - t0 < 5000);
 	assert_string_equal(out_str(&r), "done\n");
 	assert_int_equal(r.code, 0);
-	assert_true(running_inside(&c, "sleep 7773"));
+	int64_t until = now_ms() + 5000; /* it may not have exec'd sleep yet */
+	while (!running_inside(&c, "sleep 7773")) {
+		assert_true(now_ms() < until);
+		usleep(50000);
+	}
 	brig_gp_enc e = {0};
 	brig_gp_enc_begin(&e);
 	brig_gp_put_int(&e, BRIG_GP_F_PROC, r.proc);
@@ -1217,6 +1221,37 @@ static void test_sandbox_cannot_touch_init(void **state)
 	free(st);
 }
 
+static int64_t req_errno(cli *c, uint8_t type, brig_gp_enc *e);
+
+/* The last 256 ended procs are remembered; older ones are forgotten. */
+static void test_forget(void **state)
+{
+	cli c;
+	cli_open(&c);
+	result r;
+	run(&c, (const char *const[]){"true", NULL}, NULL, &r);
+	int64_t first = r.proc;
+	result_free(&r);
+	brig_gp_enc e = {0};
+	brig_gp_enc_begin(&e);
+	brig_gp_put_int(&e, BRIG_GP_F_PROC, first);
+	assert_int_equal(req_errno(&c, BRIG_GP_T_STATUS, &e), 0);
+	int64_t last = 0;
+	for (int i = 0; i < 300; i++) {
+		run(&c, (const char *const[]){"true", NULL}, NULL, &r);
+		last = r.proc;
+		result_free(&r);
+	}
+	brig_gp_put_int(&e, BRIG_GP_F_PROC, first);
+	assert_int_equal(req_errno(&c, BRIG_GP_T_STATUS, &e), ENOENT);
+	brig_gp_put_int(&e, BRIG_GP_F_PROC, last);
+	assert_int_equal(req_errno(&c, BRIG_GP_T_STATUS, &e), 0);
+	brig_gp_put_int(&e, BRIG_GP_F_PROC, last - 250);
+	assert_int_equal(req_errno(&c, BRIG_GP_T_STATUS, &e), 0);
+	brig_gp_enc_free(&e);
+	cli_close(&c);
+}
+
 static int64_t req_errno(cli *c, uint8_t type, brig_gp_enc *e) /* 0 for OK */
 {
 	frame f;
@@ -1428,6 +1463,7 @@ int main(void)
 		cmocka_unit_test(test_pty),
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_forget),
 		cmocka_unit_test(test_sandbox_cannot_touch_init),
 		cmocka_unit_test(test_run_mode),
 		cmocka_unit_test(test_stop),
