@@ -8,6 +8,7 @@
 
 #include "brig/sandbox.h"
 #include "sandbox/capture.h"
+#include "sandbox/internal.h"
 #include "util/util.h"
 
 /* ---- computer objects ---- */

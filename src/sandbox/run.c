@@ -12,6 +12,7 @@
 
 #include "brig/run.h"
 #include "sandbox/capture.h"
+#include "sandbox/internal.h"
 #include "sandbox/oom.h"
 #include "tar/tar.h"
 #include "util/util.h"
