@@ -222,12 +222,7 @@ int brig_tar_copy_new(brig_tar_copy **out, const brig_tar_copy_options *opts, br
 
 static int sticky(brig_tar_copy *c, int r, brig_error **err)
 {
-	if (r && !c->code) {
-		c->code = r;
-		if (err && *err)
-			brig_tar__error_copy(&c->err, *err, r);
-	}
-	return r;
+	return brig_tar__sticky(&c->code, &c->err, r, err);
 }
 
 static int check_usable(brig_tar_copy *c, brig_error **err)

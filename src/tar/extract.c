@@ -471,12 +471,7 @@ int brig_tar_extract_new(brig_tar_extract **out, int dirfd, const char *path, co
 
 static int sticky(brig_tar_extract *x, int r, brig_error **err)
 {
-	if (r && !x->code) {
-		x->code = r;
-		if (err && *err)
-			brig_tar__error_copy(&x->err, *err, r);
-	}
-	return r;
+	return brig_tar__sticky(&x->code, &x->err, r, err);
 }
 
 int brig_tar_extract_feed(brig_tar_extract *x, const void *data, size_t len, brig_error **err)

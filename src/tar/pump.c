@@ -16,6 +16,16 @@ int brig_tar__error_copy(brig_error **dst, const brig_error *src, int code)
 	return r;
 }
 
+int brig_tar__sticky(int *code, brig_error **kept, int r, brig_error **err)
+{
+	if (r && !*code) {
+		*code = r;
+		if (err && *err)
+			brig_tar__error_copy(kept, *err, r);
+	}
+	return r;
+}
+
 void brig_tar__source_clear(brig_tar__source *src)
 {
 	brig_error_free(src->err);
