@@ -197,7 +197,7 @@ int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint 
 		goto out;
 	}
 	uint64_t cap = volume_cap(e, inspect);
-	brig_tar_copy_options co = {.version = BRIG_TAR_COPY_OPTIONS_VERSION,
+	brig_tar_copy_opts co = {.version = BRIG_TAR_COPY_OPTS_VERSION,
 				    .allow_symlinks = true,
 				    .allow_absolute_symlinks = true,
 				    .allow_hardlinks = true,

@@ -108,7 +108,7 @@ static void on_output_entry(const char *path, int type, uint64_t size, void *pay
 
 static int copy_in(brig_engine *e, const char *id, const brig_run_opts *o, brig_error **err)
 {
-	brig_tar_build_options bo = {.version = BRIG_TAR_BUILD_OPTIONS_VERSION,
+	brig_tar_build_opts bo = {.version = BRIG_TAR_BUILD_OPTS_VERSION,
 				     .uid = 0,
 				     .gid = 0,
 				     .mode_mask = 0555, /* read-only to the command */
@@ -138,7 +138,7 @@ static int copy_out(brig_engine *e, const char *id, const brig_run_opts *o, int6
 {
 	if (mkdir(o->out_dir, 0755) < 0 && errno != EEXIST)
 		return brig__error_set(err, BRIG_EIO, errno, "--out %s: %s", o->out_dir, strerror(errno));
-	brig_tar_extract_options xo = {.version = BRIG_TAR_EXTRACT_OPTIONS_VERSION,
+	brig_tar_extract_opts xo = {.version = BRIG_TAR_EXTRACT_OPTS_VERSION,
 				       .strip_components = 1, /* the archive's root is "outbox/" */
 				       .allow_symlinks = true,
 				       .allow_hardlinks = true,

@@ -115,10 +115,11 @@ typedef struct brig_tar_stats {
  * Extractor: untrusted tar stream → host directory
  * ====================================================================== */
 
-#define BRIG_TAR_EXTRACT_OPTIONS_VERSION 1
+#define BRIG_TAR_EXTRACT_OPTS_VERSION 1
+#define BRIG_TAR_EXTRACT_OPTS_INIT {.version = BRIG_TAR_EXTRACT_OPTS_VERSION}
 
-typedef struct brig_tar_extract_options {
-	unsigned version; /* BRIG_TAR_EXTRACT_OPTIONS_VERSION (0 is taken as 1) */
+typedef struct brig_tar_extract_opts {
+	unsigned version; /* BRIG_TAR_EXTRACT_OPTS_VERSION (1..current) */
 	brig_tar_limits limits;
 	unsigned strip_components;  /* leading components removed from every name
 				       (1 for a Docker archive GET of a directory:
@@ -129,7 +130,7 @@ typedef struct brig_tar_extract_options {
 				       default: files belong to the extracting user */
 	brig_tar_entry_cb on_entry; /* may be NULL */
 	void *payload;              /* for on_entry */
-} brig_tar_extract_options;
+} brig_tar_extract_opts;
 
 typedef struct brig_tar_extract brig_tar_extract;
 
@@ -161,7 +162,7 @@ typedef struct brig_tar_extract brig_tar_extract;
  * *out belongs to the caller (brig_tar_extract_free).
  * Errors: BRIG_EINVAL (bad options), BRIG_EIO (cannot open the destination,
  * or libarchive cannot be loaded). */
-int brig_tar_extract_new(brig_tar_extract **out, int dirfd, const char *path, const brig_tar_extract_options *opts,
+int brig_tar_extract_new(brig_tar_extract **out, int dirfd, const char *path, const brig_tar_extract_opts *opts,
 			 brig_error **err);
 
 /* Push mode: hands the next len bytes of the stream (any chunking, len 0 is
@@ -203,10 +204,11 @@ void brig_tar_extract_free(brig_tar_extract *x);
  * Builder: host paths / in-memory entries → tar stream (pull)
  * ====================================================================== */
 
-#define BRIG_TAR_BUILD_OPTIONS_VERSION 1
+#define BRIG_TAR_BUILD_OPTS_VERSION 1
+#define BRIG_TAR_BUILD_OPTS_INIT {.version = BRIG_TAR_BUILD_OPTS_VERSION}
 
-typedef struct brig_tar_build_options {
-	unsigned version;         /* BRIG_TAR_BUILD_OPTIONS_VERSION (0 is taken as 1) */
+typedef struct brig_tar_build_opts {
+	unsigned version;         /* BRIG_TAR_BUILD_OPTS_VERSION (1..current) */
 	unsigned uid, gid;        /* written into every header (zeroed options: 0:0) */
 	unsigned mode_mask;       /* AND-ed into every mode after & 0777; 0: 0777
 				     (e.g. 0555 strips write bits for read-only inputs) */
@@ -216,7 +218,7 @@ typedef struct brig_tar_build_options {
 				     symlinks below a root are always stored as links */
 	uint64_t max_total_bytes; /* sum of file sizes; 0: no cap */
 	uint64_t max_entries;     /* 0: no cap */
-} brig_tar_build_options;
+} brig_tar_build_opts;
 
 typedef struct brig_tar_builder brig_tar_builder;
 
@@ -229,7 +231,7 @@ typedef struct brig_tar_builder brig_tar_builder;
  * opts may be NULL (0:0, 0777, refuse special files, no caps).
  * *out belongs to the caller (brig_tar_builder_free). Errors: BRIG_EINVAL,
  * BRIG_EIO (libarchive cannot be loaded). */
-int brig_tar_builder_new(brig_tar_builder **out, const brig_tar_build_options *opts, brig_error **err);
+int brig_tar_builder_new(brig_tar_builder **out, const brig_tar_build_opts *opts, brig_error **err);
 
 /* Queues a host file, directory (recursively) or symlink under the archive
  * name `name` (e.g. host "./data" as "inbox/data"). The host path is only
@@ -277,12 +279,13 @@ void brig_tar_builder_free(brig_tar_builder *b);
  * Copier: untrusted tar stream(s) → validated, re-owned tar (+ SHA-256)
  * ====================================================================== */
 
-#define BRIG_TAR_COPY_OPTIONS_VERSION 1
+#define BRIG_TAR_COPY_OPTS_VERSION 1
+#define BRIG_TAR_COPY_OPTS_INIT {.version = BRIG_TAR_COPY_OPTS_VERSION}
 
 enum { BRIG_TAR_COMPRESS_NONE = 0, BRIG_TAR_COMPRESS_ZSTD = 1 };
 
-typedef struct brig_tar_copy_options {
-	unsigned version;          /* BRIG_TAR_COPY_OPTIONS_VERSION (0 is taken as 1) */
+typedef struct brig_tar_copy_opts {
+	unsigned version;          /* BRIG_TAR_COPY_OPTS_VERSION (1..current) */
 	brig_tar_limits limits;    /* entries and bytes across all input streams
 				      together; max_stream_bytes per input */
 	unsigned strip_components; /* as for the extractor */
@@ -298,7 +301,7 @@ typedef struct brig_tar_copy_options {
 	int zstd_level;             /* 1..19; 0: 3 */
 	brig_tar_entry_cb on_entry; /* may be NULL */
 	void *payload;              /* for on_entry */
-} brig_tar_copy_options;
+} brig_tar_copy_opts;
 
 /* What a finished copy produced. */
 typedef struct brig_tar_copy_result {
@@ -324,7 +327,7 @@ typedef struct brig_tar_copy brig_tar_copy;
  * *out belongs to the caller (brig_tar_copy_free).
  * Errors: BRIG_EINVAL (bad options), BRIG_EIO (compressor set-up, or
  * libarchive or libcrypto cannot be loaded). */
-int brig_tar_copy_new(brig_tar_copy **out, const brig_tar_copy_options *opts, brig_tar_writer write, void *payload,
+int brig_tar_copy_new(brig_tar_copy **out, const brig_tar_copy_opts *opts, brig_tar_writer write, void *payload,
 		      brig_error **err);
 
 /* Push mode: next bytes of the current input stream (a new one starts with
