@@ -121,12 +121,12 @@ static bool pauser_is_dead(const char *path)
 int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint **out, const char *ref,
 			   const brig_checkpoint_opts *opts, brig_error **err)
 {
-	brig_checkpoint_opts defaults = {.version = BRIG_CHECKPOINT_OPTS_VERSION};
+	brig_checkpoint_opts defaults = BRIG_CHECKPOINT_OPTS_INIT;
 	if (!opts)
 		opts = &defaults;
-	if (opts->version != BRIG_CHECKPOINT_OPTS_VERSION)
-		return brig__error_set(err, BRIG_EINVAL, 0, "checkpoint options: version must be %d",
-				       BRIG_CHECKPOINT_OPTS_VERSION);
+	int vr = brig__opts_check(opts->version, BRIG_CHECKPOINT_OPTS_VERSION, "checkpoint options", err);
+	if (vr)
+		return vr;
 	brig_computer *c = NULL;
 	int rc = brig_computer_get(e, &c, ref, NULL, err);
 	if (rc)
