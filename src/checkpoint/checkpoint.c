@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,7 +11,6 @@
 #include <unistd.h>
 
 #include "brig/session.h"
-#include "tar/archive_dl.h" /* libarchive, dlopen-ed: its calls go through brig__archive */
 #include "tar/tar.h"
 #include "util/util.h"
 
@@ -359,165 +357,8 @@ int brig_checkpoint_remove(brig_store *s, const char *dir, int64_t id, brig_erro
 
 /* ---- restore ----
  * The blob holds "workspace/…" and "runtime/…" entries; each volume gets its
- * own PUT (a read-only root refuses a PUT at "/"). A worker thread filters
- * the verified blob into a pipe; the PUT body reads the pipe. */
-
-typedef struct split_job {
-	brig_tar_restore *r; /* opened (digest verified) by the caller */
-	int wfd[2];           /* workspace, runtime */
-	int rc;
-	brig_error *err;
-} split_job;
-
-static la_ssize_t split_read(struct archive *a, void *payload, const void **buf)
-{
-	static _Thread_local char block[65536];
-	brig_tar_restore *r = payload;
-	ssize_t n = brig_tar_restore_read(r, block, sizeof block, NULL);
-	if (n < 0) {
-		archive_set_error(a, EIO, "checkpoint blob failed its check while being read");
-		return -1;
-	}
-	*buf = block;
-	return n;
-}
-
-static la_ssize_t split_write(struct archive *a, void *payload, const void *buf, size_t len)
-{
-	int fd = *(int *)payload;
-	if (brig_write_all(fd, buf, len) < 0) {
-		archive_set_error(a, errno, "pipe");
-		return -1;
-	}
-	return (la_ssize_t)len;
-}
-
-static struct archive *split_writer(int *fd)
-{
-	struct archive *w = archive_write_new();
-	archive_write_set_format_pax_restricted(w);
-	archive_write_set_bytes_in_last_block(w, 1);
-	if (archive_write_open(w, fd, NULL, split_write, NULL) != ARCHIVE_OK) {
-		archive_write_free(w);
-		return NULL;
-	}
-	return w;
-}
-
-/* One pass over the blob: its "workspace/" entries (the copier wrote them
- * first) into the first pipe, then its "runtime/" entries into the second,
- * each as a tar of its own; a volume without entries gets an empty tar. */
-static void *split_worker(void *arg)
-{
-	static const char *const prefixes[] = {"workspace/", "runtime/"};
-	split_job *j = arg;
-	struct archive *in = archive_read_new(), *w = NULL;
-	int cur = -1;
-	bool done[2] = {false, false};
-	char buf[65536];
-	archive_read_support_format_tar(in);
-	archive_read_support_filter_none(in);
-	if (archive_read_open(in, j->r, NULL, split_read, NULL) != ARCHIVE_OK) {
-		j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(in));
-		goto out;
-	}
-	struct archive_entry *ent;
-	int ar;
-	while ((ar = archive_read_next_header(in, &ent)) == ARCHIVE_OK) {
-		const char *name = archive_entry_pathname(ent);
-		int idx = -1;
-		for (int i = 0; i < 2 && name; i++)
-			if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0 && name[strlen(prefixes[i])])
-				idx = i;
-		if (idx < 0)
-			continue; /* a volume's root entry */
-		if (idx != cur) {
-			if (idx < cur || done[idx]) {
-				j->rc = brig__error_set(&j->err, BRIG_ECORRUPT, 0,
-							"restore: the blob's volumes are interleaved");
-				goto out;
-			}
-			if (w && archive_write_close(w) != ARCHIVE_OK) {
-				j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(w));
-				goto out;
-			}
-			if (w)
-				archive_write_free(w);
-			w = NULL;
-			if (cur >= 0) {
-				close(j->wfd[cur]);
-				j->wfd[cur] = -1;
-				done[cur] = true;
-			}
-			for (int k = cur + 1; k < idx; k++) { /* skipped volume: empty tar */
-				struct archive *e = split_writer(&j->wfd[k]);
-				if (e) {
-					archive_write_close(e);
-					archive_write_free(e);
-				}
-				close(j->wfd[k]);
-				j->wfd[k] = -1;
-				done[k] = true;
-			}
-			cur = idx;
-			if (!(w = split_writer(&j->wfd[cur]))) {
-				j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: cannot start a tar writer");
-				goto out;
-			}
-		}
-		size_t plen = strlen(prefixes[cur]);
-		cleanup_free char *stripped = xstrdup(name + plen);
-		archive_entry_set_pathname(ent, stripped);
-		const char *hl = archive_entry_hardlink(ent);
-		cleanup_free char *hls = NULL;
-		if (hl) {
-			if (strncmp(hl, prefixes[cur], plen) != 0)
-				continue;
-			hls = xstrdup(hl + plen);
-			archive_entry_set_hardlink(ent, hls);
-		}
-		if (archive_write_header(w, ent) != ARCHIVE_OK) {
-			j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(w));
-			goto out;
-		}
-		la_ssize_t n;
-		while ((n = archive_read_data(in, buf, sizeof buf)) > 0) {
-			if (archive_write_data(w, buf, (size_t)n) != n) {
-				j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(w));
-				goto out;
-			}
-		}
-		if (n < 0) {
-			j->rc = brig__error_set(&j->err, BRIG_ECORRUPT, 0, "restore: %s", archive_error_string(in));
-			goto out;
-		}
-	}
-	if (ar != ARCHIVE_EOF) {
-		j->rc = brig__error_set(&j->err, BRIG_ECORRUPT, 0, "restore: %s", archive_error_string(in));
-		goto out;
-	}
-	if (w && archive_write_close(w) != ARCHIVE_OK)
-		j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(w));
-	for (int k = 0; k < 2 && j->rc == 0; k++) {
-		if (done[k] || k == cur)
-			continue;
-		struct archive *e = split_writer(&j->wfd[k]);
-		if (e) {
-			archive_write_close(e);
-			archive_write_free(e);
-		}
-	}
-out:
-	if (w)
-		archive_write_free(w);
-	archive_read_free(in);
-	for (int k = 0; k < 2; k++)
-		if (j->wfd[k] >= 0) {
-			close(j->wfd[k]);
-			j->wfd[k] = -1;
-		}
-	return NULL;
-}
+ * own PUT (a read-only root refuses a PUT at "/"). brig_tar_split filters
+ * the verified blob into a pipe per volume; each PUT body reads its pipe. */
 
 typedef struct pipe_reader {
 	int fd;
@@ -538,16 +379,11 @@ static ssize_t read_pipe(char *buf, size_t len, void *payload, brig_error **err)
 int brig_checkpoint_restore(brig_engine *e, const char *dir, const brig_store_checkpoint *cp, const char *ref,
 			    brig_error **err)
 {
-	/* split_worker calls libarchive directly: load it here rather than
-	 * lean on brig_tar_restore_open having done so. */
-	int rc = brig__archive_load(err);
-	if (rc)
-		return brig__error_prefix(err, rc, "checkpoint %lld", (long long)cp->id);
 	/* Verify before anything is copied: a bad blob changes nothing. The
 	 * same open stream is then read once, hashed again on the way. */
 	cleanup_free char *path = xasprintf("%s/%s", dir, cp->blob);
 	brig_tar_restore *r = NULL;
-	rc = brig_tar_restore_open(&r, AT_FDCWD, path, cp->digest, err);
+	int rc = brig_tar_restore_open(&r, AT_FDCWD, path, cp->digest, err);
 	if (rc)
 		return brig__error_prefix(err, rc, "checkpoint %lld", (long long)cp->id);
 	int pa[2] = {-1, -1}, pb[2] = {-1, -1};
@@ -562,15 +398,14 @@ int brig_checkpoint_restore(brig_engine *e, const char *dir, const brig_store_ch
 		brig_tar_restore_free(r);
 		return rc;
 	}
-	split_job job = {.r = r, .wfd = {pa[1], pb[1]}};
-	pthread_t t;
-	if (pthread_create(&t, NULL, split_worker, &job) != 0) {
+	static const char *const prefixes[] = {"workspace/", "runtime/"};
+	const int wfd[2] = {pa[1], pb[1]};
+	brig_tar_split *sp = NULL;
+	if ((rc = brig_tar_split_start(&sp, r, prefixes, wfd, 2, err)) != 0) {
 		close(pa[0]);
-		close(pa[1]);
 		close(pb[0]);
-		close(pb[1]);
 		brig_tar_restore_free(r);
-		return brig__error_set(err, BRIG_EIO, 0, "restore: cannot start a thread");
+		return brig__error_prefix(err, rc, "restore checkpoint %lld into %s", (long long)cp->id, ref);
 	}
 	static const char *const targets[] = {"/workspace", "/runtime"};
 	int rfd[2] = {pa[0], pb[0]};
@@ -580,17 +415,15 @@ int brig_checkpoint_restore(brig_engine *e, const char *dir, const brig_store_ch
 			rc = brig_engine_archive_put(e, ref, targets[i], read_pipe, &pr, err);
 		close(rfd[i]); /* unblocks the worker if a PUT stopped early */
 	}
-	pthread_join(t, NULL);
+	brig_error *serr = NULL;
+	int src = brig_tar_split_join(sp, &serr);
 	brig_tar_restore_free(r);
-	if (job.rc && (rc == 0 || rc == BRIG_EIO || rc == BRIG_EUNCERTAIN)) {
-		rc = job.rc; /* the worker's reason (a corrupt blob) comes first */
-		if (err) {
-			brig_error_free(*err);
-			*err = job.err;
-			job.err = NULL;
-		}
+	if (src && (rc == 0 || rc == BRIG_EIO || rc == BRIG_EUNCERTAIN)) {
+		rc = src; /* the worker's reason (a corrupt blob) comes first */
+		brig__error_move(err, serr);
+	} else {
+		brig_error_free(serr);
 	}
-	brig_error_free(job.err);
 	if (rc)
 		return brig__error_prefix(err, rc, "restore checkpoint %lld into %s", (long long)cp->id, ref);
 	return 0;

@@ -1,7 +1,7 @@
 /* tar.h — brig's safe tar layer: extracting untrusted tar streams into a host
  * directory, building tar streams from host files, and re-owning copies. Private to src/.
  *
- * Three tools, all stream-oriented (a 100 MB file never sits in memory):
+ * Four tools, all stream-oriented (a 100 MB file never sits in memory):
  *
  *   extractor  untrusted tar bytes (e.g. a container's archive GET of
  *              /outbox) → files under a host directory, enforcing the safety
@@ -12,6 +12,8 @@
  *              zstd-compressed tar (checkpoints), with its SHA-256; and the
  *              restore reader that verifies a stored blob's digest before it
  *              streams a single byte.
+ *   splitter   a restored blob → one tar per top-level prefix (a checkpoint's
+ *              volumes), each into its own fd, on a worker thread.
  *
  * Two ways to hand untrusted bytes to the extractor and the copier:
  *   - push (`_feed` + `_finish`, or `_data_cb`): bytes in any chunks, as the
@@ -392,6 +394,38 @@ ssize_t brig_tar_restore_reader(char *buf, size_t len, void *payload, brig_error
 
 /* Closes the blob and frees r. Accepts NULL. */
 void brig_tar_restore_free(brig_tar_restore *r);
+
+/* ======================================================================
+ * Splitter: restored blob → one plain tar per top-level prefix
+ * ====================================================================== */
+
+#define BRIG_TAR_SPLIT_MAX 4
+
+typedef struct brig_tar_split brig_tar_split;
+
+/* Starts a worker thread that reads r (a verified restore, borrowed: keep
+ * it until brig_tar_split_join returns) in one pass and writes the entries
+ * whose names start with prefixes[k] ("workspace/") into fds[k] as a tar of
+ * their own, the prefix removed from names and hard-link targets (a hard
+ * link to another prefix is dropped); the prefix's own root entry and names
+ * under no prefix are skipped. The entries must come grouped in the order
+ * of prefixes (as brig_tar_copy wrote them, one input after the other):
+ * interleaved groups are BRIG_ECORRUPT. An output without entries gets an
+ * empty tar. The entries are not re-validated: the digest proves they are
+ * what brig_tar_copy wrote. The fds (n of them, 1..BRIG_TAR_SPLIT_MAX,
+ * typically pipes' write ends) are taken in every case and each closed as
+ * soon as its tar is complete, so a reader sees its end without waiting for
+ * the others; a reader that stops early should close its end so the worker
+ * is not blocked. *out belongs to the caller until brig_tar_split_join.
+ * Errors: BRIG_EINVAL (n), BRIG_EIO (libarchive cannot be loaded, no
+ * thread). */
+int brig_tar_split_start(brig_tar_split **out, brig_tar_restore *r, const char *const *prefixes, const int *fds,
+			 size_t n, brig_error **err);
+
+/* Waits for the worker and frees s; returns its result. Errors: BRIG_EIO
+ * (a write failed, e.g. the reader closed its end), BRIG_ECORRUPT (the blob
+ * failed its check while being read, or is not a tar grouped as said). */
+int brig_tar_split_join(brig_tar_split *s, brig_error **err);
 
 /* Lowercase hex SHA-256 of everything readable from fd (read from its
  * current offset to the end) into out (65 bytes); *size (may be NULL) gets
