@@ -114,13 +114,7 @@ int brig_tar__archive_error(struct archive *a, brig_tar__source *src, brig_error
 		if (!src->err)
 			return brig__error_set(err, code, 0, "reading the tar stream failed earlier (%s)",
 					       brig_error_name(code));
-		if (err) {
-			brig_error_free(*err);
-			*err = src->err;
-		} else {
-			brig_error_free(src->err);
-		}
-		src->err = NULL;
+		brig__error_move(err, steal_pointer(&src->err));
 		/* Keep src->code so later reads keep failing. */
 		return code;
 	}
