@@ -298,8 +298,7 @@ static int wait_creating(brig_store *s, brig_store_session **r, brig_error **err
 }
 
 /* Another brig recovered the session into r's generation: use its computer. */
-static int adopt_generation(brig_engine *e, brig_recover_result *out, const brig_store_session *r,
-			    brig_error **err)
+static int adopt_generation(brig_engine *e, brig_recover_result *out, const brig_store_session *r, brig_error **err)
 {
 	out->won = false;
 	out->new_generation = r->generation;
@@ -364,8 +363,8 @@ static int adopt_racer(brig_engine *e, brig_store *s, brig_recover_result *out, 
 		return rc;
 	}
 	if (now->generation != gen)
-		rc = brig__error_set(err, BRIG_ECONFLICT, 0, "session %s/%s/%s changed while recovering; look at it again",
-				     ns, agent, session);
+		rc = brig__error_set(err, BRIG_ECONFLICT, 0,
+				     "session %s/%s/%s changed while recovering; look at it again", ns, agent, session);
 	else
 		rc = adopt_generation(e, out, now, err);
 	brig_store_session_free(now);
@@ -397,8 +396,8 @@ static int build_generation(brig_engine *e, brig_store *s, brig_recover_result *
 
 /* Every generation older than gen goes, container and volumes — also one
  * that an earlier, failed recover left behind. */
-static void remove_older(brig_engine *e, const char *old_name, const char *ns, const char *agent,
-			 const char *session, int64_t gen)
+static void remove_older(brig_engine *e, const char *old_name, const char *ns, const char *agent, const char *session,
+			 int64_t gen)
 {
 	brig_computer_destroy(e, old_name, NULL);
 	brig_computer **older = NULL;
