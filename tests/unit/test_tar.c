@@ -1943,6 +1943,19 @@ static void test_opts_versions(void **state)
 	}
 }
 
+/* The splitter takes 1..BRIG_TAR_SPLIT_MAX outputs (its happy path runs in
+ * integration/test_checkpoint's restores). */
+static void test_split_refuses_bad_count(void **state)
+{
+	(void)state;
+	brig_tar_split *sp = NULL;
+	brig_error *err = NULL;
+	assert_int_equal(brig_tar_split_start(&sp, NULL, NULL, NULL, 0, &err), BRIG_EINVAL);
+	assert_null(sp);
+	assert_non_null(strstr(brig_error_message(err), "tar split"));
+	brig_error_free(err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1975,6 +1988,7 @@ int main(void)
 		cmocka_unit_test(test_copy_caps_sparse_and_writer_failure),
 		cmocka_unit_test_setup_teardown(test_write_fd_and_sha256_fd, setup, teardown),
 		cmocka_unit_test(test_opts_versions),
+		cmocka_unit_test(test_split_refuses_bad_count),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
