@@ -352,7 +352,6 @@ static int check_run_opts(const brig_run_opts *o, int64_t *timeout_out, int64_t 
 	*timeout_out = timeout_s;
 	*out_mb_out = out_mb;
 	return input_bytes(o->inputs, o->input_count, in_bytes, err);
-
 }
 
 /* The exec path's command: an exec in the started container, held to the
@@ -398,10 +397,11 @@ static int run_exec(brig_engine *e, const brig_run_opts *o, brig_run_result *res
 		/* The command ran; if its end cannot be read (the daemon went
 		 * away mid-run), that is uncertain, never "not sent". */
 		if (rc && rc != BRIG_EUNCERTAIN)
-			brig__error_set(err, rc = BRIG_EUNCERTAIN, 0,
-					"run %s: the command ran but its exit code could not be read from the daemon; it "
-					"is not retried",
-					name);
+			brig__error_set(
+				err, rc = BRIG_EUNCERTAIN, 0,
+				"run %s: the command ran but its exit code could not be read from the daemon; it "
+				"is not retried",
+				name);
 	} else if (rc == BRIG_ETIMEDOUT) {
 		brig__error_clear(err);
 		res->exec.timed_out = true;
@@ -419,7 +419,6 @@ static int run_exec(brig_engine *e, const brig_run_opts *o, brig_run_result *res
 		res->exec.uncertain = rc == BRIG_EUNCERTAIN;
 	}
 	return rc;
-
 }
 
 /* After the command: freeze the container, read whether the OOM killer
