@@ -20,15 +20,20 @@ extern "C" {
 #endif
 
 #define BRIG_RUN_OPTS_VERSION 1
+/* Starts a brig_run_opts with no stdin and no cancel fd; the caller still
+ * sets spec and argv. */
+#define BRIG_RUN_OPTS_INIT {.version = BRIG_RUN_OPTS_VERSION, .stdin_fd = -1, .cancel_fd = -1}
 #define BRIG_RUN_DEFAULT_TIMEOUT_S 600
 
 typedef struct brig_run_opts {
-	unsigned version;          /* BRIG_RUN_OPTS_VERSION */
+	unsigned version;          /* BRIG_RUN_OPTS_VERSION; 1..current accepted */
 	const brig_spec *spec;     /* limits, image, network, env, labels (borrowed) */
 	const char *const *argv;   /* NULL-terminated; no shell unless argv says sh -c */
 	const char *const *inputs; /* host paths copied under /inbox, read-only; may be NULL */
 	size_t input_count;
-	const char *out_dir;       /* host directory that receives /outbox; NULL: no outputs */
+	const char *out_dir;       /* host directory that receives /outbox; NULL: no outputs.
+				      Created when missing; an existing one is merged into
+				      (its other files stay; same names are replaced) */
 	int64_t out_mb;            /* size of /outbox; 0: BRIG_DEFAULT_OUT_MB */
 	const char *workdir;       /* NULL: /workspace */
 	int64_t timeout_s;         /* 0: BRIG_RUN_DEFAULT_TIMEOUT_S */
@@ -59,9 +64,13 @@ BRIG_PUBLIC json_t *brig_run_result_to_json(const brig_run_result *r);
  * missing image is BRIG_ENOTFOUND with a message that says how to build it
  * (nothing is pulled). Returns 0 when the command ran to its end or timed
  * out (res->exec.timed_out, exit code 124); outputs are copied in both
- * cases. Errors: BRIG_EINVAL (options; nothing created), BRIG_ENOTFOUND,
- * BRIG_ECANCELED, BRIG_EUNSAFE (an output broke a copy-out rule: nothing is
- * written outside out_dir), BRIG_EUNCERTAIN. The container is removed
+ * cases. opts is required (NULL is BRIG_EINVAL: a run has no default spec
+ * or command). Errors: BRIG_EINVAL (options; nothing created), BRIG_ENOTFOUND,
+ * BRIG_ECANCELED, BRIG_EUNSAFE (an output broke a copy-out rule), BRIG_EUNCERTAIN.
+ * The copy-out is all or nothing: /outbox is extracted into a temporary
+ * directory beside out_dir and moved into place only when every entry
+ * passed, so a refused or failed copy leaves out_dir exactly as it was and
+ * writes nothing outside it. The container is removed
  * before this returns, whatever happened. */
 BRIG_PUBLIC int brig_run(brig_engine *e, const brig_run_opts *opts, brig_run_result *res, brig_error **err);
 

@@ -101,9 +101,10 @@ BRIG_PUBLIC int brig_session_mark_failed(brig_store *s, const char *ns, const ch
 					 int64_t generation, brig_error **err);
 
 #define BRIG_CHECKPOINT_OPTS_VERSION 1
+#define BRIG_CHECKPOINT_OPTS_INIT {.version = BRIG_CHECKPOINT_OPTS_VERSION}
 
 typedef struct brig_checkpoint_opts {
-	unsigned version;   /* BRIG_CHECKPOINT_OPTS_VERSION */
+	unsigned version;   /* BRIG_CHECKPOINT_OPTS_VERSION; 1..current accepted */
 	const char *dir;    /* NULL: brig_checkpoint_dir() */
 	size_t keep;        /* retention: keep the newest N of the session; 0: keep all */
 	int zstd_level;     /* 0: 3 */
@@ -115,7 +116,7 @@ typedef struct brig_checkpoint_opts {
  * name, resumes the computer (always, also when the copy failed), verifies
  * the blob's SHA-256, renames it to <sha256>.tar.zst and records it. A
  * failed or interrupted checkpoint never replaces or removes a good one.
- * *out (may be NULL) gets the record. Errors: BRIG_ENOTFOUND, BRIG_ESTATE
+ * *out (may be NULL) gets the record; opts may be NULL (defaults). Errors: BRIG_ENOTFOUND, BRIG_ESTATE
  * (not running), BRIG_EUNSAFE / BRIG_ETOOBIG (the container's archive broke
  * a rule or the volume sizes), BRIG_EIO (disk full…), BRIG_ESTORE. */
 BRIG_PUBLIC int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint **out, const char *ref,

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,7 +11,6 @@
 #include <unistd.h>
 
 #include "brig/session.h"
-#include "tar/archive_dl.h" /* libarchive, dlopen-ed: its calls go through brig__archive */
 #include "tar/tar.h"
 #include "util/util.h"
 
@@ -118,202 +116,178 @@ static bool pauser_is_dead(const char *path)
 	return pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }
 
-int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint **out, const char *ref,
-			   const brig_checkpoint_opts *opts, brig_error **err)
+/* One checkpoint in flight: what its three steps hand each other. */
+typedef struct ck_job {
+	brig_computer *c;
+	const char *ref;
+	char *dir;
+	int fd;    /* the blob being written */
+	char *tmp; /* its name when O_TMPFILE is not available; unlinked on failure */
+	char *final;
+	brig_tar_copy_result result;
+} ck_job;
+
+/* Opens the blob's file: an anonymous one, linked in only when complete and
+ * verified, so a process killed mid-copy leaves nothing behind. */
+static int open_blob(ck_job *j, brig_error **err)
 {
-	brig_checkpoint_opts defaults = {.version = BRIG_CHECKPOINT_OPTS_VERSION};
-	if (!opts)
-		opts = &defaults;
-	if (opts->version != BRIG_CHECKPOINT_OPTS_VERSION)
-		return brig__error_set(err, BRIG_EINVAL, 0, "checkpoint options: version must be %d",
-				       BRIG_CHECKPOINT_OPTS_VERSION);
-	brig_computer *c = NULL;
-	int rc = brig_computer_get(e, &c, ref, NULL, err);
+	j->fd = open(j->dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (j->fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+		j->tmp = xasprintf("%s/.tmp-%s-%d-XXXXXX", j->dir, j->c->name, (int)getpid());
+		j->fd = mkostemp(j->tmp, O_CLOEXEC);
+	}
+	if (j->fd < 0)
+		return brig__error_set(err, BRIG_EIO, errno, "checkpoint: cannot create a file in %s: %s", j->dir,
+				       strerror(errno));
+	return 0;
+}
+
+/* Step 1, freeze and copy: pause the computer (unless its user did), copy
+ * /workspace and /runtime through the copier into the blob, thaw whatever
+ * happens, and finish the copy (j->result). */
+static int freeze_and_copy(brig_engine *e, ck_job *j, int zstd_level, brig_error **err)
+{
+	cleanup_json json_t *inspect = NULL;
+	int rc = brig_engine_container_inspect(e, &inspect, j->c->id, err);
 	if (rc)
 		return rc;
-	cleanup_free char *dir = NULL;
-	cleanup_free char *tmp = NULL;
-	cleanup_free char *final = NULL;
-	cleanup_free char *marker = NULL;
-	cleanup_json json_t *inspect = NULL;
-	int fd = -1;
-	bool was_paused = false, paused = false;
-	brig_tar_copy *cp = NULL;
-	brig_tar_copy_result result;
-	memset(&result, 0, sizeof result);
-
-	if (!c->ns || !c->agent || !c->session || !c->generation) {
-		rc = brig__error_set(err, BRIG_EPROTO, 0, "computer %s has no identity labels", ref);
-		goto out;
-	}
-	/* The record needs the session: find out before copying anything, or
-	 * a computer made by `brig create` is copied in full and its blob left
-	 * behind without a record. */
-	{
-		brig_store_session *sess = NULL;
-		rc = brig_store_session_get(s, &sess, c->ns, c->agent, c->session, err);
-		brig_store_session_free(sess);
-		if (rc == BRIG_ENOTFOUND)
-			rc = brig__error_set(err, BRIG_ENOTFOUND, 0,
-					     "computer %s is not a session in the store %s (made with brig create?): "
-					     "start sessions with brig up",
-					     ref, brig_store_display_url(s));
-		if (rc)
-			goto out;
-	}
-	if (opts->dir)
-		dir = xstrdup(opts->dir);
-	else if ((rc = brig_checkpoint_dir(&dir, s, err)) != 0)
-		goto out;
-	if ((rc = brig_engine_container_inspect(e, &inspect, c->id, err)) != 0)
-		goto out;
 	json_t *state = json_object_get(inspect, "State");
-	was_paused = json_is_true(json_object_get(state, "Paused"));
-	marker = xasprintf("%s/.paused-%s", dir, c->id);
+	bool was_paused = json_is_true(json_object_get(state, "Paused"));
+	cleanup_free char *marker = xasprintf("%s/.paused-%s", j->dir, j->c->id);
 	if (was_paused && pauser_is_dead(marker)) {
 		/* A checkpoint that was killed mid-copy froze it, not its user. */
-		if ((rc = brig_engine_container_unpause(e, c->id, err)) != 0)
-			goto out;
+		if ((rc = brig_engine_container_unpause(e, j->c->id, err)) != 0)
+			return rc;
 		unlink(marker);
 		was_paused = false;
 	}
-	if (!json_is_true(json_object_get(state, "Running"))) {
-		rc = brig__error_set(err, BRIG_ESTATE, 0,
-				     "computer %s is not running: its tmpfs volumes are empty, nothing to checkpoint",
-				     ref);
-		goto out;
-	}
-
-	/* An anonymous file, linked in only when complete and verified: a
-	 * process killed mid-copy leaves nothing behind. */
-	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
-		tmp = xasprintf("%s/.tmp-%s-%d-XXXXXX", dir, c->name, (int)getpid());
-		fd = mkostemp(tmp, O_CLOEXEC);
-	}
-	if (fd < 0) {
-		rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: cannot create a file in %s: %s", dir,
-				     strerror(errno));
-		goto out;
-	}
-	uint64_t cap = volume_cap(e, inspect);
-	brig_tar_copy_options co = {.version = BRIG_TAR_COPY_OPTIONS_VERSION,
-				    .allow_symlinks = true,
-				    .allow_absolute_symlinks = true,
-				    .allow_hardlinks = true,
-				    .rewrite_owner = true,
-				    .uid = 1000,
-				    .gid = 1000,
-				    .compression = BRIG_TAR_COMPRESS_ZSTD,
-				    .zstd_level = opts->zstd_level};
-	co.limits.max_total_bytes = cap;
+	if (!json_is_true(json_object_get(state, "Running")))
+		return brig__error_set(err, BRIG_ESTATE, 0,
+				       "computer %s is not running: its tmpfs volumes are empty, nothing to checkpoint",
+				       j->ref);
+	if ((rc = open_blob(j, err)) != 0)
+		return rc;
+	brig_tar_copy_opts co = BRIG_TAR_COPY_OPTS_INIT;
+	co.allow_symlinks = true;
+	co.allow_absolute_symlinks = true;
+	co.allow_hardlinks = true;
+	co.rewrite_owner = true;
+	co.uid = 1000;
+	co.gid = 1000;
+	co.compression = BRIG_TAR_COMPRESS_ZSTD;
+	co.zstd_level = zstd_level;
+	co.limits.max_total_bytes = volume_cap(e, inspect);
 	co.limits.max_entries = 2000000;
-	if ((rc = brig_tar_copy_new(&cp, &co, brig_tar_write_fd, &fd, err)) != 0)
-		goto out;
+	brig_tar_copy *cp = NULL;
+	if ((rc = brig_tar_copy_new(&cp, &co, brig_tar_write_fd, &j->fd, err)) != 0)
+		return rc;
 
 	/* Freeze so the copy is consistent, and thaw whatever happens. */
+	bool paused = false;
 	if (!was_paused) {
 		write_marker(marker);
-		if ((rc = brig_engine_container_pause(e, c->id, err)) != 0) {
+		if ((rc = brig_engine_container_pause(e, j->c->id, err)) != 0) {
 			unlink(marker);
-			goto out;
+			brig_tar_copy_free(cp);
+			return rc;
 		}
 		paused = true;
 	}
 	static const char *const paths[] = {"/workspace", "/runtime"};
 	for (size_t i = 0; i < 2 && rc == 0; i++) {
-		rc = brig_engine_archive_get(e, c->id, paths[i], NULL, brig_tar_copy_data_cb, cp, err);
+		rc = brig_engine_archive_get(e, j->c->id, paths[i], NULL, brig_tar_copy_data_cb, cp, err);
 		brig_error *cerr = NULL;
 		int erc = brig_tar_copy_end_input(cp, &cerr);
 		if (erc && (rc == 0 || rc == erc)) {
 			/* The copier's reason (unsafe entry, cap) is the real one. */
 			rc = erc;
-			if (err) {
-				brig_error_free(*err);
-				*err = cerr;
-				cerr = NULL;
-			}
+			brig__error_move(err, steal_pointer(&cerr));
 		}
 		brig_error_free(cerr);
 	}
 	if (paused) {
 		brig_error *uerr = NULL;
-		int urc = brig_engine_container_unpause(e, c->id, &uerr);
+		int urc = brig_engine_container_unpause(e, j->c->id, &uerr);
 		if (urc == 0)
 			unlink(marker);
 		if (urc && rc == 0) {
 			rc = urc;
-			if (err) {
-				brig_error_free(*err);
-				*err = uerr;
-				uerr = NULL;
-			}
+			brig__error_move(err, steal_pointer(&uerr));
 		}
 		brig_error_free(uerr);
 	}
-	if (rc)
-		goto out;
-	if ((rc = brig_tar_copy_finish(cp, &result, err)) != 0)
-		goto out;
-	if (fsync(fd) < 0) {
-		rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: writing into %s: %s", dir, strerror(errno));
-		goto out;
-	}
+	if (rc == 0)
+		rc = brig_tar_copy_finish(cp, &j->result, err);
+	brig_tar_copy_free(cp);
+	return rc;
+}
+
+/* Step 2, verify and link: the blob on disk reads back as written, then it
+ * gets its content address <sha256>.tar.zst (an existing one of that name
+ * is the same content). */
+static int verify_and_link(ck_job *j, brig_error **err)
+{
+	if (fsync(j->fd) < 0)
+		return brig__error_set(err, BRIG_EIO, errno, "checkpoint: writing into %s: %s", j->dir,
+				       strerror(errno));
 	/* Verify what is on disk, not what we meant to write. */
 	char ondisk[65];
 	uint64_t size = 0;
-	if (lseek(fd, 0, SEEK_SET) < 0 || (rc = brig_tar_sha256_fd(fd, ondisk, &size, err)) != 0) {
-		if (!rc)
-			rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: rereading the new blob in %s", dir);
-		goto out;
-	}
-	if (strcmp(ondisk, result.sha256) != 0 || size != result.out_bytes) {
-		rc = brig__error_set(err, BRIG_ECORRUPT, 0, "checkpoint: the new blob in %s does not read back as written",
-				     dir);
-		goto out;
-	}
-	final = xasprintf("%s/%s.tar.zst", dir, result.sha256);
-	if (tmp) {
-		if (rename(tmp, final) < 0) {
-			rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: rename into place: %s",
-					     strerror(errno));
-			goto out;
-		}
+	int rc = 0;
+	if (lseek(j->fd, 0, SEEK_SET) < 0 || (rc = brig_tar_sha256_fd(j->fd, ondisk, &size, err)) != 0)
+		return rc ? rc
+			  : brig__error_set(err, BRIG_EIO, errno, "checkpoint: rereading the new blob in %s", j->dir);
+	if (strcmp(ondisk, j->result.sha256) != 0 || size != j->result.out_bytes)
+		return brig__error_set(err, BRIG_ECORRUPT, 0,
+				       "checkpoint: the new blob in %s does not read back as written", j->dir);
+	j->final = xasprintf("%s/%s.tar.zst", j->dir, j->result.sha256);
+	if (j->tmp) {
+		if (rename(j->tmp, j->final) < 0)
+			return brig__error_set(err, BRIG_EIO, errno, "checkpoint: rename into place: %s",
+					       strerror(errno));
 	} else {
 		char proc[64];
-		snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+		snprintf(proc, sizeof proc, "/proc/self/fd/%d", j->fd);
 		/* EEXIST: the same content is already stored under its digest. */
-		if (linkat(AT_FDCWD, proc, AT_FDCWD, final, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST) {
-			rc = brig__error_set(err, BRIG_EIO, errno, "checkpoint: link into place: %s", strerror(errno));
-			goto out;
-		}
+		if (linkat(AT_FDCWD, proc, AT_FDCWD, j->final, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST)
+			return brig__error_set(err, BRIG_EIO, errno, "checkpoint: link into place: %s",
+					       strerror(errno));
 	}
-	free(tmp);
-	tmp = NULL;
-	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(j->tmp);
+	j->tmp = NULL;
+	int dfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd >= 0) {
 		fsync(dfd);
 		close(dfd);
 	}
+	return 0;
+}
 
+/* Step 3, record and prune: the store learns of the blob; with keep, the
+ * session's older checkpoints past the newest keep go, and their blobs when
+ * no other record names them (best effort: the new record stands). */
+static int record_and_prune(brig_store *s, ck_job *j, size_t keep, brig_store_checkpoint **out, brig_error **err)
+{
+	brig_computer *c = j->c;
 	brig_store_checkpoint rec = {.ns = c->ns,
 				     .agent = c->agent,
 				     .session = c->session,
 				     .generation = c->generation,
-				     .digest = result.sha256,
-				     .blob = final + strlen(dir) + 1,
-				     .bytes_raw = (int64_t)result.tar_bytes,
-				     .bytes_stored = (int64_t)result.out_bytes};
+				     .digest = j->result.sha256,
+				     .blob = j->final + strlen(j->dir) + 1,
+				     .bytes_raw = (int64_t)j->result.tar_bytes,
+				     .bytes_stored = (int64_t)j->result.out_bytes};
 	brig_store_checkpoint *added = NULL;
-	if ((rc = brig_store_checkpoint_add(s, &added, &rec, err)) != 0)
-		goto out;
-	if (opts->keep) {
+	int rc = brig_store_checkpoint_add(s, &added, &rec, err);
+	if (rc)
+		return rc;
+	if (keep) {
 		brig_store_checkpoint *gone = NULL;
 		size_t n = 0;
-		if (brig_store_checkpoint_prune(s, &gone, &n, c->ns, c->agent, c->session, opts->keep, NULL) == 0) {
+		if (brig_store_checkpoint_prune(s, &gone, &n, c->ns, c->agent, c->session, keep, NULL) == 0) {
 			for (size_t i = 0; i < n; i++) {
 				if (gone[i].blob_refs == 0 && !strchr(gone[i].blob, '/')) {
-					cleanup_free char *p = xasprintf("%s/%s", dir, gone[i].blob);
+					cleanup_free char *p = xasprintf("%s/%s", j->dir, gone[i].blob);
 					unlink(p);
 				}
 			}
@@ -324,13 +298,56 @@ int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint 
 		*out = added;
 	else
 		brig_store_checkpoint_free(added);
+	return 0;
+}
+
+/* The record needs the session: find out before copying anything, or a
+ * computer made by `brig create` is copied in full and its blob left behind
+ * without a record. */
+static int check_session(brig_store *s, const brig_computer *c, const char *ref, brig_error **err)
+{
+	if (!c->ns || !c->agent || !c->session || !c->generation)
+		return brig__error_set(err, BRIG_EPROTO, 0, "computer %s has no identity labels", ref);
+	brig_store_session *sess = NULL;
+	int rc = brig_store_session_get(s, &sess, c->ns, c->agent, c->session, err);
+	brig_store_session_free(sess);
+	if (rc == BRIG_ENOTFOUND)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0,
+				       "computer %s is not a session in the store %s (made with brig create?): "
+				       "start sessions with brig up",
+				       ref, brig_store_display_url(s));
+	return rc;
+}
+
+int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint **out, const char *ref,
+			   const brig_checkpoint_opts *opts, brig_error **err)
+{
+	brig_checkpoint_opts defaults = BRIG_CHECKPOINT_OPTS_INIT;
+	if (!opts)
+		opts = &defaults;
+	int rc = brig__opts_check(opts->version, BRIG_CHECKPOINT_OPTS_VERSION, "checkpoint options", err);
+	if (rc)
+		return rc;
+	ck_job j = {.ref = ref, .fd = -1};
+	if ((rc = brig_computer_get(e, &j.c, ref, NULL, err)) != 0)
+		return rc;
+	if ((rc = check_session(s, j.c, ref, err)) != 0)
+		goto out;
+	if (opts->dir)
+		j.dir = xstrdup(opts->dir);
+	else if ((rc = brig_checkpoint_dir(&j.dir, s, err)) != 0)
+		goto out;
+	if ((rc = freeze_and_copy(e, &j, opts->zstd_level, err)) == 0 && (rc = verify_and_link(&j, err)) == 0)
+		rc = record_and_prune(s, &j, opts->keep, out, err);
 out:
-	brig_tar_copy_free(cp);
-	if (fd >= 0)
-		close(fd);
-	if (tmp)
-		unlink(tmp); /* a failed copy never replaces a good blob */
-	brig_computer_free(c);
+	if (j.fd >= 0)
+		close(j.fd);
+	if (j.tmp)
+		unlink(j.tmp); /* a failed copy never replaces a good blob */
+	free(j.tmp);
+	free(j.final);
+	free(j.dir);
+	brig_computer_free(j.c);
 	return rc ? brig__error_prefix(err, rc, "checkpoint %s", ref) : 0;
 }
 
@@ -359,165 +376,8 @@ int brig_checkpoint_remove(brig_store *s, const char *dir, int64_t id, brig_erro
 
 /* ---- restore ----
  * The blob holds "workspace/…" and "runtime/…" entries; each volume gets its
- * own PUT (a read-only root refuses a PUT at "/"). A worker thread filters
- * the verified blob into a pipe; the PUT body reads the pipe. */
-
-typedef struct split_job {
-	brig_tar_restore *r; /* opened (digest verified) by the caller */
-	int wfd[2];           /* workspace, runtime */
-	int rc;
-	brig_error *err;
-} split_job;
-
-static la_ssize_t split_read(struct archive *a, void *payload, const void **buf)
-{
-	static _Thread_local char block[65536];
-	brig_tar_restore *r = payload;
-	ssize_t n = brig_tar_restore_read(r, block, sizeof block, NULL);
-	if (n < 0) {
-		archive_set_error(a, EIO, "checkpoint blob failed its check while being read");
-		return -1;
-	}
-	*buf = block;
-	return n;
-}
-
-static la_ssize_t split_write(struct archive *a, void *payload, const void *buf, size_t len)
-{
-	int fd = *(int *)payload;
-	if (brig_write_all(fd, buf, len) < 0) {
-		archive_set_error(a, errno, "pipe");
-		return -1;
-	}
-	return (la_ssize_t)len;
-}
-
-static struct archive *split_writer(int *fd)
-{
-	struct archive *w = archive_write_new();
-	archive_write_set_format_pax_restricted(w);
-	archive_write_set_bytes_in_last_block(w, 1);
-	if (archive_write_open(w, fd, NULL, split_write, NULL) != ARCHIVE_OK) {
-		archive_write_free(w);
-		return NULL;
-	}
-	return w;
-}
-
-/* One pass over the blob: its "workspace/" entries (the copier wrote them
- * first) into the first pipe, then its "runtime/" entries into the second,
- * each as a tar of its own; a volume without entries gets an empty tar. */
-static void *split_worker(void *arg)
-{
-	static const char *const prefixes[] = {"workspace/", "runtime/"};
-	split_job *j = arg;
-	struct archive *in = archive_read_new(), *w = NULL;
-	int cur = -1;
-	bool done[2] = {false, false};
-	char buf[65536];
-	archive_read_support_format_tar(in);
-	archive_read_support_filter_none(in);
-	if (archive_read_open(in, j->r, NULL, split_read, NULL) != ARCHIVE_OK) {
-		j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(in));
-		goto out;
-	}
-	struct archive_entry *ent;
-	int ar;
-	while ((ar = archive_read_next_header(in, &ent)) == ARCHIVE_OK) {
-		const char *name = archive_entry_pathname(ent);
-		int idx = -1;
-		for (int i = 0; i < 2 && name; i++)
-			if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0 && name[strlen(prefixes[i])])
-				idx = i;
-		if (idx < 0)
-			continue; /* a volume's root entry */
-		if (idx != cur) {
-			if (idx < cur || done[idx]) {
-				j->rc = brig__error_set(&j->err, BRIG_ECORRUPT, 0,
-							"restore: the blob's volumes are interleaved");
-				goto out;
-			}
-			if (w && archive_write_close(w) != ARCHIVE_OK) {
-				j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(w));
-				goto out;
-			}
-			if (w)
-				archive_write_free(w);
-			w = NULL;
-			if (cur >= 0) {
-				close(j->wfd[cur]);
-				j->wfd[cur] = -1;
-				done[cur] = true;
-			}
-			for (int k = cur + 1; k < idx; k++) { /* skipped volume: empty tar */
-				struct archive *e = split_writer(&j->wfd[k]);
-				if (e) {
-					archive_write_close(e);
-					archive_write_free(e);
-				}
-				close(j->wfd[k]);
-				j->wfd[k] = -1;
-				done[k] = true;
-			}
-			cur = idx;
-			if (!(w = split_writer(&j->wfd[cur]))) {
-				j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: cannot start a tar writer");
-				goto out;
-			}
-		}
-		size_t plen = strlen(prefixes[cur]);
-		cleanup_free char *stripped = xstrdup(name + plen);
-		archive_entry_set_pathname(ent, stripped);
-		const char *hl = archive_entry_hardlink(ent);
-		cleanup_free char *hls = NULL;
-		if (hl) {
-			if (strncmp(hl, prefixes[cur], plen) != 0)
-				continue;
-			hls = xstrdup(hl + plen);
-			archive_entry_set_hardlink(ent, hls);
-		}
-		if (archive_write_header(w, ent) != ARCHIVE_OK) {
-			j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(w));
-			goto out;
-		}
-		la_ssize_t n;
-		while ((n = archive_read_data(in, buf, sizeof buf)) > 0) {
-			if (archive_write_data(w, buf, (size_t)n) != n) {
-				j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(w));
-				goto out;
-			}
-		}
-		if (n < 0) {
-			j->rc = brig__error_set(&j->err, BRIG_ECORRUPT, 0, "restore: %s", archive_error_string(in));
-			goto out;
-		}
-	}
-	if (ar != ARCHIVE_EOF) {
-		j->rc = brig__error_set(&j->err, BRIG_ECORRUPT, 0, "restore: %s", archive_error_string(in));
-		goto out;
-	}
-	if (w && archive_write_close(w) != ARCHIVE_OK)
-		j->rc = brig__error_set(&j->err, BRIG_EIO, 0, "restore: %s", archive_error_string(w));
-	for (int k = 0; k < 2 && j->rc == 0; k++) {
-		if (done[k] || k == cur)
-			continue;
-		struct archive *e = split_writer(&j->wfd[k]);
-		if (e) {
-			archive_write_close(e);
-			archive_write_free(e);
-		}
-	}
-out:
-	if (w)
-		archive_write_free(w);
-	archive_read_free(in);
-	for (int k = 0; k < 2; k++)
-		if (j->wfd[k] >= 0) {
-			close(j->wfd[k]);
-			j->wfd[k] = -1;
-		}
-	return NULL;
-}
+ * own PUT (a read-only root refuses a PUT at "/"). brig_tar_split filters
+ * the verified blob into a pipe per volume; each PUT body reads its pipe. */
 
 typedef struct pipe_reader {
 	int fd;
@@ -538,16 +398,11 @@ static ssize_t read_pipe(char *buf, size_t len, void *payload, brig_error **err)
 int brig_checkpoint_restore(brig_engine *e, const char *dir, const brig_store_checkpoint *cp, const char *ref,
 			    brig_error **err)
 {
-	/* split_worker calls libarchive directly: load it here rather than
-	 * lean on brig_tar_restore_open having done so. */
-	int rc = brig__archive_load(err);
-	if (rc)
-		return brig__error_prefix(err, rc, "checkpoint %lld", (long long)cp->id);
 	/* Verify before anything is copied: a bad blob changes nothing. The
 	 * same open stream is then read once, hashed again on the way. */
 	cleanup_free char *path = xasprintf("%s/%s", dir, cp->blob);
 	brig_tar_restore *r = NULL;
-	rc = brig_tar_restore_open(&r, AT_FDCWD, path, cp->digest, err);
+	int rc = brig_tar_restore_open(&r, AT_FDCWD, path, cp->digest, err);
 	if (rc)
 		return brig__error_prefix(err, rc, "checkpoint %lld", (long long)cp->id);
 	int pa[2] = {-1, -1}, pb[2] = {-1, -1};
@@ -562,15 +417,14 @@ int brig_checkpoint_restore(brig_engine *e, const char *dir, const brig_store_ch
 		brig_tar_restore_free(r);
 		return rc;
 	}
-	split_job job = {.r = r, .wfd = {pa[1], pb[1]}};
-	pthread_t t;
-	if (pthread_create(&t, NULL, split_worker, &job) != 0) {
+	static const char *const prefixes[] = {"workspace/", "runtime/"};
+	const int wfd[2] = {pa[1], pb[1]};
+	brig_tar_split *sp = NULL;
+	if ((rc = brig_tar_split_start(&sp, r, prefixes, wfd, 2, err)) != 0) {
 		close(pa[0]);
-		close(pa[1]);
 		close(pb[0]);
-		close(pb[1]);
 		brig_tar_restore_free(r);
-		return brig__error_set(err, BRIG_EIO, 0, "restore: cannot start a thread");
+		return brig__error_prefix(err, rc, "restore checkpoint %lld into %s", (long long)cp->id, ref);
 	}
 	static const char *const targets[] = {"/workspace", "/runtime"};
 	int rfd[2] = {pa[0], pb[0]};
@@ -580,17 +434,15 @@ int brig_checkpoint_restore(brig_engine *e, const char *dir, const brig_store_ch
 			rc = brig_engine_archive_put(e, ref, targets[i], read_pipe, &pr, err);
 		close(rfd[i]); /* unblocks the worker if a PUT stopped early */
 	}
-	pthread_join(t, NULL);
+	brig_error *serr = NULL;
+	int src = brig_tar_split_join(sp, &serr);
 	brig_tar_restore_free(r);
-	if (job.rc && (rc == 0 || rc == BRIG_EIO || rc == BRIG_EUNCERTAIN)) {
-		rc = job.rc; /* the worker's reason (a corrupt blob) comes first */
-		if (err) {
-			brig_error_free(*err);
-			*err = job.err;
-			job.err = NULL;
-		}
+	if (src && (rc == 0 || rc == BRIG_EIO || rc == BRIG_EUNCERTAIN)) {
+		rc = src; /* the worker's reason (a corrupt blob) comes first */
+		brig__error_move(err, serr);
+	} else {
+		brig_error_free(serr);
 	}
-	brig_error_free(job.err);
 	if (rc)
 		return brig__error_prefix(err, rc, "restore checkpoint %lld into %s", (long long)cp->id, ref);
 	return 0;

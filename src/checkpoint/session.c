@@ -343,11 +343,7 @@ int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig
 			src = brig_session_mark_failed(s, c->ns, c->agent, c->session, c->generation, &serr);
 		if (src && rc == 0) {
 			rc = src;
-			if (err) {
-				brig_error_free(*err);
-				*err = serr;
-				serr = NULL;
-			}
+			brig__error_move(err, steal_pointer(&serr));
 		}
 		brig_error_free(serr);
 	}
@@ -405,8 +401,7 @@ static int wait_creating(brig_store *s, brig_store_session **r, brig_error **err
 }
 
 /* Another brig recovered the session into r's generation: use its computer. */
-static int adopt_generation(brig_engine *e, brig_recover_result *out, const brig_store_session *r,
-			    brig_error **err)
+static int adopt_generation(brig_engine *e, brig_recover_result *out, const brig_store_session *r, brig_error **err)
 {
 	out->won = false;
 	out->new_generation = r->generation;
@@ -417,6 +412,108 @@ static int adopt_generation(brig_engine *e, brig_recover_result *out, const brig
 				       r->ns, r->agent, r->session, (long long)r->generation,
 				       brig_store_state_to_string(r->state));
 	return brig_computer_get(e, &out->computer, r->container_name, NULL, err);
+}
+
+/* The session's latest checkpoint, verified before the session moves (a bad
+ * blob changes nothing); *cp stays NULL when it has none. */
+static int latest_usable_checkpoint(brig_store *s, brig_store_checkpoint **cp, const char *cdir, const char *ns,
+				    const char *agent, const char *session, brig_error **err)
+{
+	*cp = NULL;
+	int rc = brig_store_checkpoint_latest(s, cp, ns, agent, session, err);
+	if (rc == BRIG_ENOTFOUND) {
+		brig__error_clear(err);
+		*cp = NULL;
+		return 0;
+	}
+	if (rc)
+		return rc;
+	cleanup_free char *path = xasprintf("%s/%s", cdir, (*cp)->blob);
+	brig_tar_restore *chk = NULL;
+	rc = brig_tar_restore_open(&chk, AT_FDCWD, path, (*cp)->digest, err);
+	brig_tar_restore_free(chk);
+	if (rc)
+		brig__error_prefix(err, rc, "recover %s/%s/%s: latest checkpoint %lld is unusable; nothing was changed",
+				   ns, agent, session, (long long)(*cp)->id);
+	return rc;
+}
+
+/* The spec the session was started with, from its record. */
+static int recorded_spec(brig_spec *spec, const brig_store_session *r, brig_error **err)
+{
+	if (!r->spec_json)
+		return brig__error_set(err, BRIG_EINVAL, 0, "session %s/%s/%s has no recorded spec", r->ns, r->agent,
+				       r->session);
+	json_t *j = json_loads(r->spec_json, 0, NULL);
+	int rc = j ? brig_spec_from_json(spec, j, err)
+		   : brig__error_set(err, BRIG_ECORRUPT, 0, "session's recorded spec is not JSON");
+	if (j)
+		json_decref(j);
+	return rc;
+}
+
+/* The CAS to generation gen lost: a racer advanced the session. Wait for its
+ * restore, then adopt its generation (restoring nothing ourselves). */
+static int adopt_racer(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns, const char *agent,
+		       const char *session, int64_t gen, brig_error **err)
+{
+	brig_store_session *now = NULL;
+	int rc = brig_store_session_get(s, &now, ns, agent, session, err);
+	if (rc)
+		return rc;
+	if (now->generation == gen && (rc = wait_creating(s, &now, err)) != 0) {
+		brig_store_session_free(now);
+		return rc;
+	}
+	if (now->generation != gen)
+		rc = brig__error_set(err, BRIG_ECONFLICT, 0,
+				     "session %s/%s/%s changed while recovering; look at it again", ns, agent, session);
+	else
+		rc = adopt_generation(e, out, now, err);
+	brig_store_session_free(now);
+	return rc;
+}
+
+/* Creates the won generation's computer and restores cp (may be NULL) into
+ * it. A half-restored generation must not run on: on failure it is marked
+ * failed and removed, and the verified checkpoint is still there for the
+ * next recover. */
+static int build_generation(brig_engine *e, brig_store *s, brig_recover_result *out, const brig_identity *nid,
+			    const brig_spec *spec, const char *cdir, const brig_store_checkpoint *cp, brig_error **err)
+{
+	int rc = brig_computer_create(e, &out->computer, nid, spec, err);
+	if (rc == 0 && cp) {
+		rc = brig_checkpoint_restore(e, cdir, cp, out->computer->id, err);
+		out->checkpoint_id = cp->id;
+	}
+	if (rc) {
+		brig_session_mark_failed(s, nid->ns, nid->agent, nid->session, out->new_generation, NULL);
+		if (out->computer) {
+			brig_computer_destroy(e, out->computer->name, NULL);
+			brig_computer_free(out->computer);
+			out->computer = NULL;
+		}
+	}
+	return rc;
+}
+
+/* Every generation older than gen goes, container and volumes — also one
+ * that an earlier, failed recover left behind. */
+static void remove_older(brig_engine *e, const char *old_name, const char *ns, const char *agent, const char *session,
+			 int64_t gen)
+{
+	brig_computer_destroy(e, old_name, NULL);
+	brig_computer **older = NULL;
+	size_t nolder = 0;
+	if (brig_computer_list(e, &older, &nolder, ns, NULL, NULL) != 0)
+		return;
+	for (size_t i = 0; i < nolder; i++) {
+		brig_computer *o = older[i];
+		if (o->agent && o->session && strcmp(o->agent, agent) == 0 && strcmp(o->session, session) == 0 &&
+		    o->generation < (uint32_t)gen)
+			brig_computer_destroy(e, o->name, NULL);
+	}
+	brig_computer_free_array(older, nolder);
 }
 
 int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns,
@@ -463,40 +560,11 @@ int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out
 		cdir = xstrdup(dir);
 	else if ((rc = brig_checkpoint_dir(&cdir, s, err)) != 0)
 		goto out;
-	rc = brig_store_checkpoint_latest(s, &cp, ns, agent, session, err);
-	if (rc == BRIG_ENOTFOUND) {
-		brig__error_clear(err);
-		cp = NULL;
-		rc = 0;
-	} else if (rc) {
+	if ((rc = latest_usable_checkpoint(s, &cp, cdir, ns, agent, session, err)) != 0)
 		goto out;
-	} else {
-		/* Verify before the session moves: a bad blob changes nothing. */
-		cleanup_free char *path = xasprintf("%s/%s", cdir, cp->blob);
-		brig_tar_restore *chk = NULL;
-		rc = brig_tar_restore_open(&chk, AT_FDCWD, path, cp->digest, err);
-		brig_tar_restore_free(chk);
-		if (rc) {
-			brig__error_prefix(err, rc, "recover %s/%s/%s: latest checkpoint %lld is unusable; nothing was "
-						    "changed",
-					   ns, agent, session, (long long)cp->id);
-			goto out;
-		}
-	}
-	if (!r->spec_json) {
-		rc = brig__error_set(err, BRIG_EINVAL, 0, "session %s/%s/%s has no recorded spec", ns, agent, session);
+	if ((rc = recorded_spec(&spec, r, err)) != 0)
 		goto out;
-	}
-	{
-		json_t *j = json_loads(r->spec_json, 0, NULL);
-		rc = j ? brig_spec_from_json(&spec, j, err)
-		       : brig__error_set(err, BRIG_ECORRUPT, 0, "session's recorded spec is not JSON");
-		if (j)
-			json_decref(j);
-		if (rc)
-			goto out;
-		have_spec = true;
-	}
+	have_spec = true;
 
 	/* Advance by CAS: exactly one racer moves gen → gen + 1. */
 	brig_identity nid = {r->ns, r->agent, r->session, (uint32_t)(gen + 1)};
@@ -515,60 +583,18 @@ int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out
 	brig_store_session_free(done);
 	if (rc == BRIG_ECONFLICT) {
 		brig__error_clear(err);
-		brig_store_session *now = NULL;
-		if ((rc = brig_store_session_get(s, &now, ns, agent, session, err)) != 0)
-			goto out;
-		/* A racer advanced it: wait for its restore, then adopt its
-		 * generation (restoring nothing ourselves). */
-		if (now->generation == gen + 1 && (rc = wait_creating(s, &now, err)) != 0) {
-			brig_store_session_free(now);
-			goto out;
-		}
-		if (now->generation != gen + 1)
-			rc = brig__error_set(err, BRIG_ECONFLICT, 0,
-					     "session %s/%s/%s changed while recovering; look at it again", ns, agent,
-					     session);
-		else
-			rc = adopt_generation(e, out, now, err);
-		brig_store_session_free(now);
+		rc = adopt_racer(e, s, out, ns, agent, session, gen + 1, err);
 		goto out;
 	}
 	if (rc)
 		goto out;
 	out->won = true;
-	rc = brig_computer_create(e, &out->computer, &nid, &spec, err);
-	if (rc == 0 && cp) {
-		rc = brig_checkpoint_restore(e, cdir, cp, out->computer->id, err);
-		out->checkpoint_id = cp->id;
-	}
-	if (rc) {
-		/* A half-restored generation must not run on: it goes, and the
-		 * verified checkpoint is still there for the next recover. */
-		brig_session_mark_failed(s, ns, agent, session, gen + 1, NULL);
-		if (out->computer) {
-			brig_computer_destroy(e, out->computer->name, NULL);
-			brig_computer_free(out->computer);
-			out->computer = NULL;
-		}
+	if ((rc = build_generation(e, s, out, &nid, &spec, cdir, cp, err)) != 0)
 		goto out;
-	}
 	if ((rc = advance_state(s, ns, agent, session, gen + 1, BRIG_STORE_RUNNING, out->computer->name,
 				out->computer->id, err)) != 0)
 		goto out;
-	/* Every older generation goes, container and volumes — also one that an
-	 * earlier, failed recover left behind. */
-	brig_computer_destroy(e, old_name, NULL);
-	brig_computer **older = NULL;
-	size_t nolder = 0;
-	if (brig_computer_list(e, &older, &nolder, ns, NULL, NULL) == 0) {
-		for (size_t i = 0; i < nolder; i++) {
-			brig_computer *o = older[i];
-			if (o->agent && o->session && strcmp(o->agent, agent) == 0 && strcmp(o->session, session) == 0 &&
-			    o->generation < (uint32_t)(gen + 1))
-				brig_computer_destroy(e, o->name, NULL);
-		}
-		brig_computer_free_array(older, nolder);
-	}
+	remove_older(e, old_name, ns, agent, session, gen + 1);
 out:
 	if (have_spec)
 		brig_spec_clear(&spec);

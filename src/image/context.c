@@ -25,8 +25,8 @@ int brig_image__context_open(brig_tar_builder **out, const brig_image_result *re
 	/* Files are read as root-owned 0644/0755 whatever their owner on the
 	 * host; a symlinked source (an image directory linked elsewhere) is
 	 * followed, never sent as a link. */
-	brig_tar_build_options o = {
-		.version = BRIG_TAR_BUILD_OPTIONS_VERSION, .uid = 0, .gid = 0, .mode_mask = 0755, .deref_roots = true};
+	brig_tar_build_opts o = {
+		.version = BRIG_TAR_BUILD_OPTS_VERSION, .uid = 0, .gid = 0, .mode_mask = 0755, .deref_roots = true};
 	brig_tar_builder *b = NULL;
 	int rc = brig_tar_builder_new(&b, &o, err);
 	bool npm_dir = false;

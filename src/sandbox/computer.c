@@ -9,6 +9,7 @@
 #include "brig/sandbox.h"
 #include "sandbox/alive.h"
 #include "sandbox/capture.h"
+#include "sandbox/internal.h"
 #include "util/util.h"
 
 /* ---- computer objects ---- */

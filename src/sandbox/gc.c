@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "brig/sandbox.h"
-#include "sandbox/capture.h"
+#include "sandbox/internal.h"
 #include "util/util.h"
 
 #define GC_GRACE_S 60

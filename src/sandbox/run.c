@@ -12,7 +12,9 @@
 
 #include "brig/run.h"
 #include "sandbox/capture.h"
+#include "sandbox/internal.h"
 #include "sandbox/oom.h"
+#include "sandbox/outdir.h"
 #include "tar/tar.h"
 #include "util/util.h"
 
@@ -107,7 +109,7 @@ static void on_output_entry(const char *path, int type, uint64_t size, void *pay
 
 static int copy_in(brig_engine *e, const char *id, const brig_run_opts *o, brig_error **err)
 {
-	brig_tar_build_options bo = {.version = BRIG_TAR_BUILD_OPTIONS_VERSION,
+	brig_tar_build_opts bo = {.version = BRIG_TAR_BUILD_OPTS_VERSION,
 				     .uid = 0,
 				     .gid = 0,
 				     .mode_mask = 0555, /* read-only to the command */
@@ -132,39 +134,44 @@ static int copy_in(brig_engine *e, const char *id, const brig_run_opts *o, brig_
 	return rc ? brig__error_prefix(err, rc, "copy inputs in") : 0;
 }
 
+/* Extracts /outbox into a fresh directory beside --out and moves it into
+ * place only when the whole archive passed: a refused copy leaves --out as
+ * it was (see brig_run in run.h). */
 static int copy_out(brig_engine *e, const char *id, const brig_run_opts *o, int64_t out_mb, brig_run_result *res,
 		    brig_error **err)
 {
-	if (mkdir(o->out_dir, 0755) < 0 && errno != EEXIST)
-		return brig__error_set(err, BRIG_EIO, errno, "--out %s: %s", o->out_dir, strerror(errno));
-	brig_tar_extract_options xo = {.version = BRIG_TAR_EXTRACT_OPTIONS_VERSION,
-				       .strip_components = 1, /* the archive's root is "outbox/" */
-				       .allow_symlinks = true,
-				       .allow_hardlinks = true,
-				       .on_entry = on_output_entry,
-				       .payload = res};
+	cleanup_free char *tmp = NULL;
+	int rc = brig_sandbox__outdir_begin(&tmp, o->out_dir, err);
+	if (rc)
+		return rc;
+	brig_tar_extract_opts xo = BRIG_TAR_EXTRACT_OPTS_INIT;
+	xo.strip_components = 1; /* the archive's root is "outbox/" */
+	xo.allow_symlinks = true;
+	xo.allow_hardlinks = true;
+	xo.on_entry = on_output_entry;
+	xo.payload = res;
 	xo.limits.max_total_bytes = (uint64_t)out_mb << 20;
 	xo.limits.max_entries = 100000;
 	brig_tar_extract *x = NULL;
-	int rc = brig_tar_extract_new(&x, AT_FDCWD, o->out_dir, &xo, err);
-	if (rc)
-		return rc;
-	rc = brig_engine_archive_get(e, id, "/outbox", NULL, brig_tar_extract_data_cb, x, err);
-	brig_error *xerr = NULL;
-	int frc = brig_tar_extract_finish(x, &xerr);
-	if (frc && (rc == 0 || rc == frc)) {
+	rc = brig_tar_extract_new(&x, AT_FDCWD, tmp, &xo, err);
+	if (rc == 0) {
+		rc = brig_engine_archive_get(e, id, "/outbox", NULL, brig_tar_extract_data_cb, x, err);
+		brig_error *xerr = NULL;
+		int frc = brig_tar_extract_finish(x, &xerr);
 		/* The extractor's reason (an unsafe entry, a cap) is the real one
 		 * when the GET failed only because the extractor stopped it; a
 		 * broken connection keeps its own (uncertain) error. */
-		rc = frc;
-		if (err) {
-			brig_error_free(*err);
-			*err = xerr;
-			xerr = NULL;
-		}
+		if (frc && (rc == 0 || rc == frc)) {
+			rc = frc;
+			brig__error_move(err, xerr);
+		} else
+			brig_error_free(xerr);
+		brig_tar_extract_free(x);
 	}
-	brig_error_free(xerr);
-	brig_tar_extract_free(x);
+	if (rc == 0)
+		rc = brig_sandbox__outdir_commit(tmp, o->out_dir, err);
+	else
+		brig_sandbox__outdir_abandon(tmp);
 	return rc ? brig__error_prefix(err, rc, "copy outputs to %s", o->out_dir) : 0;
 }
 
@@ -320,13 +327,16 @@ static bool has_credential(json_t *env)
 	return false;
 }
 
-int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_error **err)
+/* The options a run cannot start without, and the sizes they imply. NULL
+ * opts is refused: a run has no default spec or command. */
+static int check_run_opts(const brig_run_opts *o, int64_t *timeout_out, int64_t *out_mb_out, uint64_t *in_bytes,
+			  brig_error **err)
 {
-	memset(res, 0, sizeof *res);
-	res->exec.exit_code = -1;
-	int64_t t0 = brig_now_ms();
-	if (!o || o->version != BRIG_RUN_OPTS_VERSION)
-		return brig__error_set(err, BRIG_EINVAL, 0, "run options: version must be %d", BRIG_RUN_OPTS_VERSION);
+	if (!o) /* no defaults: a run needs a spec and argv */
+		return brig__error_set(err, BRIG_EINVAL, 0, "run options: required (a spec and argv)");
+	int rc = brig__opts_check(o->version, BRIG_RUN_OPTS_VERSION, "run options", err);
+	if (rc)
+		return rc;
 	if (!o->spec)
 		return brig__error_set(err, BRIG_EINVAL, 0, "run options: spec is required");
 	if (!o->argv || !o->argv[0] || !*o->argv[0])
@@ -339,8 +349,118 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	if (out_mb < 1 || out_mb > 1 << 20)
 		return brig__error_set(err, BRIG_EINVAL, 0, "out-mb: must be 1 to 1048576, got %lld",
 				       (long long)out_mb);
+	*timeout_out = timeout_s;
+	*out_mb_out = out_mb;
+	return input_bytes(o->inputs, o->input_count, in_bytes, err);
+}
+
+/* The exec path's command: an exec in the started container, held to the
+ * deadline, its output captured. A deadline is not an error (exit 124). */
+static int run_exec(brig_engine *e, const brig_run_opts *o, brig_run_result *res, const brig_spec *spec,
+		    const char *cid, const char *name, int64_t timeout_s, brig_error **err)
+{
+	int64_t t2 = brig_now_ms();
+	json_t *env = NULL;
+	int rc = brig_spec_exec_env(&env, spec, NULL, 0, err);
+	if (rc)
+		return rc;
+	json_t *cmd = json_array();
+	for (const char *const *a = o->argv; *a; a++)
+		json_array_append_new(cmd, json_string(*a));
+	bool has_stdin = o->stdin_fd >= 0;
+	cleanup_json json_t *xcfg = json_pack("{s:o, s:o, s:s, s:b, s:b, s:b, s:b}", "Cmd", cmd, "Env", env,
+					      "WorkingDir", o->workdir ? o->workdir : "/workspace", "AttachStdin",
+					      has_stdin, "AttachStdout", 1, "AttachStderr", 1, "Tty", 0);
+	brig_sandbox__pad_secret_body(xcfg);
+	cleanup_free char *xid = NULL;
+	if ((rc = brig_engine_exec_create(e, &xid, cid, xcfg, err)) != 0)
+		return rc;
+	brig_output_tee tee;
+	brig_output_tee_init(&tee, o->capture_max, o->on_output, o->payload);
+	brig_engine_exec_io io = {.stdin_fd = o->stdin_fd,
+				  .on_output = brig_output_tee_cb,
+				  .payload = &tee,
+				  .deadline_ms = t2 + timeout_s * 1000,
+				  .cancel_fd = o->cancel_fd};
+	rc = brig_engine_exec_start(e, xid, &io, err);
+	if (rc == 0) {
+		int64_t poll_by = brig_now_ms() + 10000;
+		if (io.deadline_ms < poll_by)
+			poll_by = io.deadline_ms;
+		rc = brig_engine_exec_exit_code(e, xid, poll_by, &res->exec.exit_code, err);
+		if (rc == BRIG_ETIMEDOUT && brig_now_ms() >= io.deadline_ms) {
+			brig__error_clear(err); /* still running at its deadline */
+			res->exec.timed_out = true;
+			res->exec.exit_code = 124;
+			rc = 0;
+		}
+		/* The command ran; if its end cannot be read (the daemon went
+		 * away mid-run), that is uncertain, never "not sent". */
+		if (rc && rc != BRIG_EUNCERTAIN)
+			brig__error_set(
+				err, rc = BRIG_EUNCERTAIN, 0,
+				"run %s: the command ran but its exit code could not be read from the daemon; it "
+				"is not retried",
+				name);
+	} else if (rc == BRIG_ETIMEDOUT) {
+		brig__error_clear(err);
+		res->exec.timed_out = true;
+		res->exec.exit_code = 124;
+		rc = 0;
+	}
+	brig_output_tee_finish(&tee, &res->exec);
+	brig_sandbox__fix_not_found(&res->exec);
+	res->run_ms = res->exec.duration_ms = brig_now_ms() - t2;
+	if (rc == BRIG_ECANCELED) {
+		res->exec.canceled = true;
+		res->exec.exit_code = 130;
+		brig__error_set(err, rc, 0, "run %s was cancelled; its container was removed", name);
+	} else if (rc) {
+		res->exec.uncertain = rc == BRIG_EUNCERTAIN;
+	}
+	return rc;
+}
+
+/* After the command: freeze the container, read whether the OOM killer
+ * struck, and copy /outbox out (all or nothing). */
+static int freeze_and_copy_out(brig_engine *e, const brig_run_opts *o, brig_run_result *res, const char *cid,
+			       const char *name, int64_t out_mb, int64_t t0, brig_error **err)
+{
+	/* Freeze: whatever the command left running can neither race the copy
+	 * (a symlink swapped in mid-read) nor keep writing. Without --out there
+	 * is no copy to protect: the forced remove below ends everything. */
+	int64_t t3 = brig_now_ms();
+	bool paused = false;
+	if (o->out_dir) {
+		brig_error *perr = NULL;
+		paused = brig_engine_container_pause(e, cid, &perr) == 0;
+		brig_error_free(perr);
+	}
+	cleanup_json json_t *st = NULL;
+	if (brig_engine_container_inspect(e, &st, cid, NULL) == 0)
+		res->oom_killed = json_is_true(json_object_get(json_object_get(st, "State"), "OOMKilled"));
+	/* OOMKilled is about PID 1 only: the command is an exec, whose OOM
+	 * kill the daemon records only as an "oom" event (exit code 137). */
+	if (!res->oom_killed && res->exec.exit_code == 137)
+		res->oom_killed = brig_sandbox__oom_since(e, cid, brig_wall_s() - (brig_now_ms() - t0) / 1000 - 1);
+	int rc = 0;
+	if (o->out_dir && !paused)
+		rc = brig__error_set(err, BRIG_ESTATE, 0,
+				     "run %s: could not freeze the container to copy its outputs safely", name);
+	else if (o->out_dir)
+		rc = copy_out(e, cid, o, out_mb, res, err);
+	res->copy_out_ms = brig_now_ms() - t3;
+	return rc;
+}
+
+int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_error **err)
+{
+	memset(res, 0, sizeof *res);
+	res->exec.exit_code = -1;
+	int64_t t0 = brig_now_ms();
+	int64_t timeout_s = 0, out_mb = 0;
 	uint64_t in_bytes = 0;
-	int rc = input_bytes(o->inputs, o->input_count, &in_bytes, err);
+	int rc = check_run_opts(o, &timeout_s, &out_mb, &in_bytes, err);
 	if (rc)
 		return rc;
 
@@ -352,12 +472,8 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	cleanup_free char *cid = NULL;
 	cleanup_json json_t *body = NULL;
 	cleanup_free char *net_id = NULL;
-	cleanup_json json_t *xcfg = NULL;
-	cleanup_free char *xid = NULL;
-	cleanup_json json_t *st = NULL;
 	brig_host_limits host = {0};
-	brig_output_tee tee;
-	int64_t t1, t2, t3;
+	int64_t t1;
 
 	bool etc_hosts = false;
 	if ((rc = brig_sandbox__resolve_image(e, &res->image_id, &etc_hosts, spec.image, err)) != 0)
@@ -416,91 +532,9 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 		goto out;
 	res->copy_in_ms = brig_now_ms() - t1;
 
-	/* The command. */
-	t2 = brig_now_ms();
-	json_t *env = NULL;
-	if ((rc = brig_spec_exec_env(&env, &spec, NULL, 0, err)) != 0)
+	if ((rc = run_exec(e, o, res, &spec, cid, name, timeout_s, err)) != 0)
 		goto out;
-	json_t *cmd = json_array();
-	for (const char *const *a = o->argv; *a; a++)
-		json_array_append_new(cmd, json_string(*a));
-	bool has_stdin = o->stdin_fd >= 0;
-	xcfg = json_pack("{s:o, s:o, s:s, s:b, s:b, s:b, s:b}", "Cmd", cmd, "Env", env,
-					      "WorkingDir", o->workdir ? o->workdir : "/workspace", "AttachStdin",
-					      has_stdin, "AttachStdout", 1, "AttachStderr", 1, "Tty", 0);
-	brig_sandbox__pad_secret_body(xcfg);
-	if ((rc = brig_engine_exec_create(e, &xid, cid, xcfg, err)) != 0)
-		goto out;
-	brig_output_tee_init(&tee, o->capture_max, o->on_output, o->payload);
-	brig_engine_exec_io io = {.stdin_fd = o->stdin_fd,
-				  .on_output = brig_output_tee_cb,
-				  .payload = &tee,
-				  .deadline_ms = t2 + timeout_s * 1000,
-				  .cancel_fd = o->cancel_fd};
-	rc = brig_engine_exec_start(e, xid, &io, err);
-	if (rc == 0) {
-		int64_t poll_by = brig_now_ms() + 10000;
-		if (io.deadline_ms < poll_by)
-			poll_by = io.deadline_ms;
-		rc = brig_engine_exec_exit_code(e, xid, poll_by, &res->exec.exit_code, err);
-		if (rc == BRIG_ETIMEDOUT && brig_now_ms() >= io.deadline_ms) {
-			brig__error_clear(err); /* still running at its deadline */
-			res->exec.timed_out = true;
-			res->exec.exit_code = 124;
-			rc = 0;
-		}
-		/* The command ran; if its end cannot be read (the daemon went
-		 * away mid-run), that is uncertain, never "not sent". */
-		if (rc && rc != BRIG_EUNCERTAIN)
-			brig__error_set(err, rc = BRIG_EUNCERTAIN, 0,
-					"run %s: the command ran but its exit code could not be read from the daemon; it "
-					"is not retried",
-					name);
-	} else if (rc == BRIG_ETIMEDOUT) {
-		brig__error_clear(err);
-		res->exec.timed_out = true;
-		res->exec.exit_code = 124;
-		rc = 0;
-	}
-	brig_output_tee_finish(&tee, &res->exec);
-	brig_sandbox__fix_not_found(&res->exec);
-	res->run_ms = res->exec.duration_ms = brig_now_ms() - t2;
-	if (rc == BRIG_ECANCELED) {
-		res->exec.canceled = true;
-		res->exec.exit_code = 130;
-		brig__error_set(err, rc, 0, "run %s was cancelled; its container was removed", name);
-		goto out;
-	}
-	if (rc) {
-		res->exec.uncertain = rc == BRIG_EUNCERTAIN;
-		goto out;
-	}
-
-	/* Freeze: whatever the command left running can neither race the copy
-	 * (a symlink swapped in mid-read) nor keep writing. Without --out there
-	 * is no copy to protect: the forced remove below ends everything. */
-	t3 = brig_now_ms();
-	bool paused = false;
-	if (o->out_dir) {
-		brig_error *perr = NULL;
-		paused = brig_engine_container_pause(e, cid, &perr) == 0;
-		brig_error_free(perr);
-	}
-	if (brig_engine_container_inspect(e, &st, cid, NULL) == 0)
-		res->oom_killed = json_is_true(json_object_get(json_object_get(st, "State"), "OOMKilled"));
-	/* OOMKilled is about PID 1 only: the command is an exec, whose OOM
-	 * kill the daemon records only as an "oom" event (exit code 137). */
-	if (!res->oom_killed && res->exec.exit_code == 137)
-		res->oom_killed = brig_sandbox__oom_since(e, cid, brig_wall_s() - (brig_now_ms() - t0) / 1000 - 1);
-	if (o->out_dir) {
-		if (!paused) {
-			rc = brig__error_set(err, BRIG_ESTATE, 0,
-					     "run %s: could not freeze the container to copy its outputs safely", name);
-			goto out;
-		}
-		rc = copy_out(e, cid, o, out_mb, res, err);
-	}
-	res->copy_out_ms = brig_now_ms() - t3;
+	rc = freeze_and_copy_out(e, o, res, cid, name, out_mb, t0, err);
 
 out:
 	if (cid)

@@ -7,10 +7,10 @@
  * libarchive call used in src/ into a call through brig__archive, a table that
  * brig__archive_load fills. Every public constructor that reaches libarchive
  * (brig_tar_builder_new, brig_tar_extract_new, brig_tar_copy_new,
- * brig_tar_restore_open, brig_checkpoint_restore) calls brig__archive_load first;
+ * brig_tar_restore_open, brig_tar_split_start) calls brig__archive_load first;
  * nothing else may call through the table before one of them succeeded.
  *
- * Private to libbrig's own .c files (src/tar, src/checkpoint): code outside
+ * Private to libbrig's own .c files in src/tar: code outside
  * libbrig (tests) that uses libarchive links it and calls it directly. */
 #ifndef BRIG_TAR_ARCHIVE_DL_H
 #define BRIG_TAR_ARCHIVE_DL_H

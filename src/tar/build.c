@@ -31,7 +31,7 @@ typedef struct build_frame {
 } build_frame;
 
 struct brig_tar_builder {
-	brig_tar_build_options opts;
+	brig_tar_build_opts opts;
 	build_src *srcs;
 	size_t nsrcs, next_src;
 	build_frame *stack;
@@ -112,14 +112,15 @@ static int normalise_name(const char *name, char **out, brig_error **err)
 	return 0;
 }
 
-int brig_tar_builder_new(brig_tar_builder **out, const brig_tar_build_options *opts, brig_error **err)
+int brig_tar_builder_new(brig_tar_builder **out, const brig_tar_build_opts *opts, brig_error **err)
 {
 	*out = NULL;
-	brig_tar_build_options defaults = {.version = BRIG_TAR_BUILD_OPTIONS_VERSION};
+	brig_tar_build_opts defaults = BRIG_TAR_BUILD_OPTS_INIT;
 	if (!opts)
 		opts = &defaults;
-	if (opts->version > BRIG_TAR_BUILD_OPTIONS_VERSION)
-		return brig__error_set(err, BRIG_EINVAL, 0, "tar build options: unknown version %u", opts->version);
+	int vr = brig__opts_check(opts->version, BRIG_TAR_BUILD_OPTS_VERSION, "tar build options", err);
+	if (vr)
+		return vr;
 	int r = brig__archive_load(err);
 	if (r)
 		return r;

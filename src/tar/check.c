@@ -417,6 +417,137 @@ static int check_symlink_target(brig_tar__checker *ck, const char *raw, const ch
 	return 0;
 }
 
+/* The entry's type, and whether the policy takes it: device nodes, FIFOs,
+ * sockets and sparse entries never; links only when allowed. */
+static int entry_type(const brig_tar__policy *pol, struct archive_entry *ae, const char *raw, bool hardlink,
+		      int *out, brig_error **err)
+{
+	int type;
+	if (hardlink) {
+		type = BRIG_TAR_HARDLINK;
+	} else {
+		switch (archive_entry_filetype(ae)) {
+		case AE_IFREG: type = BRIG_TAR_FILE; break;
+		case AE_IFDIR: type = BRIG_TAR_DIR; break;
+		case AE_IFLNK: type = BRIG_TAR_SYMLINK; break;
+		case AE_IFCHR: return entry_error(err, BRIG_EUNSAFE, raw, NULL, "character device nodes are refused");
+		case AE_IFBLK: return entry_error(err, BRIG_EUNSAFE, raw, NULL, "block device nodes are refused");
+		case AE_IFIFO: return entry_error(err, BRIG_EUNSAFE, raw, NULL, "FIFOs are refused");
+		case AE_IFSOCK: return entry_error(err, BRIG_EUNSAFE, raw, NULL, "sockets are refused");
+		default:
+			return entry_error(err, BRIG_EUNSAFE, raw, NULL, "unsupported entry type 0%o",
+					   (unsigned)archive_entry_filetype(ae));
+		}
+	}
+	if (type == BRIG_TAR_SYMLINK && !pol->allow_symlinks)
+		return entry_error(err, BRIG_EUNSAFE, raw, NULL, "symlinks are not allowed here");
+	if (type == BRIG_TAR_HARDLINK && !pol->allow_hardlinks)
+		return entry_error(err, BRIG_EUNSAFE, raw, NULL, "hard links are not allowed here");
+	/* libarchive keeps a sparse map as one allocation per region, outside
+	 * every cap, and Docker never writes sparse entries. */
+	if (archive_entry_sparse_count(ae) > 0)
+		return entry_error(err, BRIG_EUNSAFE, raw, NULL, "sparse entries are not accepted");
+	*out = type;
+	return 0;
+}
+
+/* The entry's parents in the tree (name_split, after strip): implied ones
+ * are created and counted; none may be a link or a file named earlier.
+ * *cur gets the parent's node. */
+static int walk_parents(brig_tar__checker *ck, const char *raw, uint32_t *out, brig_error **err)
+{
+	const brig_tar__split *ns = &ck->name_split;
+	const brig_tar_limits *lim = &ck->pol.limits;
+	brig_tar__tree *t = &ck->tree;
+	uint32_t cur = 0;
+	for (size_t i = ck->pol.strip; i + 1 < ns->n; i++) {
+		uint32_t child = brig_tar__tree_find(t, cur, ns->comp[i], ns->clen[i]);
+		if (child == BRIG_TAR__NONE) {
+			if (++ck->nodes_counted > lim->max_entries)
+				return brig__error_set(
+					err, BRIG_ETOOBIG, 0,
+					"tar stream has more than %llu entries (implied directories included), the cap",
+					(unsigned long long)lim->max_entries);
+			child = brig_tar__tree_add(t, cur, ns->comp[i], ns->clen[i], BRIG_TAR__N_IMPLIED);
+		} else if (t->nodes[child].kind == BRIG_TAR__N_LNK) {
+			return entry_error(err, BRIG_EUNSAFE, raw, NULL,
+					   "path goes through a symlink the stream made earlier");
+		} else if (t->nodes[child].kind == BRIG_TAR__N_REG) {
+			return entry_error(err, BRIG_EUNSAFE, raw, NULL,
+					   "path goes through a file the stream made earlier");
+		}
+		cur = child;
+	}
+	*out = cur;
+	return 0;
+}
+
+/* A hard link's target: inside the destination, no "..", and a regular
+ * file earlier in the stream (it->link_node, it->link). */
+static int check_hardlink(brig_tar__checker *ck, const char *raw, const char *hardlink, brig_tar__item *it,
+			  brig_error **err)
+{
+	const brig_tar__policy *pol = &ck->pol;
+	const brig_tar_limits *lim = &pol->limits;
+	brig_tar__tree *t = &ck->tree;
+	size_t hlen = strlen(hardlink);
+	cleanup_free char *qt = brig_tar__quote(hardlink);
+	if (hlen > lim->max_name_len)
+		return entry_error(err, BRIG_ETOOBIG, raw, NULL, "hard link target is %zu bytes, over the cap",
+				   hlen);
+	if (hardlink[0] == '/')
+		return entry_error(err, BRIG_EUNSAFE, raw, NULL,
+				   "hard link to the absolute path %s would leave the destination", qt);
+	brig_tar__split *ls = &ck->link_split;
+	int lr = split(ls, hardlink);
+	if (lr == SPLIT_DOTDOT)
+		return entry_error(err, BRIG_EUNSAFE, raw, NULL, "hard link target %s has a \"..\" component",
+				   qt);
+	if (lr == SPLIT_LONG)
+		return entry_error(err, BRIG_ETOOBIG, raw, NULL,
+				   "hard link target %s has a component longer than %d bytes", qt,
+				   BRIG_TAR__NAME_MAX);
+	uint32_t n = ls->n > pol->strip ? 0 : BRIG_TAR__NONE;
+	for (size_t i = pol->strip; n != BRIG_TAR__NONE && i < ls->n; i++)
+		n = brig_tar__tree_find(t, n, ls->comp[i], ls->clen[i]);
+	if (n == BRIG_TAR__NONE || t->nodes[n].kind != BRIG_TAR__N_REG)
+		return entry_error(err, BRIG_EUNSAFE, raw, NULL,
+				   "hard link to %s, which is not a regular file earlier in the stream", qt);
+	it->link_node = n;
+	it->link = join(&ck->tnorm, &ck->tnorm_alloc, ls, pol->strip);
+	return 0;
+}
+
+/* The checked entry's normalised fields, and the stream's counts. */
+static void fill_item(brig_tar__checker *ck, struct archive_entry *ae, brig_tar__item *it, uint32_t parent, int type,
+		      size_t leaflen, uint64_t size)
+{
+	it->parent = parent;
+	it->type = type;
+	it->path = join(&ck->norm, &ck->norm_alloc, &ck->name_split, ck->pol.strip);
+	it->leaf = it->path + (strlen(it->path) - leaflen);
+	it->size = type == BRIG_TAR_FILE ? size : 0;
+	it->mode = (unsigned)archive_entry_perm(ae) & 0777;
+	if (archive_entry_mtime_is_set(ae)) {
+		it->has_mtime = true;
+		it->mtime.tv_sec = (time_t)archive_entry_mtime(ae);
+		long ns_ = archive_entry_mtime_nsec(ae);
+		it->mtime.tv_nsec = ns_ >= 0 && ns_ < 1000000000L ? ns_ : 0;
+	}
+	it->uid = archive_entry_uid(ae);
+	it->gid = archive_entry_gid(ae);
+
+	switch (type) {
+	case BRIG_TAR_FILE:
+		ck->stats.files++;
+		ck->stats.bytes += it->size;
+		break;
+	case BRIG_TAR_DIR: ck->stats.dirs++; break;
+	case BRIG_TAR_SYMLINK: ck->stats.symlinks++; break;
+	default: ck->stats.hardlinks++; break;
+	}
+}
+
 int brig_tar__check(brig_tar__checker *ck, struct archive_entry *ae, brig_tar__item *it, brig_error **err)
 {
 	const brig_tar__policy *pol = &ck->pol;
@@ -454,31 +585,10 @@ int brig_tar__check(brig_tar__checker *ck, struct archive_entry *ae, brig_tar__i
 	const char *hardlink = archive_entry_hardlink(ae);
 	if (!hardlink)
 		hardlink = archive_entry_hardlink_utf8(ae);
-	int type;
-	if (hardlink) {
-		type = BRIG_TAR_HARDLINK;
-	} else {
-		switch (archive_entry_filetype(ae)) {
-		case AE_IFREG: type = BRIG_TAR_FILE; break;
-		case AE_IFDIR: type = BRIG_TAR_DIR; break;
-		case AE_IFLNK: type = BRIG_TAR_SYMLINK; break;
-		case AE_IFCHR: return entry_error(err, BRIG_EUNSAFE, raw, NULL, "character device nodes are refused");
-		case AE_IFBLK: return entry_error(err, BRIG_EUNSAFE, raw, NULL, "block device nodes are refused");
-		case AE_IFIFO: return entry_error(err, BRIG_EUNSAFE, raw, NULL, "FIFOs are refused");
-		case AE_IFSOCK: return entry_error(err, BRIG_EUNSAFE, raw, NULL, "sockets are refused");
-		default:
-			return entry_error(err, BRIG_EUNSAFE, raw, NULL, "unsupported entry type 0%o",
-					   (unsigned)archive_entry_filetype(ae));
-		}
-	}
-	if (type == BRIG_TAR_SYMLINK && !pol->allow_symlinks)
-		return entry_error(err, BRIG_EUNSAFE, raw, NULL, "symlinks are not allowed here");
-	if (type == BRIG_TAR_HARDLINK && !pol->allow_hardlinks)
-		return entry_error(err, BRIG_EUNSAFE, raw, NULL, "hard links are not allowed here");
-	/* libarchive keeps a sparse map as one allocation per region, outside
-	 * every cap, and Docker never writes sparse entries. */
-	if (archive_entry_sparse_count(ae) > 0)
-		return entry_error(err, BRIG_EUNSAFE, raw, NULL, "sparse entries are not accepted");
+	int type = 0;
+	int r = entry_type(pol, ae, raw, hardlink != NULL, &type, err);
+	if (r)
+		return r;
 	if (sr == SPLIT_LONG)
 		return entry_error(err, BRIG_ETOOBIG, raw, NULL, "a component is longer than %d bytes",
 				   BRIG_TAR__NAME_MAX);
@@ -508,24 +618,8 @@ int brig_tar__check(brig_tar__checker *ck, struct archive_entry *ae, brig_tar__i
 	 * or a file named earlier. */
 	brig_tar__tree *t = &ck->tree;
 	uint32_t cur = 0;
-	for (size_t i = pol->strip; i + 1 < ns->n; i++) {
-		uint32_t child = brig_tar__tree_find(t, cur, ns->comp[i], ns->clen[i]);
-		if (child == BRIG_TAR__NONE) {
-			if (++ck->nodes_counted > lim->max_entries)
-				return brig__error_set(
-					err, BRIG_ETOOBIG, 0,
-					"tar stream has more than %llu entries (implied directories included), the cap",
-					(unsigned long long)lim->max_entries);
-			child = brig_tar__tree_add(t, cur, ns->comp[i], ns->clen[i], BRIG_TAR__N_IMPLIED);
-		} else if (t->nodes[child].kind == BRIG_TAR__N_LNK) {
-			return entry_error(err, BRIG_EUNSAFE, raw, NULL,
-					   "path goes through a symlink the stream made earlier");
-		} else if (t->nodes[child].kind == BRIG_TAR__N_REG) {
-			return entry_error(err, BRIG_EUNSAFE, raw, NULL,
-					   "path goes through a file the stream made earlier");
-		}
-		cur = child;
-	}
+	if ((r = walk_parents(ck, raw, &cur, err)) != 0)
+		return r;
 	const char *leaf = ns->comp[ns->n - 1];
 	size_t leaflen = ns->clen[ns->n - 1];
 	uint32_t existing = brig_tar__tree_find(t, cur, leaf, leaflen);
@@ -546,36 +640,12 @@ int brig_tar__check(brig_tar__checker *ck, struct archive_entry *ae, brig_tar__i
 			target = archive_entry_symlink_utf8(ae);
 		if (!target)
 			return entry_error(err, BRIG_EPROTO, raw, NULL, "symlink without a target");
-		int r = check_symlink_target(ck, raw, target, depth, err);
-		if (r)
+		if ((r = check_symlink_target(ck, raw, target, depth, err)) != 0)
 			return r;
 		it->link = target;
 	} else if (type == BRIG_TAR_HARDLINK) {
-		size_t hlen = strlen(hardlink);
-		cleanup_free char *qt = brig_tar__quote(hardlink);
-		if (hlen > lim->max_name_len)
-			return entry_error(err, BRIG_ETOOBIG, raw, NULL, "hard link target is %zu bytes, over the cap",
-					   hlen);
-		if (hardlink[0] == '/')
-			return entry_error(err, BRIG_EUNSAFE, raw, NULL,
-					   "hard link to the absolute path %s would leave the destination", qt);
-		brig_tar__split *ls = &ck->link_split;
-		int lr = split(ls, hardlink);
-		if (lr == SPLIT_DOTDOT)
-			return entry_error(err, BRIG_EUNSAFE, raw, NULL, "hard link target %s has a \"..\" component",
-					   qt);
-		if (lr == SPLIT_LONG)
-			return entry_error(err, BRIG_ETOOBIG, raw, NULL,
-					   "hard link target %s has a component longer than %d bytes", qt,
-					   BRIG_TAR__NAME_MAX);
-		uint32_t n = ls->n > pol->strip ? 0 : BRIG_TAR__NONE;
-		for (size_t i = pol->strip; n != BRIG_TAR__NONE && i < ls->n; i++)
-			n = brig_tar__tree_find(t, n, ls->comp[i], ls->clen[i]);
-		if (n == BRIG_TAR__NONE || t->nodes[n].kind != BRIG_TAR__N_REG)
-			return entry_error(err, BRIG_EUNSAFE, raw, NULL,
-					   "hard link to %s, which is not a regular file earlier in the stream", qt);
-		it->link_node = n;
-		it->link = join(&ck->tnorm, &ck->tnorm_alloc, ls, pol->strip);
+		if ((r = check_hardlink(ck, raw, hardlink, it, err)) != 0)
+			return r;
 	}
 
 	if (existing != BRIG_TAR__NONE) {
@@ -587,29 +657,6 @@ int brig_tar__check(brig_tar__checker *ck, struct archive_entry *ae, brig_tar__i
 						      : BRIG_TAR__N_REG;
 		it->node = brig_tar__tree_add(t, cur, leaf, leaflen, kind);
 	}
-	it->parent = cur;
-	it->type = type;
-	it->path = join(&ck->norm, &ck->norm_alloc, ns, pol->strip);
-	it->leaf = it->path + (strlen(it->path) - leaflen);
-	it->size = type == BRIG_TAR_FILE ? (uint64_t)sz : 0;
-	it->mode = (unsigned)archive_entry_perm(ae) & 0777;
-	if (archive_entry_mtime_is_set(ae)) {
-		it->has_mtime = true;
-		it->mtime.tv_sec = (time_t)archive_entry_mtime(ae);
-		long ns_ = archive_entry_mtime_nsec(ae);
-		it->mtime.tv_nsec = ns_ >= 0 && ns_ < 1000000000L ? ns_ : 0;
-	}
-	it->uid = archive_entry_uid(ae);
-	it->gid = archive_entry_gid(ae);
-
-	switch (type) {
-	case BRIG_TAR_FILE:
-		ck->stats.files++;
-		ck->stats.bytes += it->size;
-		break;
-	case BRIG_TAR_DIR: ck->stats.dirs++; break;
-	case BRIG_TAR_SYMLINK: ck->stats.symlinks++; break;
-	default: ck->stats.hardlinks++; break;
-	}
+	fill_item(ck, ae, it, cur, type, leaflen, (uint64_t)sz);
 	return 0;
 }

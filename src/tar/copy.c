@@ -154,15 +154,16 @@ static int copy_body(void *ctx, brig_tar__source *src, brig_error **err)
 	return brig_tar__walk(src, &c->ck, copy_entry, c, err);
 }
 
-int brig_tar_copy_new(brig_tar_copy **out, const brig_tar_copy_options *opts, brig_tar_writer write, void *payload,
+int brig_tar_copy_new(brig_tar_copy **out, const brig_tar_copy_opts *opts, brig_tar_writer write, void *payload,
 		      brig_error **err)
 {
 	*out = NULL;
-	brig_tar_copy_options defaults = {.version = BRIG_TAR_COPY_OPTIONS_VERSION};
+	brig_tar_copy_opts defaults = BRIG_TAR_COPY_OPTS_INIT;
 	if (!opts)
 		opts = &defaults;
-	if (opts->version > BRIG_TAR_COPY_OPTIONS_VERSION)
-		return brig__error_set(err, BRIG_EINVAL, 0, "tar copy options: unknown version %u", opts->version);
+	int vr = brig__opts_check(opts->version, BRIG_TAR_COPY_OPTS_VERSION, "tar copy options", err);
+	if (vr)
+		return vr;
 	if (!write)
 		return brig__error_set(err, BRIG_EINVAL, 0, "tar copy: no writer");
 	if (opts->compression != BRIG_TAR_COMPRESS_NONE && opts->compression != BRIG_TAR_COMPRESS_ZSTD)
@@ -222,12 +223,7 @@ int brig_tar_copy_new(brig_tar_copy **out, const brig_tar_copy_options *opts, br
 
 static int sticky(brig_tar_copy *c, int r, brig_error **err)
 {
-	if (r && !c->code) {
-		c->code = r;
-		if (err && *err)
-			brig_tar__error_copy(&c->err, *err, r);
-	}
-	return r;
+	return brig_tar__sticky(&c->code, &c->err, r, err);
 }
 
 static int check_usable(brig_tar_copy *c, brig_error **err)

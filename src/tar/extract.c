@@ -426,15 +426,16 @@ static int extract_body(void *ctx, brig_tar__source *src, brig_error **err)
 	return r;
 }
 
-int brig_tar_extract_new(brig_tar_extract **out, int dirfd, const char *path, const brig_tar_extract_options *opts,
+int brig_tar_extract_new(brig_tar_extract **out, int dirfd, const char *path, const brig_tar_extract_opts *opts,
 			 brig_error **err)
 {
 	*out = NULL;
-	brig_tar_extract_options defaults = {.version = BRIG_TAR_EXTRACT_OPTIONS_VERSION};
+	brig_tar_extract_opts defaults = BRIG_TAR_EXTRACT_OPTS_INIT;
 	if (!opts)
 		opts = &defaults;
-	if (opts->version > BRIG_TAR_EXTRACT_OPTIONS_VERSION)
-		return brig__error_set(err, BRIG_EINVAL, 0, "tar extract options: unknown version %u", opts->version);
+	int vr = brig__opts_check(opts->version, BRIG_TAR_EXTRACT_OPTS_VERSION, "tar extract options", err);
+	if (vr)
+		return vr;
 	brig_tar__policy pol;
 	int r = brig_tar__policy_init(&pol, &opts->limits, err);
 	if (r || (r = brig__archive_load(err)))
@@ -471,12 +472,7 @@ int brig_tar_extract_new(brig_tar_extract **out, int dirfd, const char *path, co
 
 static int sticky(brig_tar_extract *x, int r, brig_error **err)
 {
-	if (r && !x->code) {
-		x->code = r;
-		if (err && *err)
-			brig_tar__error_copy(&x->err, *err, r);
-	}
-	return r;
+	return brig_tar__sticky(&x->code, &x->err, r, err);
 }
 
 int brig_tar_extract_feed(brig_tar_extract *x, const void *data, size_t len, brig_error **err)

@@ -16,6 +16,16 @@ int brig_tar__error_copy(brig_error **dst, const brig_error *src, int code)
 	return r;
 }
 
+int brig_tar__sticky(int *code, brig_error **kept, int r, brig_error **err)
+{
+	if (r && !*code) {
+		*code = r;
+		if (err && *err)
+			brig_tar__error_copy(kept, *err, r);
+	}
+	return r;
+}
+
 void brig_tar__source_clear(brig_tar__source *src)
 {
 	brig_error_free(src->err);
@@ -104,13 +114,7 @@ int brig_tar__archive_error(struct archive *a, brig_tar__source *src, brig_error
 		if (!src->err)
 			return brig__error_set(err, code, 0, "reading the tar stream failed earlier (%s)",
 					       brig_error_name(code));
-		if (err) {
-			brig_error_free(*err);
-			*err = src->err;
-		} else {
-			brig_error_free(src->err);
-		}
-		src->err = NULL;
+		brig__error_move(err, steal_pointer(&src->err));
 		/* Keep src->code so later reads keep failing. */
 		return code;
 	}

@@ -1,7 +1,7 @@
 /* tar.h — brig's safe tar layer: extracting untrusted tar streams into a host
  * directory, building tar streams from host files, and re-owning copies. Private to src/.
  *
- * Three tools, all stream-oriented (a 100 MB file never sits in memory):
+ * Four tools, all stream-oriented (a 100 MB file never sits in memory):
  *
  *   extractor  untrusted tar bytes (e.g. a container's archive GET of
  *              /outbox) → files under a host directory, enforcing the safety
@@ -12,6 +12,8 @@
  *              zstd-compressed tar (checkpoints), with its SHA-256; and the
  *              restore reader that verifies a stored blob's digest before it
  *              streams a single byte.
+ *   splitter   a restored blob → one tar per top-level prefix (a checkpoint's
+ *              volumes), each into its own fd, on a worker thread.
  *
  * Two ways to hand untrusted bytes to the extractor and the copier:
  *   - push (`_feed` + `_finish`, or `_data_cb`): bytes in any chunks, as the
@@ -115,10 +117,11 @@ typedef struct brig_tar_stats {
  * Extractor: untrusted tar stream → host directory
  * ====================================================================== */
 
-#define BRIG_TAR_EXTRACT_OPTIONS_VERSION 1
+#define BRIG_TAR_EXTRACT_OPTS_VERSION 1
+#define BRIG_TAR_EXTRACT_OPTS_INIT {.version = BRIG_TAR_EXTRACT_OPTS_VERSION}
 
-typedef struct brig_tar_extract_options {
-	unsigned version; /* BRIG_TAR_EXTRACT_OPTIONS_VERSION (0 is taken as 1) */
+typedef struct brig_tar_extract_opts {
+	unsigned version; /* BRIG_TAR_EXTRACT_OPTS_VERSION (1..current) */
 	brig_tar_limits limits;
 	unsigned strip_components;  /* leading components removed from every name
 				       (1 for a Docker archive GET of a directory:
@@ -129,7 +132,7 @@ typedef struct brig_tar_extract_options {
 				       default: files belong to the extracting user */
 	brig_tar_entry_cb on_entry; /* may be NULL */
 	void *payload;              /* for on_entry */
-} brig_tar_extract_options;
+} brig_tar_extract_opts;
 
 typedef struct brig_tar_extract brig_tar_extract;
 
@@ -161,7 +164,7 @@ typedef struct brig_tar_extract brig_tar_extract;
  * *out belongs to the caller (brig_tar_extract_free).
  * Errors: BRIG_EINVAL (bad options), BRIG_EIO (cannot open the destination,
  * or libarchive cannot be loaded). */
-int brig_tar_extract_new(brig_tar_extract **out, int dirfd, const char *path, const brig_tar_extract_options *opts,
+int brig_tar_extract_new(brig_tar_extract **out, int dirfd, const char *path, const brig_tar_extract_opts *opts,
 			 brig_error **err);
 
 /* Push mode: hands the next len bytes of the stream (any chunking, len 0 is
@@ -203,10 +206,11 @@ void brig_tar_extract_free(brig_tar_extract *x);
  * Builder: host paths / in-memory entries → tar stream (pull)
  * ====================================================================== */
 
-#define BRIG_TAR_BUILD_OPTIONS_VERSION 1
+#define BRIG_TAR_BUILD_OPTS_VERSION 1
+#define BRIG_TAR_BUILD_OPTS_INIT {.version = BRIG_TAR_BUILD_OPTS_VERSION}
 
-typedef struct brig_tar_build_options {
-	unsigned version;         /* BRIG_TAR_BUILD_OPTIONS_VERSION (0 is taken as 1) */
+typedef struct brig_tar_build_opts {
+	unsigned version;         /* BRIG_TAR_BUILD_OPTS_VERSION (1..current) */
 	unsigned uid, gid;        /* written into every header (zeroed options: 0:0) */
 	unsigned mode_mask;       /* AND-ed into every mode after & 0777; 0: 0777
 				     (e.g. 0555 strips write bits for read-only inputs) */
@@ -216,7 +220,7 @@ typedef struct brig_tar_build_options {
 				     symlinks below a root are always stored as links */
 	uint64_t max_total_bytes; /* sum of file sizes; 0: no cap */
 	uint64_t max_entries;     /* 0: no cap */
-} brig_tar_build_options;
+} brig_tar_build_opts;
 
 typedef struct brig_tar_builder brig_tar_builder;
 
@@ -229,7 +233,7 @@ typedef struct brig_tar_builder brig_tar_builder;
  * opts may be NULL (0:0, 0777, refuse special files, no caps).
  * *out belongs to the caller (brig_tar_builder_free). Errors: BRIG_EINVAL,
  * BRIG_EIO (libarchive cannot be loaded). */
-int brig_tar_builder_new(brig_tar_builder **out, const brig_tar_build_options *opts, brig_error **err);
+int brig_tar_builder_new(brig_tar_builder **out, const brig_tar_build_opts *opts, brig_error **err);
 
 /* Queues a host file, directory (recursively) or symlink under the archive
  * name `name` (e.g. host "./data" as "inbox/data"). The host path is only
@@ -277,12 +281,13 @@ void brig_tar_builder_free(brig_tar_builder *b);
  * Copier: untrusted tar stream(s) → validated, re-owned tar (+ SHA-256)
  * ====================================================================== */
 
-#define BRIG_TAR_COPY_OPTIONS_VERSION 1
+#define BRIG_TAR_COPY_OPTS_VERSION 1
+#define BRIG_TAR_COPY_OPTS_INIT {.version = BRIG_TAR_COPY_OPTS_VERSION}
 
 enum { BRIG_TAR_COMPRESS_NONE = 0, BRIG_TAR_COMPRESS_ZSTD = 1 };
 
-typedef struct brig_tar_copy_options {
-	unsigned version;          /* BRIG_TAR_COPY_OPTIONS_VERSION (0 is taken as 1) */
+typedef struct brig_tar_copy_opts {
+	unsigned version;          /* BRIG_TAR_COPY_OPTS_VERSION (1..current) */
 	brig_tar_limits limits;    /* entries and bytes across all input streams
 				      together; max_stream_bytes per input */
 	unsigned strip_components; /* as for the extractor */
@@ -298,7 +303,7 @@ typedef struct brig_tar_copy_options {
 	int zstd_level;             /* 1..19; 0: 3 */
 	brig_tar_entry_cb on_entry; /* may be NULL */
 	void *payload;              /* for on_entry */
-} brig_tar_copy_options;
+} brig_tar_copy_opts;
 
 /* What a finished copy produced. */
 typedef struct brig_tar_copy_result {
@@ -324,7 +329,7 @@ typedef struct brig_tar_copy brig_tar_copy;
  * *out belongs to the caller (brig_tar_copy_free).
  * Errors: BRIG_EINVAL (bad options), BRIG_EIO (compressor set-up, or
  * libarchive or libcrypto cannot be loaded). */
-int brig_tar_copy_new(brig_tar_copy **out, const brig_tar_copy_options *opts, brig_tar_writer write, void *payload,
+int brig_tar_copy_new(brig_tar_copy **out, const brig_tar_copy_opts *opts, brig_tar_writer write, void *payload,
 		      brig_error **err);
 
 /* Push mode: next bytes of the current input stream (a new one starts with
@@ -389,6 +394,38 @@ ssize_t brig_tar_restore_reader(char *buf, size_t len, void *payload, brig_error
 
 /* Closes the blob and frees r. Accepts NULL. */
 void brig_tar_restore_free(brig_tar_restore *r);
+
+/* ======================================================================
+ * Splitter: restored blob → one plain tar per top-level prefix
+ * ====================================================================== */
+
+#define BRIG_TAR_SPLIT_MAX 4
+
+typedef struct brig_tar_split brig_tar_split;
+
+/* Starts a worker thread that reads r (a verified restore, borrowed: keep
+ * it until brig_tar_split_join returns) in one pass and writes the entries
+ * whose names start with prefixes[k] ("workspace/") into fds[k] as a tar of
+ * their own, the prefix removed from names and hard-link targets (a hard
+ * link to another prefix is dropped); the prefix's own root entry and names
+ * under no prefix are skipped. The entries must come grouped in the order
+ * of prefixes (as brig_tar_copy wrote them, one input after the other):
+ * interleaved groups are BRIG_ECORRUPT. An output without entries gets an
+ * empty tar. The entries are not re-validated: the digest proves they are
+ * what brig_tar_copy wrote. The fds (n of them, 1..BRIG_TAR_SPLIT_MAX,
+ * typically pipes' write ends) are taken in every case and each closed as
+ * soon as its tar is complete, so a reader sees its end without waiting for
+ * the others; a reader that stops early should close its end so the worker
+ * is not blocked. *out belongs to the caller until brig_tar_split_join.
+ * Errors: BRIG_EINVAL (n), BRIG_EIO (libarchive cannot be loaded, no
+ * thread). */
+int brig_tar_split_start(brig_tar_split **out, brig_tar_restore *r, const char *const *prefixes, const int *fds,
+			 size_t n, brig_error **err);
+
+/* Waits for the worker and frees s; returns its result. Errors: BRIG_EIO
+ * (a write failed, e.g. the reader closed its end), BRIG_ECORRUPT (the blob
+ * failed its check while being read, or is not a tar grouped as said). */
+int brig_tar_split_join(brig_tar_split *s, brig_error **err);
 
 /* Lowercase hex SHA-256 of everything readable from fd (read from its
  * current offset to the end) into out (65 bytes); *size (may be NULL) gets

@@ -184,5 +184,9 @@ int brig_tar__run_pull(brig_tar__body body, void *ctx, uint64_t max_bytes, brig_
 
 /* Copies err's code and message into *dst (for repeating a stored error). */
 int brig_tar__error_copy(brig_error **dst, const brig_error *src, int code);
+/* Keeps a stream's first failure: when r is an error and *code is still 0,
+ * stores r in *code and a copy of *err in *kept, so every later call can
+ * repeat it (brig_tar__error_copy). Returns r. */
+int brig_tar__sticky(int *code, brig_error **kept, int r, brig_error **err);
 
 #endif

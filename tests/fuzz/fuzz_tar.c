@@ -109,8 +109,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 
 	/* The most permissive policy an owner may choose: the most surface. */
-	brig_tar_extract_options xo = {
-		.version = BRIG_TAR_EXTRACT_OPTIONS_VERSION,
+	brig_tar_extract_opts xo = {
+		.version = BRIG_TAR_EXTRACT_OPTS_VERSION,
 		.limits = limits,
 		.allow_symlinks = true,
 		.allow_hardlinks = true,
@@ -135,8 +135,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rm_at(AT_FDCWD, dir);
 
 	/* The copier, pushed in small pieces through its worker thread. */
-	brig_tar_copy_options co = {
-		.version = BRIG_TAR_COPY_OPTIONS_VERSION,
+	brig_tar_copy_opts co = {
+		.version = BRIG_TAR_COPY_OPTS_VERSION,
 		.limits = limits,
 		.allow_symlinks = true,
 		.allow_hardlinks = true,

@@ -362,6 +362,61 @@ static void test_sparse_file_bigger_than_outbox(void **state)
 	hostile_free(&h);
 }
 
+/* ---- all or nothing ---- */
+
+/* A good file, then an unsafe entry (the archive lists names in order): the
+ * refused copy leaves --out exactly as it was, files already there included,
+ * and leaves no temporary directory beside it. */
+static void test_refused_copy_leaves_out_unchanged(void **state)
+{
+	(void)state;
+	hostile h;
+	hostile_prepare(&h, "atomic");
+	cleanup_free char *old = xasprintf("%s/old.txt", h.out);
+	ru_write_file(old, "old\n");
+	cleanup_free char *sub = xasprintf("%s/a_dir", h.out);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	cleanup_free char *before = ru_tree(h.out);
+	hostile_run(&h, NULL,
+		    "echo good > /outbox/a_good.txt && mkdir /outbox/a_dir && echo more > /outbox/a_dir/more.txt && "
+		    "echo new > /outbox/old.txt && ln -s /etc/passwd /outbox/zz");
+	const char *n[] = {"outbox/zz", "/etc/passwd", NULL};
+	hostile_expect_error(&h, BRIG_EUNSAFE, n);
+	cleanup_free char *after = ru_tree(h.out);
+	if (strcmp(before, after) != 0)
+		fail_msg("a refused copy changed --out.\nbefore:\n%s\nafter:\n%s", before, after);
+	hostile_check_outside(&h); /* no temporary directory left beside out/ */
+	hostile_free(&h);
+}
+
+/* A copy that passes is merged into an existing --out, as before: files
+ * already there stay, directories are merged into, same names replaced. */
+static void test_good_copy_merges_into_existing_out(void **state)
+{
+	(void)state;
+	hostile h;
+	hostile_prepare(&h, "merge");
+	cleanup_free char *old = xasprintf("%s/old.txt", h.out);
+	ru_write_file(old, "old\n");
+	cleanup_free char *same = xasprintf("%s/same.txt", h.out);
+	ru_write_file(same, "before\n");
+	cleanup_free char *sub = xasprintf("%s/d", h.out);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	cleanup_free char *kept = xasprintf("%s/d/kept.txt", h.out);
+	ru_write_file(kept, "kept\n");
+	hostile_run(&h, NULL, "mkdir /outbox/d && echo new > /outbox/d/new.txt && echo after > /outbox/same.txt");
+	ru_assert_exit(&h.r, 0);
+	cleanup_free char *got = ru_read_file(old, NULL);
+	assert_string_equal(got, "old\n");
+	cleanup_free char *got2 = ru_read_file(kept, NULL);
+	assert_string_equal(got2, "kept\n");
+	cleanup_free char *got3 = ru_read_file(same, NULL);
+	assert_string_equal(got3, "after\n");
+	assert_true(exists(h.out, "d/new.txt"));
+	hostile_check_outside(&h);
+	hostile_free(&h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -375,6 +430,8 @@ int main(void)
 		cmocka_unit_test(test_long_names),
 		cmocka_unit_test(test_too_many_entries),
 		cmocka_unit_test(test_sparse_file_bigger_than_outbox),
+		cmocka_unit_test(test_refused_copy_leaves_out_unchanged),
+		cmocka_unit_test(test_good_copy_merges_into_existing_out),
 	};
 	return cmocka_run_group_tests(tests, ru_setup, ru_teardown);
 }

@@ -151,7 +151,7 @@ static void test_tar_round_trip_loads_libarchive_and_libcrypto(void **state)
 	assert_true(asprintf(&blob, "%s/blob.tar.zst", tmp) > 0);
 	int fd = open(blob, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	assert_true(fd >= 0);
-	brig_tar_copy_options co = {.version = BRIG_TAR_COPY_OPTIONS_VERSION, .compression = BRIG_TAR_COMPRESS_ZSTD};
+	brig_tar_copy_opts co = {.version = BRIG_TAR_COPY_OPTS_VERSION, .compression = BRIG_TAR_COMPRESS_ZSTD};
 	brig_tar_copy *c = NULL;
 	ASSERT_OK(brig_tar_copy_new(&c, &co, brig_tar_write_fd, &fd, &err), err);
 	ASSERT_OK(brig_tar_copy_feed(c, tar, tar_len, &err), err);

@@ -271,7 +271,7 @@ static ssize_t mem_read(char *buf, size_t len, void *payload, brig_error **err)
 }
 
 /* chunk 0: pull mode; else push mode in chunks of that size. */
-static int extract_mem(const char *dest, const void *tar, size_t len, const brig_tar_extract_options *o, size_t chunk,
+static int extract_mem(const char *dest, const void *tar, size_t len, const brig_tar_extract_opts *o, size_t chunk,
 		       brig_tar_stats *stats, brig_error **err)
 {
 	brig_tar_extract *x = NULL;
@@ -297,7 +297,7 @@ static int extract_mem(const char *dest, const void *tar, size_t len, const brig
 /* Extracts in pull mode and in push mode (odd chunks) into a clean dest;
  * both must fail with code and a message containing needle, and nothing may
  * appear outside dest. */
-static void expect_refused(fx *f, const char *tar, size_t len, const brig_tar_extract_options *o, int code,
+static void expect_refused(fx *f, const char *tar, size_t len, const brig_tar_extract_opts *o, int code,
 			   const char *needle)
 {
 	size_t chunks[] = {0, 7, 65536};
@@ -315,10 +315,10 @@ static void expect_refused(fx *f, const char *tar, size_t len, const brig_tar_ex
 	}
 }
 
-static brig_tar_extract_options opts_links(void)
+static brig_tar_extract_opts opts_links(void)
 {
-	brig_tar_extract_options o = {
-		.version = BRIG_TAR_EXTRACT_OPTIONS_VERSION, .allow_symlinks = true, .allow_hardlinks = true};
+	brig_tar_extract_opts o = {
+		.version = BRIG_TAR_EXTRACT_OPTS_VERSION, .allow_symlinks = true, .allow_hardlinks = true};
 	return o;
 }
 
@@ -327,7 +327,7 @@ static brig_tar_extract_options opts_links(void)
 static void test_dotdot_names(void **state)
 {
 	fx *f = *state;
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	const char *names[] = {"../../x", "a/../../x", "ok/../x", "..", "./../sibling/x"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
 		tw *t = tw_new();
@@ -343,7 +343,7 @@ static void test_dotdot_names(void **state)
 static void test_absolute_names(void **state)
 {
 	fx *f = *state;
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	char abs[256];
 	snprintf(abs, sizeof abs, "%s/x", f->sibling);
 	const char *names[] = {"/etc/x", abs, "//x"};
@@ -360,7 +360,7 @@ static void test_absolute_names(void **state)
 static void test_symlink_to_etc_passwd(void **state)
 {
 	fx *f = *state;
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	/* symlink out, then a write through it */
 	tw *t = tw_new();
 	tw_symlink(t, "p", "/etc/passwd");
@@ -369,7 +369,7 @@ static void test_symlink_to_etc_passwd(void **state)
 	char *tar = tw_done(t, &len);
 	expect_refused(f, tar, len, &o, BRIG_EUNSAFE, "absolute path \"/etc/passwd\"");
 	/* with symlinks off it is refused for being a symlink at all */
-	brig_tar_extract_options strict = {0};
+	brig_tar_extract_opts strict = BRIG_TAR_EXTRACT_OPTS_INIT;
 	expect_refused(f, tar, len, &strict, BRIG_EUNSAFE, "symlinks are not allowed");
 	free(tar);
 
@@ -399,7 +399,7 @@ static void test_symlink_to_etc_passwd(void **state)
 static void test_symlink_dotdot_dir(void **state)
 {
 	fx *f = *state;
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	tw *t = tw_new();
 	tw_symlink(t, "d", "..");
 	tw_file(t, "d/x", "evil");
@@ -429,7 +429,7 @@ static void test_symlink_dotdot_dir(void **state)
 static void test_symlink_dir_swap(void **state)
 {
 	fx *f = *state;
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	char abs[256];
 	snprintf(abs, sizeof abs, "%s", f->sibling);
 
@@ -483,7 +483,7 @@ static void test_symlink_dir_swap(void **state)
 static void test_hardlinks_out(void **state)
 {
 	fx *f = *state;
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	struct {
 		const char *target, *needle;
 	} cases[] = {
@@ -510,7 +510,7 @@ static void test_hardlinks_out(void **state)
 	tw_hardlink(t, "sub/h2", "h"); /* a link to a link */
 	size_t len;
 	char *tar = tw_done(t, &len);
-	brig_tar_extract_options strict = {0};
+	brig_tar_extract_opts strict = BRIG_TAR_EXTRACT_OPTS_INIT;
 	expect_refused(f, tar, len, &strict, BRIG_EUNSAFE, "hard links are not allowed");
 
 	/* allowed: both names share the inode */
@@ -552,7 +552,7 @@ static void test_hardlinks_out(void **state)
 static void test_special_files(void **state)
 {
 	fx *f = *state;
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	struct {
 		unsigned type;
 		const char *needle;
@@ -574,7 +574,7 @@ static void test_special_files(void **state)
 static void test_sparse_bomb(void **state)
 {
 	fx *f = *state;
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	o.limits.max_total_bytes = 1 << 20;
 	tw *t = tw_new();
 	archive_entry_clear(t->e);
@@ -667,7 +667,7 @@ static ssize_t gen_read(char *buf, size_t len, void *payload, brig_error **err)
 static void test_entry_cap(void **state)
 {
 	fx *f = *state;
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	o.limits.max_entries = 50000;
 	brig_tar_extract *x = NULL;
 	brig_error *err = NULL;
@@ -697,7 +697,7 @@ static void test_entry_cap(void **state)
 static void test_long_names(void **state)
 {
 	fx *f = *state;
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	char *name = malloc(5001);
 	for (int i = 0; i < 5000; i++)
 		name[i] = (i % 100 == 99) ? '/' : 'n';
@@ -733,7 +733,7 @@ static void test_long_names(void **state)
 static void test_total_size_cap(void **state)
 {
 	fx *f = *state;
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	o.limits.max_total_bytes = 1 << 20;
 	size_t big = 600 * 1024;
 	char *data = malloc(big);
@@ -759,7 +759,7 @@ static void test_total_size_cap(void **state)
 static void test_duplicates_and_shapes(void **state)
 {
 	fx *f = *state;
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	tw *t = tw_new();
 	tw_file(t, "f", "one");
 	tw_symlink(t, "f", "elsewhere");
@@ -791,7 +791,7 @@ static void test_duplicates_and_shapes(void **state)
 static void test_malformed(void **state)
 {
 	fx *f = *state;
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	char junk[2048];
 	for (size_t i = 0; i < sizeof junk; i++)
 		junk[i] = (char)(i * 7 + 3);
@@ -820,7 +820,7 @@ static void test_malformed(void **state)
 static void test_names_in_messages_are_escaped(void **state)
 {
 	fx *f = *state;
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	tw *t = tw_new();
 	tw_file(t, "../\x1b[31mred\n\"q\"", "x");
 	size_t len;
@@ -926,7 +926,7 @@ static void test_extract_good_tree(void **state)
 	size_t chunks[] = {1, 0, 4096};
 	for (size_t c = 0; c < 3; c++) {
 		clear_dest(f);
-		brig_tar_extract_options o = opts_links();
+		brig_tar_extract_opts o = opts_links();
 		o.strip_components = 1;
 		brig_tar_stats st = {0};
 		brig_error *err = NULL;
@@ -1017,7 +1017,7 @@ static void test_extract_umask_and_existing_dirs(void **state)
 		assert_int_equal(chmod(P(f, "existing"), 0700), 0);
 		struct timespec ts[2] = {{.tv_sec = 1500000000}, {.tv_sec = 1500000000}};
 		assert_int_equal(utimensat(AT_FDCWD, P(f, "existing"), ts, 0), 0);
-		brig_tar_extract_options o = {0};
+		brig_tar_extract_opts o = BRIG_TAR_EXTRACT_OPTS_INIT;
 		brig_error *err = NULL;
 		int r = extract_mem(f->dest, tar, len, &o, chunks[c], NULL, &err);
 		umask(027); /* nothing else may have changed it */
@@ -1055,7 +1055,7 @@ static void test_extract_deep_dir_modes(void **state)
 	}
 	size_t len;
 	char *tar = tw_done(t, &len);
-	brig_tar_extract_options o = {0};
+	brig_tar_extract_opts o = BRIG_TAR_EXTRACT_OPTS_INIT;
 	brig_error *err = NULL;
 	ASSERT_OK(extract_mem(f->dest, tar, len, &o, 0, NULL, &err), err);
 	strcpy(a, "a");
@@ -1082,7 +1082,8 @@ static void test_extract_into_fd_and_owners(void **state)
 	size_t len;
 	char *tar = tw_done(t, &len);
 	int dfd = open(f->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	brig_tar_extract_options o = {.keep_owners = geteuid() == 0};
+	brig_tar_extract_opts o = BRIG_TAR_EXTRACT_OPTS_INIT;
+	o.keep_owners = geteuid() == 0;
 	brig_tar_extract *x = NULL;
 	brig_error *err = NULL;
 	ASSERT_OK(brig_tar_extract_new(&x, dfd, NULL, &o, &err), err);
@@ -1197,7 +1198,7 @@ static void test_builder_round_trip(void **state)
 	snprintf(host, sizeof host, "%s/host", f->sibling);
 	make_host_tree(host);
 
-	brig_tar_build_options bo = {.version = BRIG_TAR_BUILD_OPTIONS_VERSION, .uid = 1000, .gid = 1000};
+	brig_tar_build_opts bo = {.version = BRIG_TAR_BUILD_OPTS_VERSION, .uid = 1000, .gid = 1000};
 	brig_tar_builder *b = NULL;
 	brig_error *err = NULL;
 	ASSERT_OK(brig_tar_builder_new(&b, &bo, &err), err);
@@ -1233,7 +1234,7 @@ static void test_builder_round_trip(void **state)
 	assert_int_equal(n, 10);
 
 	/* extract and compare with the host tree */
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	o.strip_components = 1;
 	ASSERT_OK(extract_mem(f->dest, tar, len, &o, 1000, NULL, &err), err);
 	compare_trees(host, P(f, "data"));
@@ -1295,7 +1296,8 @@ static void test_builder_options(void **state)
 	make_host_tree(host);
 
 	/* read-only inputs: 0:0 and no write bits */
-	brig_tar_build_options bo = {.mode_mask = 0555};
+	brig_tar_build_opts bo = BRIG_TAR_BUILD_OPTS_INIT;
+	bo.mode_mask = 0555;
 	brig_tar_builder *b = NULL;
 	brig_error *err = NULL;
 	ASSERT_OK(brig_tar_builder_new(&b, &bo, &err), err);
@@ -1327,7 +1329,7 @@ static void test_builder_options(void **state)
 	brig_error_free(err);
 	err = NULL;
 	brig_tar_builder_free(b);
-	bo = (brig_tar_build_options){.skip_special = true};
+	bo = (brig_tar_build_opts){.version = BRIG_TAR_BUILD_OPTS_VERSION, .skip_special = true};
 	ASSERT_OK(brig_tar_builder_new(&b, &bo, &err), err);
 	ASSERT_OK(brig_tar_builder_add_path(b, host, "in", &err), err);
 	ASSERT_OK((int)read_all(brig_tar_builder_reader, b, &tar, &len, 65536, &err), err);
@@ -1336,7 +1338,8 @@ static void test_builder_options(void **state)
 	free(tar);
 
 	/* caps */
-	bo = (brig_tar_build_options){.max_total_bytes = 1000, .skip_special = true};
+	bo = (brig_tar_build_opts){
+		.version = BRIG_TAR_BUILD_OPTS_VERSION, .max_total_bytes = 1000, .skip_special = true};
 	ASSERT_OK(brig_tar_builder_new(&b, &bo, &err), err);
 	ASSERT_OK(brig_tar_builder_add_path(b, host, "in", &err), err);
 	assert_int_equal(read_all(brig_tar_builder_reader, b, &tar, &len, 65536, &err), BRIG_ETOOBIG);
@@ -1361,7 +1364,7 @@ static void test_builder_options(void **state)
 	ASSERT_OK(brig_tar_builder_add_file(b, "f", "", 0, 0600, &err), err);
 	ASSERT_OK((int)read_all(brig_tar_builder_reader, b, &tar, &len, 1, &err), err);
 	brig_tar_builder_free(b);
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	ASSERT_OK(extract_mem(f->dest, tar, len, &o, 0, NULL, &err), err);
 	struct stat sb;
 	assert_int_equal(stat(P(f, "d"), &sb), 0);
@@ -1418,22 +1421,22 @@ static char *checkpoint_input(size_t *len)
 	return tw_done(t, len);
 }
 
-static brig_tar_copy_options copy_opts(int compression)
+static brig_tar_copy_opts copy_opts(int compression)
 {
-	brig_tar_copy_options co = {.version = BRIG_TAR_COPY_OPTIONS_VERSION,
-				    .allow_symlinks = true,
-				    .allow_hardlinks = true,
-				    .rewrite_owner = true,
-				    .uid = 1000,
-				    .gid = 1000,
-				    .compression = compression};
+	brig_tar_copy_opts co = {.version = BRIG_TAR_COPY_OPTS_VERSION,
+				 .allow_symlinks = true,
+				 .allow_hardlinks = true,
+				 .rewrite_owner = true,
+				 .uid = 1000,
+				 .gid = 1000,
+				 .compression = compression};
 	return co;
 }
 
 /* Copies tar[0, len) as one input, pushed in chunks of 700 or pulled. */
 static int copy_mem(const char *tar, size_t len, bool push, brig_error **err)
 {
-	brig_tar_copy_options co = copy_opts(BRIG_TAR_COMPRESS_NONE);
+	brig_tar_copy_opts co = copy_opts(BRIG_TAR_COMPRESS_NONE);
 	membuf out = {0};
 	brig_tar_copy *c = NULL;
 	int r = brig_tar_copy_new(&c, &co, mem_write, &out, err);
@@ -1459,7 +1462,7 @@ static int copy_mem(const char *tar, size_t len, bool push, brig_error **err)
 static void test_cut_at_entry_boundary(void **state)
 {
 	fx *f = *state;
-	brig_tar_extract_options o = opts_links();
+	brig_tar_extract_opts o = opts_links();
 	tw *t = tw_new();
 	tw_dir(t, "d/");
 	tw_entry(t, "d/one", AE_IFREG, 0644, "1", 1, NULL, false);
@@ -1521,7 +1524,7 @@ static void test_copy_reowns_and_restores(void **state)
 	size_t inlen;
 	char *in = checkpoint_input(&inlen);
 	for (int mode = 0; mode < 2; mode++) {
-		brig_tar_copy_options co = copy_opts(BRIG_TAR_COMPRESS_ZSTD);
+		brig_tar_copy_opts co = copy_opts(BRIG_TAR_COMPRESS_ZSTD);
 		membuf out = {0};
 		brig_tar_copy *c = NULL;
 		brig_error *err = NULL;
@@ -1592,7 +1595,7 @@ static void test_copy_reowns_and_restores(void **state)
 
 		/* the restored tar extracts to the same files */
 		clear_dest(f);
-		brig_tar_extract_options o = opts_links();
+		brig_tar_extract_opts o = opts_links();
 		ASSERT_OK(extract_mem(f->dest, plain, plen, &o, 0, NULL, &err), err);
 		size_t bl;
 		char *bin = slurp(P(f, "workspace/bin"), &bl), *ref = binary_blob(150000);
@@ -1612,7 +1615,7 @@ static void test_restore_refuses_corrupt(void **state)
 	fx *f = *state;
 	size_t inlen;
 	char *in = checkpoint_input(&inlen);
-	brig_tar_copy_options co = copy_opts(BRIG_TAR_COMPRESS_ZSTD);
+	brig_tar_copy_opts co = copy_opts(BRIG_TAR_COMPRESS_ZSTD);
 	membuf out = {0};
 	brig_tar_copy *c = NULL;
 	brig_error *err = NULL;
@@ -1721,7 +1724,7 @@ static void test_copy_refuses_hostile(void **state)
 		size_t len;
 		char *tar = tw_done(t, &len);
 		for (int mode = 0; mode < 2; mode++) {
-			brig_tar_copy_options co = copy_opts(mode ? BRIG_TAR_COMPRESS_ZSTD : BRIG_TAR_COMPRESS_NONE);
+			brig_tar_copy_opts co = copy_opts(mode ? BRIG_TAR_COMPRESS_ZSTD : BRIG_TAR_COMPRESS_NONE);
 			membuf out = {0};
 			brig_tar_copy *c = NULL;
 			brig_error *err = NULL;
@@ -1757,7 +1760,7 @@ static void test_copy_refuses_hostile(void **state)
 	tw_symlink(t, "venv/bin/python", "/usr/bin/python3");
 	size_t len;
 	char *tar = tw_done(t, &len);
-	brig_tar_copy_options co = copy_opts(BRIG_TAR_COMPRESS_NONE);
+	brig_tar_copy_opts co = copy_opts(BRIG_TAR_COMPRESS_NONE);
 	co.allow_absolute_symlinks = true;
 	membuf out = {0};
 	brig_tar_copy *c = NULL;
@@ -1790,7 +1793,7 @@ static void test_copy_caps_sparse_and_writer_failure(void **state)
 	free(logical);
 	size_t len;
 	char *tar = tw_done(t, &len);
-	brig_tar_copy_options co = copy_opts(BRIG_TAR_COMPRESS_NONE);
+	brig_tar_copy_opts co = copy_opts(BRIG_TAR_COMPRESS_NONE);
 	membuf out = {0};
 	brig_tar_copy *c = NULL;
 	brig_error *err = NULL;
@@ -1853,7 +1856,7 @@ static void test_write_fd_and_sha256_fd(void **state)
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	brig_tar_copy *c = NULL;
 	brig_error *err = NULL;
-	brig_tar_copy_options co = copy_opts(BRIG_TAR_COMPRESS_ZSTD);
+	brig_tar_copy_opts co = copy_opts(BRIG_TAR_COMPRESS_ZSTD);
 	co.zstd_level = 19;
 	ASSERT_OK(brig_tar_copy_new(&c, &co, brig_tar_write_fd, &fd, &err), err);
 	brig_tar_copy_result res;
@@ -1879,6 +1882,77 @@ static void test_write_fd_and_sha256_fd(void **state)
 
 	co.zstd_level = 40;
 	assert_int_equal(brig_tar_copy_new(&c, &co, brig_tar_write_fd, &fd, &err), BRIG_EINVAL);
+	brig_error_free(err);
+}
+
+/* Options versions: 1..current accepted; 0 and current+1 refused, naming the struct. */
+static void expect_version_refused(int r, brig_error *err, const char *what)
+{
+	assert_int_equal(r, BRIG_EINVAL);
+	assert_non_null(err);
+	assert_non_null(strstr(err->message, what));
+	brig_error_free(err);
+}
+
+/* i = 0: version 1 (accepted); 1: version 0; 2: current + 1 (both refused). */
+static unsigned pick_version(int i, unsigned current)
+{
+	return i == 0 ? 1 : i == 1 ? 0 : current + 1;
+}
+
+static void test_opts_versions(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		brig_error *err = NULL;
+		brig_tar_extract_opts xo = BRIG_TAR_EXTRACT_OPTS_INIT;
+		xo.version = pick_version(i, BRIG_TAR_EXTRACT_OPTS_VERSION);
+		brig_tar_extract *x = NULL;
+		int r = brig_tar_extract_new(&x, AT_FDCWD, "/tmp", &xo, &err);
+		if (i == 0) {
+			ASSERT_OK(r, err);
+			brig_tar_extract_free(x);
+		} else {
+			expect_version_refused(r, err, "tar extract options");
+		}
+
+		err = NULL;
+		brig_tar_build_opts bo = BRIG_TAR_BUILD_OPTS_INIT;
+		bo.version = pick_version(i, BRIG_TAR_BUILD_OPTS_VERSION);
+		brig_tar_builder *b = NULL;
+		r = brig_tar_builder_new(&b, &bo, &err);
+		if (i == 0) {
+			ASSERT_OK(r, err);
+			brig_tar_builder_free(b);
+		} else {
+			expect_version_refused(r, err, "tar build options");
+		}
+
+		err = NULL;
+		brig_tar_copy_opts co = BRIG_TAR_COPY_OPTS_INIT;
+		co.version = pick_version(i, BRIG_TAR_COPY_OPTS_VERSION);
+		brig_tar_copy *c = NULL;
+		int fd = -1;
+		r = brig_tar_copy_new(&c, &co, brig_tar_write_fd, &fd, &err);
+		if (i == 0) {
+			ASSERT_OK(r, err);
+			brig_tar_copy_free(c);
+		} else {
+			expect_version_refused(r, err, "tar copy options");
+		}
+	}
+}
+
+/* The splitter takes 1..BRIG_TAR_SPLIT_MAX outputs (its happy path runs in
+ * integration/test_checkpoint's restores). */
+static void test_split_refuses_bad_count(void **state)
+{
+	(void)state;
+	brig_tar_split *sp = NULL;
+	brig_error *err = NULL;
+	assert_int_equal(brig_tar_split_start(&sp, NULL, NULL, NULL, 0, &err), BRIG_EINVAL);
+	assert_null(sp);
+	assert_non_null(strstr(brig_error_message(err), "tar split"));
 	brig_error_free(err);
 }
 
@@ -1913,6 +1987,8 @@ int main(void)
 		cmocka_unit_test(test_copy_refuses_hostile),
 		cmocka_unit_test(test_copy_caps_sparse_and_writer_failure),
 		cmocka_unit_test_setup_teardown(test_write_fd_and_sha256_fd, setup, teardown),
+		cmocka_unit_test(test_opts_versions),
+		cmocka_unit_test(test_split_refuses_bad_count),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

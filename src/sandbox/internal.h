@@ -1,0 +1,42 @@
+/* internal.h — the sandbox layer's private helpers around the daemon (host
+ * limits, image resolution, secret padding, time, stop-now, not-found exit
+ * codes), shared by computer.c, run.c and gc.c. Implemented in daemon.c. */
+#ifndef BRIG_SANDBOX_INTERNAL_H
+#define BRIG_SANDBOX_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "brig/sandbox.h"
+#include "util/util.h"
+
+/* The container-level part of ending a command that Docker cannot kill:
+ * stop the container right away. Returns 0 or the stop's error. */
+int brig_sandbox__stop_now(brig_engine *e, const char *id, brig_error **err);
+
+/* Docker reports an exec whose program does not exist as 126; the shell
+ * convention (and docker run's) is 127. Fixes res->exit_code from the
+ * daemon's message in the captured stderr. */
+void brig_sandbox__fix_not_found(brig_exec_result *res);
+
+/* Memory and CPUs of the daemon's host: read from this kernel when the
+ * daemon is local (no round trip: /info forks runc on every call), from
+ * /info otherwise. */
+int brig_sandbox__host_limits(brig_engine *e, brig_host_limits *out, brig_error **err);
+
+/* A dockerd run with --debug logs JSON request bodies of up to 4 KiB,
+ * masking only a few key names: an exec body that carries a credential is
+ * padded past that size (the daemon ignores the unknown field). */
+void brig_sandbox__pad_secret_body(json_t *exec_config);
+
+/* Resolves an image reference to its id (out may be NULL: only check it
+ * exists). *etc_hosts (may be NULL) says whether the image carries
+ * BRIG_LABEL_ETC_HOSTS=optional, so a container with network none can do
+ * without Docker's network sandbox. A missing image is BRIG_ENOTFOUND saying
+ * how to build it: brig never pulls. */
+int brig_sandbox__resolve_image(brig_engine *e, char **out, bool *etc_hosts, const char *image, brig_error **err);
+
+/* Parses Docker's RFC 3339 timestamps to unix seconds (0 when unparsable). */
+int64_t brig_sandbox__parse_time(const char *s);
+
+#endif
