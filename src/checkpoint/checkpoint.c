@@ -178,6 +178,10 @@ static int freeze_and_copy(brig_engine *e, ck_job *j, int zstd_level, brig_error
 	co.zstd_level = zstd_level;
 	co.limits.max_total_bytes = volume_cap(e, inspect);
 	co.limits.max_entries = 2000000;
+	/* brig's own started marker (src/sandbox/alive.c) belongs to the
+	 * container it was written in, not to the session's files. */
+	static const char *const exclude[] = {"runtime/.brig", NULL};
+	co.exclude = exclude;
 	brig_tar_copy *cp = NULL;
 	if ((rc = brig_tar_copy_new(&cp, &co, brig_tar_write_fd, &j->fd, err)) != 0)
 		return rc;

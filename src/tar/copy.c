@@ -23,6 +23,7 @@ struct brig_tar_copy {
 	unsigned uid, gid;
 	brig_tar_entry_cb on_entry;
 	void *payload;
+	const char *const *exclude;
 	brig_tar_writer write;
 	void *wpayload;
 	struct archive *w;
@@ -106,12 +107,24 @@ static int copy_data(brig_tar_copy *c, struct archive *a, brig_tar__source *src,
 	return 0;
 }
 
+static bool excluded(const brig_tar_copy *c, const char *path)
+{
+	for (const char *const *x = c->exclude; x && *x; x++) {
+		size_t n = strlen(*x);
+		if (strncmp(path, *x, n) == 0 && (path[n] == '\0' || path[n] == '/'))
+			return true;
+	}
+	return false;
+}
+
 /* One entry through: its header rewritten from what the checker made of
  * it, then its data. */
 static int copy_entry(void *ctx, struct archive *a, brig_tar__source *src, const brig_tar__item *it,
 		      brig_error **err)
 {
 	brig_tar_copy *c = ctx;
+	if (excluded(c, it->path))
+		return 0; /* its data is skipped with the next header */
 	struct archive_entry *oe = c->oe;
 	archive_entry_clear(oe);
 	archive_entry_copy_pathname(oe, it->path);
@@ -189,6 +202,7 @@ int brig_tar_copy_new(brig_tar_copy **out, const brig_tar_copy_opts *opts, brig_
 	c->gid = opts->gid;
 	c->on_entry = opts->on_entry;
 	c->payload = opts->payload;
+	c->exclude = opts->exclude;
 	c->write = write;
 	c->wpayload = payload;
 	c->md = EVP_MD_CTX_new();

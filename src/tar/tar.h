@@ -303,6 +303,10 @@ typedef struct brig_tar_copy_opts {
 	int zstd_level;             /* 1..19; 0: 3 */
 	brig_tar_entry_cb on_entry; /* may be NULL */
 	void *payload;              /* for on_entry */
+	/* Entry paths (as written: after stripping, no leading or trailing
+	 * '/') left out of the copy together with everything under them,
+	 * NULL-terminated; may be NULL. Still checked, never written. */
+	const char *const *exclude;
 } brig_tar_copy_opts;
 
 /* What a finished copy produced. */

@@ -155,6 +155,10 @@ static void lost_then_up(enum loss how)
 	assert_true(b.checkpoint_created_ms > 0);
 	cleanup_free char *got = sh_ok(b.computer->name, "cat /workspace/f /runtime/.claude/c; ls /workspace");
 	assert_string_equal(got, "kept\nconv\nf\n");
+	/* Only the new computer's own started marker: the checkpoint left the
+	 * old one out. */
+	cleanup_free char *marks = sh_ok(b.computer->name, "ls /runtime/.brig | wc -l");
+	assert_string_equal(marks, "1\n");
 	/* The old generation's container is gone. */
 	json_t *j = NULL;
 	assert_int_equal(brig_engine_container_inspect(E, &j, old, NULL), BRIG_ENOTFOUND);

@@ -1696,6 +1696,50 @@ static void test_restore_refuses_corrupt(void **state)
 	free(in);
 }
 
+/* exclude leaves an entry and everything under it out of the copy (brig's
+ * started marker in /runtime/.brig), and nothing that merely shares a
+ * prefix with it. */
+static void test_copy_excludes(void **state)
+{
+	(void)state;
+	tw *t = tw_new();
+	tw_dir(t, "runtime/");
+	tw_dir(t, "runtime/.brig/");
+	tw_file(t, "runtime/.brig/started-x", "");
+	tw_file(t, "runtime/.brigx", "kept");
+	tw_file(t, "runtime/.bashrc", "export A=1\n");
+	size_t len;
+	char *in = tw_done(t, &len);
+	static const char *const exclude[] = {"runtime/.brig", NULL};
+	brig_tar_copy_opts co = copy_opts(BRIG_TAR_COMPRESS_NONE);
+	co.exclude = exclude;
+	membuf out = {0};
+	brig_tar_copy *c = NULL;
+	brig_error *err = NULL;
+	ASSERT_OK(brig_tar_copy_new(&c, &co, mem_write, &out, &err), err);
+	mem_reader m = {in, len, 0, 100};
+	ASSERT_OK(brig_tar_copy_from_reader(c, mem_read, &m, &err), err);
+	brig_tar_copy_result res;
+	ASSERT_OK(brig_tar_copy_finish(c, &res, &err), err);
+	brig_tar_copy_free(c);
+	/* ustar names sit at the start of each header block */
+	bool marker = false, brigx = false, bashrc = false;
+	for (size_t off = 0; off + 512 <= out.len; off += 512) {
+		const char *name = out.p + off;
+		if (strncmp(name, "runtime/.brig/", 14) == 0 || strcmp(name, "runtime/.brig") == 0)
+			marker = true;
+		if (strcmp(name, "runtime/.brigx") == 0)
+			brigx = true;
+		if (strcmp(name, "runtime/.bashrc") == 0)
+			bashrc = true;
+	}
+	assert_false(marker);
+	assert_true(brigx);
+	assert_true(bashrc);
+	free(out.p);
+	free(in);
+}
+
 static void test_copy_refuses_hostile(void **state)
 {
 	(void)state;
@@ -1982,6 +2026,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_builder_options, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_builder_file_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_reowns_and_restores, setup, teardown),
+		cmocka_unit_test(test_copy_excludes),
 		cmocka_unit_test_setup_teardown(test_restore_refuses_corrupt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cut_at_entry_boundary, setup, teardown),
 		cmocka_unit_test(test_copy_refuses_hostile),
