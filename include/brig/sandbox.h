@@ -5,10 +5,19 @@
  * Rules every call here keeps:
  *  - Creation is idempotent: the container name is derived from the identity
  *    (brig/spec.h), so racing creators and lost answers land on one container.
- *  - Commands never retry on their own: a timeout, a cancel or an uncertain
- *    transport result stops the container (Docker cannot kill an exec) and
- *    the call returns BRIG_ETIMEDOUT, BRIG_ECANCELED or BRIG_EUNCERTAIN with
- *    a message that says recovery goes through a checkpoint.
+ *  - Commands never retry on their own. In a computer whose PID 1 is
+ *    brig-init (label brig.init; every computer this brig creates when it
+ *    carries brig-init), a timeout or a cancel ends the command's whole tree
+ *    inside the guest and the call returns BRIG_ETIMEDOUT or BRIG_ECANCELED
+ *    (exit 124 / 130): certain, and the computer keeps running with its
+ *    files. A relay that breaks mid-command is reopened once and brig-init
+ *    asked what became of it (BRIG_EIO: it ended, output may be cut short).
+ *    Only when brig-init cannot be reached (no relay, garbage, or silence
+ *    past the deadline and its grace) is the container stopped and
+ *    BRIG_EUNCERTAIN returned. Computers created before brig-init keep the
+ *    old rule: a timeout, a cancel or an uncertain transport result stops
+ *    the container (Docker cannot kill an exec). Either way the message
+ *    says when recovery goes through a checkpoint.
  *  - Credentials are delivered with each exec, never stored in the
  *    container's configuration.
  * Objects returned through `**out` belong to the caller and are freed with
@@ -140,8 +149,11 @@ BRIG_PUBLIC json_t *brig_exec_result_to_json(const brig_exec_result *r);
  * brig's environment when opts->env leaves them out. Fills *res (always,
  * even on error). Returns 0 when the command ran to its end (whatever its
  * exit code). Errors: BRIG_ESTATE (computer paused or not running: brig's
- * own message, nothing run), BRIG_ETIMEDOUT / BRIG_ECANCELED /
- * BRIG_EUNCERTAIN (the container was stopped; recover from a checkpoint),
+ * own message, nothing run), BRIG_ETIMEDOUT / BRIG_ECANCELED (with
+ * brig-init: the command's tree was ended, the computer runs on; without:
+ * the container was stopped), BRIG_EUNCERTAIN (the container was stopped;
+ * recover from a checkpoint), BRIG_EIO (brig-init only: the relay broke,
+ * brig-init says the command ended),
  * BRIG_EINVAL (argv empty, env invalid — the message names the key only). */
 BRIG_PUBLIC int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *opts,
 				   brig_exec_result *res, brig_error **err);
