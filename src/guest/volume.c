@@ -73,7 +73,9 @@ const char *brig_guest_init_hash(void)
 
 static void octal(char *field, size_t width, uint64_t v)
 {
-	snprintf(field, width, "%0*llo", (int)width - 1, (unsigned long long)v);
+	field[width - 1] = '\0';
+	for (size_t i = width - 1; i-- > 0; v >>= 3)
+		field[i] = (char)('0' + (v & 7));
 }
 
 static unsigned char *one_file_tar(const unsigned char *data, size_t len, size_t *out_len)

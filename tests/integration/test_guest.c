@@ -285,7 +285,7 @@ static void test_exec_basics(void **state)
 #define TREE                                                                        \
 	"echo kept > /workspace/kept; setsid sh -c '(sleep 1001 &); sleep 1001' & " \
 	"sh -c '(setsid sleep 1001 &)'; sleep 1001"
-#define COUNT "n=0; for p in /proc/[0-9]*; do grep -q 1001 $p/cmdline 2>/dev/null && n=$((n+1)); done; echo $n"
+#define COUNT "n=0; for p in /proc/[0-9]*; do grep -q '100[1]' $p/cmdline 2>/dev/null && n=$((n+1)); done; echo $n"
 
 static void check_tree_gone(const char *ref)
 {
