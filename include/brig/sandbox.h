@@ -158,6 +158,22 @@ BRIG_PUBLIC json_t *brig_exec_result_to_json(const brig_exec_result *r);
 BRIG_PUBLIC int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *opts,
 				   brig_exec_result *res, brig_error **err);
 
+/* ---- brig-init: background processes and the handle ---- */
+
+typedef struct brig_guest brig_guest; /* brig/guest.h */
+
+/* Starts argv detached in computer ref (which runs brig-init): it outlives
+ * this process; its output is kept in the guest (opts->capture_max bytes,
+ * head and tail; 0: 1 MiB) for brig_guest_attach. stdin, timeout and cancel
+ * are ignored. *proc gets brig-init's id of it. Errors: BRIG_ESTATE (not
+ * running, or created before brig-init), BRIG_EINVAL, BRIG_ENOTFOUND (no
+ * such computer, or the program is not in the image), brig/guest.h's. */
+BRIG_PUBLIC int brig_computer_start(brig_engine *e, const char *ref, const brig_exec_opts *opts, int64_t *proc,
+				    brig_error **err);
+/* Opens a handle on computer ref's brig-init (brig/guest.h), freed with
+ * brig_guest_free. Errors: as brig_computer_start's, brig_guest_open's. */
+BRIG_PUBLIC int brig_computer_guest(brig_engine *e, brig_guest **out, const char *ref, brig_error **err);
+
 /* ---- the isolated bridge ---- */
 
 /* Ensures the one "brig-sandbox" bridge exists (icc off, subnet from spec,

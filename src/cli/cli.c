@@ -234,6 +234,13 @@ void cli_format_age(char *out, size_t n, int64_t created_unix)
 /* A command that did not run to its end: what happened to the computer. */
 static void explain_stop(const char *what, const brig_exec_result *res, brig_error *err, const cli_exec_words *w)
 {
+	if (!res->container_stopped && !res->uncertain && (res->timed_out || res->canceled)) {
+		/* brig-init ended it inside the computer: a certain end */
+		brig_error_free(err);
+		cli_note("%s; brig-init ended %s and everything it started; computer %s keeps running with its files",
+			 what, w->noun, w->computer);
+		return;
+	}
 	if (cli_debug || !res->container_stopped || res->uncertain)
 		cli_error(err, NULL);
 	else

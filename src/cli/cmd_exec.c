@@ -26,6 +26,7 @@ static const char usage[] =
 	"  -e, --env KEY=VALUE     Environment entry (KEY alone copies brig's own value); repeatable\n"
 	"  -w, --workdir DIR       Working directory (default /workspace)\n"
 	"  -i, --interactive       Pass brig's stdin to the command\n"
+	"  -d, --detach            Start it in the background and print its id (brig ps, attach, kill)\n"
 	"      --json              Capture stdout and print the result as JSON at the end\n"
 	"                          (stderr still streams live)\n"
 	"      --ns NS, --agent A, --session S, --gen N\n"
@@ -46,6 +47,7 @@ static const struct option longopts[] = {
 	{"env", required_argument, NULL, 'e'},
 	{"workdir", required_argument, NULL, 'w'},
 	{"interactive", no_argument, NULL, 'i'},
+	{"detach", no_argument, NULL, 'd'},
 	{"json", no_argument, NULL, OPT_JSON},
 	{"ns", required_argument, NULL, OPT_NS},
 	{"agent", required_argument, NULL, OPT_AGENT},
@@ -60,7 +62,7 @@ typedef struct exec_args {
 	int64_t timeout_ms;
 	cli_strv env;
 	const char *workdir;
-	bool interactive, json, help;
+	bool interactive, json, help, detach;
 	brig_identity id;
 	bool id_given, gen_given;
 	const char *store;
@@ -73,7 +75,7 @@ static int parse_pass(exec_args *a, int argc, char **argv, bool *dashdash)
 	int opt;
 	optind = 0;
 	*dashdash = false;
-	while ((opt = cli_getopt("exec", argc, argv, "+:he:w:i", longopts, dashdash)) != -1) {
+	while ((opt = cli_getopt("exec", argc, argv, "+:he:w:id", longopts, dashdash)) != -1) {
 		switch (opt) {
 		case OPT_TIMEOUT:
 			if (cli_parse_duration_ms("--timeout", optarg, 0, 366LL * 86400 * 1000, &a->timeout_ms) != 0)
@@ -82,6 +84,7 @@ static int parse_pass(exec_args *a, int argc, char **argv, bool *dashdash)
 		case 'e': cli_strv_add(&a->env, optarg); break;
 		case 'w': a->workdir = optarg; break;
 		case 'i': a->interactive = true; break;
+		case 'd': a->detach = true; break;
 		case OPT_JSON: a->json = true; break;
 		case OPT_NS: a->id.ns = optarg, a->id_given = true; break;
 		case OPT_AGENT: a->id.agent = optarg, a->id_given = true; break;
@@ -171,6 +174,25 @@ int cmd_exec(int argc, char **argv)
 
 	if (cli_engine_open(&e) != 0)
 		goto out;
+
+	if (a.detach) {
+		brig_exec_opts dopts = {.version = BRIG_EXEC_OPTS_VERSION,
+					.argv = (const char *const *)cmd_argv,
+					.env = a.env.v,
+					.env_count = a.env.count,
+					.workdir = a.workdir,
+					.stdin_fd = -1,
+					.cancel_fd = -1};
+		int64_t proc = 0;
+		if (brig_computer_start(e, ref, &dopts, &proc, &err) != 0) {
+			rc = cli_error(err, NULL);
+			err = NULL;
+			goto out;
+		}
+		printf("%lld\n", (long long)proc);
+		rc = fflush(stdout) == 0 ? 0 : CLI_EXIT_FAIL;
+		goto out;
+	}
 
 	cli_output out = {.stdout_live = !a.json, .stderr_live = true};
 	brig_exec_opts opts = {

@@ -1300,7 +1300,7 @@ static json_t *ps_entry_json(const gmsg *m)
 	json_object_set_new(j, "detached", json_boolean(geti(m, BRIG_GP_F_DETACHED, 0)));
 	json_object_set_new(j, "started_ms", json_integer(geti(m, BRIG_GP_F_STARTED_MS, 0)));
 	json_object_set_new(j, "ended_ms", json_integer(geti(m, BRIG_GP_F_ENDED_MS, 0)));
-	if (has_i(m, BRIG_GP_F_CODE)) {
+	if (st && json_is_string(st) && strcmp(json_string_value(st), "exited") == 0) {
 		brig_guest_exit x = {0};
 		exit_from(&x, m);
 		json_object_set_new(j, "exit_code", json_integer(x.code));

@@ -2,6 +2,7 @@
  * name, lookup and listing, pause/resume/stop/destroy, and exec with a
  * deadline where a timeout, cancel or uncertain result stops the container. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -354,10 +355,13 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 		cleanup_json json_t *labels = NULL;
 		if ((rc = brig_spec_labels(&labels, spec, BRIG_KIND_COMPUTER, id, hash, err)) != 0)
 			return rc;
-		/* brig-init as PID 1 when this build carries it */
+		/* brig-init as PID 1 when this build carries it. BRIG_GUEST=0
+		 * makes computers as before it (docker-init, plain exec): the
+		 * tests of that path, which older computers still take, use it. */
 		char init_hash[17] = "";
 		const char *vname = brig_guest__volume_name();
-		if (vname) {
+		const char *genv = getenv("BRIG_GUEST");
+		if (vname && !(genv && strcmp(genv, "0") == 0)) {
 			if ((rc = brig_guest__volume_ensure(e, spec->image, err)) != 0)
 				return brig__error_prefix(err, rc, "create computer %s", name);
 			snprintf(init_hash, sizeof init_hash, "%s", vname + strlen("brig-init-"));
@@ -659,6 +663,8 @@ int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *op
 		brig_error *stop_err = NULL;
 		int src = brig_sandbox__stop_now(e, id, &stop_err);
 		res->container_stopped = src == 0;
+		if (src) /* the command may run on: not the certain end brig-init gives */
+			res->uncertain = true;
 		if (res->timed_out)
 			brig__error_set(err, rc, 0,
 					"command in %s timed out after %lld ms; the computer was %s (Docker cannot kill an "

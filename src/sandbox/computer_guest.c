@@ -237,3 +237,82 @@ int brig_sandbox__guest_exec(brig_engine *e, const char *ref, const char *id, co
 	brig_error_free(cause);
 	return rc;
 }
+
+/* ---- the handle and detached commands, for callers (brig ps, kill…) ---- */
+
+/* The running computer ref's container id, when it has brig-init. */
+static int guest_computer(brig_engine *e, char **out_id, json_t **out_labels, const char *ref, brig_error **err)
+{
+	cleanup_json json_t *j = NULL;
+	int rc = brig_engine_container_inspect(e, &j, ref, err);
+	if (rc == BRIG_ENOTFOUND)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0, "no computer named %s", ref);
+	if (rc)
+		return rc;
+	json_t *labels = json_object_get(json_object_get(j, "Config"), "Labels");
+	const char *m = json_string_value(json_object_get(labels, BRIG_LABEL_MANAGED));
+	const char *k = json_string_value(json_object_get(labels, BRIG_LABEL_KIND));
+	if (!m || strcmp(m, "1") != 0 || !k || strcmp(k, "computer") != 0)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0, "%s is not a brig computer", ref);
+	if (!json_string_value(json_object_get(labels, BRIG_LABEL_INIT)))
+		return brig__error_set(err, BRIG_ESTATE, 0,
+				       "computer %s was created before brig-init: it has no background processes "
+				       "(recreate it to get them)",
+				       ref);
+	const char *status = json_string_value(json_object_get(json_object_get(j, "State"), "Status"));
+	if (!status || strcmp(status, "running") != 0)
+		return brig__error_set(err, BRIG_ESTATE, 0, "computer %s is %s, not running", ref,
+				       status ? status : "in an unknown state");
+	*out_id = xstrdup(json_string_value(json_object_get(j, "Id")));
+	if (out_labels)
+		*out_labels = json_incref(labels);
+	return 0;
+}
+
+int brig_computer_guest(brig_engine *e, brig_guest **out, const char *ref, brig_error **err)
+{
+	cleanup_free char *id = NULL;
+	int rc = guest_computer(e, &id, NULL, ref, err);
+	if (rc)
+		return rc;
+	rc = brig_guest_open(out, e, id, 0, err);
+	return rc ? brig__error_prefix(err, rc, "computer %s", ref) : 0;
+}
+
+int brig_computer_start(brig_engine *e, const char *ref, const brig_exec_opts *opts, int64_t *proc, brig_error **err)
+{
+	if (!opts || opts->version != BRIG_EXEC_OPTS_VERSION)
+		return brig__error_set(err, BRIG_EINVAL, 0, "exec options: version must be %d", BRIG_EXEC_OPTS_VERSION);
+	if (!opts->argv || !opts->argv[0] || !*opts->argv[0])
+		return brig__error_set(err, BRIG_EINVAL, 0, "exec: a command is required (argv is empty)");
+	cleanup_free char *id = NULL;
+	cleanup_json json_t *labels = NULL;
+	int rc = guest_computer(e, &id, &labels, ref, err);
+	if (rc)
+		return rc;
+	brig_harness harness = BRIG_HARNESS_NONE;
+	brig_harness_parse(&harness, json_string_value(json_object_get(labels, BRIG_LABEL_HARNESS)), NULL);
+	cleanup_json json_t *env = NULL;
+	if ((rc = brig_env_exec(&env, opts->env, opts->env_count, harness, err)) != 0)
+		return rc;
+	size_t n = json_array_size(env);
+	const char **envv = xcalloc(n + 1, sizeof *envv);
+	for (size_t i = 0; i < n; i++)
+		envv[i] = json_string_value(json_array_get(env, i));
+	brig_guest_exec_opts go = {.version = BRIG_GUEST_EXEC_OPTS_VERSION,
+				   .argv = opts->argv,
+				   .env = envv,
+				   .env_count = n,
+				   .cwd = opts->workdir,
+				   .stdin_fd = -1,
+				   .cancel_fd = -1,
+				   .detached = true,
+				   .keep = opts->capture_max};
+	cached *c = NULL;
+	rc = acquire(e, &c, id, false, brig_now_ms() + 30000, err);
+	if (!rc)
+		rc = brig_guest_start(c->g, &go, proc, err);
+	release(c);
+	free(envv);
+	return rc ? brig__error_prefix(err, rc, "start in %s", ref) : 0;
+}
