@@ -32,7 +32,7 @@ static char NS[64];
 
 static int setup(void **state)
 {
-	/* the plain exec path (computers made before brig-init): test_guest.c has brig-init's */
+	/* the plain exec path (computers made before brig-init): test_computer_guest.c has brig-init's */
 	setenv("BRIG_GUEST", "0", 1);
 	(void)state;
 	brig_test_cleanup_at_exit();

@@ -1,4 +1,4 @@
-/* test_guest.c — brig-init from the host against the real dockerd: the
+/* test_computer_guest.c — brig-init from the host against the real dockerd: the
  * engine's held exec stream, fake guests that say garbage, huge frames or
  * nothing (brig neither crashes nor waits past its deadline, and a computer
  * exec through one is uncertain and stops it), and, when this build carries
