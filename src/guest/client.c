@@ -202,11 +202,13 @@ static int on_relay_bytes(int stream, const char *data, size_t len, void *payloa
 	brig_guest *g = payload;
 	if (stream == BRIG_STREAM_STDERR) {
 		/* the relay's own complaints, kept for the message (sanitized) */
+		pthread_mutex_lock(&g->mu);
 		for (size_t i = 0; i < len && g->relay_err_len < BRIG_GUEST_RELAY_ERR_CAP; i++) {
 			unsigned char c = (unsigned char)data[i];
 			g->relay_err[g->relay_err_len++] = c >= 0x20 && c < 0x7f ? (char)c : ' ';
 		}
 		g->relay_err[g->relay_err_len] = '\0';
+		pthread_mutex_unlock(&g->mu);
 		return 0;
 	}
 	const unsigned char *p = (const unsigned char *)data;

@@ -9,11 +9,13 @@
 #include "sandbox/computer_guest.h"
 #include "util/util.h"
 
-/* One relay per container for the life of the process. A handle that
+/* One relay per container (and engine: another engine may reach it
+ * another way) for the life of the process. A handle that
  * broke leaves the cache at once but is freed only when its last user
  * returns it. */
 typedef struct cached {
 	struct cached *next;
+	const brig_engine *e; /* compared, never used: the relay needs no engine */
 	char *id;
 	brig_guest *g;
 	int refs;
@@ -52,7 +54,7 @@ static int acquire(brig_engine *e, cached **out, const char *id, bool fresh, int
 {
 	pthread_mutex_lock(&cache_mu);
 	for (cached *c = cache; c; c = c->next) {
-		if (strcmp(c->id, id) != 0)
+		if (c->e != e || strcmp(c->id, id) != 0)
 			continue;
 		if (!fresh && brig_guest_alive(c->g)) {
 			c->refs++;
@@ -76,13 +78,14 @@ static int acquire(brig_engine *e, cached **out, const char *id, bool fresh, int
 	if (rc)
 		return rc;
 	cached *c = xcalloc(1, sizeof *c);
+	c->e = e;
 	c->id = xstrdup(id);
 	c->g = g;
 	c->refs = 1;
 	pthread_mutex_lock(&cache_mu);
 	bool taken = false;
 	for (cached *o = cache; o; o = o->next)
-		taken |= strcmp(o->id, id) == 0;
+		taken |= o->e == e && strcmp(o->id, id) == 0;
 	if (!taken) {
 		c->listed = true;
 		c->next = cache;
