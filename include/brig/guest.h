@@ -80,6 +80,13 @@ typedef struct brig_guest_exec_opts {
 	bool detached;   /* brig_guest_start: outlives the handle */
 	size_t keep;     /* detached: output bytes kept in the guest; 0: 1 MiB */
 	const char *tag; /* NULL: a random one; names the proc before it has an id */
+	/* A pseudo-terminal of rows x cols (1..1000 each; 0: none): stdin,
+	 * stdout and stderr are the terminal, output comes as stdout. */
+	int rows, cols;
+	/* With size_cb: resize_fd readable (bytes are read and dropped, e.g. a
+	 * SIGWINCH self-pipe) → size_cb gives the new size, sent as RESIZE. */
+	int resize_fd;
+	void (*size_cb)(int *rows, int *cols, void *payload);
 } brig_guest_exec_opts;
 
 /* How a command ended, as brig-init saw it (certain). */

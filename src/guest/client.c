@@ -943,6 +943,10 @@ static void put_start(brig_gp_enc *e, const brig_guest_exec_opts *o, const char 
 	brig_gp_put_str(e, BRIG_GP_F_TAG, tag);
 	if (detached && o->keep)
 		brig_gp_put_int(e, BRIG_GP_F_KEEP, (int64_t)o->keep);
+	if (o->rows > 0 && o->cols > 0) {
+		brig_gp_put_int(e, BRIG_GP_F_ROWS, o->rows);
+		brig_gp_put_int(e, BRIG_GP_F_COLS, o->cols);
+	}
 }
 
 static void make_tag(brig_guest *g, char tag[65], const char *given)
@@ -1076,8 +1080,9 @@ static int drive(brig_guest *g, gwaiter *w, int64_t proc, const brig_guest_exec_
 	int cb_rc = 0;
 	gwaiter *kw = NULL;
 	uint32_t kreq = 0;
-	int64_t hard = grace(o->deadline_ms); /* the guest's deadline, then ours */
-	int64_t kill_by = 0;                  /* once KILL is sent: its answer's deadline */
+	/* the guest's deadline, then ours; none without one */
+	int64_t hard = o->deadline_ms ? o->deadline_ms + BRIG_GUEST_GRACE_MS : 0;
+	int64_t kill_by = 0; /* once KILL is sent: its answer's deadline */
 	char inbuf[BRIG_GP_MAX_DATA];
 	for (;;) {
 		/* stdin: fixed bytes go out chunk by chunk between frames */
@@ -1096,22 +1101,41 @@ static int drive(brig_guest *g, gwaiter *w, int64_t proc, const brig_guest_exec_
 			extra = o->cancel_fd;
 		gframe *f = NULL;
 		int wr;
-		if (p.stdin_open && o->stdin_fd >= 0 && !kw) {
-			/* wait for a frame, the cancel fd or stdin at once */
-			struct pollfd pfd[3] = {{.fd = w->efd, .events = POLLIN},
-						{.fd = o->stdin_fd, .events = POLLIN},
-						{.fd = extra, .events = POLLIN}};
+		bool want_stdin = p.stdin_open && o->stdin_fd >= 0;
+		bool want_resize = o->size_cb && o->resize_fd >= 0;
+		if ((want_stdin || want_resize) && !kw) {
+			/* wait for a frame, stdin, the cancel fd or a resize at once */
+			struct pollfd pfd[4] = {{.fd = w->efd, .events = POLLIN},
+						{.fd = want_stdin ? o->stdin_fd : -1, .events = POLLIN},
+						{.fd = extra, .events = POLLIN},
+						{.fd = want_resize ? o->resize_fd : -1, .events = POLLIN}};
 			pthread_mutex_lock(&g->mu);
 			bool ready = w->head || w->overflow || g->dead;
 			pthread_mutex_unlock(&g->mu);
 			if (!ready) {
-				int left = brig_remaining_ms(hard);
-				int pr = poll(pfd, extra >= 0 ? 3 : 2, left);
+				int pr = poll(pfd, 4, brig_remaining_ms(hard));
 				if (pr < 0 && errno == EINTR)
 					continue;
 				if (pr > 0 && pfd[2].revents && extra >= 0) {
 					canceled = true;
 					goto kill;
+				}
+				if (pr > 0 && pfd[3].revents) {
+					char junk[64];
+					ssize_t jr = read(o->resize_fd, junk, sizeof junk);
+					(void)jr;
+					int rows = 0, cols = 0;
+					o->size_cb(&rows, &cols, o->payload);
+					if (rows > 0 && rows <= 1000 && cols > 0 && cols <= 1000) {
+						brig_gp_enc e = {0};
+						brig_gp_enc_begin(&e);
+						brig_gp_put_int(&e, BRIG_GP_F_ROWS, rows);
+						brig_gp_put_int(&e, BRIG_GP_F_COLS, cols);
+						rc = send_frame(g, &e, BRIG_GP_T_RESIZE, (uint32_t)proc, hard, err);
+						if (rc)
+							break;
+					}
+					continue;
 				}
 				if (pr > 0 && pfd[1].revents) {
 					ssize_t r = read(o->stdin_fd, inbuf, sizeof inbuf);
