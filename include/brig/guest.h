@@ -86,7 +86,8 @@ typedef struct brig_guest_exec_opts {
 	/* With size_cb: resize_fd readable (bytes are read and dropped, e.g. a
 	 * SIGWINCH self-pipe) → size_cb gives the new size, sent as RESIZE. */
 	int resize_fd;
-	void (*size_cb)(int *rows, int *cols, void *payload);
+	void (*size_cb)(int *rows, int *cols, void *size_payload);
+	void *size_payload;
 } brig_guest_exec_opts;
 
 /* How a command ended, as brig-init saw it (certain). */

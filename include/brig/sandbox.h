@@ -170,6 +170,15 @@ typedef struct brig_guest brig_guest; /* brig/guest.h */
  * such computer, or the program is not in the image), brig/guest.h's. */
 BRIG_PUBLIC int brig_computer_start(brig_engine *e, const char *ref, const brig_exec_opts *opts, int64_t *proc,
 				    brig_error **err);
+/* brig_computer_exec with a pseudo-terminal of rows x cols (1..1000) for
+ * the command (stdin, stdout and stderr are the terminal; output comes as
+ * stdout): computers with brig-init only (BRIG_ESTATE otherwise). With
+ * size_cb, resize_fd readable (e.g. a SIGWINCH self-pipe; its bytes are
+ * read and dropped) → size_cb gives the new size, sent to the terminal.
+ * Not audited in the session store. Errors: as brig_computer_exec. */
+BRIG_PUBLIC int brig_computer_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, int rows,
+				       int cols, int resize_fd, void (*size_cb)(int *rows, int *cols, void *payload),
+				       void *size_payload, brig_exec_result *res, brig_error **err);
 /* Opens a handle on computer ref's brig-init (brig/guest.h), freed with
  * brig_guest_free. Errors: as brig_computer_start's, brig_guest_open's. */
 BRIG_PUBLIC int brig_computer_guest(brig_engine *e, brig_guest **out, const char *ref, brig_error **err);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -131,6 +132,16 @@ int cli_spec_finish(brig_spec *spec, bool image_given)
 
 static int cancel_pipe[2] = {-1, -1};
 static volatile sig_atomic_t cancel_hits;
+static struct termios tty_saved;
+static volatile sig_atomic_t tty_saved_set;
+
+void cli_tty_remember(const struct termios *t)
+{
+	tty_saved = *t;
+	tty_saved_set = 1;
+}
+
+void cli_tty_forget(void) { tty_saved_set = 0; }
 
 static void on_cancel_signal(int sig)
 {
@@ -143,6 +154,8 @@ static void on_cancel_signal(int sig)
 	} else {
 		static const char msg[] = "brig: interrupted again: exiting without waiting for cleanup; "
 					  "`brig gc` removes what is left\n";
+		if (tty_saved_set)
+			tcsetattr(0, TCSAFLUSH, &tty_saved);
 		(void)!write(2, msg, sizeof msg - 1);
 		_exit(CLI_EXIT_CANCELED);
 	}

@@ -27,6 +27,7 @@ static const char usage[] =
 	"  -w, --workdir DIR       Working directory (default /workspace)\n"
 	"  -i, --interactive       Pass brig's stdin to the command\n"
 	"  -d, --detach            Start it in the background and print its id (brig ps, attach, kill)\n"
+	"  -t, --tty               Give the command a terminal (with -i: yours, in raw mode)\n"
 	"      --json              Capture stdout and print the result as JSON at the end\n"
 	"                          (stderr still streams live)\n"
 	"      --ns NS, --agent A, --session S, --gen N\n"
@@ -48,6 +49,7 @@ static const struct option longopts[] = {
 	{"workdir", required_argument, NULL, 'w'},
 	{"interactive", no_argument, NULL, 'i'},
 	{"detach", no_argument, NULL, 'd'},
+	{"tty", no_argument, NULL, 't'},
 	{"json", no_argument, NULL, OPT_JSON},
 	{"ns", required_argument, NULL, OPT_NS},
 	{"agent", required_argument, NULL, OPT_AGENT},
@@ -62,7 +64,7 @@ typedef struct exec_args {
 	int64_t timeout_ms;
 	cli_strv env;
 	const char *workdir;
-	bool interactive, json, help, detach;
+	bool interactive, json, help, detach, tty;
 	brig_identity id;
 	bool id_given, gen_given;
 	const char *store;
@@ -75,7 +77,7 @@ static int parse_pass(exec_args *a, int argc, char **argv, bool *dashdash)
 	int opt;
 	optind = 0;
 	*dashdash = false;
-	while ((opt = cli_getopt("exec", argc, argv, "+:he:w:id", longopts, dashdash)) != -1) {
+	while ((opt = cli_getopt("exec", argc, argv, "+:he:w:idt", longopts, dashdash)) != -1) {
 		switch (opt) {
 		case OPT_TIMEOUT:
 			if (cli_parse_duration_ms("--timeout", optarg, 0, 366LL * 86400 * 1000, &a->timeout_ms) != 0)
@@ -85,6 +87,7 @@ static int parse_pass(exec_args *a, int argc, char **argv, bool *dashdash)
 		case 'w': a->workdir = optarg; break;
 		case 'i': a->interactive = true; break;
 		case 'd': a->detach = true; break;
+		case 't': a->tty = true; break;
 		case OPT_JSON: a->json = true; break;
 		case OPT_NS: a->id.ns = optarg, a->id_given = true; break;
 		case OPT_AGENT: a->id.agent = optarg, a->id_given = true; break;
@@ -209,7 +212,7 @@ int cmd_exec(int argc, char **argv)
 	};
 	/* Audited in the store; a timeout, cancel or uncertain end marks the
 	 * session failed there. */
-	int r = brig_session_exec(e, store, ref, &opts, &res, &err);
+	int r = a.tty ? cli_exec_tty(e, ref, &opts, &res, &err) : brig_session_exec(e, store, ref, &opts, &res, &err);
 	bool started = r == 0 || r == BRIG_ETIMEDOUT || r == BRIG_ECANCELED || r == BRIG_EUNCERTAIN;
 	char recover[512];
 	if (a.id_given && a.id.ns && a.id.agent && a.id.session)

@@ -1125,7 +1125,7 @@ static int drive(brig_guest *g, gwaiter *w, int64_t proc, const brig_guest_exec_
 					ssize_t jr = read(o->resize_fd, junk, sizeof junk);
 					(void)jr;
 					int rows = 0, cols = 0;
-					o->size_cb(&rows, &cols, o->payload);
+					o->size_cb(&rows, &cols, o->size_payload);
 					if (rows > 0 && rows <= 1000 && cols > 0 && cols <= 1000) {
 						brig_gp_enc e = {0};
 						brig_gp_enc_begin(&e);

@@ -585,7 +585,7 @@ int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *op
 		 * have no label and take the plain exec below) */
 		brig_output_tee tee;
 		brig_output_tee_init(&tee, opts->capture_max, opts->on_output, opts->payload);
-		rc = brig_sandbox__guest_exec(e, ref, id, opts, env, deadline, &tee, res, err);
+		rc = brig_sandbox__guest_exec(e, ref, id, opts, env, deadline, NULL, &tee, res, err);
 		json_decref(env);
 		brig_output_tee_finish(&tee, res);
 		res->duration_ms = brig_now_ms() - start;

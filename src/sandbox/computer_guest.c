@@ -104,7 +104,8 @@ static void note_stderr(brig_output_tee *tee, const char *msg)
 }
 
 int brig_sandbox__guest_exec(brig_engine *e, const char *ref, const char *id, const brig_exec_opts *opts, json_t *env,
-			     int64_t deadline, brig_output_tee *tee, brig_exec_result *res, brig_error **err)
+			     int64_t deadline, const brig_guest_exec_opts *tty, brig_output_tee *tee,
+			     brig_exec_result *res, brig_error **err)
 {
 	size_t n = json_array_size(env);
 	const char **envv = xcalloc(n + 1, sizeof *envv);
@@ -126,7 +127,15 @@ int brig_sandbox__guest_exec(brig_engine *e, const char *ref, const char *id, co
 				   .cancel_fd = opts->cancel_fd,
 				   .on_output = brig_output_tee_cb,
 				   .payload = tee,
-				   .tag = tag};
+				   .tag = tag,
+				   .resize_fd = -1};
+	if (tty) {
+		go.rows = tty->rows;
+		go.cols = tty->cols;
+		go.resize_fd = tty->resize_fd;
+		go.size_cb = tty->size_cb;
+		go.size_payload = tty->size_payload;
+	}
 	int64_t open_by = brig_now_ms() + 30000;
 	if (deadline && deadline < open_by)
 		open_by = deadline;
@@ -318,4 +327,41 @@ int brig_computer_start(brig_engine *e, const char *ref, const brig_exec_opts *o
 	release(c);
 	free(envv);
 	return rc ? brig__error_prefix(err, rc, "start in %s", ref) : 0;
+}
+
+int brig_computer_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, int rows, int cols,
+			   int resize_fd, void (*size_cb)(int *rows, int *cols, void *payload), void *size_payload,
+			   brig_exec_result *res, brig_error **err)
+{
+	memset(res, 0, sizeof *res);
+	res->exit_code = -1;
+	if (!opts || opts->version != BRIG_EXEC_OPTS_VERSION)
+		return brig__error_set(err, BRIG_EINVAL, 0, "exec options: version must be %d", BRIG_EXEC_OPTS_VERSION);
+	if (!opts->argv || !opts->argv[0] || !*opts->argv[0])
+		return brig__error_set(err, BRIG_EINVAL, 0, "exec: a command is required (argv is empty)");
+	if (rows < 1 || rows > 1000 || cols < 1 || cols > 1000)
+		return brig__error_set(err, BRIG_EINVAL, 0, "a terminal's rows and columns must be 1..1000");
+	int64_t start = brig_now_ms();
+	int64_t deadline = opts->timeout_ms > 0 ? start + opts->timeout_ms : 0;
+	cleanup_free char *id = NULL;
+	cleanup_json json_t *labels = NULL;
+	int rc = guest_computer(e, &id, &labels, ref, err);
+	if (rc)
+		return rc;
+	brig_harness harness = BRIG_HARNESS_NONE;
+	brig_harness_parse(&harness, json_string_value(json_object_get(labels, BRIG_LABEL_HARNESS)), NULL);
+	cleanup_json json_t *env = NULL;
+	if ((rc = brig_env_exec(&env, opts->env, opts->env_count, harness, err)) != 0)
+		return rc;
+	brig_guest_exec_opts tty = {.rows = rows,
+				    .cols = cols,
+				    .resize_fd = size_cb ? resize_fd : -1,
+				    .size_cb = size_cb,
+				    .size_payload = size_payload};
+	brig_output_tee tee;
+	brig_output_tee_init(&tee, opts->capture_max, opts->on_output, opts->payload);
+	rc = brig_sandbox__guest_exec(e, ref, id, opts, env, deadline, &tty, &tee, res, err);
+	brig_output_tee_finish(&tee, res);
+	res->duration_ms = brig_now_ms() - start;
+	return rc;
 }

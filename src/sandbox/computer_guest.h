@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 
+#include "brig/guest.h"
 #include "brig/sandbox.h"
 #include "sandbox/capture.h"
 
@@ -14,8 +15,10 @@
  * BRIG_ECANCELED, exit 124 / 130, certain). A relay that breaks mid-command
  * is reopened once and brig-init asked what became of it (BRIG_EIO when it
  * answers: certain, output cut short). Only an unreachable brig-init stops
- * the container (BRIG_EUNCERTAIN). Fills res and finishes tee. */
+ * the container (BRIG_EUNCERTAIN). tty (may be NULL): its rows, cols,
+ * resize_fd and size_cb give the command a terminal. Fills res. */
 int brig_sandbox__guest_exec(brig_engine *e, const char *ref, const char *id, const brig_exec_opts *opts, json_t *env,
-			     int64_t deadline, brig_output_tee *tee, brig_exec_result *res, brig_error **err);
+			     int64_t deadline, const brig_guest_exec_opts *tty, brig_output_tee *tee,
+			     brig_exec_result *res, brig_error **err);
 
 #endif
