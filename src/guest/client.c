@@ -166,7 +166,10 @@ static void dispatch_locked(brig_guest *g, const brig_gp_hdr *h, unsigned char *
 	case BRIG_GP_T_PS_ENTRY:
 	case BRIG_GP_T_LIST_ENTRY:
 	case BRIG_GP_T_DATA: w = find_req(g, h->id); break;
-	default: die_locked(g, BRIG_EPROTO, "brig-init sent a frame of unknown type %u", h->type); return;
+	default:
+		die_locked(g, BRIG_EPROTO, "brig-init sent a frame of unknown type %u", h->type);
+		free(payload);
+		return;
 	}
 	if (!w || w->overflow) {
 		free(payload);
