@@ -242,6 +242,15 @@ static void test_log_cannot_fill_disk(void **state)
 	long long total = (cur > 0 ? cur : 0) + (rot1 > 0 ? rot1 : 0) + (rot2 > 0 ? rot2 : 0);
 	print_message("after %lld ms of flood: %s %lld bytes, .1 %lld, .2 %lld (total %lld)\n", (long long)ms,
 		      log_path, cur, rot1, rot2, total);
+	/* With brig-init as PID 1 (not dumpable) its stdout cannot even be
+	 * opened by the sandboxed user: the log stays empty. */
+	if (json_object_get(json_object_get(json_object_get(j, "Config"), "Labels"), BRIG_LABEL_INIT)) {
+		if (total > 4096)
+			fail_msg("brig-init is PID 1, yet a command wrote %lld bytes to its log", total);
+		brig_computer_free(c);
+		brig_test_cleanup(E);
+		return;
+	}
 	/* The flood reached the log (so the cap is what held it)… */
 	if (total < 512 * 1024)
 		fail_msg("the flood wrote only %lld bytes to the log: it did not reach PID 1's stdout", total);
