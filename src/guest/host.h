@@ -63,7 +63,7 @@ int brig_guest__open_transport(brig_guest **out, brig_guest_transport t, const c
 void brig_guest__binary(const unsigned char **data, size_t *len);
 const char *brig_guest__volume_name(void);
 /* The embedded brig-init's SHA-256 (64 hex), NULL when none. */
-const char *brig_guest_init_hash(void);
+const char *brig_guest__init_hash(void);
 /* Makes sure the volume exists and holds the embedded binary, filling it
  * through a created (never started) container of image. Errors: the
  * engine's; BRIG_ENOTFOUND when this build has no brig-init. */

@@ -63,7 +63,7 @@ const char *brig_guest__volume_name(void)
 	return volume_name[0] ? volume_name : NULL;
 }
 
-const char *brig_guest_init_hash(void)
+const char *brig_guest__init_hash(void)
 {
 	pthread_once(&name_once, name_init);
 	return full_hash[0] ? full_hash + 0 : NULL;
@@ -197,7 +197,7 @@ int brig_guest__volume_ensure(brig_engine *e, const char *image, brig_error **er
 	cleanup_json json_t *vol = NULL;
 	cleanup_json json_t *vspec =
 		json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "Name", vname, "Driver", "local", "Labels",
-			  BRIG_LABEL_MANAGED, "1", BRIG_LABEL_KIND, "init", BRIG_LABEL_INIT, brig_guest_init_hash());
+			  BRIG_LABEL_MANAGED, "1", BRIG_LABEL_KIND, "init", BRIG_LABEL_INIT, brig_guest__init_hash());
 	int rc = brig_engine_volume_create(e, &vol, vspec, err);
 	if (rc)
 		return brig__error_prefix(err, rc, "create volume %s", vname);
@@ -209,7 +209,7 @@ int brig_guest__volume_ensure(brig_engine *e, const char *image, brig_error **er
 	cleanup_json json_t *body =
 		json_pack("{s:s, s:[s], s:s, s:{s:s, s:s, s:s}, s:b, s:{s:[{s:s, s:s, s:s, s:b}], s:b, s:s}}", "Image",
 			  image, "Entrypoint", "/.brig/brig-init", "User", "0:0", "Labels", BRIG_LABEL_MANAGED, "1",
-			  BRIG_LABEL_KIND, "init", BRIG_LABEL_INIT, brig_guest_init_hash(), "NetworkDisabled", 1,
+			  BRIG_LABEL_KIND, "init", BRIG_LABEL_INIT, brig_guest__init_hash(), "NetworkDisabled", 1,
 			  "HostConfig", "Mounts", "Type", "volume", "Source", vname, "Target", BRIG_GP_MOUNT,
 			  "ReadOnly", 0, "AutoRemove", 0, "NetworkMode", "none");
 	cleanup_free char *cid = NULL;
