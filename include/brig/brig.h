@@ -6,6 +6,7 @@
 #include "brig/common.h"
 #include "brig/engine.h"
 #include "brig/error.h"
+#include "brig/guest.h"
 #include "brig/image.h"
 #include "brig/run.h"
 #include "brig/sandbox.h"

@@ -160,6 +160,37 @@ BRIG_PUBLIC int brig_engine_container_attach(brig_engine *e, brig_engine_stream 
 BRIG_PUBLIC int brig_engine_stream_pump(brig_engine_stream *s, const brig_engine_exec_io *io, brig_error **err);
 BRIG_PUBLIC void brig_engine_stream_free(brig_engine_stream *s);
 
+/* Starts exec_id (created with AttachStdin/AttachStdout) hijacked and hands
+ * the stream to the caller to drive: write the process's stdin, read its
+ * demultiplexed output, poll its fd. deadline_ms bounds only the start.
+ * Errors: as brig_engine_exec_start's start (BRIG_ENOTSENT: nothing ran;
+ * BRIG_EUNCERTAIN: the start was sent, the process may run); BRIG_ETIMEDOUT.
+ * *out is freed with brig_engine_stream_free, which closes both ways. */
+BRIG_PUBLIC int brig_engine_exec_attach(brig_engine *e, brig_engine_stream **out, const char *exec_id,
+					int64_t deadline_ms, brig_error **err);
+/* The connection's fd, to poll for POLLIN (and POLLOUT after a write that
+ * took nothing). Check brig_engine_stream_pending first: over TLS bytes may
+ * be buffered where poll cannot see them. */
+BRIG_PUBLIC int brig_engine_stream_fd(const brig_engine_stream *s);
+BRIG_PUBLIC bool brig_engine_stream_pending(const brig_engine_stream *s);
+/* Reads once (waiting until deadline_ms, monotonic, 0: none) and hands the
+ * demultiplexed output to cb (a daemon's raw error text goes to stderr at
+ * the end). Returns the raw bytes read (> 0), 0 at the end of the stream,
+ * or BRIG_ETIMEDOUT, BRIG_EUNCERTAIN (broken, or ended inside a frame),
+ * BRIG_EPROTO / BRIG_ETOOBIG (a malformed or oversized frame), or cb's
+ * non-zero code. Everything read is from the process: untrusted. */
+BRIG_PUBLIC ssize_t brig_engine_stream_read(brig_engine_stream *s, brig_engine_output_cb cb, void *payload,
+					    int64_t deadline_ms, brig_error **err);
+/* Writes to the process's stdin what the connection takes now, never
+ * waiting (*written 0: poll for POLLOUT and POLLIN, then call again with the
+ * same bytes). Errors: BRIG_EUNCERTAIN (the peer closed: how much of what was
+ * written earlier arrived is unknown). Not thread-safe against a concurrent
+ * read on a TLS connection: drive one stream from one thread. */
+BRIG_PUBLIC int brig_engine_stream_write_some(brig_engine_stream *s, const void *buf, size_t n, size_t *written,
+					      brig_error **err);
+/* Half-close: the process sees the end of its stdin; reading goes on. */
+BRIG_PUBLIC int brig_engine_stream_close_write(brig_engine_stream *s, brig_error **err);
+
 BRIG_PUBLIC int brig_engine_exec_inspect(brig_engine *e, json_t **out, const char *exec_id, brig_error **err);
 /* Polls exec inspect until Running is false (bounded by deadline_ms) and gives
  * ExitCode. Errors: BRIG_ETIMEDOUT. */

@@ -5,10 +5,19 @@
  * Rules every call here keeps:
  *  - Creation is idempotent: the container name is derived from the identity
  *    (brig/spec.h), so racing creators and lost answers land on one container.
- *  - Commands never retry on their own: a timeout, a cancel or an uncertain
- *    transport result stops the container (Docker cannot kill an exec) and
- *    the call returns BRIG_ETIMEDOUT, BRIG_ECANCELED or BRIG_EUNCERTAIN with
- *    a message that says recovery goes through a checkpoint.
+ *  - Commands never retry on their own. In a computer whose PID 1 is
+ *    brig-init (label brig.init; every computer this brig creates when it
+ *    carries brig-init), a timeout or a cancel ends the command's whole tree
+ *    inside the guest and the call returns BRIG_ETIMEDOUT or BRIG_ECANCELED
+ *    (exit 124 / 130): certain, and the computer keeps running with its
+ *    files. A relay that breaks mid-command is reopened once and brig-init
+ *    asked what became of it (BRIG_EIO: it ended, output may be cut short).
+ *    Only when brig-init cannot be reached (no relay, garbage, or silence
+ *    past the deadline and its grace) is the container stopped and
+ *    BRIG_EUNCERTAIN returned. Computers created before brig-init keep the
+ *    old rule: a timeout, a cancel or an uncertain transport result stops
+ *    the container (Docker cannot kill an exec). Either way the message
+ *    says when recovery goes through a checkpoint.
  *  - Credentials are delivered with each exec, never stored in the
  *    container's configuration.
  * Objects returned through `**out` belong to the caller and are freed with
@@ -158,12 +167,40 @@ BRIG_PUBLIC json_t *brig_exec_result_to_json(const brig_exec_result *r);
  * brig's environment when opts->env leaves them out. Fills *res (always,
  * even on error). Returns 0 when the command ran to its end (whatever its
  * exit code). Errors: BRIG_ESTATE (computer paused or not running: brig's
- * own message, nothing run), BRIG_ETIMEDOUT / BRIG_ECANCELED /
- * BRIG_EUNCERTAIN (the container was stopped; recover from a checkpoint),
+ * own message, nothing run), BRIG_ETIMEDOUT / BRIG_ECANCELED (with
+ * brig-init: the command's tree was ended, the computer runs on; without:
+ * the container was stopped), BRIG_EUNCERTAIN (the container was stopped;
+ * recover from a checkpoint), BRIG_EIO (brig-init only: the relay broke,
+ * brig-init says the command ended),
  * BRIG_EINVAL (opts NULL or of an unknown version, argv empty, env invalid —
  * the message names the key only). */
 BRIG_PUBLIC int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *opts,
 				   brig_exec_result *res, brig_error **err);
+
+/* ---- brig-init: background processes and the handle ---- */
+
+typedef struct brig_guest brig_guest; /* brig/guest.h */
+
+/* Starts argv detached in computer ref (which runs brig-init): it outlives
+ * this process; its output is kept in the guest (opts->capture_max bytes,
+ * head and tail; 0: 1 MiB) for brig_guest_attach. stdin, timeout and cancel
+ * are ignored. *proc gets brig-init's id of it. Errors: BRIG_ESTATE (not
+ * running, or created before brig-init), BRIG_EINVAL, BRIG_ENOTFOUND (no
+ * such computer, or the program is not in the image), brig/guest.h's. */
+BRIG_PUBLIC int brig_computer_start(brig_engine *e, const char *ref, const brig_exec_opts *opts, int64_t *proc,
+				    brig_error **err);
+/* brig_computer_exec with a pseudo-terminal of rows x cols (1..1000) for
+ * the command (stdin, stdout and stderr are the terminal; output comes as
+ * stdout): computers with brig-init only (BRIG_ESTATE otherwise). With
+ * size_cb, resize_fd readable (e.g. a SIGWINCH self-pipe; its bytes are
+ * read and dropped) → size_cb gives the new size, sent to the terminal.
+ * Not audited in the session store. Errors: as brig_computer_exec. */
+BRIG_PUBLIC int brig_computer_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, int rows,
+				       int cols, int resize_fd, void (*size_cb)(int *rows, int *cols, void *payload),
+				       void *size_payload, brig_exec_result *res, brig_error **err);
+/* Opens a handle on computer ref's brig-init (brig/guest.h), freed with
+ * brig_guest_free. Errors: as brig_computer_start's, brig_guest_open's. */
+BRIG_PUBLIC int brig_computer_guest(brig_engine *e, brig_guest **out, const char *ref, brig_error **err);
 
 /* ---- the isolated bridge ---- */
 

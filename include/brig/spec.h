@@ -67,6 +67,7 @@ typedef enum brig_kind {
 #define BRIG_LABEL_DEADLINE "brig.deadline"     /* unix seconds the run ends by */
 #define BRIG_LABEL_CONTAINER "brig.container"   /* volumes: their container's name */
 #define BRIG_LABEL_VOLUME "brig.volume"         /* volumes: workspace | runtime | … */
+#define BRIG_LABEL_INIT "brig.init"             /* computers: 16 hex of the brig-init they run as PID 1 */
 /* On an image: "optional" says it works without the /etc/hosts Docker writes
  * (Docker leaves an empty one in a container without its network sandbox,
  * whatever the image holds), so brig may start it with
@@ -126,9 +127,9 @@ BRIG_PUBLIC int brig_labels_match(const json_t *labels, const brig_identity *id,
 /* Bumped whenever the container body gains or changes a setting that is not
  * a spec field (a new hardening flag): it is part of the spec hash, so a
  * computer created by an older policy is never silently adopted. */
-/* 2: brig's own seccomp profile by default; 3: no dockerd logger, private
- * cgroup namespace, more masked paths, socket-family allowlist, no
- * socketcall or mq_* (issue 20). */
+/* 2: brig's own seccomp profile by default; 3: brig-init is PID 1, no
+ * dockerd logger, private cgroup namespace, more masked paths,
+ * socket-family allowlist, no socketcall or mq_* (issues 14, 20). */
 #define BRIG_SPEC_POLICY 3
 
 #define BRIG_DEFAULT_IMAGE "brig-sandbox:local"
@@ -377,6 +378,11 @@ typedef struct brig_container_opts {
 	 * sandbox does, so lo holds 127.0.0.1 only. Only for images labelled
 	 * BRIG_LABEL_ETC_HOSTS=optional; refused unless spec->network is none. */
 	bool network_disabled;
+	/* Computers: brig-init's hash (16 lowercase hex digits). PID 1 is then
+	 * /.brig/brig-init init from the read-only volume "brig-init-<hash>"
+	 * (HostConfig.Init off), labelled BRIG_LABEL_INIT. NULL: docker-init
+	 * and sleep, as before. */
+	const char *init_hash;
 } brig_container_opts;
 
 #define BRIG_CONTAINER_OPTS_INIT                                                   \

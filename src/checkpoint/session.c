@@ -339,7 +339,10 @@ int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig
 				      .stderr_bytes = (int64_t)res->err.total};
 		brig_error *serr = NULL;
 		int src = brig_store_audit_add(s, NULL, &a, &serr);
-		if (src == 0 && (res->timed_out || res->canceled || res->uncertain))
+		/* A computer whose brig-init ended the command keeps running with
+		 * its files: only a stopped computer (or an uncertain end) fails the
+		 * session. */
+		if (src == 0 && (res->container_stopped || res->uncertain))
 			src = brig_session_mark_failed(s, c->ns, c->agent, c->session, c->generation, &serr);
 		if (src && rc == 0) {
 			rc = src;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -280,6 +281,16 @@ int cli_spec_finish(brig_spec *spec, bool image_given)
 
 static int cancel_pipe[2] = {-1, -1};
 static volatile sig_atomic_t cancel_hits;
+static struct termios tty_saved;
+static volatile sig_atomic_t tty_saved_set;
+
+void cli_tty_remember(const struct termios *t)
+{
+	tty_saved = *t;
+	tty_saved_set = 1;
+}
+
+void cli_tty_forget(void) { tty_saved_set = 0; }
 
 static void on_cancel_signal(int sig)
 {
@@ -292,6 +303,8 @@ static void on_cancel_signal(int sig)
 	} else {
 		static const char msg[] = "brig: interrupted again: exiting without waiting for cleanup; "
 					  "`brig gc` removes what is left\n";
+		if (tty_saved_set)
+			tcsetattr(0, TCSAFLUSH, &tty_saved);
 		(void)!write(2, msg, sizeof msg - 1);
 		_exit(CLI_EXIT_CANCELED);
 	}
@@ -383,6 +396,13 @@ void cli_format_age(char *out, size_t n, int64_t created_unix)
 /* A command that did not run to its end: what happened to the computer. */
 static void explain_stop(const char *what, const brig_exec_result *res, brig_error *err, const cli_exec_words *w)
 {
+	if (!res->container_stopped && !res->uncertain && (res->timed_out || res->canceled)) {
+		/* brig-init ended it inside the computer: a certain end */
+		brig_error_free(err);
+		cli_note("%s; brig-init ended %s and everything it started; computer %s keeps running with its files",
+			 what, w->noun, w->computer);
+		return;
+	}
 	if (cli_debug || !res->container_stopped || res->uncertain)
 		cli_error(err, NULL);
 	else

@@ -50,6 +50,9 @@ int cmd_checkpoints(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
 int cmd_image(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
+int cmd_ps(int argc, char **argv);
+int cmd_kill(int argc, char **argv);
+int cmd_attach(int argc, char **argv);
 
 /* --debug: error messages also carry the code name and HTTP status. */
 extern bool cli_debug;
@@ -274,6 +277,19 @@ typedef struct cli_exec_words {
  * otherwise. A command that did not run to its end gets a note on what
  * happened to the computer and how to recover. Takes err. */
 int cli_exec_end(int r, const brig_exec_result *res, brig_error *err, const cli_exec_words *w);
+
+/* ---- terminals (cli_tty.c) ---- */
+
+/* brig_computer_exec_tty with the caller's terminal: raw mode while the
+ * command runs (when opts->stdin_fd is 0 and a terminal), its size and
+ * SIGWINCH resizes; the terminal is restored before returning, at exit and
+ * by a second interrupt. */
+int cli_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
+		 brig_error **err);
+/* The terminal settings a second interrupt restores before it exits. */
+struct termios;
+void cli_tty_remember(const struct termios *t);
+void cli_tty_forget(void);
 
 /* ---- cancellation ---- */
 

@@ -25,6 +25,8 @@ static const char usage[] =
 	"      --timeout D         Deadline (30, 90s, 15m, 2h; default none); exit 124 when it passes\n" CLI_HELP_ENV
 	"  -w, --workdir DIR       Working directory (default /workspace)\n"
 	"  -i, --interactive       Pass brig's stdin to the command\n"
+	"  -d, --detach            Start it in the background and print its id (brig ps, attach, kill)\n"
+	"  -t, --tty               Give the command a terminal (with -i: yours, in raw mode)\n"
 	"      --json              Capture stdout and print the result as JSON at the end\n"
 	"                          (stderr still streams live)\n" CLI_HELP_TARGET
 	"                          A session the store does not know names its generation 1; the\n"
@@ -42,6 +44,8 @@ static const struct option longopts[] = {
 	{"env-file", required_argument, NULL, CLI_OPT_ENV_FILE},
 	{"workdir", required_argument, NULL, 'w'},
 	{"interactive", no_argument, NULL, 'i'},
+	{"detach", no_argument, NULL, 'd'},
+	{"tty", no_argument, NULL, 't'},
 	{"json", no_argument, NULL, OPT_JSON},
 	CLI_TARGET_LONGOPTS,
 	{"help", no_argument, NULL, 'h'},
@@ -53,7 +57,7 @@ typedef struct exec_args {
 	cli_strv env;
 	cli_strv env_file; /* owns the --env-file entries env borrows */
 	const char *workdir;
-	bool interactive, json, help;
+	bool interactive, json, help, detach, tty;
 	cli_target t;
 } exec_args;
 
@@ -64,7 +68,7 @@ static int parse_pass(exec_args *a, int argc, char **argv, bool *dashdash)
 	int opt, rc = 0;
 	optind = 0;
 	*dashdash = false;
-	while ((opt = cli_getopt("exec", argc, argv, "+:he:w:i", longopts, dashdash)) != -1) {
+	while ((opt = cli_getopt("exec", argc, argv, "+:he:w:idt", longopts, dashdash)) != -1) {
 		if (cli_target_opt(&a->t, opt, optarg, &rc)) {
 			if (rc)
 				return rc;
@@ -86,6 +90,8 @@ static int parse_pass(exec_args *a, int argc, char **argv, bool *dashdash)
 		}
 		case 'w': a->workdir = optarg; break;
 		case 'i': a->interactive = true; break;
+		case 'd': a->detach = true; break;
+		case 't': a->tty = true; break;
 		case OPT_JSON: a->json = true; break;
 		case 'h': a->help = true; return 0;
 		default: return CLI_EXIT_FAIL;
@@ -147,6 +153,25 @@ int cmd_exec(int argc, char **argv)
 	if (cli_engine_open(&e) != 0)
 		goto out;
 
+	if (a.detach) {
+		brig_exec_opts dopts = {.version = BRIG_EXEC_OPTS_VERSION,
+					.argv = (const char *const *)cmd_argv,
+					.env = a.env.v,
+					.env_count = a.env.count,
+					.workdir = a.workdir,
+					.stdin_fd = -1,
+					.cancel_fd = -1};
+		int64_t proc = 0;
+		if (brig_computer_start(e, ref, &dopts, &proc, &err) != 0) {
+			rc = cli_error(err, NULL);
+			err = NULL;
+			goto out;
+		}
+		printf("%lld\n", (long long)proc);
+		rc = fflush(stdout) == 0 ? 0 : CLI_EXIT_FAIL;
+		goto out;
+	}
+
 	cli_output out = {.stdout_live = !a.json, .stderr_live = true};
 	brig_exec_opts opts = {
 		.version = BRIG_EXEC_OPTS_VERSION,
@@ -162,7 +187,7 @@ int cmd_exec(int argc, char **argv)
 	};
 	/* Audited in the store; a timeout, cancel or uncertain end marks the
 	 * session failed there. */
-	int r = brig_session_exec(e, store, ref, &opts, &res, &err);
+	int r = a.tty ? cli_exec_tty(e, ref, &opts, &res, &err) : brig_session_exec(e, store, ref, &opts, &res, &err);
 	bool started = r == 0 || r == BRIG_ETIMEDOUT || r == BRIG_ECANCELED || r == BRIG_EUNCERTAIN;
 	char recover[512];
 	if (a.t.id_given)

@@ -90,6 +90,10 @@ struct brig_engine_stream {
 	brig_http_response resp;
 	char *what;
 	bool has_stdin;
+	/* brig_engine_stream_read's demultiplexer, kept across reads */
+	exec_out out;
+	brig_engine_exec_io out_io;
+	bool out_ready;
 };
 
 void brig_engine_stream_free(brig_engine_stream *s)
@@ -98,6 +102,8 @@ void brig_engine_stream_free(brig_engine_stream *s)
 		return;
 	brig_http_response_clear(&s->resp);
 	brig_http_conn_free(s->c); /* a hijacked connection is never reused */
+	if (s->out_ready)
+		brig_buf_free(&s->out.raw);
 	free(s->what);
 	free(s);
 }
@@ -303,4 +309,63 @@ int brig_engine_container_attach(brig_engine *e, brig_engine_stream **out, const
 						    with_stdin ? "&stdin=1" : "");
 	cleanup_free char *what = xasprintf("attach to container %s", id);
 	return stream_open(e, out, path, NULL, with_stdin, 0, what, err);
+}
+
+int brig_engine_exec_attach(brig_engine *e, brig_engine_stream **out, const char *exec_id, int64_t deadline_ms,
+			    brig_error **err)
+{
+	cleanup_free char *i = brig_urlencode(exec_id);
+	cleanup_free char *path = brig_engine__path(e, "/exec/%s/start", i);
+	cleanup_free char *what = xasprintf("start exec %.12s", exec_id);
+	return stream_open(e, out, path, "{\"Detach\":false,\"Tty\":false}", true, deadline_ms, what, err);
+}
+
+int brig_engine_stream_fd(const brig_engine_stream *s) { return brig_http_conn_fd(s->c); }
+
+bool brig_engine_stream_pending(const brig_engine_stream *s) { return brig_http_stream_pending(s->c, &s->resp); }
+
+ssize_t brig_engine_stream_read(brig_engine_stream *s, brig_engine_output_cb cb, void *payload, int64_t deadline_ms,
+				brig_error **err)
+{
+	if (!s->out_ready) {
+		s->out_io = (brig_engine_exec_io){.stdin_fd = -1, .cancel_fd = -1};
+		s->out.io = &s->out_io;
+		brig_frame_demux_init(&s->out.demux, 0);
+		brig_buf_init(&s->out.raw, 4096);
+		s->out_ready = true;
+	}
+	s->out_io.on_output = cb;
+	s->out_io.payload = payload;
+	char buf[65536];
+	ssize_t r = brig_http_stream_read(s->c, &s->resp, buf, sizeof buf, deadline_ms, err);
+	if (r < 0)
+		return brig__error_prefix(err, (int)r, "%s", s->what);
+	if (r == 0) {
+		if (s->out.mode == 1 && !brig_frame_demux_clean(&s->out.demux))
+			return brig__error_set(err, BRIG_EUNCERTAIN, 0, "%s: the output stream ended inside a frame",
+					       s->what);
+		if (s->out.mode == 2 && cb && s->out.raw.len) {
+			/* the daemon's own words about a start that failed */
+			cb(BRIG_STREAM_STDERR, s->out.raw.data, s->out.raw.len, payload);
+			s->out.raw.len = 0;
+		}
+		return 0;
+	}
+	int rc = exec_out_feed(&s->out, buf, (size_t)r, err);
+	if (rc)
+		return brig__error_prefix(err, rc, "%s", s->what);
+	return r;
+}
+
+int brig_engine_stream_write_some(brig_engine_stream *s, const void *buf, size_t n, size_t *written,
+				  brig_error **err)
+{
+	int rc = brig_http_stream_write_some(s->c, buf, n, written, err);
+	return rc ? brig__error_prefix(err, rc, "%s", s->what) : 0;
+}
+
+int brig_engine_stream_close_write(brig_engine_stream *s, brig_error **err)
+{
+	int rc = brig_http_stream_close_write(s->c, err);
+	return rc ? brig__error_prefix(err, rc, "%s", s->what) : 0;
 }

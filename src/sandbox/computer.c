@@ -2,13 +2,16 @@
  * name, lookup and listing, pause/resume/stop/destroy, and exec with a
  * deadline where a timeout, cancel or uncertain result stops the container. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
 #include "brig/sandbox.h"
+#include "guest/host.h"
 #include "sandbox/alive.h"
 #include "sandbox/capture.h"
+#include "sandbox/computer_guest.h"
 #include "sandbox/internal.h"
 #include "util/util.h"
 
@@ -395,12 +398,24 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 		cleanup_json json_t *labels = NULL;
 		if ((rc = brig_spec_labels(&labels, spec, BRIG_KIND_COMPUTER, id, hash, err)) != 0)
 			return rc;
+		/* brig-init as PID 1 when this build carries it. BRIG_GUEST=0
+		 * makes computers as before it (docker-init, plain exec): the
+		 * tests of that path, which older computers still take, use it. */
+		char init_hash[17] = "";
+		const char *vname = brig_guest__volume_name();
+		const char *genv = getenv("BRIG_GUEST");
+		if (vname && !(genv && strcmp(genv, "0") == 0)) {
+			if ((rc = brig_guest__volume_ensure(e, spec->image, err)) != 0)
+				return brig__error_prefix(err, rc, "create computer %s", name);
+			snprintf(init_hash, sizeof init_hash, "%s", vname + strlen("brig-init-"));
+		}
 		brig_container_opts o = {.version = BRIG_CONTAINER_OPTS_VERSION,
 					 .kind = BRIG_KIND_COMPUTER,
 					 .id = id,
 					 .name = name,
 					 .spec_hash = hash,
-					 .network_disabled = spec->network == BRIG_NET_NONE && etc_hosts};
+					 .network_disabled = spec->network == BRIG_NET_NONE && etc_hosts,
+					 .init_hash = init_hash[0] ? init_hash : NULL};
 		cleanup_json json_t *body = NULL;
 		if ((rc = brig_spec_container_json(&body, spec, &o, err)) != 0)
 			return rc;
@@ -613,6 +628,19 @@ int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *op
 	json_t *env = NULL;
 	if ((rc = brig_env_exec(&env, opts->env, opts->env_count, harness, err)) != 0)
 		return rc;
+	const char *init = json_string_value(
+		json_object_get(json_object_get(json_object_get(j, "Config"), "Labels"), BRIG_LABEL_INIT));
+	if (init && *init) {
+		/* brig-init is PID 1: over its relay (computers created before it
+		 * have no label and take the plain exec below) */
+		brig_output_tee tee;
+		brig_output_tee_init(&tee, opts->capture_max, opts->on_output, opts->payload);
+		rc = brig_sandbox__guest_exec(e, ref, id, opts, env, deadline, NULL, &tee, res, err);
+		json_decref(env);
+		brig_output_tee_finish(&tee, res);
+		res->duration_ms = brig_now_ms() - start;
+		return rc;
+	}
 	json_t *cmd = json_array();
 	for (const char *const *a = opts->argv; *a; a++)
 		json_array_append_new(cmd, json_string(*a));
@@ -685,6 +713,8 @@ int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *op
 		brig_error *stop_err = NULL;
 		int src = brig_sandbox__stop_now(e, id, &stop_err);
 		res->container_stopped = src == 0;
+		if (src) /* the command may run on: not the certain end brig-init gives */
+			res->uncertain = true;
 		if (res->timed_out)
 			brig__error_set(err, rc, 0,
 					"command in %s timed out after %lld ms; the computer was %s (Docker cannot kill an "

@@ -456,6 +456,9 @@ static int check_opts(const brig_spec *spec, const brig_container_opts *opts, br
 	if (opts->spec_hash && !is_hash(opts->spec_hash))
 		return brig__error_set(err, BRIG_EINVAL, 0, "spec hash: must be 64 lowercase hex digits");
 	if (opts->kind == BRIG_KIND_COMPUTER) {
+		if (opts->init_hash && (strlen(opts->init_hash) != 16 ||
+					strspn(opts->init_hash, "0123456789abcdef") != 16))
+			return brig__error_set(err, BRIG_EINVAL, 0, "init hash: must be 16 lowercase hex digits");
 		if ((r = brig_identity_validate(opts->id, err)) < 0 ||
 		    (r = check_container_name(opts->name, err)) < 0)
 			return r;
@@ -545,6 +548,13 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 								   labels, opts->name));
 	}
 
+	bool guest = !run && opts->init_hash;
+	if (guest) {
+		json_array_append_new(mounts, json_pack("{s:s, s:s+, s:s, s:b}", "Type", "volume", "Source", "brig-init-",
+							opts->init_hash, "Target", "/.brig", "ReadOnly", 1));
+		json_object_set_new(labels, BRIG_LABEL_INIT, json_string(opts->init_hash));
+	}
+
 	json_t *secopt = strings(1, "no-new-privileges");
 	if (spec->seccomp_profile)
 		json_array_append_new(secopt, json_sprintf("seccomp=%s", spec->seccomp_profile));
@@ -569,7 +579,8 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 	json_object_set_new(hc, "MemorySwap", json_integer(mem)); /* equal: no swap */
 	json_object_set_new(hc, "NanoCpus", json_integer((json_int_t)brig_spec__nano_cpus(spec->cpus)));
 	json_object_set_new(hc, "PidsLimit", json_integer(spec->pids));
-	json_object_set_new(hc, "Init", json_true()); /* docker-init reaps zombies, forwards TERM */
+	/* docker-init reaps zombies and forwards TERM; brig-init does both itself */
+	json_object_set_new(hc, "Init", json_boolean(!guest));
 	json_object_set_new(hc, "IpcMode", json_string("private"));
 	json_object_set_new(hc, "ShmSize", json_integer(spec->shm_mb * 1024 * 1024));
 	json_object_set_new(hc, "Ulimits", json_pack("[o, o]", ulimit("nofile", spec->nofile), ulimit("core", 0)));
@@ -604,8 +615,9 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 	 * arrive by exec. A run's sleep is its deadline: the container ends
 	 * itself even if brig is gone. */
 	json_object_set_new(c, "Entrypoint",
-			    run ? json_pack("[s, o]", "sleep", json_sprintf("%lld", (long long)opts->lifetime_s))
-				: strings(2, "sleep", "2147483647"));
+			    run	    ? json_pack("[s, o]", "sleep", json_sprintf("%lld", (long long)opts->lifetime_s))
+			    : guest ? strings(2, "/.brig/brig-init", "init")
+				    : strings(2, "sleep", "2147483647"));
 	json_object_set_new(c, "Cmd", json_null());
 	json_object_set_new(c, "AttachStdin", json_false());
 	json_object_set_new(c, "AttachStdout", json_false());

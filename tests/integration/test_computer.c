@@ -209,14 +209,30 @@ static void test_inspect_default_computer(void **state)
 	assert_int_equal(json_integer_value(json_object_get(hc, "PidsLimit")), 256);
 	assert_true(json_is_null(json_object_get(hc, "Binds")));
 	assert_true(json_is_false(json_object_get(hc, "Privileged")));
-	assert_true(json_is_true(json_object_get(hc, "Init")));
+	/* brig-init is PID 1 when this build carries it: no docker-init then */
+	bool guest = json_object_get(json_object_get(json_object_get(j, "Config"), "Labels"), BRIG_LABEL_INIT) != NULL;
+	assert_true(json_is_boolean(json_object_get(hc, "Init")) &&
+		    json_is_true(json_object_get(hc, "Init")) == !guest);
 	json_t *tmpfs = json_object_get(hc, "Tmpfs");
 	assert_true(!tmpfs || json_is_null(tmpfs) || json_object_size(tmpfs) == 0);
 	assert_int_equal(json_object_size(json_object_get(hc, "PortBindings")), 0);
 
-	/* Exactly the two tmpfs volumes: nothing from the host, no socket. */
+	/* Exactly the two tmpfs volumes (and brig-init's, read-only): nothing
+	 * from the host, no socket. */
 	json_t *mounts = json_object_get(j, "Mounts");
-	assert_int_equal(json_array_size(mounts), 2);
+	assert_int_equal(json_array_size(mounts), guest ? 3 : 2);
+	if (guest) {
+		size_t mi;
+		json_t *m;
+		bool found = false;
+		json_array_foreach (mounts, mi, m)
+			if (strcmp(jstr(m, "Destination"), "/.brig") == 0) {
+				found = true;
+				assert_true(json_is_false(json_object_get(m, "RW")));
+				assert_true(strncmp(jstr(m, "Name"), "brig-init-", 10) == 0);
+			}
+		assert_true(found);
+	}
 	check_volume(c->name, mounts, "/workspace", "size=512m");
 	check_volume(c->name, mounts, "/runtime", "size=256m");
 

@@ -32,6 +32,8 @@ static char NS[64];
 
 static int setup(void **state)
 {
+	/* the plain exec path (computers made before brig-init): test_computer_guest.c has brig-init's */
+	setenv("BRIG_GUEST", "0", 1);
 	(void)state;
 	signal(SIGPIPE, SIG_IGN); /* the proxy writes to peers that went away */
 	return brig_test_setup(&E, NS, sizeof NS, "t");
@@ -776,6 +778,67 @@ static void test_timeout_cancel_uncertain(void **state)
 	brig_test_cleanup(E);
 }
 
+/* With brig-init, a daemon connection that dies mid-command is not the
+ * end of certainty: brig reopens the relay once, brig-init says the
+ * command ended (it ends the commands of a relay that closed), nothing is
+ * run twice and the computer keeps running with its files. */
+static void test_guest_relay_cut(void **state)
+{
+	(void)state;
+	setenv("BRIG_GUEST", "1", 1);
+	brig_computer *c = create_session("guest-cut");
+	setenv("BRIG_GUEST", "0", 1);
+	cleanup_json json_t *j = NULL;
+	brig_error *err = NULL;
+	ASSERT_OK(brig_engine_container_inspect(E, &j, c->id, &err), err);
+	if (!json_object_get(json_object_get(json_object_get(j, "Config"), "Labels"), BRIG_LABEL_INIT)) {
+		print_message("skipped: this build carries no brig-init\n");
+		brig_computer_free(c);
+		return;
+	}
+	brig_exec_result r;
+	ASSERT_OK(
+		brig_computer_exec(E, c->name,
+				   &(brig_exec_opts){.version = BRIG_EXEC_OPTS_VERSION,
+						     .argv = (const char *const[]){"sh", "-c",
+										   "echo kept > /workspace/kept", NULL},
+						     .stdin_fd = -1,
+						     .cancel_fd = -1},
+				   &r, &err),
+		err);
+	brig_exec_result_clear(&r);
+	proxy *p = proxy_start(PROXY_KILL_AT_MARKER);
+	brig_engine *pe = proxy_engine(p);
+	int rc = run_long(pe, c->name, 0, -1, &r, &err);
+	print_message("relay cut: %s (%lld ms): %s\n", brig_error_name(rc), (long long)r.duration_ms,
+		      brig_error_message(err));
+	assert_int_equal(atomic_load(&p->triggered), 1);
+	assert_int_equal(rc, BRIG_EIO);
+	assert_false(r.uncertain);
+	assert_false(r.container_stopped);
+	assert_true(r.duration_ms < 20000);
+	brig_error_free(err);
+	err = NULL;
+	brig_exec_result_clear(&r);
+	brig_engine_free(pe);
+	proxy_stop(p);
+	/* the sleep is gone, the file is there */
+	const char *argv[] = {
+		"sh", "-c",
+		"n=0; for p in /proc/[0-9]*; do grep -q 'sleep.3[0]' $p/cmdline 2>/dev/null && n=$((n+1)); "
+		"done; echo $n; cat /workspace/kept",
+		NULL};
+	ASSERT_OK(brig_computer_exec(
+			  E, c->name,
+			  &(brig_exec_opts){
+				  .version = BRIG_EXEC_OPTS_VERSION, .argv = argv, .stdin_fd = -1, .cancel_fd = -1},
+			  &r, &err),
+		  err);
+	assert_string_equal(r.out.data, "0\nkept\n");
+	brig_exec_result_clear(&r);
+	brig_computer_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -783,6 +846,7 @@ int main(void)
 		cmocka_unit_test(test_processes_create_one),
 		cmocka_unit_test_teardown(test_lost_create_answer, stop_live_proxy),
 		cmocka_unit_test_teardown(test_timeout_cancel_uncertain, stop_live_proxy),
+		cmocka_unit_test_teardown(test_guest_relay_cut, stop_live_proxy),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -690,6 +690,40 @@ static json_t *computer_body(brig_spec *s)
 
 #define GET(obj, key) json_object_get((obj), (key))
 
+/* With brig-init: PID 1 from its read-only volume, no docker-init. */
+static void test_container_computer_init(void **state)
+{
+	brig_spec s;
+	brig_spec_init(&s);
+	brig_error *err = NULL;
+	brig_identity id = {"acme", "coder", "sess-1", 1};
+	char name[BRIG_NAME_SIZE];
+	ASSERT_OK(brig_identity_name(name, &id, &err), err);
+	brig_container_opts o = {.version = BRIG_CONTAINER_OPTS_VERSION,
+				 .kind = BRIG_KIND_COMPUTER,
+				 .id = &id,
+				 .name = name,
+				 .init_hash = "0123456789abcdef"};
+	json_t *c = NULL;
+	ASSERT_OK(brig_spec_container_json(&c, &s, &o, &err), err);
+	json_t *hc = GET(c, "HostConfig");
+	assert_true(json_is_false(GET(hc, "Init")));
+	char *t = dump(GET(c, "Entrypoint"));
+	assert_string_equal(t, "[\"/.brig/brig-init\",\"init\"]");
+	free(t);
+	assert_string_equal(json_string_value(GET(GET(c, "Labels"), BRIG_LABEL_INIT)), "0123456789abcdef");
+	json_t *mounts = GET(hc, "Mounts");
+	json_t *m = json_array_get(mounts, json_array_size(mounts) - 1);
+	assert_string_equal(json_string_value(GET(m, "Source")), "brig-init-0123456789abcdef");
+	assert_string_equal(json_string_value(GET(m, "Target")), "/.brig");
+	assert_true(json_is_true(GET(m, "ReadOnly")));
+	json_decref(c);
+
+	o.init_hash = "../../etc";
+	assert_int_equal(brig_spec_container_json(&c, &s, &o, &err), BRIG_EINVAL);
+	brig_error_free(err);
+}
+
 static void test_container_computer(void **state)
 {
 	brig_spec s;
@@ -1030,6 +1064,7 @@ int main(void)
 		cmocka_unit_test(test_seccomp_profile),
 		cmocka_unit_test_setup(test_to_from_json, setup),
 		cmocka_unit_test_setup(test_container_computer, setup),
+		cmocka_unit_test_setup(test_container_computer_init, setup),
 		cmocka_unit_test_setup(test_container_run, setup),
 		cmocka_unit_test_setup(test_volume_json, setup),
 		cmocka_unit_test_setup(test_network_json, setup),

@@ -1,0 +1,74 @@
+/* cli_tty.c — `brig exec -t`: the caller's terminal in raw mode for the
+ * command's pseudo-terminal, resized on SIGWINCH, restored on every way out
+ * (return, exit, a second interrupt). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+static struct termios saved;
+static volatile sig_atomic_t raw_on;
+static int winch_pipe[2] = {-1, -1};
+
+static void restore(void)
+{
+	if (raw_on) {
+		tcsetattr(0, TCSAFLUSH, &saved);
+		raw_on = 0;
+		cli_tty_forget();
+	}
+}
+
+static void on_winch(int sig)
+{
+	int e = errno;
+	(void)!write(winch_pipe[1], "w", 1);
+	errno = e;
+}
+
+static void size_of(int *rows, int *cols, void *payload)
+{
+	struct winsize ws;
+	for (int fd = 1; fd >= 0; fd--)
+		if (ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0) {
+			*rows = ws.ws_row > 1000 ? 1000 : ws.ws_row;
+			*cols = ws.ws_col > 1000 ? 1000 : ws.ws_col;
+			return;
+		}
+}
+
+int cli_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, brig_exec_result *res, brig_error **err)
+{
+	int rows = 24, cols = 80;
+	size_of(&rows, &cols, NULL);
+	if (winch_pipe[0] < 0 && pipe2(winch_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+		winch_pipe[0] = winch_pipe[1] = -1;
+	if (winch_pipe[0] >= 0) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_winch;
+		sigemptyset(&sa.sa_mask);
+		sa.sa_flags = SA_RESTART;
+		sigaction(SIGWINCH, &sa, NULL);
+	}
+	if (opts->stdin_fd == 0 && isatty(0) && tcgetattr(0, &saved) == 0) {
+		struct termios raw = saved;
+		cfmakeraw(&raw);
+		cli_tty_remember(&saved); /* a second interrupt exits at once: it restores too */
+		atexit(restore);
+		if (tcsetattr(0, TCSAFLUSH, &raw) == 0)
+			raw_on = 1;
+		else
+			cli_tty_forget();
+	}
+	int r = brig_computer_exec_tty(e, ref, opts, rows, cols, winch_pipe[0], winch_pipe[0] >= 0 ? size_of : NULL,
+				       NULL, res, err);
+	restore();
+	return r;
+}

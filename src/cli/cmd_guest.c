@@ -1,0 +1,228 @@
+/* cmd_guest.c — `brig ps`, `brig kill` and `brig attach`: a computer's
+ * background commands (brig exec -d), through its brig-init. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "brig/guest.h"
+#include "brig/sandbox.h"
+#include "cli/cli.h"
+
+static const char ps_usage[] = "Usage: brig ps [OPTIONS] NAME\n"
+			       "\n"
+			       "List the commands brig-init runs in computer NAME, running and recently\n"
+			       "ended: id, pid, state, exit code, start time and argv.\n"
+			       "\n"
+			       "Options:\n"
+			       "      --json   Print a JSON array\n"
+			       "  -h, --help   Print this help\n";
+
+static const char kill_usage[] = "Usage: brig kill [OPTIONS] NAME ID\n"
+				 "\n"
+				 "End command ID in computer NAME and everything it started (setsid'd and\n"
+				 "double-forked processes too); returns once they are gone. With -s, send\n"
+				 "one signal to the command's process group instead.\n"
+				 "\n"
+				 "Options:\n"
+				 "  -s, --signal SIG   TERM, SIGTERM, 15… (default: end the whole tree)\n"
+				 "  -h, --help         Print this help\n";
+
+static const char attach_usage[] = "Usage: brig attach [OPTIONS] NAME ID\n"
+				   "\n"
+				   "Print background command ID's kept output (its first and last bytes), then\n"
+				   "follow it live until it ends; brig exits with its exit code. An interrupt\n"
+				   "(SIGINT/SIGTERM) detaches and leaves the command running.\n"
+				   "\n"
+				   "Options:\n"
+				   "  -i, --interactive   Pass brig's stdin to the command\n"
+				   "  -h, --help          Print this help\n";
+
+static const struct option ps_opts[] = {
+	{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+static const struct option kill_opts[] = {
+	{"signal", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+static const struct option attach_opts[] = {
+	{"interactive", no_argument, NULL, 'i'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+
+static int parse_signal(const char *s, int *out)
+{
+	static const struct {
+		const char *name;
+		int sig;
+	} names[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+		     {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"CONT", SIGCONT},
+		     {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}, {"ALRM", SIGALRM}, {"WINCH", SIGWINCH}};
+	if (strncmp(s, "SIG", 3) == 0)
+		s += 3;
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (strcasecmp(s, names[i].name) == 0) {
+			*out = names[i].sig;
+			return 0;
+		}
+	int64_t n;
+	if (cli_parse_i64("--signal", s, 1, 64, &n) != 0)
+		return CLI_EXIT_FAIL;
+	*out = (int)n;
+	return 0;
+}
+
+/* NAME [ID] after the options; returns 0 or CLI_EXIT_FAIL. */
+static int operands(const char *cmd, int argc, char **argv, int want, const char **name, int64_t *id)
+{
+	if (argc - optind != want)
+		return cli_usage(cmd, "%s", want == 1 ? "NAME is required" : "NAME and ID are required");
+	*name = argv[optind];
+	if (want == 2 && cli_parse_i64("ID", argv[optind + 1], 1, INT64_MAX, id) != 0)
+		return CLI_EXIT_FAIL;
+	return 0;
+}
+
+static int open_guest(brig_engine **e, brig_guest **g, const char *name)
+{
+	if (cli_engine_open(e) != 0)
+		return CLI_EXIT_FAIL;
+	brig_error *err = NULL;
+	if (brig_computer_guest(*e, g, name, &err) != 0)
+		return cli_error(err, NULL);
+	return 0;
+}
+
+int cmd_ps(int argc, char **argv)
+{
+	bool json = false;
+	int opt;
+	optind = 0;
+	while ((opt = cli_getopt("ps", argc, argv, ":h", ps_opts, NULL)) != -1) {
+		if (opt == 'h')
+			return cli_help(ps_usage);
+		if (opt == 'j')
+			json = true;
+		else
+			return CLI_EXIT_FAIL;
+	}
+	const char *name = NULL;
+	if (operands("ps", argc, argv, 1, &name, NULL) != 0)
+		return CLI_EXIT_FAIL;
+	brig_engine *e = NULL;
+	brig_guest *g = NULL;
+	int rc = open_guest(&e, &g, name);
+	json_t *list = NULL;
+	brig_error *err = NULL;
+	if (!rc && brig_guest_ps(g, &list, 0, &err) != 0)
+		rc = cli_error(err, NULL);
+	if (!rc && json) {
+		rc = cli_print_json(list);
+		list = NULL;
+	} else if (!rc) {
+		printf("%-6s %-8s %-8s %-5s %-20s %s\n", "ID", "PID", "STATE", "EXIT", "STARTED", "COMMAND");
+		size_t i;
+		json_t *p;
+		json_array_foreach (list, i, p) {
+			char exit_s[16] = "";
+			json_t *code = json_object_get(p, "exit_code");
+			if (json_is_integer(code))
+				snprintf(exit_s, sizeof exit_s, "%lld", (long long)json_integer_value(code));
+			char age[64] = "";
+			int64_t ms = json_integer_value(json_object_get(p, "started_ms"));
+			if (ms > 0)
+				cli_format_age(age, sizeof age, ms / 1000);
+			/* state and argv came from the guest: shown safely */
+			char state[17] = "";
+			const char *st = json_string_value(json_object_get(p, "state"));
+			for (size_t c = 0; st && st[c] && c < sizeof state - 1; c++)
+				state[c] = st[c] > 0x20 && st[c] < 0x7f ? st[c] : '?';
+			printf("%-6lld %-8lld %-8s %-5s %-20s ",
+			       (long long)json_integer_value(json_object_get(p, "id")),
+			       (long long)json_integer_value(json_object_get(p, "pid")), state, exit_s, age);
+			size_t k;
+			json_t *a;
+			json_array_foreach (json_object_get(p, "argv"), k, a) {
+				if (k)
+					fputc(' ', stdout);
+				cli_put_safe(json_string_value(a));
+			}
+			fputc('\n', stdout);
+		}
+		json_decref(list);
+	}
+	brig_guest_free(g);
+	brig_engine_free(e);
+	return rc;
+}
+
+int cmd_kill(int argc, char **argv)
+{
+	int sig = 0;
+	int opt;
+	optind = 0;
+	while ((opt = cli_getopt("kill", argc, argv, ":hs:", kill_opts, NULL)) != -1) {
+		if (opt == 'h')
+			return cli_help(kill_usage);
+		if (opt != 's' || parse_signal(optarg, &sig) != 0)
+			return CLI_EXIT_FAIL;
+	}
+	const char *name = NULL;
+	int64_t id = 0;
+	if (operands("kill", argc, argv, 2, &name, &id) != 0)
+		return CLI_EXIT_FAIL;
+	brig_engine *e = NULL;
+	brig_guest *g = NULL;
+	int rc = open_guest(&e, &g, name);
+	brig_error *err = NULL;
+	if (!rc && sig && brig_guest_signal(g, id, sig, 0, &err) != 0)
+		rc = cli_error(err, NULL);
+	brig_guest_exit x;
+	if (!rc && !sig && brig_guest_kill(g, id, &x, 0, &err) != 0)
+		rc = cli_error(err, NULL);
+	brig_guest_free(g);
+	brig_engine_free(e);
+	return rc;
+}
+
+int cmd_attach(int argc, char **argv)
+{
+	bool interactive = false;
+	int opt;
+	optind = 0;
+	while ((opt = cli_getopt("attach", argc, argv, ":hi", attach_opts, NULL)) != -1) {
+		if (opt == 'h')
+			return cli_help(attach_usage);
+		if (opt == 'i')
+			interactive = true;
+		else
+			return CLI_EXIT_FAIL;
+	}
+	const char *name = NULL;
+	int64_t id = 0;
+	if (operands("attach", argc, argv, 2, &name, &id) != 0)
+		return CLI_EXIT_FAIL;
+	brig_engine *e = NULL;
+	brig_guest *g = NULL;
+	int rc = open_guest(&e, &g, name);
+	if (!rc) {
+		cli_output out = {.stdout_live = true, .stderr_live = true};
+		brig_guest_exec_opts o = {.version = BRIG_GUEST_EXEC_OPTS_VERSION,
+					  .stdin_fd = interactive ? 0 : -1,
+					  .cancel_fd = cli_cancel_install(),
+					  .on_output = cli_output_cb,
+					  .payload = &out};
+		brig_guest_exit x;
+		brig_error *err = NULL;
+		int r = brig_guest_attach(g, id, &o, &x, &err);
+		if (r == BRIG_ECANCELED) {
+			brig_error_free(err);
+			cli_note("detached; command %lld keeps running (brig attach %s %lld)", (long long)id, name,
+				 (long long)id);
+			rc = CLI_EXIT_CANCELED;
+		} else if (r) {
+			rc = cli_error(err, NULL);
+		} else {
+			rc = x.code >= 0 ? x.code : CLI_EXIT_FAIL;
+		}
+	}
+	brig_guest_free(g);
+	brig_engine_free(e);
+	return rc;
+}

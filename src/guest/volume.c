@@ -1,0 +1,249 @@
+/* volume.c — the read-only volume that carries brig-init into every
+ * computer: the binary embedded in libbrig, its name, and filling it once. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "brig/spec.h"
+#include "guest/host.h"
+#include "guest/proto.h"
+#include "util/sha256.h"
+
+/* The program, put in .rodata by the assembler from the file CMake built
+ * (BRIG_INIT_BIN: build/guest/brig-init). An installed libbrig carries it:
+ * no file to find at run time. */
+#ifdef BRIG_INIT_BIN
+__asm__(".section .rodata.brig_init,\"a\",@progbits\n"
+	".balign 16\n"
+	".globl brig__init_blob_start\n"
+	".hidden brig__init_blob_start\n"
+	"brig__init_blob_start:\n"
+	".incbin \"" BRIG_INIT_BIN "\"\n"
+	".globl brig__init_blob_end\n"
+	".hidden brig__init_blob_end\n"
+	"brig__init_blob_end:\n"
+	".previous\n");
+extern const unsigned char brig__init_blob_start[] __attribute__((visibility("hidden")));
+extern const unsigned char brig__init_blob_end[] __attribute__((visibility("hidden")));
+#endif
+
+void brig_guest__binary(const unsigned char **data, size_t *len)
+{
+#ifdef BRIG_INIT_BIN
+	*data = brig__init_blob_start;
+	*len = (size_t)(brig__init_blob_end - brig__init_blob_start);
+#else
+	*data = NULL;
+	*len = 0;
+#endif
+}
+
+static pthread_once_t name_once = PTHREAD_ONCE_INIT;
+static char volume_name[32];
+static char full_hash[65];
+
+static void name_init(void)
+{
+	const unsigned char *d;
+	size_t n;
+	brig_guest__binary(&d, &n);
+	if (!n)
+		return;
+	unsigned char h[BRIG_SHA256_SIZE];
+	brig_sha256(h, d, n);
+	brig_hex(full_hash, h, sizeof h);
+	snprintf(volume_name, sizeof volume_name, "brig-init-%.16s", full_hash);
+}
+
+const char *brig_guest__volume_name(void)
+{
+	pthread_once(&name_once, name_init);
+	return volume_name[0] ? volume_name : NULL;
+}
+
+const char *brig_guest__init_hash(void)
+{
+	pthread_once(&name_once, name_init);
+	return full_hash[0] ? full_hash + 0 : NULL;
+}
+
+/* ---- a one-file tar, by hand (no libarchive for 1.5 KiB of headers) ---- */
+
+static void octal(char *field, size_t width, uint64_t v)
+{
+	field[width - 1] = '\0';
+	for (size_t i = width - 1; i-- > 0; v >>= 3)
+		field[i] = (char)('0' + (v & 7));
+}
+
+static unsigned char *one_file_tar(const unsigned char *data, size_t len, size_t *out_len)
+{
+	size_t pad = (512 - len % 512) % 512;
+	size_t total = 512 + len + pad + 1024;
+	unsigned char *t = xcalloc(1, total);
+	char *h = (char *)t;
+	memcpy(h, "brig-init", 9);
+	octal(h + 100, 8, 0555); /* mode */
+	octal(h + 108, 8, 0);    /* uid */
+	octal(h + 116, 8, 0);    /* gid */
+	octal(h + 124, 12, len);
+	octal(h + 136, 12, 0); /* mtime */
+	h[156] = '0';
+	memcpy(h + 257, "ustar", 6);
+	memcpy(h + 263, "00", 2);
+	memset(h + 148, ' ', 8);
+	unsigned sum = 0;
+	for (int i = 0; i < 512; i++)
+		sum += (unsigned char)h[i];
+	snprintf(h + 148, 8, "%06o", sum);
+	h[155] = ' ';
+	memcpy(t + 512, data, len);
+	*out_len = total;
+	return t;
+}
+
+/* What GET /.brig/brig-init brought: the first entry's header and data,
+ * compared with the embedded program as it streams (never held whole). */
+typedef struct verify {
+	const unsigned char *want;
+	size_t want_len;
+	unsigned char hdr[512];
+	size_t hdr_have;
+	size_t data_have;
+	bool mismatch;
+	bool header_ok;
+} verify;
+
+static uint64_t parse_octal(const char *f, size_t w)
+{
+	uint64_t v = 0;
+	for (size_t i = 0; i < w && f[i]; i++) {
+		if (f[i] == ' ')
+			continue;
+		if (f[i] < '0' || f[i] > '7')
+			return UINT64_MAX;
+		v = v * 8 + (uint64_t)(f[i] - '0');
+	}
+	return v;
+}
+
+static int verify_cb(const char *data, size_t len, void *payload)
+{
+	verify *v = payload;
+	while (len && !v->mismatch) {
+		if (v->hdr_have < 512) {
+			size_t k = 512 - v->hdr_have < len ? 512 - v->hdr_have : len;
+			memcpy(v->hdr + v->hdr_have, data, k);
+			v->hdr_have += k;
+			data += k;
+			len -= k;
+			if (v->hdr_have == 512) {
+				const char *h = (const char *)v->hdr;
+				v->header_ok =
+					(h[156] == '0' || h[156] == '\0') && parse_octal(h + 124, 12) == v->want_len &&
+					(parse_octal(h + 100, 8) & 07777) == 0555 && parse_octal(h + 108, 8) == 0;
+				if (!v->header_ok)
+					v->mismatch = true;
+			}
+			continue;
+		}
+		size_t left = v->want_len - v->data_have;
+		size_t k = len < left ? len : left;
+		if (k && memcmp(v->want + v->data_have, data, k) != 0)
+			v->mismatch = true;
+		v->data_have += k;
+		data += k;
+		len -= k;
+		if (v->data_have == v->want_len)
+			break; /* padding and the end blocks follow */
+	}
+	return 0;
+}
+
+/* 0 when the container's /.brig/brig-init is the embedded program, mode
+ * 0555, owned by root; BRIG_ENOTFOUND when absent; BRIG_ECORRUPT when
+ * different. */
+static int check_copy(brig_engine *e, const char *cid, const unsigned char *d, size_t n, brig_error **err)
+{
+	verify v = {.want = d, .want_len = n};
+	int rc = brig_engine_archive_get(e, cid, BRIG_GP_INIT_PATH, NULL, verify_cb, &v, err);
+	if (rc)
+		return rc;
+	if (v.mismatch || !v.header_ok || v.data_have != n)
+		return brig__error_set(err, BRIG_ECORRUPT, 0, "%s in volume %s is not this brig's brig-init",
+				       BRIG_GP_INIT_PATH, brig_guest__volume_name());
+	return 0;
+}
+
+static pthread_mutex_t ensured_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool ensured;
+
+int brig_guest__volume_ensure(brig_engine *e, const char *image, brig_error **err)
+{
+	const unsigned char *d;
+	size_t n;
+	brig_guest__binary(&d, &n);
+	const char *vname = brig_guest__volume_name();
+	if (!n || !vname)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0, "this build of brig carries no brig-init");
+	pthread_mutex_lock(&ensured_mu);
+	bool done = ensured;
+	pthread_mutex_unlock(&ensured_mu);
+	if (done)
+		return 0;
+
+	cleanup_json json_t *vol = NULL;
+	cleanup_json json_t *vspec =
+		json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "Name", vname, "Driver", "local", "Labels",
+			  BRIG_LABEL_MANAGED, "1", BRIG_LABEL_KIND, "init", BRIG_LABEL_INIT, brig_guest__init_hash());
+	int rc = brig_engine_volume_create(e, &vol, vspec, err);
+	if (rc)
+		return brig__error_prefix(err, rc, "create volume %s", vname);
+
+	/* The filler's name is the lock: one filler per volume at a time. A
+	 * filler whose brig died stays "created"; brig gc removes it. */
+	char fname[64];
+	snprintf(fname, sizeof fname, "%s-fill", vname);
+	cleanup_json json_t *body =
+		json_pack("{s:s, s:[s], s:s, s:{s:s, s:s, s:s}, s:b, s:{s:[{s:s, s:s, s:s, s:b}], s:b, s:s}}", "Image",
+			  image, "Entrypoint", "/.brig/brig-init", "User", "0:0", "Labels", BRIG_LABEL_MANAGED, "1",
+			  BRIG_LABEL_KIND, "init", BRIG_LABEL_INIT, brig_guest__init_hash(), "NetworkDisabled", 1,
+			  "HostConfig", "Mounts", "Type", "volume", "Source", vname, "Target", BRIG_GP_MOUNT,
+			  "ReadOnly", 0, "AutoRemove", 0, "NetworkMode", "none");
+	cleanup_free char *cid = NULL;
+	int64_t give_up = brig_now_ms() + 60000;
+	for (;;) {
+		rc = brig_engine_container_create(e, &cid, fname, body, err);
+		if (rc != BRIG_ECONFLICT)
+			break;
+		/* another brig is filling it: wait for it to finish */
+		if (brig_now_ms() > give_up)
+			return brig__error_prefix(err, rc,
+						  "fill volume %s: container %s holds the lock for over a minute "
+						  "(remove it if no brig is running: `docker rm -f %s`)",
+						  vname, fname, fname);
+		brig__error_clear(err);
+		struct timespec ts = {0, 100 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	if (rc)
+		return brig__error_prefix(err, rc, "fill volume %s", vname);
+	rc = check_copy(e, cid, d, n, err);
+	if (rc == BRIG_ENOTFOUND || rc == BRIG_ECORRUPT) {
+		brig__error_clear(err);
+		size_t tlen = 0;
+		cleanup_free unsigned char *tar = one_file_tar(d, n, &tlen);
+		rc = brig_engine_archive_put_buf(e, cid, BRIG_GP_MOUNT, tar, tlen, err);
+		if (!rc)
+			rc = check_copy(e, cid, d, n, err);
+	}
+	brig_engine_container_remove(e, cid, true, false, NULL);
+	if (rc)
+		return brig__error_prefix(err, rc, "fill volume %s", vname);
+	pthread_mutex_lock(&ensured_mu);
+	ensured = true;
+	pthread_mutex_unlock(&ensured_mu);
+	return 0;
+}

@@ -1,0 +1,434 @@
+/* test_computer_guest.c — brig-init from the host against the real dockerd: the
+ * engine's held exec stream, fake guests that say garbage, huge frames or
+ * nothing (brig neither crashes nor waits past its deadline, and a computer
+ * exec through one is uncertain and stops it), and, when this build carries
+ * brig-init, computers whose commands go through it: exit codes, output,
+ * stdin, env, deadlines and cancels that end setsid'd double-forked trees
+ * while the computer keeps its files, and 8 threads x 50 commands on one
+ * relay. Every object carries brig.test=<run id> and is removed at exit. */
+#include "testutil.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "brig/guest.h"
+#include "brig/sandbox.h"
+#include "brig/spec.h"
+#include "guest/host.h"
+#include "util/util.h"
+
+static brig_engine *E;
+static char NS[64];
+
+static int setup(void **state)
+{
+	brig_test_cleanup_at_exit();
+	E = brig_test_engine();
+	snprintf(NS, sizeof NS, "t%s", brig_test_run_id());
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	brig_test_cleanup(E);
+	brig_engine_free(E);
+	return 0;
+}
+
+static int collect(int stream, const char *d, size_t n, void *payload)
+{
+	brig_buf *b = payload; /* [0] stdout, [1] stderr */
+	brig_buf_add(&b[stream == BRIG_STREAM_STDERR], d, n);
+	return 0;
+}
+
+/* A running container of the test image (sleeping), labelled for cleanup;
+ * extra: more of its body (Env, Labels, Mounts…), merged. */
+static char *container(const char *tag, json_t *labels_extra, json_t *env, json_t *mounts, const char *const *entry)
+{
+	brig_error *err = NULL;
+	cleanup_free char *name = brig_test_name(tag);
+	json_t *labels = brig_test_labels();
+	if (labels_extra)
+		json_object_update(labels, labels_extra);
+	json_t *ep = json_array();
+	for (const char *const *a = entry; *a; a++)
+		json_array_append_new(ep, json_string(*a));
+	cleanup_json json_t *body =
+		json_pack("{s:s, s:s, s:o, s:o, s:o, s:{s:o, s:s}}", "Image", brig_test_image(), "User", "1000:1000",
+			  "Entrypoint", ep, "Labels", labels, "Env", env ? env : json_array(), "HostConfig", "Mounts",
+			  mounts ? mounts : json_array(), "NetworkMode", "none");
+	char *id = NULL;
+	ASSERT_OK(brig_engine_container_create(E, &id, name, body, &err), err);
+	ASSERT_OK(brig_engine_container_start(E, id, &err), err);
+	return id;
+}
+
+/* ---- the engine's held exec stream ---- */
+
+static void test_engine_stream(void **state)
+{
+	brig_error *err = NULL;
+	const char *sleep_ep[] = {"sleep", "600", NULL};
+	cleanup_free char *cid = container("stream", NULL, NULL, NULL, sleep_ep);
+	cleanup_json json_t *cfg = json_pack("{s:[s,s,s], s:b, s:b, s:b}", "Cmd", "sh", "-c", "cat; echo done >&2",
+					     "AttachStdin", 1, "AttachStdout", 1, "AttachStderr", 1);
+	cleanup_free char *xid = NULL;
+	ASSERT_OK(brig_engine_exec_create(E, &xid, cid, cfg, &err), err);
+	brig_engine_stream *s = NULL;
+	ASSERT_OK(brig_engine_exec_attach(E, &s, xid, brig_now_ms() + 10000, &err), err);
+	size_t w = 0;
+	ASSERT_OK(brig_engine_stream_write_some(s, "ping\n", 5, &w, &err), err);
+	assert_int_equal(w, 5);
+	ASSERT_OK(brig_engine_stream_close_write(s, &err), err);
+	brig_buf out[2];
+	brig_buf_init(&out[0], 1 << 20);
+	brig_buf_init(&out[1], 1 << 20);
+	int64_t by = brig_now_ms() + 10000;
+	for (;;) {
+		if (!brig_engine_stream_pending(s)) {
+			struct pollfd p = {.fd = brig_engine_stream_fd(s), .events = POLLIN};
+			assert_true(poll(&p, 1, brig_remaining_ms(by)) > 0);
+		}
+		ssize_t r = brig_engine_stream_read(s, collect, out, by, &err);
+		assert_true(r >= 0);
+		if (r == 0)
+			break;
+	}
+	assert_string_equal(brig_buf_cstr(&out[0]), "ping\n");
+	assert_string_equal(brig_buf_cstr(&out[1]), "done\n");
+	brig_buf_free(&out[0]);
+	brig_buf_free(&out[1]);
+	brig_engine_stream_free(s);
+}
+
+/* ---- fake guests ---- */
+
+/* A volume holding a shell script as /.brig/brig-init: PID 1 sleeps, the
+ * relay says what $FAKE says. */
+static const char FAKE[] = "#!/bin/sh\n"
+			   "case \"$1\" in\n"
+			   "init) exec sleep 2147483647;;\n"
+			   "esac\n"
+			   "case \"$FAKE\" in\n"
+			   "garbage) printf 'HTTP/1.1 200 OK\\r\\n\\r\\nnot a frame at all'; exec sleep 60;;\n"
+			   "huge) printf 'bg\\002\\000\\000\\000\\000\\000\\377\\377\\377\\377'; exec sleep 60;;\n"
+			   "*) exec sleep 60;;\n"
+			   "esac\n";
+
+static char *fake_volume(void)
+{
+	brig_error *err = NULL;
+	char *vname = brig_test_name("fakeinit");
+	cleanup_json json_t *vspec = json_pack("{s:s, s:o}", "Name", vname, "Labels", brig_test_labels());
+	cleanup_json json_t *v = NULL;
+	ASSERT_OK(brig_engine_volume_create(E, &v, vspec, &err), err);
+	/* filled through a created, never-started container, as brig does */
+	cleanup_free char *fname = brig_test_name("fakefill");
+	cleanup_json json_t *body = json_pack("{s:s, s:o, s:{s:[{s:s, s:s, s:s}]}}", "Image", brig_test_image(),
+					      "Labels", brig_test_labels(), "HostConfig", "Mounts", "Type", "volume",
+					      "Source", vname, "Target", "/.brig");
+	cleanup_free char *fid = NULL;
+	ASSERT_OK(brig_engine_container_create(E, &fid, fname, body, &err), err);
+	/* one-entry tar by hand */
+	size_t len = sizeof FAKE - 1;
+	size_t total = 512 + ((len + 511) / 512) * 512 + 1024;
+	unsigned char *t = calloc(1, total);
+	char *h = (char *)t;
+	strcpy(h, "brig-init");
+	snprintf(h + 100, 8, "%07o", 0555);
+	snprintf(h + 108, 8, "%07o", 0);
+	snprintf(h + 116, 8, "%07o", 0);
+	snprintf(h + 124, 12, "%011o", (unsigned)len);
+	snprintf(h + 136, 12, "%011o", 0);
+	h[156] = '0';
+	memcpy(h + 257, "ustar", 6);
+	memcpy(h + 263, "00", 2);
+	memset(h + 148, ' ', 8);
+	unsigned sum = 0;
+	for (int i = 0; i < 512; i++)
+		sum += (unsigned char)h[i];
+	snprintf(h + 148, 8, "%06o", sum);
+	memcpy(t + 512, FAKE, len);
+	ASSERT_OK(brig_engine_archive_put_buf(E, fid, "/.brig", t, total, &err), err);
+	free(t);
+	brig_engine_container_remove(E, fid, true, false, NULL);
+	return vname;
+}
+
+static void test_fake_guests(void **state)
+{
+	brig_error *err = NULL;
+	cleanup_free char *vname = fake_volume();
+	const char *modes[] = {"garbage", "huge", "silent"};
+	const int codes[] = {BRIG_EPROTO, BRIG_EPROTO, BRIG_ETIMEDOUT};
+	const char *ep[] = {"/.brig/brig-init", "init", NULL};
+	for (int i = 0; i < 3; i++) {
+		json_t *env = json_pack("[s+]", "FAKE=", modes[i]);
+		json_t *mounts = json_pack("[{s:s, s:s, s:s, s:b}]", "Type", "volume", "Source", vname, "Target",
+					   "/.brig", "ReadOnly", 1);
+		json_t *labels = json_pack("{s:s, s:s, s:s}", BRIG_LABEL_MANAGED, "1", BRIG_LABEL_KIND, "computer",
+					   BRIG_LABEL_INIT, "0000000000000000");
+		char tag[32];
+		snprintf(tag, sizeof tag, "fake-%s", modes[i]);
+		cleanup_free char *cid = container(tag, labels, env, mounts, ep);
+		json_decref(labels);
+
+		/* the handle: refused in time, nothing crashes */
+		brig_guest *g = NULL;
+		int64_t t0 = brig_now_ms();
+		int rc = brig_guest_open(&g, E, cid, t0 + 1500, &err);
+		int64_t took = brig_now_ms() - t0;
+		if (rc != codes[i])
+			fail_msg("%s: rc %d (%s), want %d", modes[i], rc, brig_error_message(err), codes[i]);
+		assert_null(g);
+		assert_true(took < 1500 + 1000);
+		brig_error_free(err);
+		err = NULL;
+
+		/* a computer exec through it: uncertain, the computer stopped, in time */
+		const char *argv[] = {"true", NULL};
+		brig_exec_opts o = {.version = BRIG_EXEC_OPTS_VERSION,
+				    .argv = argv,
+				    .stdin_fd = -1,
+				    .cancel_fd = -1,
+				    .timeout_ms = 1500};
+		brig_exec_result res;
+		t0 = brig_now_ms();
+		rc = brig_computer_exec(E, cid, &o, &res, &err);
+		took = brig_now_ms() - t0;
+		if (rc != BRIG_EUNCERTAIN)
+			fail_msg("%s: exec rc %d (%s)", modes[i], rc, brig_error_message(err));
+		assert_true(res.uncertain);
+		assert_true(res.container_stopped);
+		assert_true(took < 1500 + 10000 + 3000); /* open, then one more try to ask */
+		brig_error_free(err);
+		err = NULL;
+		brig_exec_result_clear(&res);
+	}
+}
+
+/* ---- real brig-init (only when this build carries it) ---- */
+
+static bool have_init(void)
+{
+	if (brig_guest__volume_name())
+		return true;
+	print_message("skipped: this build carries no brig-init\n");
+	return false;
+}
+
+static brig_computer *computer(const char *session)
+{
+	brig_error *err = NULL;
+	brig_spec s;
+	brig_spec_init(&s);
+	ASSERT_OK(brig_spec_set(&s, "image", brig_test_image(), &err), err);
+	char l[96];
+	snprintf(l, sizeof l, BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	ASSERT_OK(brig_spec_add_label(&s, l, &err), err);
+	brig_identity id = {.ns = NS, .agent = "agent", .session = session, .generation = 1};
+	brig_computer *c = NULL;
+	ASSERT_OK(brig_computer_create(E, &c, &id, &s, &err), err);
+	brig_spec_clear(&s);
+	return c;
+}
+
+static int sh(const char *ref, const char *script, int64_t timeout_ms, int cancel_fd, const char *in,
+	      brig_exec_result *res, brig_error **err)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	const char *env[] = {"GREETING=hi there", NULL};
+	brig_exec_opts o = {.version = BRIG_EXEC_OPTS_VERSION,
+			    .argv = argv,
+			    .env = env,
+			    .env_count = 1,
+			    .stdin_fd = -1,
+			    .stdin_data = in,
+			    .stdin_len = in ? strlen(in) : 0,
+			    .timeout_ms = timeout_ms,
+			    .cancel_fd = cancel_fd};
+	return brig_computer_exec(E, ref, &o, res, err);
+}
+
+static void test_exec_basics(void **state)
+{
+	if (!have_init())
+		return;
+	brig_error *err = NULL;
+	brig_computer *c = computer("basics");
+	brig_exec_result r;
+	ASSERT_OK(sh(c->name, "echo out; echo err >&2; echo $GREETING; exit 7", 0, -1, NULL, &r, &err), err);
+	assert_int_equal(r.exit_code, 7);
+	assert_string_equal(r.out.data, "out\nhi there\n");
+	assert_string_equal(r.err.data, "err\n");
+	brig_exec_result_clear(&r);
+	ASSERT_OK(sh(c->name, "tr a-z A-Z; id -u; pwd", 0, -1, "shout\n", &r, &err), err);
+	assert_string_equal(r.out.data, "SHOUT\n1000\n/workspace\n");
+	brig_exec_result_clear(&r);
+	const char *argv[] = {"nosuchcmd", NULL};
+	brig_exec_opts o = {.version = BRIG_EXEC_OPTS_VERSION, .argv = argv, .stdin_fd = -1, .cancel_fd = -1};
+	ASSERT_OK(brig_computer_exec(E, c->name, &o, &r, &err), err);
+	assert_int_equal(r.exit_code, 127);
+	assert_non_null(strstr(r.err.data, "nosuchcmd"));
+	brig_exec_result_clear(&r);
+	brig_computer_free(c);
+}
+
+/* A tree that hides: a setsid'd child that double-forks, all sleeping
+ * with a marker. After the deadline / the cancel none is left and the file
+ * written first is still there. */
+#define TREE                                                                        \
+	"echo kept > /workspace/kept; setsid sh -c '(sleep 1001 &); sleep 1001' & " \
+	"sh -c '(setsid sleep 1001 &)'; sleep 1001"
+#define COUNT "n=0; for p in /proc/[0-9]*; do grep -q '100[1]' $p/cmdline 2>/dev/null && n=$((n+1)); done; echo $n"
+
+static void check_tree_gone(const char *ref)
+{
+	brig_error *err = NULL;
+	brig_exec_result r;
+	ASSERT_OK(sh(ref, COUNT "; cat /workspace/kept", 0, -1, NULL, &r, &err), err);
+	assert_string_equal(r.out.data, "0\nkept\n");
+	brig_exec_result_clear(&r);
+}
+
+/* cancels after 500 ms */
+static void *canceler(void *x)
+{
+	usleep(500000);
+	ssize_t w = write(*(int *)x, "x", 1);
+	(void)w;
+	return NULL;
+}
+
+static void test_deadline_and_cancel(void **state)
+{
+	if (!have_init())
+		return;
+	brig_error *err = NULL;
+	brig_computer *c = computer("tree");
+	brig_exec_result r;
+	int64_t t0 = brig_now_ms();
+	assert_int_equal(sh(c->name, TREE, 1000, -1, NULL, &r, &err), BRIG_ETIMEDOUT);
+	assert_true(brig_now_ms() - t0 < 1000 + BRIG_GUEST_GRACE_MS);
+	assert_int_equal(r.exit_code, 124);
+	assert_true(r.timed_out);
+	assert_false(r.container_stopped);
+	assert_false(r.uncertain);
+	brig_error_free(err);
+	err = NULL;
+	brig_exec_result_clear(&r);
+	check_tree_gone(c->name);
+
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pthread_t th;
+	pthread_create(&th, NULL, canceler, &p[1]);
+	assert_int_equal(sh(c->name, TREE, 0, p[0], NULL, &r, &err), BRIG_ECANCELED);
+	pthread_join(th, NULL);
+	close(p[0]);
+	close(p[1]);
+	assert_int_equal(r.exit_code, 130);
+	assert_true(r.canceled);
+	assert_false(r.container_stopped);
+	brig_error_free(err);
+	err = NULL;
+	brig_exec_result_clear(&r);
+	check_tree_gone(c->name);
+	brig_computer_free(c);
+}
+
+typedef struct worker {
+	const char *ref;
+	int n;
+	int bad;
+} worker;
+
+static void *worker_main(void *arg)
+{
+	worker *w = arg;
+	for (int i = 0; i < 50; i++) {
+		char script[128], want[64];
+		snprintf(want, sizeof want, "w%d-%d\n", w->n, i);
+		snprintf(script, sizeof script, "printf 'w%d-'; echo %d", w->n, i);
+		brig_exec_result r;
+		brig_error *err = NULL;
+		if (sh(w->ref, script, 30000, -1, NULL, &r, &err) != 0 || r.exit_code != 0 || strcmp(r.out.data, want))
+			w->bad++;
+		brig_error_free(err);
+		brig_exec_result_clear(&r);
+	}
+	return NULL;
+}
+
+static void test_threads(void **state)
+{
+	if (!have_init())
+		return;
+	brig_computer *c = computer("threads");
+	pthread_t th[8];
+	worker w[8];
+	for (int i = 0; i < 8; i++) {
+		w[i] = (worker){.ref = c->name, .n = i};
+		pthread_create(&th[i], NULL, worker_main, &w[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(w[i].bad, 0);
+	}
+	brig_computer_free(c);
+}
+
+static void test_handle_calls(void **state)
+{
+	if (!have_init())
+		return;
+	brig_error *err = NULL;
+	brig_computer *c = computer("handle");
+	brig_guest *g = NULL;
+	ASSERT_OK(brig_guest_open(&g, E, c->id, 0, &err), err);
+	const char *argv[] = {"sleep", "1002", NULL};
+	brig_guest_exec_opts o = {
+		.version = BRIG_GUEST_EXEC_OPTS_VERSION, .argv = argv, .stdin_fd = -1, .cancel_fd = -1};
+	int64_t proc = 0;
+	ASSERT_OK(brig_guest_start(g, &o, &proc, &err), err);
+	json_t *ps = NULL;
+	ASSERT_OK(brig_guest_ps(g, &ps, 0, &err), err);
+	bool seen = false;
+	size_t i;
+	json_t *it;
+	json_array_foreach (ps, i, it)
+		seen |= json_integer_value(json_object_get(it, "id")) == proc;
+	assert_true(seen);
+	json_decref(ps);
+	brig_guest_exit x;
+	ASSERT_OK(brig_guest_kill(g, proc, &x, 0, &err), err);
+
+	ASSERT_OK(brig_guest_write(g, "/workspace/f.txt", -1, "hello", 5, 0644, false, 0, &err), err);
+	json_t *st = NULL;
+	ASSERT_OK(brig_guest_stat(g, &st, "/workspace/f.txt", false, 0, &err), err);
+	assert_int_equal(json_integer_value(json_object_get(st, "size")), 5);
+	json_decref(st);
+	brig_buf b;
+	brig_buf_init(&b, 1 << 20);
+	ASSERT_OK(brig_guest_read(g, "/workspace/f.txt", 0, -1, (brig_engine_data_cb)(void *)0, NULL, 0, &err), err);
+	brig_buf_free(&b);
+	assert_int_equal(brig_guest_mkdir(g, "/etc/nope", 0755, false, 0, &err), BRIG_EDENIED);
+	brig_error_free(err);
+	brig_guest_free(g);
+	brig_computer_free(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_engine_stream), cmocka_unit_test(test_fake_guests),
+		cmocka_unit_test(test_exec_basics),   cmocka_unit_test(test_deadline_and_cancel),
+		cmocka_unit_test(test_threads),       cmocka_unit_test(test_handle_calls),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
