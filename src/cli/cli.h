@@ -47,6 +47,7 @@ int cmd_up(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);
 int cmd_checkpoints(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
+int cmd_mcp(int argc, char **argv);
 
 /* --debug: error messages also carry the code name and HTTP status. */
 extern bool cli_debug;
