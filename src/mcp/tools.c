@@ -213,6 +213,19 @@ static int arg_path(json_t *args, const char *key, bool required, char **out, br
 
 /* ---- exec ---- */
 
+/* The computer is stopped, failed or gone: say what the model can do. */
+static int recover_hint(int rc, brig_error **err)
+{
+	if (rc != BRIG_ESTATE && rc != BRIG_ETIMEDOUT && rc != BRIG_ECANCELED && rc != BRIG_EUNCERTAIN &&
+	    rc != BRIG_ENOTFOUND)
+		return rc;
+	if (!err || !*err)
+		return rc;
+	cleanup_free char *m = xstrdup(brig_error_message(*err));
+	return brig__error_set(err, rc, 0,
+			       "%s (call the recover tool: it replaces the computer from its latest checkpoint)", m);
+}
+
 static int on_output(int stream, const char *data, size_t len, void *payload)
 {
 	(void)stream, (void)data;
@@ -234,7 +247,7 @@ int mcp__exec_env(mcp_call *c, const char *const *argv, const char *const *env, 
 	cleanup_free char *ref = NULL;
 	int rc = mcp__computer(c, &ref, err);
 	if (rc != 0)
-		return rc;
+		return recover_hint(rc, err);
 	brig_exec_opts o = {
 		.version = BRIG_EXEC_OPTS_VERSION,
 		.argv = argv,
@@ -257,6 +270,8 @@ int mcp__exec_env(mcp_call *c, const char *const *argv, const char *const *env, 
 		 * (brig_session_up says what to do). */
 		mcp__computer_forget(c);
 		mcp__log(c, "warning", "the computer %s stopped: %s", ref, err && *err ? brig_error_message(*err) : "");
+		if (rc != 0)
+			return recover_hint(rc, err);
 	}
 	return rc;
 }
@@ -366,7 +381,9 @@ static int tool_run(mcp_call *c, json_t *args, json_t **out, char **text, brig_e
 		return rc;
 	}
 	json_t *so = capture_text(&res.out), *se = capture_text(&res.err);
-	bool timed_out = res.exit_code == 124;
+	/* GNU timeout exits 124; BusyBox's passes on the signal's status. */
+	bool timed_out = res.exit_code == 124 || ((res.exit_code == 128 + 15 || res.exit_code == 128 + 9) &&
+						   res.duration_ms >= timeout_s * 1000 - 100);
 	if (timed_out) {
 		rc = brig__error_set(err, BRIG_ETIMEDOUT, 0,
 				     "the command timed out after %" PRId64 "s and was killed (raise timeout_seconds, "
@@ -657,7 +674,7 @@ static int tool_checkpoint(mcp_call *c, json_t *args, json_t **out, char **text,
 	cleanup_free char *ref = NULL;
 	int rc = mcp__computer(c, &ref, err);
 	if (rc != 0)
-		return rc;
+		return recover_hint(rc, err);
 	brig_checkpoint_opts o = {.version = BRIG_CHECKPOINT_OPTS_VERSION, .keep = (size_t)keep};
 	brig_store_checkpoint *cp = NULL;
 	rc = brig_checkpoint_create(mcp__engine(c), mcp__store(c), &cp, ref, &o, err);
@@ -739,7 +756,7 @@ static int tool_computer_info(mcp_call *c, json_t *args, json_t **out, char **te
 	cleanup_free char *ref = NULL;
 	int rc = mcp__computer(c, &ref, err);
 	if (rc != 0)
-		return rc;
+		return recover_hint(rc, err);
 	brig_computer *comp = NULL;
 	rc = brig_computer_get(mcp__engine(c), &comp, ref, NULL, err);
 	if (rc != 0) {
