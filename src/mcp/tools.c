@@ -383,7 +383,7 @@ static int tool_run(mcp_call *c, json_t *args, json_t **out, char **text, brig_e
 	json_t *so = capture_text(&res.out), *se = capture_text(&res.err);
 	/* GNU timeout exits 124; BusyBox's passes on the signal's status. */
 	bool timed_out = res.exit_code == 124 || ((res.exit_code == 128 + 15 || res.exit_code == 128 + 9) &&
-						   res.duration_ms >= timeout_s * 1000 - 100);
+						  res.duration_ms >= timeout_s * 1000 - 100);
 	if (timed_out) {
 		rc = brig__error_set(err, BRIG_ETIMEDOUT, 0,
 				     "the command timed out after %" PRId64 "s and was killed (raise timeout_seconds, "
