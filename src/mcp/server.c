@@ -273,8 +273,9 @@ static void *ticker_thread(void *arg)
 		pthread_cond_timedwait(&s->cond, &s->lock, &ts);
 		if (s->closing)
 			break;
+		/* Sent under the lock: call_run unlinks a call under it before
+		 * answering, so no progress follows an answer. */
 		int64_t now = brig_now_ms();
-		json_t *batch = json_array();
 		for (mcp_call *c = s->calls; c; c = c->next) {
 			int64_t secs = (now - c->started_ms) / 1000;
 			if (!c->token || c->canceled || secs <= c->progress)
@@ -282,17 +283,9 @@ static void *ticker_thread(void *arg)
 			c->progress = secs;
 			char msg[96];
 			snprintf(msg, sizeof msg, "running for %llds, %zu bytes of output", (long long)secs, c->output);
-			json_array_append_new(batch, json_pack("{s:s,s:{s:O,s:I,s:s}}", "method",
-							       "notifications/progress", "params", "progressToken",
-							       c->token, "progress", (json_int_t)secs, "message", msg));
+			send_msg(s, json_pack("{s:s,s:{s:O,s:I,s:s}}", "method", "notifications/progress", "params",
+					      "progressToken", c->token, "progress", (json_int_t)secs, "message", msg));
 		}
-		pthread_mutex_unlock(&s->lock);
-		size_t i;
-		json_t *m;
-		json_array_foreach (batch, i, m)
-			send_msg(s, json_incref(m));
-		json_decref(batch);
-		pthread_mutex_lock(&s->lock);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return NULL;
