@@ -2,7 +2,8 @@
 // (Client + StdioClientTransport) against the built brig ($BRIG_BIN): the
 // handshake, every tool's schema and a call of every tool (the SDK checks
 // results against the output schemas), capped output, a binary round trip,
-// concurrency, cancellation, and a client that disconnects mid-call.
+// concurrency, cancellation, a client that disconnects mid-call, and the MCP
+// Inspector's CLI (pinned 0.15.0: the last release that runs on Node 20).
 // Computers are labelled brig.test=<unique> and destroyed at the end.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -296,6 +297,17 @@ test('a client that disconnects mid-call leaves nothing running', async () => {
     running = /sleep 300/.test(top);
   } catch { /* not running: nothing to list */ }
   assert.equal(running, false, 'sleep 300 must not outlive the client');
+});
+
+test('the MCP Inspector\'s CLI lists the tools and calls one', async () => {
+  const inspector = join(import.meta.dirname, 'node_modules', '.bin', 'mcp-inspector');
+  const cli = (...args) => JSON.parse(execFileSync(inspector, ['--cli', BRIG, ...serverArgs('inspector'), ...args],
+    { encoding: 'utf8', env: { ...process.env }, stdio: ['ignore', 'pipe', 'inherit'], timeout: 120000 }));
+  const listed = cli('--method', 'tools/list');
+  assert.equal(listed.tools.length, 13);
+  const r = cli('--method', 'tools/call', '--tool-name', 'run', '--tool-arg', 'command=echo from the inspector');
+  assert.equal(r.isError, false);
+  assert.equal(r.structuredContent.stdout, 'from the inspector\n');
 });
 
 // ---- raw JSON-RPC over a brig mcp process ----
