@@ -60,8 +60,8 @@ static int fs_run(mcp_call *c, const char *what, const char *script, const char 
 		return brig__error_set(err, BRIG_ENOTFOUND, 0, "%s: %s", what, why);
 	if (strstr(why, "Permission denied") || strstr(why, "Read-only file system"))
 		return brig__error_set(err, BRIG_EDENIED, 0,
-				       "%s: %s (the computer's writable places are /workspace, /runtime and /tmp)",
-				       what, why);
+				       "%s: %s (the computer's writable places are /workspace and /runtime)", what,
+				       why);
 	if (strstr(why, "File exists") || res->exit_code == 17)
 		return brig__error_set(err, BRIG_ECONFLICT, 0, "%s: %s", what, why);
 	if (strstr(why, "No space left") || strstr(why, "Disk quota"))

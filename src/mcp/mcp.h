@@ -18,8 +18,9 @@
  *    act on; a JSON-RPC error means the request itself was wrong.
  *  - The computer is created or adopted (brig_session_up) on the first call
  *    that needs it, never by initialize or tools/list.
- *  - mcp_server_shutdown (stdin closed) cancels every running call and waits
- *    for them: nothing is left running in the computer.
+ *  - mcp_server_shutdown (stdin closed) cancels every running call, waits
+ *    for them, and ends the background processes it started: nothing is
+ *    left running in the computer.
  */
 #ifndef BRIG_MCP_H
 #define BRIG_MCP_H
@@ -92,6 +93,8 @@ int mcp__computer(mcp_call *c, char **out, brig_error **err);
 void mcp__computer_forget(mcp_call *c);
 /* The call's cancel fd (readable once the client cancelled), or -1. */
 int mcp__cancel_fd(mcp_call *c);
+/* Notes that a background process was started: shutdown ends them all. */
+void mcp__note_background(mcp_call *c);
 /* Counts output bytes for progress notifications. */
 void mcp__output_seen(mcp_call *c, size_t n);
 /* Sends notifications/message at level ("info", "warning"…) when the client

@@ -13,6 +13,7 @@
 #include "brig/common.h"
 #include "brig/session.h"
 #include "mcp/mcp.h"
+#include "mcp/procs.h"
 #include "util/util.h"
 
 const char *const mcp_protocol_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
@@ -53,7 +54,8 @@ struct mcp_server {
 	size_t active;
 	int log_level; /* index in levels[] */
 	bool closing;
-	bool dead; /* the write side failed */
+	bool dead;       /* the write side failed */
+	bool background; /* start_process ran */
 	pthread_t ticker;
 	bool ticker_started;
 	pthread_mutex_t computer_lock;
@@ -155,6 +157,13 @@ void mcp__identity(mcp_call *c, const char **ns, const char **agent, const char 
 int mcp__cancel_fd(mcp_call *c)
 {
 	return c->cancel[0];
+}
+
+void mcp__note_background(mcp_call *c)
+{
+	pthread_mutex_lock(&c->srv->lock);
+	c->srv->background = true;
+	pthread_mutex_unlock(&c->srv->lock);
 }
 
 void mcp__output_seen(mcp_call *c, size_t n)
@@ -578,7 +587,22 @@ void mcp_server_shutdown(mcp_server *s)
 	pthread_cond_broadcast(&s->cond);
 	while (s->active)
 		pthread_cond_wait(&s->cond, &s->lock);
+	bool background = s->background;
+	s->background = false;
 	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_lock(&s->computer_lock);
+	bool known = s->computer != NULL;
+	pthread_mutex_unlock(&s->computer_lock);
+	if (background && known) {
+		/* The background processes go with the client that started
+		 * them (a computer that stopped meanwhile took them along). */
+		mcp_call c = {.srv = s, .cancel = {-1, -1}};
+		brig_error *err = NULL;
+		if (mcp_proc_kill(&c, NULL, "TERM", &err) != 0)
+			fprintf(stderr, "brig: mcp: cannot end the background processes: %s\n",
+				brig_error_message(err));
+		brig_error_free(err);
+	}
 	if (s->ticker_started) {
 		pthread_join(s->ticker, NULL);
 		s->ticker_started = false;

@@ -10,6 +10,7 @@
 #include "brig/session.h"
 #include "mcp/fs.h"
 #include "mcp/mcp.h"
+#include "mcp/procs.h"
 #include "util/util.h"
 
 #define RUN_TIMEOUT_DEFAULT_S 120
@@ -783,6 +784,177 @@ static int tool_computer_info(mcp_call *c, json_t *args, json_t **out, char **te
 	return 0;
 }
 
+/* ---- background processes ---- */
+
+static void free_env(char **env, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(env[i]);
+	free(env);
+}
+
+static int tool_start_process(mcp_call *c, json_t *args, json_t **out, char **text, brig_error **err)
+{
+	static const char *const keys[] = {"command", "argv", "workdir", "env", NULL};
+	const char *command, *workdir;
+	if (args_known(args, keys, err) || arg_str(args, "command", false, &command, err) ||
+	    arg_str(args, "workdir", false, &workdir, err))
+		return BRIG_EINVAL;
+	json_t *av = json_object_get(args, "argv");
+	if (json_is_null(av))
+		av = NULL;
+	if (!command == !av)
+		return brig__error_set(err, BRIG_EINVAL, 0,
+				       "give either \"command\" (a shell command line) or \"argv\" (a program and "
+				       "its arguments), not both");
+	if (av && (!json_is_array(av) || json_array_size(av) == 0 || json_array_size(av) > 4000))
+		return brig__error_set(err, BRIG_EINVAL, 0, "argument \"argv\" must be a non-empty array of strings");
+	json_t *envo = json_object_get(args, "env");
+	if (envo && !json_is_null(envo) && !json_is_object(envo))
+		return brig__error_set(err, BRIG_EINVAL, 0, "argument \"env\" must be an object of strings");
+	cleanup_free char *wd = NULL;
+	if (workdir && !(wd = mcp_fs_path(workdir, err)))
+		return BRIG_EINVAL;
+	size_t n = av ? json_array_size(av) : 3;
+	cleanup_free const char **argv = xcalloc(n + 1, sizeof *argv);
+	if (av) {
+		size_t i;
+		json_t *v;
+		json_array_foreach (av, i, v) {
+			if (!json_is_string(v) || !json_string_value(v)[0])
+				return brig__error_set(err, BRIG_EINVAL, 0,
+						       "argument \"argv\": entry %zu must be a non-empty string", i);
+			argv[i] = json_string_value(v);
+		}
+	} else {
+		argv[0] = "sh", argv[1] = "-c", argv[2] = command;
+	}
+	size_t env_count = envo && json_is_object(envo) ? json_object_size(envo) : 0, ei = 0;
+	char **env = xcalloc(env_count + 1, sizeof *env);
+	if (env_count) {
+		const char *key;
+		json_t *v;
+		json_object_foreach (envo, key, v) {
+			if (!json_is_string(v) || !*key || strchr(key, '=')) {
+				free_env(env, ei);
+				return brig__error_set(err, BRIG_EINVAL, 0,
+						       "argument \"env\": entry \"%.64s\" must be NAME: \"value\"",
+						       key);
+			}
+			env[ei++] = xasprintf("%s=%s", key, json_string_value(v));
+		}
+	}
+	char *id = NULL;
+	mcp__note_background(c);
+	int rc = mcp_proc_start(c, argv, wd, (const char *const *)env, ei, &id, err);
+	free_env(env, ei);
+	if (rc != 0)
+		return rc;
+	*out = json_pack("{s:s}", "id", id);
+	*text = xasprintf("started background process %s: read_process_output shows its output, send_input feeds "
+			  "it, kill_process ends it",
+			  id);
+	free(id);
+	return 0;
+}
+
+static int tool_list_processes(mcp_call *c, json_t *args, json_t **out, char **text, brig_error **err)
+{
+	static const char *const keys[] = {NULL};
+	if (args_known(args, keys, err))
+		return BRIG_EINVAL;
+	json_t *arr = NULL;
+	int rc = mcp_proc_list(c, &arr, err);
+	if (rc != 0)
+		return rc;
+	brig_buf b;
+	brig_buf_init(&b, (size_t)-1);
+	brig_buf_printf(&b, "%zu background process%s\n", json_array_size(arr), json_array_size(arr) == 1 ? "" : "es");
+	size_t i;
+	json_t *p;
+	json_array_foreach (arr, i, p) {
+		json_t *code = json_object_get(p, "exit_code");
+		if (json_is_true(json_object_get(p, "running")))
+			brig_buf_printf(&b, "%s running  %s\n", json_string_value(json_object_get(p, "id")),
+					json_string_value(json_object_get(p, "command")));
+		else
+			brig_buf_printf(&b, "%s exited %" JSON_INTEGER_FORMAT "  %s\n",
+					json_string_value(json_object_get(p, "id")),
+					json_is_integer(code) ? json_integer_value(code) : (json_int_t)-1,
+					json_string_value(json_object_get(p, "command")));
+	}
+	*text = brig_buf_steal(&b, NULL);
+	*out = json_pack("{s:o}", "processes", arr);
+	return 0;
+}
+
+static int tool_read_process_output(mcp_call *c, json_t *args, json_t **out, char **text, brig_error **err)
+{
+	static const char *const keys[] = {"id", "stdout_offset", "stderr_offset", "max_bytes", NULL};
+	const char *id;
+	int64_t oo, eo, max;
+	if (args_known(args, keys, err) || arg_str(args, "id", true, &id, err) ||
+	    arg_int(args, "stdout_offset", 0, 0, INT64_MAX / 2, &oo, err) ||
+	    arg_int(args, "stderr_offset", 0, 0, INT64_MAX / 2, &eo, err) ||
+	    arg_int(args, "max_bytes", 65536, 1, (int64_t)1 << 20, &max, err))
+		return BRIG_EINVAL;
+	json_t *st = NULL;
+	int rc = mcp_proc_read(c, id, (uint64_t)oo, (uint64_t)eo, (size_t)max, &st, err);
+	if (rc != 0)
+		return rc;
+	json_t *code = json_object_get(st, "exit_code");
+	const char *so = json_string_value(json_object_get(st, "stdout"));
+	const char *se = json_string_value(json_object_get(st, "stderr"));
+	char state[64];
+	if (json_is_true(json_object_get(st, "running")))
+		snprintf(state, sizeof state, "running");
+	else
+		snprintf(state, sizeof state, "exited with %" JSON_INTEGER_FORMAT,
+			 json_is_integer(code) ? json_integer_value(code) : (json_int_t)-1);
+	*text = xasprintf("%s %s; next offsets stdout %" JSON_INTEGER_FORMAT " stderr %" JSON_INTEGER_FORMAT
+			  "\n--- stdout ---\n%s\n--- stderr ---\n%s",
+			  id, state, json_integer_value(json_object_get(st, "stdout_next_offset")),
+			  json_integer_value(json_object_get(st, "stderr_next_offset")), so, se);
+	*out = st;
+	return 0;
+}
+
+static int tool_send_input(mcp_call *c, json_t *args, json_t **out, char **text, brig_error **err)
+{
+	static const char *const keys[] = {"id", "text", "close", NULL};
+	const char *id, *in;
+	bool close_input;
+	if (args_known(args, keys, err) || arg_str(args, "id", true, &id, err) ||
+	    arg_str(args, "text", false, &in, err) || arg_bool(args, "close", &close_input, err))
+		return BRIG_EINVAL;
+	size_t len = in ? json_string_length(json_object_get(args, "text")) : 0;
+	int rc = mcp_proc_input(c, id, in ? in : "", len, close_input, err);
+	if (rc != 0)
+		return rc;
+	*out = json_pack("{s:s,s:I,s:b}", "id", id, "bytes", (json_int_t)len, "closed", close_input);
+	*text = xasprintf("sent %zu bytes to %s%s", len, id, close_input ? " and closed its input" : "");
+	return 0;
+}
+
+static int tool_kill_process(mcp_call *c, json_t *args, json_t **out, char **text, brig_error **err)
+{
+	static const char *const keys[] = {"id", "signal", NULL};
+	const char *id, *sig;
+	if (args_known(args, keys, err) || arg_str(args, "id", true, &id, err) ||
+	    arg_str(args, "signal", false, &sig, err))
+		return BRIG_EINVAL;
+	if (!sig)
+		sig = "TERM";
+	if (strcmp(sig, "TERM") && strcmp(sig, "KILL") && strcmp(sig, "INT") && strcmp(sig, "HUP"))
+		return brig__error_set(err, BRIG_EINVAL, 0, "argument \"signal\" must be TERM, KILL, INT or HUP");
+	int rc = mcp_proc_kill(c, id, sig, err);
+	if (rc != 0)
+		return rc;
+	*out = json_pack("{s:s,s:s}", "id", id, "signal", sig);
+	*text = xasprintf("sent SIG%s to %s", sig, id);
+	return 0;
+}
+
 /* ---- the table ---- */
 
 #define S_PATH(what) "{\"type\":\"string\",\"description\":\"" what " (absolute, or relative to /workspace)\"}"
@@ -960,6 +1132,62 @@ static const tool tools[] = {
 	 "\"limits\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"number\"}}},"
 	 "\"required\":[\"name\",\"state\",\"generation\",\"image\",\"network\",\"limits\"]}",
 	 true, false, true, tool_computer_info},
+	{"start_process", "Start a background process",
+	 "Start a command that keeps running after this call returns (a server, a watcher, a long build). Give "
+	 "`command` (sh -c) or `argv`. Returns its id: read_process_output shows what it printed, send_input writes "
+	 "to its stdin, kill_process ends it, list_processes lists them all. Background processes end when the MCP "
+	 "client disconnects.",
+	 "{\"type\":\"object\",\"properties\":{"
+	 "\"command\":{\"type\":\"string\",\"description\":\"Shell command line, run with sh -c\"},"
+	 "\"argv\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"minItems\":1},"
+	 "\"workdir\":" S_PATH(
+		 "Working directory") ","
+				      "\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"}}},"
+				      "\"additionalProperties\":false}",
+	 "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\"}},\"required\":[\"id\"]}", false, false,
+	 false, tool_start_process},
+	{"list_processes", "List background processes",
+	 "List the background processes started with start_process: id, whether each still runs, its exit code "
+	 "once it ended, and its command.",
+	 "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}",
+	 "{\"type\":\"object\",\"properties\":{\"processes\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
+	 "\"properties\":{\"id\":{\"type\":\"string\"},\"running\":{\"type\":\"boolean\"},"
+	 "\"exit_code\":{\"type\":[\"integer\",\"null\"]},\"command\":{\"type\":\"string\"}},"
+	 "\"required\":[\"id\",\"running\",\"exit_code\",\"command\"]}}},\"required\":[\"processes\"]}",
+	 true, false, true, tool_list_processes},
+	{"read_process_output", "Read a background process's output",
+	 "Read what a background process wrote to stdout and stderr, from the given offsets (0: the beginning). "
+	 "Pass back stdout_next_offset and stderr_next_offset to read only what is new. Also says whether it still "
+	 "runs and its exit code.",
+	 "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\"},"
+	 "\"stdout_offset\":{\"type\":\"integer\",\"minimum\":0,\"default\":0},"
+	 "\"stderr_offset\":{\"type\":\"integer\",\"minimum\":0,\"default\":0},"
+	 "\"max_bytes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1048576,\"default\":65536}},"
+	 "\"required\":[\"id\"],\"additionalProperties\":false}",
+	 "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\"},\"running\":{\"type\":\"boolean\"},"
+	 "\"exit_code\":{\"type\":[\"integer\",\"null\"]},\"command\":{\"type\":\"string\"},"
+	 "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"
+	 "\"stdout_next_offset\":{\"type\":\"integer\"},\"stderr_next_offset\":{\"type\":\"integer\"},"
+	 "\"stdout_size\":{\"type\":\"integer\"},\"stderr_size\":{\"type\":\"integer\"}},"
+	 "\"required\":[\"id\",\"running\",\"exit_code\",\"stdout\",\"stderr\",\"stdout_next_offset\","
+	 "\"stderr_next_offset\"]}",
+	 true, false, true, tool_read_process_output},
+	{"send_input", "Send input to a background process",
+	 "Write text to a background process's stdin (include the newline a line-reading program waits for); "
+	 "with `close`, close its stdin afterwards so it reads end-of-file.",
+	 "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\"},\"text\":{\"type\":\"string\"},"
+	 "\"close\":{\"type\":\"boolean\",\"default\":false}},\"required\":[\"id\"],\"additionalProperties\":false}",
+	 "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\"},\"bytes\":{\"type\":\"integer\"},"
+	 "\"closed\":{\"type\":\"boolean\"}},\"required\":[\"id\",\"bytes\",\"closed\"]}",
+	 false, false, false, tool_send_input},
+	{"kill_process", "Kill a background process",
+	 "Send a signal (TERM by default; KILL, INT, HUP) to a background process and everything it started.",
+	 "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\"},"
+	 "\"signal\":{\"type\":\"string\",\"enum\":[\"TERM\",\"KILL\",\"INT\",\"HUP\"],\"default\":\"TERM\"}},"
+	 "\"required\":[\"id\"],\"additionalProperties\":false}",
+	 "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\"},\"signal\":{\"type\":\"string\"}},"
+	 "\"required\":[\"id\",\"signal\"]}",
+	 false, true, true, tool_kill_process},
 };
 
 #define N_TOOLS (sizeof tools / sizeof tools[0])

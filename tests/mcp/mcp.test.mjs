@@ -68,8 +68,9 @@ test('initialize negotiates the SDK\'s protocol version and capabilities', () =>
 test('tools/list: every tool has a description and valid input and output schemas, and creates nothing', async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  assert.deepEqual(names, ['checkpoint', 'computer_info', 'edit_file', 'list_checkpoints', 'list_directory',
-    'make_directory', 'move', 'read_file', 'recover', 'remove', 'run', 'stat', 'write_file']);
+  assert.deepEqual(names, ['checkpoint', 'computer_info', 'edit_file', 'kill_process', 'list_checkpoints',
+    'list_directory', 'list_processes', 'make_directory', 'move', 'read_file', 'read_process_output', 'recover',
+    'remove', 'run', 'send_input', 'start_process', 'stat', 'write_file']);
   const ajv = new Ajv({ strict: false });
   for (const t of tools) {
     assert.ok(t.description.length > 40, `${t.name}: description`);
@@ -209,6 +210,56 @@ test('every tool, called (the SDK validates results against output schemas)', as
   assert.match(text(r), /nothing to recover/);
 });
 
+test('background processes: start, read, send input, list, kill', async () => {
+  let r = await call(client, 'start_process', { command: 'echo ready; read x; echo "got $x"; echo oops >&2; exit 4' });
+  assert.equal(r.isError, false, text(r));
+  const id = r.structuredContent.id;
+  const until = async (pred) => {
+    for (let i = 0; i < 50; i++) {
+      const o = await call(client, 'read_process_output', { id });
+      if (pred(o.structuredContent)) return o.structuredContent;
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    assert.fail('background process did not get there');
+  };
+  let o = await until((s) => s.stdout === 'ready\n');
+  assert.equal(o.running, true);
+  assert.equal(o.exit_code, null);
+  r = await call(client, 'send_input', { id, text: 'line\n' });
+  assert.equal(r.structuredContent.bytes, 5);
+  o = await until((s) => !s.running);
+  assert.equal(o.exit_code, 4);
+  assert.equal(o.stdout, 'ready\ngot line\n');
+  assert.equal(o.stderr, 'oops\n');
+  r = await call(client, 'read_process_output', { id, stdout_offset: o.stdout_next_offset, stderr_offset: 5 });
+  assert.equal(r.structuredContent.stdout, '');
+  r = await call(client, 'send_input', { id, text: 'late\n' });
+  assert.equal(r.isError, true);
+  assert.match(text(r), /has exited/);
+
+  r = await call(client, 'start_process', { argv: ['sleep', '600'] });
+  const sleeper = r.structuredContent.id;
+  r = await call(client, 'list_processes');
+  const listed = Object.fromEntries(r.structuredContent.processes.map((p) => [p.id, p]));
+  assert.equal(listed[id].running, false);
+  assert.equal(listed[sleeper].running, true);
+  assert.match(listed[sleeper].command, /sleep 600/);
+  r = await call(client, 'kill_process', { id: sleeper });
+  assert.equal(r.structuredContent.signal, 'TERM');
+  for (let i = 0; i < 50; i++) {
+    r = await call(client, 'list_processes');
+    if (!r.structuredContent.processes.find((p) => p.id === sleeper).running) break;
+    await new Promise((res) => setTimeout(res, 200));
+  }
+  assert.equal(r.structuredContent.processes.find((p) => p.id === sleeper).running, false);
+  r = await call(client, 'read_process_output', { id: 'p../../x' });
+  assert.equal(r.isError, true);
+  assert.match(text(r), /not a process id/);
+  r = await call(client, 'kill_process', { id: 'pAAAAAA' });
+  assert.equal(r.isError, true);
+  assert.match(text(r), /no process/);
+});
+
 test('10 MB of output comes back capped as head + tail', async () => {
   const r = await call(client, 'run', { command: 'head -c 10000000 /dev/zero | tr "\\0" a; echo END' });
   const s = r.structuredContent;
@@ -246,7 +297,8 @@ test('a long command reports progress', async () => {
 
 test('cancelling a long command: the server keeps serving, recover restores the checkpoint', async () => {
   await call(client, 'write_file', { path: 'kept.txt', content: 'before the checkpoint' });
-  await call(client, 'checkpoint');
+  const cp = await call(client, 'checkpoint');
+  assert.equal(cp.isError, false, text(cp));
   const ac = new AbortController();
   const started = Date.now();
   const p = call(client, 'run', { command: 'sleep 300' }, { signal: ac.signal });
@@ -268,6 +320,7 @@ test('cancelling a long command: the server keeps serving, recover restores the 
     assert.equal(r.structuredContent.restored, true);
   }
   r = await call(client, 'read_file', { path: 'kept.txt' });
+  assert.equal(r.isError, false, text(r));
   assert.equal(r.structuredContent.content, 'before the checkpoint');
   assert.ok(Date.now() - started < 120000);
 });
@@ -278,6 +331,8 @@ test('a client that disconnects mid-call leaves nothing running', async () => {
   child.stdin.write('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",' +
     '"capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}\n');
   await lines.next();
+  child.stdin.write('{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"start_process","arguments":' +
+    '{"command":"sleep 400"}}}\n');
   child.stdin.write('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":' +
     '{"command":"echo started; sleep 300"},"_meta":{"progressToken":"t"}}}\n');
   // Progress arrives once the command runs (the computer exists by then).
@@ -294,9 +349,9 @@ test('a client that disconnects mid-call leaves nothing running', async () => {
   let running = false;
   try {
     const top = execFileSync('docker', ['top', name], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
-    running = /sleep 300/.test(top);
+    running = /sleep [34]00/.test(top);
   } catch { /* not running: nothing to list */ }
-  assert.equal(running, false, 'sleep 300 must not outlive the client');
+  assert.equal(running, false, 'neither the call\'s command nor the background process may outlive the client');
 });
 
 test('the MCP Inspector\'s CLI lists the tools and calls one', async () => {
@@ -304,10 +359,26 @@ test('the MCP Inspector\'s CLI lists the tools and calls one', async () => {
   const cli = (...args) => JSON.parse(execFileSync(inspector, ['--cli', BRIG, ...serverArgs('inspector'), ...args],
     { encoding: 'utf8', env: { ...process.env }, stdio: ['ignore', 'pipe', 'inherit'], timeout: 120000 }));
   const listed = cli('--method', 'tools/list');
-  assert.equal(listed.tools.length, 13);
+  assert.equal(listed.tools.length, 18);
   const r = cli('--method', 'tools/call', '--tool-name', 'run', '--tool-arg', 'command=echo from the inspector');
   assert.equal(r.isError, false);
   assert.equal(r.structuredContent.stdout, 'from the inspector\n');
+});
+
+test('background processes end when the client leaves; the computer keeps running', async () => {
+  const child = spawn(BRIG, serverArgs('bg'), { stdio: ['pipe', 'pipe', 'inherit'] });
+  const lines = reader(child);
+  child.stdin.write('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"start_process","arguments":' +
+    '{"command":"sleep 500"}}}\n');
+  let m;
+  do m = await lines.next(); while (m.method); // the log of the computer's creation comes first
+  assert.equal(m.result.isError, false, JSON.stringify(m));
+  const name = computers().find((n) => execFileSync('docker', ['inspect', '-f',
+    '{{index .Config.Labels "brig.session"}}', n], { encoding: 'utf8' }).trim() === 'bg');
+  assert.match(execFileSync('docker', ['top', name], { encoding: 'utf8' }), /sleep 500/);
+  child.stdin.end();
+  assert.equal(await new Promise((res) => child.on('exit', (c) => res(c))), 0);
+  assert.doesNotMatch(execFileSync('docker', ['top', name], { encoding: 'utf8' }), /sleep 500/);
 });
 
 // ---- raw JSON-RPC over a brig mcp process ----

@@ -113,7 +113,7 @@ static void test_tools_list(void **state)
 	json_t *tools = json_object_get(
 		json_object_get(ask(s, &k, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}"), "result"),
 		"tools");
-	assert_int_equal(json_array_size(tools), 13);
+	assert_int_equal(json_array_size(tools), 18);
 	size_t i;
 	json_t *t;
 	json_array_foreach (tools, i, t) {
@@ -166,6 +166,11 @@ static void test_tool_arguments(void **state)
 	assert_non_null(
 		strstr(tool_error(s, &k, CALL("move", "{\"source\":\"a\",\"destination\":\"b\",\"overwrite\":1}")),
 		       "true or false"));
+	assert_non_null(
+		strstr(tool_error(s, &k, CALL("read_process_output", "{\"id\":\"../x\"}")), "not a process id"));
+	assert_non_null(strstr(tool_error(s, &k, CALL("kill_process", "{\"id\":\"pAAAAAA\",\"signal\":\"STOP\"}")),
+			       "TERM, KILL"));
+	assert_non_null(strstr(tool_error(s, &k, CALL("start_process", "{\"argv\":[\"\"]}")), "non-empty string"));
 	/* With valid arguments, no engine: the computer cannot be had. */
 	assert_non_null(strstr(tool_error(s, &k, CALL("stat", "{\"path\":\"a\"}")), "no Docker engine"));
 	assert_non_null(strstr(tool_error(s, &k, CALL("recover", "{}")), "no Docker engine"));
