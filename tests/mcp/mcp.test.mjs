@@ -130,6 +130,13 @@ test('every tool, called (the SDK validates results against output schemas)', as
 
   r = await call(client, 'run', { argv: ['sh', '-c', 'echo "$FOO" in $(pwd)'], env: { FOO: 'bar' }, workdir: '/tmp' });
   assert.equal(r.structuredContent.stdout, 'bar in /tmp\n');
+  r = await call(client, 'run', { command: 'tr a-z A-Z', stdin: 'piped in' });
+  assert.equal(r.structuredContent.stdout, 'PIPED IN');
+  r = await call(client, 'run', { command: 'true', argv: ['true'] });
+  assert.equal(r.isError, true);
+  assert.match(text(r), /not both/);
+  await client.setLoggingLevel('warning');
+  await client.setLoggingLevel('info');
 
   r = await call(client, 'run', { command: 'sleep 5', timeout_seconds: 1 });
   assert.equal(r.isError, true);
