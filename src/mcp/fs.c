@@ -8,7 +8,11 @@
 #include "mcp/fs.h"
 #include "util/util.h"
 
-#define FS_TIMEOUT_MS 60000
+/* Each operation ends inside the computer after FS_DEADLINE seconds
+ * (timeout(1)), well before brig's own deadline, which would stop the
+ * computer. */
+#define FS_DEADLINE "60"
+#define FS_TIMEOUT_MS 90000
 
 char *mcp_fs_path(const char *path, brig_error **err)
 {
@@ -45,9 +49,9 @@ static char *last_line(const brig_capture *cap)
 static int fs_run(mcp_call *c, const char *what, const char *script, const char *const *args, const char *in,
 		  size_t in_len, size_t cap, brig_exec_result *res, brig_error **err)
 {
-	const char *argv[12] = {"sh", "-c", script, "sh"};
-	size_t n = 4;
-	for (size_t i = 0; args[i] && n < 11; i++)
+	const char *argv[16] = {"timeout", "-k", "5", FS_DEADLINE, "sh", "-c", script, "sh"};
+	size_t n = 8;
+	for (size_t i = 0; args[i] && n < 15; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
 	int rc = mcp__exec(c, argv, in, in_len, cap, FS_TIMEOUT_MS, res, err);
@@ -56,6 +60,11 @@ static int fs_run(mcp_call *c, const char *what, const char *script, const char 
 	if (res->exit_code == 0)
 		return 0;
 	cleanup_free char *why = last_line(&res->err);
+	if ((res->exit_code == 124 || res->exit_code == 128 + 15 || res->exit_code == 128 + 9) && !*why)
+		return brig__error_set(err, BRIG_ETIMEDOUT, 0,
+				       "%s: took longer than " FS_DEADLINE "s and was stopped (ask for less: a smaller "
+				       "depth, a shorter length)",
+				       what);
 	if (strstr(why, "No such file") || strstr(why, "can't stat") || strstr(why, "cannot stat"))
 		return brig__error_set(err, BRIG_ENOTFOUND, 0, "%s: %s", what, why);
 	if (strstr(why, "Permission denied") || strstr(why, "Read-only file system"))
