@@ -31,6 +31,7 @@ static const cli_command commands[] = {
 	{"recover", cmd_recover, "Recover a failed session into a new generation from its checkpoint"},
 	{"run", cmd_run, "Run one command in a fresh disposable container"},
 	{"gc", cmd_gc, "Remove brig's leftovers"},
+	{"mcp", cmd_mcp, "Serve a session's computer to MCP clients on stdin/stdout"},
 	{"network", cmd_network, "Manage the isolated bridge (brig-sandbox)"},
 	{"image", cmd_image, "Build the runtime images (brig image build) and list them"},
 	{"agent", cmd_agent, "Run Claude Code or Codex in a session's computer"},

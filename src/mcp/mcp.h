@@ -1,0 +1,114 @@
+/* mcp.h — brig's Model Context Protocol server: JSON-RPC 2.0 over
+ * newline-delimited stdio, bound to one session, whose tools run commands and
+ * touch files in that session's computer. Private to src/ (brig mcp uses it).
+ *
+ * Transport contract (stated as include/brig/engine.h states its own):
+ *  - Every line read is one JSON-RPC message; a line longer than
+ *    MCP_MAX_LINE is answered with -32600 and skipped, malformed JSON with
+ *    -32700, a request that is not one with -32600, an unknown method with
+ *    -32601, wrong params with -32602. Batches (JSON arrays) are refused with
+ *    -32600: MCP dropped them in 2025-06-18.
+ *  - Only JSON-RPC goes to the write callback (stdout); logs go to stderr
+ *    and, at or above the client's logging/setLevel, as notifications/message.
+ *  - tools/call runs on its own thread (at most MCP_MAX_CALLS at once);
+ *    notifications/cancelled ends that call's command through the exec's
+ *    cancel fd and suppresses its answer; a call with a progressToken gets
+ *    notifications/progress every second while it runs.
+ *  - Tool failures are results with isError true and a message a model can
+ *    act on; a JSON-RPC error means the request itself was wrong.
+ *  - The computer is created or adopted (brig_session_up) on the first call
+ *    that needs it, never by initialize or tools/list.
+ *  - mcp_server_shutdown (stdin closed) cancels every running call, waits
+ *    for them, and ends the background processes it started: nothing is
+ *    left running in the computer.
+ */
+#ifndef BRIG_MCP_H
+#define BRIG_MCP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "brig/engine.h"
+#include "brig/sandbox.h"
+#include "brig/spec.h"
+#include "brig/store.h"
+
+#define MCP_MAX_LINE ((size_t)16 << 20) /* one request, bytes */
+#define MCP_MAX_CALLS 64                /* tools/call in flight */
+
+/* The protocol versions spoken, newest first (the official TypeScript SDK's
+ * LATEST_PROTOCOL_VERSION and SUPPORTED_PROTOCOL_VERSIONS). */
+extern const char *const mcp_protocol_versions[];
+
+/* Writes one line (no newline in line; the callback adds it). Called under
+ * the server's output lock. Non-zero: the client is gone. */
+typedef int (*mcp_write_fn)(const char *line, size_t len, void *payload);
+
+typedef struct mcp_config {
+	brig_engine *engine; /* borrowed; NULL: every tool that needs the computer fails (the fuzzer) */
+	brig_store *store;   /* borrowed */
+	const char *ns, *agent, *session;
+	const brig_spec *spec; /* borrowed; NULL: the session's recorded spec, else the default */
+	mcp_write_fn write;    /* NULL: stdout */
+	void *payload;
+	bool inline_calls; /* run tools/call on the caller's thread (the fuzzer) */
+} mcp_config;
+
+typedef struct mcp_server mcp_server;
+
+/* The config's pointers are borrowed for the server's life. */
+mcp_server *mcp_server_new(const mcp_config *cfg);
+/* Handles one message (a line without its newline). Never fails: every
+ * problem is answered on the wire. */
+void mcp_server_handle(mcp_server *s, const char *line, size_t len);
+/* Reads newline-delimited messages from fd until EOF or until stop_fd
+ * (may be -1) is readable, then shuts down. Returns 0, or -1 when fd
+ * failed. */
+int mcp_server_serve(mcp_server *s, int fd, int stop_fd);
+/* Cancels every running call and waits for them. Idempotent. */
+void mcp_server_shutdown(mcp_server *s);
+void mcp_server_free(mcp_server *s);
+
+/* ---- between server.c and tools.c ---- */
+
+typedef struct mcp_call mcp_call;
+
+/* The tools' descriptions, with input and output schemas (new reference). */
+json_t *mcp__tools_list(void);
+/* True when name is a tool. */
+bool mcp__tool_exists(const char *name);
+/* Runs tool name with args (may be NULL) for call c; returns the
+ * CallToolResult (new reference): structuredContent + text, or isError. */
+json_t *mcp__tool_call(mcp_call *c, const char *name, json_t *args);
+
+/* What a tool may ask of the server for its call. */
+brig_engine *mcp__engine(mcp_call *c);
+brig_store *mcp__store(mcp_call *c);
+void mcp__identity(mcp_call *c, const char **ns, const char **agent, const char **session);
+/* The computer's container name, creating or adopting it first when needed.
+ * *out is malloc'd. Errors: those of brig_session_up. */
+int mcp__computer(mcp_call *c, char **out, brig_error **err);
+/* Forgets the known computer (after recover, or an exec that stopped it). */
+void mcp__computer_forget(mcp_call *c);
+/* The call's cancel fd (readable once the client cancelled), or -1. */
+int mcp__cancel_fd(mcp_call *c);
+/* Notes that a background process was started: shutdown ends them all. */
+void mcp__note_background(mcp_call *c);
+/* Counts output bytes for progress notifications. */
+void mcp__output_seen(mcp_call *c, size_t n);
+/* Sends notifications/message at level ("info", "warning"…) when the client
+ * asked for that level; also logs to stderr. */
+void mcp__log(mcp_call *c, const char *level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Text as a JSON string: invalid UTF-8 becomes U+FFFD (output of commands
+ * is arbitrary bytes). New reference. */
+json_t *mcp__string(const char *data, size_t len);
+/* True when data is valid UTF-8 without NUL bytes. */
+bool mcp__is_text(const char *data, size_t len);
+/* Standard base64 (RFC 4648 §4). */
+char *mcp__b64encode(const unsigned char *in, size_t len);
+/* Strict decoding (padding required, no whitespace); NULL when invalid. */
+unsigned char *mcp__b64decode(const char *in, size_t len, size_t *out_len);
+
+#endif
