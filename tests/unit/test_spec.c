@@ -722,6 +722,7 @@ static void test_container_computer_init(void **state)
 	o.init_hash = "../../etc";
 	assert_int_equal(brig_spec_container_json(&c, &s, &o, &err), BRIG_EINVAL);
 	brig_error_free(err);
+	brig_spec_clear(&s);
 }
 
 static void test_container_computer(void **state)
