@@ -136,8 +136,8 @@ static void drain(int fd, brig_buf *b)
 {
 	char buf[65536];
 	ssize_t n = read(fd, buf, sizeof buf);
-	if (n > 0)
-		brig_buf_add(b, buf, (size_t)n);
+	if (n > 0 && brig_buf_add(b, buf, (size_t)n) < 0)
+		fail_msg("child output exceeds %zu bytes", b->cap);
 }
 
 int brig_test_spawn(char *const argv[], const char *stdin_text, char *const extra_env[], char **out, char **errout)

@@ -78,8 +78,11 @@ static int exec_out_feed(exec_out *o, const char *data, size_t len, brig_error *
 	if (o->mode == 0)
 		o->mode = (unsigned char)data[0] <= 2 ? 1 : 2;
 	if (o->mode == 2) {
+		/* The daemon's error text is kept up to the cap and the rest
+		 * dropped: clamped to the room left, the add cannot fail. */
 		size_t room = o->raw.cap - o->raw.len;
-		brig_buf_add(&o->raw, data, len < room ? len : room);
+		if (brig_buf_add(&o->raw, data, len < room ? len : room) < 0)
+			return 0; /* past the cap: dropped, as above */
 		return 0;
 	}
 	return brig_frame_demux_feed(&o->demux, data, len, o->io->on_output, o->io->payload, err);

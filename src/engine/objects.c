@@ -208,13 +208,13 @@ int brig_engine_image_import(brig_engine *e, const char *repo, const char *tag, 
 			     brig_engine_reader reader, void *payload, brig_error **err)
 {
 	brig_buf q;
-	brig_buf_init(&q, 1 << 20);
+	brig_buf_init(&q, SIZE_MAX / 2); /* the caller's own strings: memory is the bound */
 	cleanup_free char *r = brig_urlencode(repo);
 	cleanup_free char *t = brig_urlencode(tag ? tag : "latest");
-	brig_buf_printf(&q, "/images/create?fromSrc=-&repo=%s&tag=%s", r, t);
+	brig_buf_putf(&q, "/images/create?fromSrc=-&repo=%s&tag=%s", r, t);
 	for (const char *const *c = changes; c && *c; c++) {
 		cleanup_free char *ce = brig_urlencode(*c);
-		brig_buf_printf(&q, "&changes=%s", ce);
+		brig_buf_putf(&q, "&changes=%s", ce);
 	}
 	cleanup_free char *path = brig_engine__path(e, "%s", brig_buf_cstr(&q));
 	brig_buf_free(&q);
@@ -238,17 +238,17 @@ int brig_engine_image_build(brig_engine *e, char **out_id, const char *tag, cons
 			    brig_engine_progress_cb progress_cb, void *progress_payload, brig_error **err)
 {
 	brig_buf q;
-	brig_buf_init(&q, 1 << 20);
+	brig_buf_init(&q, SIZE_MAX / 2); /* the caller's own strings: memory is the bound */
 	cleanup_free char *t = brig_urlencode(tag);
-	brig_buf_printf(&q, "/build?t=%s&rm=1&forcerm=1", t);
+	brig_buf_putf(&q, "/build?t=%s&rm=1&forcerm=1", t);
 	if (network_mode) {
 		cleanup_free char *nm = brig_urlencode(network_mode);
-		brig_buf_printf(&q, "&networkmode=%s", nm);
+		brig_buf_putf(&q, "&networkmode=%s", nm);
 	}
 	if (buildargs) {
 		cleanup_free char *ba = json_dumps(buildargs, JSON_COMPACT);
 		cleanup_free char *bae = brig_urlencode(ba ? ba : "{}");
-		brig_buf_printf(&q, "&buildargs=%s", bae);
+		brig_buf_putf(&q, "&buildargs=%s", bae);
 	}
 	cleanup_free char *path = brig_engine__path(e, "%s", brig_buf_cstr(&q));
 	brig_buf_free(&q);
@@ -326,15 +326,15 @@ int brig_engine_events(brig_engine *e, int64_t since, int64_t until, json_t *fil
 		       brig_engine_event_cb cb, void *payload, brig_error **err)
 {
 	brig_buf q;
-	brig_buf_init(&q, 1 << 20);
-	brig_buf_addstr(&q, "/events?");
+	brig_buf_init(&q, SIZE_MAX / 2); /* the caller's own filters: memory is the bound */
+	brig_buf_puts(&q, "/events?");
 	if (since)
-		brig_buf_printf(&q, "since=%lld&", (long long)since);
+		brig_buf_putf(&q, "since=%lld&", (long long)since);
 	if (until)
-		brig_buf_printf(&q, "until=%lld&", (long long)until);
+		brig_buf_putf(&q, "until=%lld&", (long long)until);
 	cleanup_free char *f = filters_suffix(filters, ' ');
 	if (*f)
-		brig_buf_addstr(&q, f + 1);
+		brig_buf_puts(&q, f + 1);
 	cleanup_free char *path = brig_engine__path(e, "%s", brig_buf_cstr(&q));
 	brig_buf_free(&q);
 	events_ctx x = {.cb = cb, .payload = payload};

@@ -384,20 +384,20 @@ static int conn_write(brig_http_conn *c, const char *buf, size_t n, int64_t dead
 static char *build_head(const brig_http_request *req, bool chunked)
 {
 	brig_buf b;
-	brig_buf_init(&b, 1 << 20);
-	brig_buf_printf(&b, "%s %s HTTP/1.1\r\nHost: docker\r\nUser-Agent: brig/" BRIG_VERSION "\r\n", req->method,
-			req->target);
+	brig_buf_init(&b, SIZE_MAX / 2); /* brig's own request: memory is the bound */
+	brig_buf_putf(&b, "%s %s HTTP/1.1\r\nHost: docker\r\nUser-Agent: brig/" BRIG_VERSION "\r\n", req->method,
+		      req->target);
 	if (req->content_type)
-		brig_buf_printf(&b, "Content-Type: %s\r\n", req->content_type);
+		brig_buf_putf(&b, "Content-Type: %s\r\n", req->content_type);
 	if (chunked)
-		brig_buf_addstr(&b, "Transfer-Encoding: chunked\r\n");
+		brig_buf_puts(&b, "Transfer-Encoding: chunked\r\n");
 	else if (req->body || strcmp(req->method, "POST") == 0 || strcmp(req->method, "PUT") == 0)
-		brig_buf_printf(&b, "Content-Length: %zu\r\n", req->body ? req->body_len : 0);
+		brig_buf_putf(&b, "Content-Length: %zu\r\n", req->body ? req->body_len : 0);
 	if (req->upgrade)
-		brig_buf_addstr(&b, "Connection: Upgrade\r\nUpgrade: tcp\r\n");
+		brig_buf_puts(&b, "Connection: Upgrade\r\nUpgrade: tcp\r\n");
 	for (const char *const *h = req->extra_headers; h && *h; h++)
-		brig_buf_printf(&b, "%s\r\n", *h);
-	brig_buf_addstr(&b, "\r\n");
+		brig_buf_putf(&b, "%s\r\n", *h);
+	brig_buf_puts(&b, "\r\n");
 	return brig_buf_steal(&b, NULL);
 }
 

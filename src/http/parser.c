@@ -55,7 +55,10 @@ static int on_header_field(llhttp_t *ll, const char *at, size_t n)
 	int r = count_header_bytes(p, n);
 	if (r)
 		return r;
-	brig_buf_add(&p->field, at, n); /* cannot exceed: cap equals the header cap */
+	/* count_header_bytes already held every header to the cap this buffer
+	 * has, so this cannot fail; checked all the same, as the same error. */
+	if ((r = brig_buf_add(&p->field, at, n)) < 0)
+		return fail(p, r, "response headers exceed 64 KiB");
 	return 0;
 }
 
@@ -65,7 +68,8 @@ static int on_header_value(llhttp_t *ll, const char *at, size_t n)
 	int r = count_header_bytes(p, n);
 	if (r)
 		return r;
-	brig_buf_add(&p->value, at, n);
+	if ((r = brig_buf_add(&p->value, at, n)) < 0) /* as for the field */
+		return fail(p, r, "response headers exceed 64 KiB");
 	return 0;
 }
 

@@ -86,9 +86,10 @@ static char *words(const char *v)
 		size_t l = strcspn(p, " \t\n");
 		if (!l)
 			break;
+		/* One space per run of blanks: never longer than v, the cap. */
 		if (b.len)
-			brig_buf_addstr(&b, " ");
-		brig_buf_add(&b, p, l);
+			brig_buf_puts(&b, " ");
+		brig_buf_put(&b, p, l);
 		p += l;
 	}
 	return brig_buf_steal(&b, NULL);

@@ -89,12 +89,13 @@ static char *tail_text(const run_state *s)
 	brig_buf_init(&b, TAIL_LINES * (TAIL_LINE_BYTES + 4) + 1);
 	size_t first = (s->tail_next + TAIL_LINES - s->tail_count) % TAIL_LINES;
 	for (size_t i = 0; i < s->tail_count; i++) {
+		/* Each tail line is under TAIL_LINE_BYTES: the cap holds them all. */
 		if (i)
-			brig_buf_addstr(&b, " | ");
-		brig_buf_addstr(&b, s->tail[(first + i) % TAIL_LINES]);
+			brig_buf_puts(&b, " | ");
+		brig_buf_puts(&b, s->tail[(first + i) % TAIL_LINES]);
 	}
 	if (!b.len)
-		brig_buf_addstr(&b, "(no output)");
+		brig_buf_puts(&b, "(no output)");
 	return brig_buf_steal(&b, NULL);
 }
 

@@ -282,18 +282,21 @@ char *brig_image__packages_diff(const json_t *want, const json_t *got, size_t *c
 	brig_buf b;
 	brig_buf_init(&b, 16u << 20);
 	size_t diffs = 0;
+	bool full = false; /* got comes from the built image: past the cap, lines are dropped */
 	for (size_t i = 0; i < k; i++) {
 		const char *a = json_string_value(json_object_get(want, keys[i]));
 		const char *g = json_string_value(json_object_get(got, keys[i]));
 		if (a && g && strcmp(a, g) == 0)
 			continue;
 		diffs++;
+		if (full)
+			continue;
 		if (a && g)
-			brig_buf_printf(&b, "~ %s %s -> %s\n", keys[i], a, g);
+			full = brig_buf_printf(&b, "~ %s %s -> %s\n", keys[i], a, g) < 0;
 		else if (a)
-			brig_buf_printf(&b, "- %s %s\n", keys[i], a);
+			full = brig_buf_printf(&b, "- %s %s\n", keys[i], a) < 0;
 		else
-			brig_buf_printf(&b, "+ %s %s\n", keys[i], g);
+			full = brig_buf_printf(&b, "+ %s %s\n", keys[i], g) < 0;
 	}
 	free(keys);
 	if (count)

@@ -114,13 +114,13 @@ static int find_sources(brig_image_build_ctx *c, brig_error **err)
 static char *join_json_strings(json_t *arr, const char *sep)
 {
 	brig_buf b;
-	brig_buf_init(&b, 1u << 20);
+	brig_buf_init(&b, SIZE_MAX / 2); /* the recipe's own strings: memory is the bound */
 	size_t i;
 	json_t *v;
 	json_array_foreach (arr, i, v) {
 		if (i)
-			brig_buf_addstr(&b, sep);
-		brig_buf_addstr(&b, json_string_value(v));
+			brig_buf_puts(&b, sep);
+		brig_buf_puts(&b, json_string_value(v));
 	}
 	return brig_buf_steal(&b, NULL);
 }
@@ -184,14 +184,14 @@ static int build_rootfs(brig_image_build_ctx *c, json_t **packages, char **tar_p
 
 	/* apt inside the new root sees the same mirrors the machine uses. */
 	brig_buf sl;
-	brig_buf_init(&sl, 1u << 20);
-	brig_buf_addstr(&sl, "# Written by brig image build from the build machine's apt sources.\n");
+	brig_buf_init(&sl, SIZE_MAX / 2); /* the build machine's own sources: memory is the bound */
+	brig_buf_puts(&sl, "# Written by brig image build from the build machine's apt sources.\n");
 	size_t i;
 	json_t *v;
 	json_array_foreach (c->sources, i, v) {
-		brig_buf_printf(&sl, "deb %s %s %s\n", json_string_value(json_object_get(v, "uri")),
-				json_string_value(json_object_get(v, "suite")),
-				json_string_value(json_object_get(v, "components")));
+		brig_buf_putf(&sl, "deb %s %s %s\n", json_string_value(json_object_get(v, "uri")),
+			      json_string_value(json_object_get(v, "suite")),
+			      json_string_value(json_object_get(v, "components")));
 	}
 	cleanup_free char *sl_path = xasprintf("%s/etc/apt/sources.list", root);
 	rc = brig_image__write_file_atomic(sl_path, brig_buf_cstr(&sl), err);

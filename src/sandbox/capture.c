@@ -19,7 +19,10 @@ void brig_capturer_add(brig_capturer *c, const char *data, size_t len)
 	size_t room = c->half - c->head.len;
 	if (room) {
 		size_t k = len < room ? len : room;
-		brig_buf_add(&c->head, data, k);
+		/* k is at most the room under the head's cap, so this cannot
+		 * fail; if it did, the bytes would go to the tail instead. */
+		if (brig_buf_add(&c->head, data, k) < 0)
+			k = 0;
 		data += k;
 		len -= k;
 	}
@@ -45,18 +48,26 @@ void brig_capturer_add(brig_capturer *c, const char *data, size_t len)
 
 void brig_capturer_finish(brig_capturer *c, brig_capture *out)
 {
-	brig_buf all;
-	brig_buf_init(&all, c->head.len + c->ring_len + 1);
-	brig_buf_add(&all, c->head.data ? c->head.data : "", c->head.len);
+	/* The size is known exactly: one allocation, head then the ring in order. */
+	size_t len = c->head.len + c->ring_len;
+	char *all = xmalloc(len + 1), *o = all;
+	if (c->head.len)
+		memcpy(o, c->head.data, c->head.len);
+	o += c->head.len;
 	if (c->ring_len) {
 		size_t start = c->ring_len < c->half ? 0 : c->ring_pos;
 		size_t first = c->ring_len < c->half ? c->ring_len : c->half - start;
-		brig_buf_add(&all, c->ring + start, first);
-		if (c->ring_len == c->half && start)
-			brig_buf_add(&all, c->ring, start);
+		memcpy(o, c->ring + start, first);
+		o += first;
+		if (c->ring_len == c->half && start) {
+			memcpy(o, c->ring, start);
+			o += start;
+		}
 	}
+	*o = '\0';
 	out->total = c->total;
-	out->data = brig_buf_steal(&all, &out->len);
+	out->data = all;
+	out->len = (size_t)(o - all);
 	out->dropped = c->total - out->len;
 	brig_capturer_free(c);
 }

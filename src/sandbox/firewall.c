@@ -119,8 +119,10 @@ static int run_iptables(const char *ipt, const char *const *args, brig_buf *out,
 			continue;
 		if (r <= 0)
 			break;
-		if (out)
-			brig_buf_add(out, buf, (size_t)r);
+		/* Past the cap the listing is cut (the pipe is still drained);
+		 * nothing later is appended, so no line is spliced. */
+		if (out && brig_buf_add(out, buf, (size_t)r) < 0)
+			out = NULL;
 	}
 	close(po[0]);
 	int st = 0;

@@ -165,7 +165,9 @@ int brig_network_remove(brig_engine *e, brig_error **err)
 			json_object_foreach(cs, k, v)
 			{
 				const char *nm = json_string_value(json_object_get(v, "Name"));
-				brig_buf_printf(&names, "%s%s", names.len ? ", " : "", nm ? nm : k);
+				/* The daemon's names: past 4 KiB the list is cut. */
+				if (brig_buf_printf(&names, "%s%s", names.len ? ", " : "", nm ? nm : k) < 0)
+					break;
 			}
 			rc = brig__error_set(err, BRIG_EBUSY, 0,
 					     "network %s still has %zu attached container(s): %s; destroy them first",

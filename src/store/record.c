@@ -133,11 +133,11 @@ void brig_store__scrub(char **msg, const char *secret)
 	const char *p = *msg;
 	const char *hit;
 	while ((hit = strstr(p, secret))) {
-		brig_buf_add(&b, p, (size_t)(hit - p));
-		brig_buf_addstr(&b, "***");
+		brig_buf_put(&b, p, (size_t)(hit - p));
+		brig_buf_puts(&b, "***");
 		p = hit + sl;
 	}
-	brig_buf_addstr(&b, p);
+	brig_buf_puts(&b, p);
 	free(*msg);
 	*msg = brig_buf_steal(&b, NULL);
 }
@@ -240,34 +240,36 @@ char *brig_store_redact_url(const char *url)
 	if (!url)
 		return NULL;
 	brig_buf b;
-	brig_buf_init(&b, strlen(url) + 64); /* "***" replaces short values */
+	/* "***" replaces each secret value, which may be empty: a key ("password=")
+	 * is at least 9 bytes, so the text at most doubles. */
+	brig_buf_init(&b, strlen(url) * 2 + 64);
 	const char *p = url;
 	size_t off, len;
 	bool ambiguous;
 	if (brig_store__url_password(url, &off, &len, &ambiguous)) {
-		brig_buf_add(&b, url, off);
-		brig_buf_addstr(&b, "***");
+		brig_buf_put(&b, url, off);
+		brig_buf_puts(&b, "***");
 		p = url + off + len;
 	}
 	const char *query = strchr(p, '?');
 	if (!query) {
-		brig_buf_addstr(&b, p);
+		brig_buf_puts(&b, p);
 		return brig_buf_steal(&b, NULL);
 	}
-	brig_buf_add(&b, p, (size_t)(query + 1 - p));
+	brig_buf_put(&b, p, (size_t)(query + 1 - p));
 	const char *q = query + 1;
 	while (*q) {
 		size_t n = strcspn(q, "&");
 		const char *eq = memchr(q, '=', n);
 		if (eq && brig_store__secret_key(q, (size_t)(eq - q))) {
-			brig_buf_add(&b, q, (size_t)(eq + 1 - q));
-			brig_buf_addstr(&b, "***");
+			brig_buf_put(&b, q, (size_t)(eq + 1 - q));
+			brig_buf_puts(&b, "***");
 		} else {
-			brig_buf_add(&b, q, n);
+			brig_buf_put(&b, q, n);
 		}
 		q += n;
 		if (*q == '&') {
-			brig_buf_addstr(&b, "&");
+			brig_buf_puts(&b, "&");
 			q++;
 		}
 	}

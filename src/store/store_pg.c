@@ -235,8 +235,8 @@ static int split_schema(char **url_out, char **schema_out, const char *url, cons
 		return 0;
 	}
 	brig_buf b;
-	brig_buf_init(&b, strlen(url) + 1);
-	brig_buf_add(&b, url, (size_t)(q - url));
+	brig_buf_init(&b, strlen(url) + 1); /* parameters are dropped, never added */
+	brig_buf_put(&b, url, (size_t)(q - url));
 	bool first = true;
 	const char *p = q + 1;
 	cleanup_free char *schema = NULL;
@@ -246,8 +246,8 @@ static int split_schema(char **url_out, char **schema_out, const char *url, cons
 			free(schema);
 			schema = xstrndup(p + 7, len - 7);
 		} else if (len) {
-			brig_buf_addstr(&b, first ? "?" : "&");
-			brig_buf_add(&b, p, len);
+			brig_buf_puts(&b, first ? "?" : "&");
+			brig_buf_put(&b, p, len);
 			first = false;
 		}
 		p += len;

@@ -96,9 +96,14 @@ static int normalise_name(const char *name, char **out, brig_error **err)
 					       BRIG_TAR__NAME_MAX);
 		}
 		if (len && !(len == 1 && p[0] == '.')) {
-			if (b.len)
-				brig_buf_add(&b, "/", 1);
-			brig_buf_add(&b, p, len);
+			/* Never longer than name; the cap is memory's. */
+			int r = b.len ? brig_buf_add(&b, "/", 1) : 0;
+			if (!r)
+				r = brig_buf_add(&b, p, len);
+			if (r) {
+				brig_buf_free(&b);
+				return brig__error_set(err, r, 0, "tar builder: archive name %s is too long", q);
+			}
 		}
 		p += len;
 		if (*p == '/')

@@ -290,19 +290,27 @@ static int make_symlink(brig_tar_extract *x, const brig_tar__item *it, int pfd, 
 	return 0;
 }
 
-/* "a/b/c" for tree node `node`. New string. */
-static char *node_path(brig_tar_extract *x, uint32_t node)
+/* "a/b/c" for tree node `node` into *out (a new string). The names come
+ * from the archive; the cap is memory's, so BRIG_ETOOBIG cannot happen in
+ * practice, but it is reported rather than a path cut short. */
+static int node_path(brig_tar_extract *x, uint32_t node, char **out, brig_error **err)
 {
 	size_t depth;
 	uint32_t *chain = chain_of(x, node, &depth);
 	brig_buf b;
 	brig_buf_init(&b, SIZE_MAX / 2);
+	*out = NULL;
 	for (size_t i = 0; i < depth; i++) {
-		if (i)
-			brig_buf_add(&b, "/", 1);
-		brig_buf_addstr(&b, x->ck.tree.nodes[chain[i]].name);
+		int r = i ? brig_buf_add(&b, "/", 1) : 0;
+		if (!r)
+			r = brig_buf_addstr(&b, x->ck.tree.nodes[chain[i]].name);
+		if (r) {
+			brig_buf_free(&b);
+			return brig__error_set(err, r, 0, "tar: a directory's path in the archive is too long");
+		}
 	}
-	return brig_buf_steal(&b, NULL);
+	*out = brig_buf_steal(&b, NULL);
+	return 0;
 }
 
 /* Opens the directory holding tree node `node` (or the node itself, a
@@ -373,9 +381,11 @@ static int apply_dirs(brig_tar_extract *x, brig_error **err)
 		const brig_tar__node *nd = &t->nodes[i];
 		if (nd->kind != BRIG_TAR__N_DIR || !nd->made)
 			continue;
-		cleanup_free char *path = node_path(x, i);
+		cleanup_free char *path = NULL;
 		int pfd, fd = -1;
-		int r = parent_fd(x, nd->parent, path, false, &pfd, err);
+		int r = node_path(x, i, &path, err);
+		if (!r)
+			r = parent_fd(x, nd->parent, path, false, &pfd, err);
 		if (!r)
 			r = open_component(pfd, nd->name, false, path, &fd, NULL, err);
 		if (r)

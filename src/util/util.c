@@ -126,6 +126,42 @@ int brig_buf_printf(brig_buf *b, const char *fmt, ...)
 	return r;
 }
 
+static void buf_overflow(const brig_buf *b, size_t n)
+{
+	char msg[128];
+	int m = snprintf(msg, sizeof msg, "brig: internal buffer cap exceeded (len %zu + %zu > cap %zu)\n", b->len, n,
+			 b->cap);
+	if (m > 0) {
+		ssize_t r = write(2, msg, (size_t)m < sizeof msg ? (size_t)m : sizeof msg - 1);
+		(void)r;
+	}
+	abort();
+}
+
+void brig_buf_put(brig_buf *b, const void *p, size_t n)
+{
+	if (brig_buf_add(b, p, n) < 0)
+		buf_overflow(b, n);
+}
+
+void brig_buf_puts(brig_buf *b, const char *s)
+{
+	brig_buf_put(b, s, strlen(s));
+}
+
+void brig_buf_putf(brig_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+	va_start(ap, fmt);
+	int n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		oom();
+	brig_buf_put(b, s, (size_t)n);
+	free(s);
+}
+
 const char *brig_buf_cstr(brig_buf *b) { return b->data ? b->data : ""; }
 
 void brig_buf_reset(brig_buf *b)

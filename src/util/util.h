@@ -59,10 +59,18 @@ typedef struct brig_buf {
 } brig_buf;
 
 void brig_buf_init(brig_buf *b, size_t cap);
-/* Appends; returns BRIG_ETOOBIG (and leaves b unchanged) past the cap. */
-int brig_buf_add(brig_buf *b, const void *p, size_t n);
-int brig_buf_addstr(brig_buf *b, const char *s);
-int brig_buf_printf(brig_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends; returns BRIG_ETOOBIG (and leaves b unchanged) past the cap.
+ * For buffers that grow from peer data: the result must be checked. */
+int brig_buf_add(brig_buf *b, const void *p, size_t n) __attribute__((warn_unused_result));
+int brig_buf_addstr(brig_buf *b, const char *s) __attribute__((warn_unused_result));
+int brig_buf_printf(brig_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3), warn_unused_result));
+/* Infallible appends, only for text brig composes itself (URLs, request
+ * heads, messages, scripts) into a buffer whose cap that text cannot reach.
+ * Hitting the cap is a programming error, not peer data: it aborts with a
+ * message, like allocation failure. Never use these for peer bytes. */
+void brig_buf_put(brig_buf *b, const void *p, size_t n);
+void brig_buf_puts(brig_buf *b, const char *s);
+void brig_buf_putf(brig_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* NUL-terminated view (data may contain NULs). Never NULL. */
 const char *brig_buf_cstr(brig_buf *b);
 void brig_buf_reset(brig_buf *b);

@@ -89,8 +89,9 @@ static int on_object(json_t *obj, void *payload)
 	if (!line)
 		line = json_string_value(json_object_get(obj, "status"));
 	char *dump = json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-	brig_buf_printf(&w->log, "%d|%s|%s|%s|%s|%s|%s\n", w->n, type ? type : "", action ? action : "",
-			error ? error : "", id ? id : "", line ? line : "", dump ? dump : "");
+	/* An input is far smaller than the log's cap: hitting it is a bug here. */
+	brig_buf_putf(&w->log, "%d|%s|%s|%s|%s|%s|%s\n", w->n, type ? type : "", action ? action : "",
+		      error ? error : "", id ? id : "", line ? line : "", dump ? dump : "");
 	free(dump);
 	/* a consumer that stops the stream: the value must come back */
 	if (json_object_get(obj, "stop"))

@@ -53,7 +53,7 @@ static void expect(int want, const char *msg, const char *const *args)
 		brig_buf b;
 		brig_buf_init(&b, 1u << 16);
 		for (const char *const *a = args; *a; a++)
-			(void)brig_buf_printf(&b, " %s", *a);
+			brig_buf_putf(&b, " %s", *a);
 		fail_msg("brig%s exited %d (want %d), stderr lacks '%s'\nstdout: %s\nstderr: %s", brig_buf_cstr(&b),
 			 code, want, msg, out, err);
 	}

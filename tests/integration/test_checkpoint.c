@@ -190,10 +190,10 @@ static char *dir_listing(const char *dir)
 	brig_buf b;
 	brig_buf_init(&b, 1u << 20);
 	for (size_t i = 0; i < n; i++) {
-		brig_buf_printf(&b, "%s\n", names[i]);
+		brig_buf_putf(&b, "%s\n", names[i]);
 		free(names[i]);
 	}
-	brig_buf_add(&b, "", 1);
+	brig_buf_put(&b, "", 1);
 	return brig_buf_steal(&b, NULL);
 }
 

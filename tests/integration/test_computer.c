@@ -430,7 +430,7 @@ static void test_credential_forwarded_not_stored(void **state)
 	char line[4096];
 	size_t got;
 	while ((got = fread(line, 1, sizeof line, ps)) > 0)
-		brig_buf_add(&pb, line, got);
+		brig_buf_put(&pb, line, got);
 	pclose(ps);
 	pthread_join(t, NULL);
 	ASSERT_OK(b.rc, b.err);

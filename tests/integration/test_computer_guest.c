@@ -42,7 +42,7 @@ static int teardown(void **state)
 static int collect(int stream, const char *d, size_t n, void *payload)
 {
 	brig_buf *b = payload; /* [0] stdout, [1] stderr */
-	brig_buf_add(&b[stream == BRIG_STREAM_STDERR], d, n);
+	brig_buf_put(&b[stream == BRIG_STREAM_STDERR], d, n);
 	return 0;
 }
 

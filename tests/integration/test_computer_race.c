@@ -455,7 +455,7 @@ static void test_processes_create_one(void **state)
 		ssize_t n = read(res[0], buf, sizeof buf);
 		if (n <= 0)
 			break;
-		brig_buf_add(&b, buf, (size_t)n);
+		brig_buf_put(&b, buf, (size_t)n);
 	}
 	close(res[0]);
 	for (int i = 0; i < PROCS; i++) {

@@ -113,7 +113,7 @@ static int brig_rule_count(char **all)
 			if (!strstr(l, "--comment brig-sandbox"))
 				continue;
 			n++;
-			brig_buf_printf(&b, "%s %s\n", chains[i][0], l);
+			brig_buf_putf(&b, "%s %s\n", chains[i][0], l);
 		}
 	}
 	if (all)

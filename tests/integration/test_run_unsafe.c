@@ -24,10 +24,10 @@ static char *outside_tree(const char *parent)
 		char *nl = strchr(line, '\n');
 		size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
 		if (strncmp(line, "out/", 4) != 0)
-			brig_buf_add(&b, line, len);
+			brig_buf_put(&b, line, len);
 		line += len;
 	}
-	brig_buf_addstr(&b, "");
+	brig_buf_puts(&b, "");
 	return brig_buf_steal(&b, NULL);
 }
 

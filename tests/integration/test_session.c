@@ -440,7 +440,7 @@ static void race(int op, const char *url, const char *session, const char *ckdir
 	char buf[4096];
 	ssize_t n;
 	while ((n = read(outp[0], buf, sizeof buf)) > 0)
-		brig_buf_add(&out, buf, (size_t)n);
+		brig_buf_put(&out, buf, (size_t)n);
 	close(outp[0]);
 	close(ready[0]);
 	for (int i = 0; i < RACE_PROCS; i++) {
@@ -449,7 +449,7 @@ static void race(int op, const char *url, const char *session, const char *ckdir
 		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 			fail_msg("racing process %d ended with status %d", i, st);
 	}
-	brig_buf_add(&out, "", 1);
+	brig_buf_put(&out, "", 1);
 	char *save = NULL;
 	int k = 0;
 	for (char *l = strtok_r(out.data, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {

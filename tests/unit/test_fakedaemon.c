@@ -106,7 +106,7 @@ static int fake_read_request(fake *f, int fd)
 			continue;
 		if (n <= 0)
 			break;
-		brig_buf_add(&b, buf, (size_t)n);
+		brig_buf_put(&b, buf, (size_t)n);
 		const char *data = brig_buf_cstr(&b);
 		const char *end = need ? NULL : strstr(data, "\r\n\r\n");
 		if (end) {

@@ -64,8 +64,8 @@ static void add_frame(brig_buf *b, unsigned stream, const void *data, size_t len
 			      (unsigned char)(len >> 16),
 			      (unsigned char)(len >> 8),
 			      (unsigned char)len};
-	brig_buf_add(b, h, 8);
-	brig_buf_add(b, data, len);
+	brig_buf_put(b, h, 8);
+	brig_buf_put(b, data, len);
 }
 
 /* Feeds data cut at the given offsets; returns the first error or 0. */
@@ -196,9 +196,9 @@ static void test_frames_lying_length(void **state)
 		brig_buf b;
 		brig_buf_init(&b, 1 << 20);
 		add_frame(&b, 1, "before", 6);
-		brig_buf_add(&b, lies[l], 8);
+		brig_buf_put(&b, lies[l], 8);
 		for (int i = 0; i < 100; i++)
-			brig_buf_add(&b, "PAYLOAD!", 8);
+			brig_buf_put(&b, "PAYLOAD!", 8);
 		for (size_t i = 0; i <= b.len; i++) {
 			brig_frame_demux d;
 			brig_frame_demux_init(&d, max);
@@ -238,8 +238,8 @@ static void test_frames_malformed_header(void **state)
 		brig_buf b;
 		brig_buf_init(&b, 1 << 20);
 		add_frame(&b, 2, "e", 1);
-		brig_buf_add(&b, bad[k], 8);
-		brig_buf_add(&b, "x", 1);
+		brig_buf_put(&b, bad[k], 8);
+		brig_buf_put(&b, "x", 1);
 		for (size_t i = 0; i <= b.len; i++) {
 			brig_frame_demux d;
 			brig_frame_demux_init(&d, 0);
@@ -316,8 +316,8 @@ static int on_line(json_t *obj, void *payload)
 	lines *l = payload;
 	char *s = json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS);
 	assert_non_null(s);
-	brig_buf_addstr(&l->got, s);
-	brig_buf_addstr(&l->got, "\n");
+	brig_buf_puts(&l->got, s);
+	brig_buf_puts(&l->got, "\n");
 	free(s);
 	l->count++;
 	return l->count == l->stop_at ? l->stop_value : 0;

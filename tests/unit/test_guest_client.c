@@ -311,7 +311,7 @@ typedef struct seen {
 static int on_out(int stream, const char *d, size_t n, void *payload)
 {
 	seen *s = payload;
-	brig_buf_add(stream == BRIG_STREAM_STDERR ? &s->err : &s->out, d, n);
+	brig_buf_put(stream == BRIG_STREAM_STDERR ? &s->err : &s->out, d, n);
 	return 0;
 }
 

@@ -360,32 +360,32 @@ static void test_oversized_headers(void **state)
 	size_t vlen = BRIG_HTTP_MAX_HEADERS_BYTES + 10;
 	brig_buf b;
 	brig_buf_init(&b, 1 << 20);
-	brig_buf_addstr(&b, "HTTP/1.1 200 OK\r\nX-Big: ");
+	brig_buf_puts(&b, "HTTP/1.1 200 OK\r\nX-Big: ");
 	for (size_t i = 0; i < vlen; i++)
-		brig_buf_add(&b, "a", 1);
-	brig_buf_addstr(&b, "\r\nContent-Length: 0\r\n\r\n");
+		brig_buf_put(&b, "a", 1);
+	brig_buf_puts(&b, "\r\nContent-Length: 0\r\n\r\n");
 	expect_error(b.data, b.len, false, BIG_CAP, false, BRIG_ETOOBIG);
 	brig_buf_free(&b);
 
 	/* Many moderate headers adding up to more than 64 KiB. */
 	brig_buf_init(&b, 1 << 20);
-	brig_buf_addstr(&b, "HTTP/1.1 200 OK\r\n");
+	brig_buf_puts(&b, "HTTP/1.1 200 OK\r\n");
 	for (int i = 0; i < 90; i++) {
-		brig_buf_printf(&b, "X-H%d: ", i);
+		brig_buf_putf(&b, "X-H%d: ", i);
 		for (int k = 0; k < 800; k++)
-			brig_buf_add(&b, "v", 1);
-		brig_buf_addstr(&b, "\r\n");
+			brig_buf_put(&b, "v", 1);
+		brig_buf_puts(&b, "\r\n");
 	}
-	brig_buf_addstr(&b, "Content-Length: 0\r\n\r\n");
+	brig_buf_puts(&b, "Content-Length: 0\r\n\r\n");
 	expect_error(b.data, b.len, false, BIG_CAP, true, BRIG_ETOOBIG);
 	brig_buf_free(&b);
 
 	/* Headers just under the cap are accepted. */
 	brig_buf_init(&b, 1 << 20);
-	brig_buf_addstr(&b, "HTTP/1.1 200 OK\r\nX-Big: ");
+	brig_buf_puts(&b, "HTTP/1.1 200 OK\r\nX-Big: ");
 	for (int i = 0; i < 60000; i++)
-		brig_buf_add(&b, "b", 1);
-	brig_buf_addstr(&b, "\r\nContent-Length: 2\r\n\r\nok");
+		brig_buf_put(&b, "b", 1);
+	brig_buf_puts(&b, "\r\nContent-Length: 2\r\n\r\nok");
 	run r;
 	run_cuts(&r, b.data, b.len, NULL, 0, false, BIG_CAP, false, true);
 	assert_int_equal(r.rc, 1);
@@ -400,10 +400,10 @@ static void test_too_many_headers(void **state)
 	for (int count = 100; count <= 101; count++) {
 		brig_buf b;
 		brig_buf_init(&b, 1 << 20);
-		brig_buf_addstr(&b, "HTTP/1.1 200 OK\r\n");
+		brig_buf_puts(&b, "HTTP/1.1 200 OK\r\n");
 		for (int i = 0; i < count - 1; i++)
-			brig_buf_printf(&b, "X-H%d: %d\r\n", i, i);
-		brig_buf_addstr(&b, "Content-Length: 0\r\n\r\n");
+			brig_buf_putf(&b, "X-H%d: %d\r\n", i, i);
+		brig_buf_puts(&b, "Content-Length: 0\r\n\r\n");
 		if (count > BRIG_HTTP_MAX_HEADER_COUNT) {
 			expect_error(b.data, b.len, false, BIG_CAP, false, BRIG_ETOOBIG);
 		} else {

@@ -645,6 +645,31 @@ static void test_packages_diff(void **state)
 	json_decref(b);
 }
 
+/* The built image's package list is the image's: a diff past 16 MiB keeps
+ * whole lines up to the cap and still counts every difference. */
+static void test_packages_diff_cap(void **state)
+{
+	(void)state;
+	json_t *a = json_object(), *b = json_object();
+	char key[16], val[101];
+	memset(val, 'v', 100);
+	val[100] = '\0';
+	for (int i = 0; i < 200000; i++) {
+		snprintf(key, sizeof key, "pkg%06d", i);
+		json_object_set_new(a, key, json_string(val));
+	}
+	size_t n = 0;
+	char *d = brig_image__packages_diff(a, b, &n);
+	assert_int_equal(n, 200000);
+	const size_t line = 2 + 9 + 1 + 100 + 1; /* "- pkgNNNNNN vvv…\n" */
+	assert_int_equal(strlen(d), (16u << 20) / line * line);
+	assert_memory_equal(d, "- pkg000000 v", 13);
+	assert_int_equal(d[strlen(d) - 1], '\n');
+	free(d);
+	json_decref(a);
+	json_decref(b);
+}
+
 /* ---- apt sources and dpkg status ---- */
 
 static void test_apt_sources(void **state)
@@ -830,6 +855,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_options_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_checks, setup, teardown),
 		cmocka_unit_test(test_packages_diff),
+		cmocka_unit_test(test_packages_diff_cap),
 		cmocka_unit_test(test_apt_sources),
 		cmocka_unit_test(test_dpkg_status),
 		cmocka_unit_test(test_apt_read_unreadable_without_err),

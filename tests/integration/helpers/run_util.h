@@ -165,21 +165,21 @@ RU_FN char *ru_leftovers(void)
 	size_t i;
 	json_t *c;
 	json_array_foreach (cs, i, c) {
-		brig_buf_printf(&b, "container %s (%s)\n",
-				json_string_value(json_array_get(json_object_get(c, "Names"), 0)),
-				json_string_value(json_object_get(c, "State")));
+		brig_buf_putf(&b, "container %s (%s)\n",
+			      json_string_value(json_array_get(json_object_get(c, "Names"), 0)),
+			      json_string_value(json_object_get(c, "State")));
 	}
 	cleanup_json json_t *vs = NULL;
 	ASSERT_OK(brig_engine_volume_list(E, &vs, f, &err), err);
 	json_array_foreach (json_object_get(vs, "Volumes"), i, c) {
-		brig_buf_printf(&b, "volume %s\n", json_string_value(json_object_get(c, "Name")));
+		brig_buf_putf(&b, "volume %s\n", json_string_value(json_object_get(c, "Name")));
 	}
 	cleanup_json json_t *ns = NULL;
 	ASSERT_OK(brig_engine_network_list(E, &ns, f, &err), err);
 	json_array_foreach (ns, i, c) {
-		brig_buf_printf(&b, "network %s\n", json_string_value(json_object_get(c, "Name")));
+		brig_buf_putf(&b, "network %s\n", json_string_value(json_object_get(c, "Name")));
 	}
-	brig_buf_addstr(&b, "");
+	brig_buf_puts(&b, "");
 	return brig_buf_steal(&b, NULL);
 }
 
@@ -302,9 +302,9 @@ RU_FN char *ru_read_file(const char *path, size_t *len)
 	char buf[65536];
 	ssize_t n;
 	while ((n = read(fd, buf, sizeof buf)) > 0)
-		brig_buf_add(&b, buf, (size_t)n);
+		brig_buf_put(&b, buf, (size_t)n);
 	close(fd);
-	brig_buf_addstr(&b, "");
+	brig_buf_puts(&b, "");
 	return brig_buf_steal(&b, len);
 }
 
@@ -354,20 +354,20 @@ static void ru__tree(brig_buf *b, int dfd, const char *rel)
 		struct stat st;
 		cleanup_free char *p = *rel ? xasprintf("%s/%s", rel, names[i]) : xstrdup(names[i]);
 		if (fstatat(dirfd(d), names[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			brig_buf_printf(b, "%s ?\n", p);
+			brig_buf_putf(b, "%s ?\n", p);
 		} else if (S_ISLNK(st.st_mode)) {
 			char t[4096];
 			ssize_t l = readlinkat(dirfd(d), names[i], t, sizeof t - 1);
 			t[l < 0 ? 0 : l] = '\0';
-			brig_buf_printf(b, "%s -> %s\n", p, t);
+			brig_buf_putf(b, "%s -> %s\n", p, t);
 		} else if (S_ISDIR(st.st_mode)) {
-			brig_buf_printf(b, "%s/ %o\n", p, (unsigned)(st.st_mode & 07777));
+			brig_buf_putf(b, "%s/ %o\n", p, (unsigned)(st.st_mode & 07777));
 			int fd = openat(dirfd(d), names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (fd >= 0)
 				ru__tree(b, fd, p);
 		} else {
-			brig_buf_printf(b, "%s %o %lld %lld.%09ld\n", p, (unsigned)(st.st_mode & 07777),
-					(long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+			brig_buf_putf(b, "%s %o %lld %lld.%09ld\n", p, (unsigned)(st.st_mode & 07777),
+				      (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
 		}
 		free(names[i]);
 	}
@@ -384,7 +384,7 @@ RU_FN char *ru_tree(const char *path)
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd >= 0)
 		ru__tree(&b, fd, "");
-	brig_buf_addstr(&b, "");
+	brig_buf_puts(&b, "");
 	return brig_buf_steal(&b, NULL);
 }
 
@@ -459,7 +459,7 @@ static bool ru__proc_pump(ru_proc *p, int wait_ms)
 		char buf[65536];
 		ssize_t n = read(f[i].fd, buf, sizeof buf);
 		if (n > 0) {
-			brig_buf_add(i ? &p->err : &p->out, buf, (size_t)n);
+			brig_buf_put(i ? &p->err : &p->out, buf, (size_t)n);
 		} else if (n == 0 || errno != EINTR) {
 			close(f[i].fd);
 			if (i)
