@@ -7,13 +7,15 @@
  *     API exec (create + start + exit code, brig's plain path), `docker exec
  *     NAME true` and the Docker SDK for Python's exec_run (one warm
  *     interpreter and client, bench/docker_sdk_exec.py --serve);
+ *     The two brig ways are also timed back to back (nothing between
+ *     calls): the relay's own cost, without the wake of another way's exec.
  *  2. `brig exec NAME -- true` as a process against `docker exec` (both
  *     include process start; measured in the same rounds as 1);
  *  3. 200 small commands (ls, echo > file, cat, grep) in this process, total
  *     time, over the held relay, through brig_computer_exec and through the
  *     raw API exec.
  *
- * The ways run in interleaved rounds (rotating order) so that noise on a
+ * The ways run in interleaved rounds (random order each round) so that noise on a
  * small shared machine falls on all alike; "paired" tables take per-round
  * differences, which cancels most of it.
  *
@@ -455,6 +457,7 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	atexit(cleanup);
+	srandom((unsigned)getpid());
 
 	/* brig exec audits every command into a session store: a private one. */
 	if (!getenv("BRIG_STORE")) {
@@ -501,11 +504,20 @@ int main(int argc, char **argv)
 	fprintf(stderr, "bench_guest: %d warm-up + %d interleaved rounds of `true`, %d ways\n", warm, n, NCOLS);
 	for (int r = -warm; r < n && !g_stop; r++) {
 		double t[NCOLS];
-		int done = 0;
-		for (int k = 0; k < NCOLS && !g_stop; k++, done++) {
-			int col = (r + warm + k) % NCOLS; /* rotating order */
-			t[col] = fn[col]();
+		/* A fresh random order each round: a fixed rotation would always put
+		 * the same way right after another (say, the held relay right after
+		 * a brig or docker process whose exec dockerd is still tearing
+		 * down), and charge one way for another's wake. */
+		int order[NCOLS], done = 0;
+		for (int k = 0; k < NCOLS; k++)
+			order[k] = k;
+		for (int k = NCOLS - 1; k > 0; k--) {
+			int j = (int)(random() % (k + 1)), tmp = order[k];
+			order[k] = order[j];
+			order[j] = tmp;
 		}
+		for (int k = 0; k < NCOLS && !g_stop; k++, done++)
+			t[order[k]] = fn[order[k]]();
 		if (r >= 0 && done == NCOLS) {
 			for (int col = 0; col < NCOLS; col++)
 				add(&s[col], t[col]);
@@ -516,6 +528,16 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench_guest: %d/%d\n", r + 1, n);
 	}
 	sdk_stop();
+
+	/* The relay's own cost: the two brig ways back to back, alternating in
+	 * chunks of 10, nothing else between them (no process exits, no Docker
+	 * exec being torn down). */
+	samples bb[2] = {{0}};
+	fprintf(stderr, "bench_guest: %d back-to-back execs of `true` per relay way\n", n);
+	for (int r = 0; r < n && !g_stop; r += 10)
+		for (int w = 0; w < 2 && !g_stop; w++)
+			for (int k = r; k < r + 10 && k < n; k++)
+				add(&bb[w], w ? run_computer() : run_guest());
 
 	/* Part 3: batches of 200 small commands, the ways alternating. */
 	enum { B_GUEST, B_COMPUTER, B_RAW, NB };
@@ -531,11 +553,15 @@ int main(int argc, char **argv)
 			add(&bs[w], small_batch(bfn[w], b_names[w]));
 		}
 
-	printf("\n1. Exec of `true` in one running computer, %zu rounds interleaved (ms)\n\n", s[0].n);
+	printf("\n1. Exec of `true` in one running computer, %zu rounds interleaved in random order;\n"
+	       "   the last two rows: %zu calls back to back (ms)\n\n",
+	       s[0].n, bb[0].n);
 	printf("| %-30s | %8s | %8s |\n", "way", "median", "p95");
 	printf("|--------------------------------|----------|----------|\n");
 	for (int col = 0; col < C_BRIG_CLI; col++)
 		row(col_names[col], &s[col]);
+	row("held relay, back to back", &bb[0]);
+	row("brig_computer_exec, b2b", &bb[1]);
 	printf("\n2. As a process (both include process start), same rounds (ms)\n\n");
 	printf("| %-30s | %8s | %8s |\n", "way", "median", "p95");
 	printf("|--------------------------------|----------|----------|\n");
@@ -572,6 +598,8 @@ int main(int argc, char **argv)
 		free(d[i].v);
 	for (int w = 0; w < NB; w++)
 		free(bs[w].v);
+	free(bb[0].v);
+	free(bb[1].v);
 	cleanup();
 	free(g_cid);
 	brig_engine_free(g_engine);
