@@ -135,7 +135,7 @@ static double now_ms(void)
 
 static brig_engine *g_engine;
 static brig_guest *g_guest;
-static char *g_name, *g_cid, g_store_dir[64], g_store_file[96];
+static char *g_name, *g_cid, g_store_dir[64], g_store_file[96], g_store_before[96];
 static FILE *g_sdk_in, *g_sdk_out;
 static pid_t g_sdk_pid;
 
@@ -168,6 +168,7 @@ static void cleanup(void)
 	}
 	if (g_store_dir[0]) {
 		unlink(g_store_file);
+		unlink(g_store_before);
 		cleanup_free char *wal = xasprintf("%s-wal", g_store_file), *shm = xasprintf("%s-shm", g_store_file),
 				  *jr = xasprintf("%s-journal", g_store_file);
 		unlink(wal);
@@ -219,7 +220,7 @@ static int discard(int stream, const char *data, size_t len, void *payload)
 
 /* Runs argv with stdio on /dev/null; returns its wall time, dies when it
  * fails (a benchmark of failures measures nothing). */
-static double spawn_ms(char *const argv[])
+static double spawn_ms(char *const argv[], char *const envp[])
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
@@ -227,7 +228,7 @@ static double spawn_ms(char *const argv[])
 	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
 	double t0 = now_ms();
 	pid_t pid;
-	int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
 	if (rc)
 		die("cannot start %s: %s", argv[0], strerror(rc));
@@ -326,13 +327,24 @@ static double run_raw(void)
 static double run_docker(void)
 {
 	char *argv[] = {(char *)g_docker, "exec", g_name, "true", NULL};
-	return spawn_ms(argv);
+	return spawn_ms(argv, environ);
 }
 
 static double run_brig_cli(void)
 {
 	char *argv[] = {(char *)g_brig, "exec", g_name, "--", "true", NULL};
-	return spawn_ms(argv);
+	return spawn_ms(argv, environ);
+}
+
+/* --brig-before: an older brig binary (built from an earlier commit), with
+ * a store of its own (its schema may be older). */
+static const char *g_brig_before;
+static char **g_before_env;
+
+static double run_brig_before(void)
+{
+	char *argv[] = {(char *)g_brig_before, "exec", g_name, "--", "true", NULL};
+	return spawn_ms(argv, g_before_env);
 }
 
 static void sdk_start(void)
@@ -410,16 +422,16 @@ static double small_batch(int (*fn)(const char *const *), const char *what)
 
 /* ---- main ---- */
 
-enum { C_GUEST, C_COMPUTER, C_RAW, C_DOCKER, C_SDK, C_BRIG_CLI, NCOLS };
+enum { C_GUEST, C_COMPUTER, C_RAW, C_DOCKER, C_SDK, C_BRIG_CLI, C_BEFORE, NCOLS };
 static const char *const col_names[NCOLS] = {
 	"brig_guest_exec (held relay)", "brig_computer_exec", "raw Engine API exec", "docker exec (CLI)",
-	"Docker SDK exec_run",          "brig exec (CLI)",
+	"Docker SDK exec_run",          "brig exec (CLI)",    "brig exec (before)",
 };
 
 static void usage(void)
 {
 	fputs("usage: bench_guest [-n N] [-w WARMUP] [-b BATCHES] [-i IMAGE] [--brig PATH] [--docker PATH]\n"
-	      "                   [--python PATH]\n",
+	      "                   [--python PATH] [--brig-before PATH]\n",
 	      stderr);
 	exit(2);
 }
@@ -436,6 +448,7 @@ int main(int argc, char **argv)
 	static const struct option lo[] = {{"brig", required_argument, NULL, 'B'},
 					   {"docker", required_argument, NULL, 'd'},
 					   {"python", required_argument, NULL, 'p'},
+					   {"brig-before", required_argument, NULL, 'o'},
 					   {NULL, 0, NULL, 0}};
 	int opt;
 	while ((opt = getopt_long(argc, argv, "n:w:b:i:h", lo, NULL)) != -1) {
@@ -447,6 +460,7 @@ int main(int argc, char **argv)
 		case 'B': g_brig = optarg; break;
 		case 'd': g_docker = optarg; break;
 		case 'p': g_python = optarg; break;
+		case 'o': g_brig_before = optarg; break;
 		default: usage();
 		}
 	}
@@ -467,6 +481,20 @@ int main(int argc, char **argv)
 		snprintf(g_store_file, sizeof g_store_file, "%s/store.db", g_store_dir);
 		setenv("BRIG_STORE", g_store_file, 1);
 	}
+	if (g_brig_before) {
+		if (!g_store_dir[0])
+			die("--brig-before needs its own store: leave BRIG_STORE unset");
+		snprintf(g_store_before, sizeof g_store_before, "%s/before.db", g_store_dir);
+		size_t k = 0;
+		while (environ[k])
+			k++;
+		g_before_env = xcalloc(k + 1, sizeof *g_before_env);
+		for (size_t i = 0; i < k; i++)
+			g_before_env[i] = strncmp(environ[i], "BRIG_STORE=", 11) == 0
+						  ? xasprintf("BRIG_STORE=%s", g_store_before)
+						  : environ[i];
+	}
+	int ncols = g_brig_before ? NCOLS : C_BEFORE;
 
 	brig_error *err = NULL;
 	check(brig_engine_open(&g_engine, NULL, &err), "connect to dockerd", err);
@@ -492,16 +520,18 @@ int main(int argc, char **argv)
 	sdk_start();
 
 	/* Parts 1 and 2: one exec of `true` per way per round. */
-	double (*fn[NCOLS])(void) = {run_guest, run_computer, run_raw, run_docker, run_sdk, run_brig_cli};
+	double (*fn[NCOLS])(void) = {run_guest, run_computer, run_raw,        run_docker,
+				     run_sdk,   run_brig_cli, run_brig_before};
 	samples s[NCOLS] = {{0}};
-	enum { P_GUEST_RAW, P_GUEST_DOCKER, P_GUEST_SDK, P_COMP_RAW, P_CLI_DOCKER, NPAIRS };
-	static const char *const pair_names[NPAIRS] = {"held relay - raw API exec", "held relay - docker exec",
-						       "held relay - SDK exec_run", "brig_computer_exec - raw API",
-						       "brig exec (CLI) - docker exec"};
-	static const int pair_cols[NPAIRS][2] = {
-		{C_GUEST, C_RAW}, {C_GUEST, C_DOCKER}, {C_GUEST, C_SDK}, {C_COMPUTER, C_RAW}, {C_BRIG_CLI, C_DOCKER}};
+	enum { P_GUEST_RAW, P_GUEST_DOCKER, P_GUEST_SDK, P_COMP_RAW, P_CLI_DOCKER, P_CLI_BEFORE, NPAIRS };
+	static const char *const pair_names[NPAIRS] = {"held relay - raw API exec",     "held relay - docker exec",
+						       "held relay - SDK exec_run",     "brig_computer_exec - raw API",
+						       "brig exec (CLI) - docker exec", "brig exec (CLI) - before"};
+	static const int pair_cols[NPAIRS][2] = {{C_GUEST, C_RAW},    {C_GUEST, C_DOCKER},    {C_GUEST, C_SDK},
+						 {C_COMPUTER, C_RAW}, {C_BRIG_CLI, C_DOCKER}, {C_BRIG_CLI, C_BEFORE}};
 	samples d[NPAIRS] = {{0}};
-	fprintf(stderr, "bench_guest: %d warm-up + %d interleaved rounds of `true`, %d ways\n", warm, n, NCOLS);
+	int npairs = g_brig_before ? NPAIRS : P_CLI_BEFORE;
+	fprintf(stderr, "bench_guest: %d warm-up + %d interleaved rounds of `true`, %d ways\n", warm, n, ncols);
 	for (int r = -warm; r < n && !g_stop; r++) {
 		double t[NCOLS];
 		/* A fresh random order each round: a fixed rotation would always put
@@ -509,19 +539,19 @@ int main(int argc, char **argv)
 		 * a brig or docker process whose exec dockerd is still tearing
 		 * down), and charge one way for another's wake. */
 		int order[NCOLS], done = 0;
-		for (int k = 0; k < NCOLS; k++)
+		for (int k = 0; k < ncols; k++)
 			order[k] = k;
-		for (int k = NCOLS - 1; k > 0; k--) {
+		for (int k = ncols - 1; k > 0; k--) {
 			int j = (int)(random() % (k + 1)), tmp = order[k];
 			order[k] = order[j];
 			order[j] = tmp;
 		}
-		for (int k = 0; k < NCOLS && !g_stop; k++, done++)
+		for (int k = 0; k < ncols && !g_stop; k++, done++)
 			t[order[k]] = fn[order[k]]();
-		if (r >= 0 && done == NCOLS) {
-			for (int col = 0; col < NCOLS; col++)
+		if (r >= 0 && done == ncols) {
+			for (int col = 0; col < ncols; col++)
 				add(&s[col], t[col]);
-			for (int i = 0; i < NPAIRS; i++)
+			for (int i = 0; i < npairs; i++)
 				add(&d[i], t[pair_cols[i][0]] - t[pair_cols[i][1]]);
 		}
 		if (r >= 0 && (r + 1) % 20 == 0)
@@ -567,10 +597,12 @@ int main(int argc, char **argv)
 	printf("|--------------------------------|----------|----------|\n");
 	row(col_names[C_BRIG_CLI], &s[C_BRIG_CLI]);
 	row(col_names[C_DOCKER], &s[C_DOCKER]);
+	if (g_brig_before)
+		row(col_names[C_BEFORE], &s[C_BEFORE]);
 	printf("\nPaired by round (ms; negative: the first was faster)\n\n");
 	printf("| %-30s | %8s | %17s | %14s |\n", "pair", "median", "95 % CI of median", "first faster");
 	printf("|--------------------------------|----------|-------------------|----------------|\n");
-	for (int i = 0; i < NPAIRS; i++) {
+	for (int i = 0; i < npairs; i++) {
 		double ci_lo, ci_hi;
 		size_t wins = count_below(&d[i], 0);
 		median_ci(&d[i], &ci_lo, &ci_hi);
