@@ -237,6 +237,8 @@ static double spawn_ms(char *const argv[], char *const envp[])
 		if (errno != EINTR)
 			die("waitpid: %s", strerror(errno));
 	double t = now_ms() - t0;
+	if (g_stop) /* a Ctrl-C reached it too: this round is not counted */
+		return t;
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 		die("%s exited with status %d (its stderr is above)", argv[0],
 		    WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
@@ -375,8 +377,8 @@ static double run_sdk(void)
 {
 	fputs("exec\n", g_sdk_in);
 	fflush(g_sdk_in);
-	char line[64];
-	if (!fgets(line, sizeof line, g_sdk_out))
+	char line[64] = "0";
+	if (!fgets(line, sizeof line, g_sdk_out) && !g_stop)
 		die("the Docker SDK exec_run failed (its traceback is above)");
 	return strtod(line, NULL);
 }
@@ -466,7 +468,9 @@ int main(int argc, char **argv)
 	}
 	if (n < 1 || warm < 0 || batches < 0)
 		usage();
-	struct sigaction sa = {.sa_handler = on_signal};
+	/* SA_RESTART: a Ctrl-C ends the rounds where they stand, not a read from
+	 * the SDK's pipe halfway (the tables of what was measured still print). */
+	struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -548,7 +552,7 @@ int main(int argc, char **argv)
 		}
 		for (int k = 0; k < ncols && !g_stop; k++, done++)
 			t[order[k]] = fn[order[k]]();
-		if (r >= 0 && done == ncols) {
+		if (r >= 0 && done == ncols && !g_stop) {
 			for (int col = 0; col < ncols; col++)
 				add(&s[col], t[col]);
 			for (int i = 0; i < npairs; i++)
@@ -563,7 +567,8 @@ int main(int argc, char **argv)
 	 * chunks of 10, nothing else between them (no process exits, no Docker
 	 * exec being torn down). */
 	samples bb[2] = {{0}};
-	fprintf(stderr, "bench_guest: %d back-to-back execs of `true` per relay way\n", n);
+	if (!g_stop)
+		fprintf(stderr, "bench_guest: %d back-to-back execs of `true` per relay way\n", n);
 	for (int r = 0; r < n && !g_stop; r += 10)
 		for (int w = 0; w < 2 && !g_stop; w++)
 			for (int k = r; k < r + 10 && k < n; k++)
@@ -575,7 +580,7 @@ int main(int argc, char **argv)
 						"raw Engine API exec"};
 	int (*bfn[NB])(const char *const *) = {guest_exec, computer_exec, raw_exec};
 	samples bs[NB] = {{0}};
-	if (batches)
+	if (batches && !g_stop)
 		fprintf(stderr, "bench_guest: %d batches of %d small commands, %d ways\n", batches, SMALL, NB);
 	for (int b = 0; b < batches && !g_stop; b++)
 		for (int k = 0; k < NB && !g_stop; k++) {

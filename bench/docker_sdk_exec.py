@@ -44,4 +44,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (BrokenPipeError, KeyboardInterrupt):  # bench_guest stopped (Ctrl-C)
+        sys.exit(130)
