@@ -54,6 +54,7 @@ int cmd_ps(int argc, char **argv);
 int cmd_kill(int argc, char **argv);
 int cmd_attach(int argc, char **argv);
 int cmd_fs(int argc, char **argv);
+int cmd_cp(int argc, char **argv);
 
 /* --debug: error messages also carry the code name and HTTP status. */
 extern bool cli_debug;
