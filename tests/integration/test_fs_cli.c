@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "brig/sandbox.h"
@@ -344,6 +345,120 @@ static void test_symlink(void **state)
 	out_free(&o);
 }
 
+/* sh -c cmd in TMP, with $B the brig binary and $N the computer; returns
+ * its exit status. */
+static int sh(const char *n, const char *cmd)
+{
+	char *full = xasprintf("cd %s && B='%s' N='%s' BRIG_STORE=sqlite://%s/store.db sh -c '%s'", TMP,
+			       brig_test_brig_bin(), n, TMP, cmd);
+	int rc = system(full);
+	free(full);
+	return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+static void test_cp(void **state)
+{
+	(void)state;
+	if (!have_init())
+		return;
+	const char *n = shared();
+	/* a host tree in, under a new name, owned by 1000:1000 */
+	assert_int_equal(sh(n, "rm -rf src && mkdir -p src/sub && echo one > src/sub/a && echo two > src/b && "
+			       "ln -s sub/a src/rel && $B cp src $N:/workspace/tree"),
+			 0);
+	out o = RUN(0, "fs", "ls", "-r", "--json", n, "/workspace/tree");
+	json_t *j = json_loads(o.out, 0, NULL);
+	assert_int_equal(json_array_size(j), 4);
+	size_t i;
+	json_t *it;
+	json_array_foreach (j, i, it) {
+		assert_int_equal(json_integer_value(json_object_get(it, "uid")), 1000);
+		assert_int_equal(json_integer_value(json_object_get(it, "gid")), 1000);
+	}
+	json_decref(j);
+	out_free(&o);
+	o = RUN(0, "fs", "cat", n, "/workspace/tree/rel");
+	assert_string_equal(o.out, "one\n");
+	out_free(&o);
+	/* a file into an existing directory keeps its name */
+	assert_int_equal(sh(n, "$B cp src/b $N:/workspace/"), 0);
+	o = RUN(0, "fs", "cat", n, "/workspace/b");
+	assert_string_equal(o.out, "two\n");
+	out_free(&o);
+	/* and out again: a new directory, identical */
+	assert_int_equal(sh(n, "rm -rf back && $B cp $N:/workspace/tree back && diff -r src back && "
+			       "[ \"$(readlink back/rel)\" = sub/a ]"),
+			 0);
+	/* a file into an existing host directory, relative container path */
+	assert_int_equal(sh(n, "rm -rf into && mkdir into && $B cp $N:b into && [ \"$(cat into/b)\" = two ]"), 0);
+	/* over an existing file: replaced */
+	assert_int_equal(sh(n, "echo old > f && $B cp $N:/workspace/b f && [ \"$(cat f)\" = two ]"), 0);
+	/* an existing directory is not merged into, and is left as it was */
+	assert_int_equal(sh(n, "rm -rf keep && mkdir -p keep/tree && echo mine > keep/tree/m && "
+			       "$B cp $N:/workspace/tree keep 2>err; [ $? = 125 ] && grep -q \"does not merge\" err && "
+			       "[ \"$(ls -A keep/tree)\" = m ] && [ \"$(ls -A keep)\" = tree ]"),
+			 0);
+	/* tar streams both ways */
+	assert_int_equal(sh(n, "$B cp $N:/workspace/tree - > t.tar && tar -tf t.tar | grep -qx tree/sub/a"), 0);
+	assert_int_equal(sh(n, "tar -cf - -C src . | $B cp - $N:/runtime"), 0);
+	o = RUN(0, "fs", "stat", "--json", n, "/runtime/sub/a");
+	j = json_loads(o.out, 0, NULL);
+	assert_int_equal(json_integer_value(json_object_get(j, "uid")), 1000);
+	json_decref(j);
+	out_free(&o);
+	/* 5 MB both ways, identical */
+	assert_int_equal(sh(n, "head -c 5242880 /dev/urandom > big && $B cp big $N:/workspace/big && "
+			       "rm -f big2 && $B cp $N:/workspace/big big2 && cmp big big2"),
+			 0);
+	/* outside the writable mounts */
+	assert_int_equal(sh(n, "$B cp src/b $N:/etc/ 2>err; [ $? = 125 ] && "
+			       "grep -q \"only /workspace and /runtime are writable\" err"),
+			 0);
+	/* a missing directory in the computer; a missing host file */
+	assert_int_equal(
+		sh(n, "$B cp src/b $N:/workspace/no/such 2>err; [ $? = 125 ] && grep -q \"no such directory\" err"), 0);
+	assert_int_equal(sh(n, "$B cp nothing-here $N:/workspace/ 2>/dev/null; [ $? = 125 ]"), 0);
+	assert_int_equal(sh(n, "$B cp $N:/workspace/nothing-here x 2>/dev/null; [ $? = 125 ] && [ ! -e x ]"), 0);
+	/* a directory onto a file */
+	assert_int_equal(sh(n, "$B cp src $N:/workspace/b 2>err; [ $? = 125 ] && grep -q \"onto file\" err"), 0);
+	/* a garbage tar on stdin */
+	assert_int_equal(sh(n, "echo not-a-tar | $B cp - $N:/workspace 2>/dev/null; [ $? = 125 ]"), 0);
+}
+
+/* What the sandbox can plant — a symlink out (absolute or by ".."), a
+ * FIFO, a symlink as the thing copied — refuses the copy, and the host
+ * destination is exactly as it was: no file, no staging directory. */
+static void test_cp_unsafe(void **state)
+{
+	(void)state;
+	if (!have_init())
+		return;
+	const char *n = shared();
+	out o = RUN(0, "exec", n, "--", "sh", "-c",
+		    "cd /workspace && mkdir -p u1 u2/a/b u3 && echo ok > u1/ok && ln -s /etc/passwd u1/pw && "
+		    "echo ok > u2/ok && ln -s ../../../../../etc u2/a/b/up && echo ok > u3/ok && mkfifo u3/fifo && "
+		    "ln -s /etc/passwd top && ln -s ../../../etc/shadow top2");
+	out_free(&o);
+	const char *srcs[] = {"/workspace/u1", "/workspace/u2", "/workspace/u3", "/workspace/top", "/workspace/top2"};
+	assert_int_equal(sh(n, "rm -rf dst && mkdir dst && echo mine > dst/m && find dst | sort > before"), 0);
+	for (size_t k = 0; k < sizeof srcs / sizeof srcs[0]; k++) {
+		char *cmd =
+			xasprintf("$B cp $N:%s dst 2>err; [ $? = 125 ] || exit 1; "
+				  "$B cp $N:%s dst/new 2>>err; [ $? = 125 ] || exit 2; "
+				  "$B cp $N:%s - > stream 2>>err; [ $? = 125 ] || exit 3; [ ! -s stream ] || exit 4; "
+				  "find dst | sort > after; cmp before after || exit 5; "
+				  "[ \"$(cat dst/m)\" = mine ] || exit 6; ls -A | grep -q brig-cp && exit 7; "
+				  "grep -q \"tar entry\" err || exit 8",
+				  srcs[k], srcs[k], srcs[k]);
+		int rc = sh(n, cmd);
+		free(cmd);
+		if (rc != 0)
+			fail_msg("cp of %s: step %d failed", srcs[k], rc);
+	}
+	/* the host's own files were never read into the copy either */
+	assert_int_equal(sh(n, "! grep -rq root: dst"), 0);
+}
+
 static void test_no_init(void **state)
 {
 	(void)state;
@@ -409,6 +524,23 @@ static void test_usage(void **state)
 	o = RUN(FAIL, "fs", "ls", "brig-fs-no-such-computer", "/workspace");
 	contains(o.err, "no computer named brig-fs-no-such-computer");
 	out_free(&o);
+	o = RUN(0, "cp", "--help");
+	contains(o.out, "Usage: brig cp");
+	out_free(&o);
+	o = RUN(FAIL, "cp", "a");
+	contains(o.err, "SRC and DEST are required");
+	out_free(&o);
+	o = RUN(FAIL, "cp", "a", "b");
+	contains(o.err, "one of SRC and DEST must be NAME:PATH");
+	out_free(&o);
+	o = RUN(FAIL, "cp", "x:/a", "y:/b");
+	contains(o.err, "between computers");
+	out_free(&o);
+	o = RUN(FAIL, "cp", "--bogus", "x:/a", "b");
+	out_free(&o);
+	o = RUN(FAIL, "cp", "brig-fs-no-such-computer:/a", "b");
+	contains(o.err, "no computer named brig-fs-no-such-computer");
+	out_free(&o);
 }
 
 int main(void)
@@ -419,6 +551,8 @@ int main(void)
 		cmocka_unit_test(test_binary_round_trip),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_symlink),
+		cmocka_unit_test(test_cp),
+		cmocka_unit_test(test_cp_unsafe),
 		cmocka_unit_test(test_no_init),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
