@@ -343,6 +343,19 @@ static void test_symlink(void **state)
 	o = RUN(0, "exec", n, "--", "cat", "/etc/passwd");
 	assert_int_equal(strncmp(o.out, "root:", 5), 0);
 	out_free(&o);
+
+	/* a FIFO the sandbox made is refused at once, never waited on; so is
+	 * a directory */
+	o = RUN(0, "exec", n, "--", "mkfifo", "/workspace/ff");
+	out_free(&o);
+	int64_t t0 = brig_now_ms();
+	o = RUN(FAIL, "fs", "cat", n, "/workspace/ff");
+	assert_true(brig_now_ms() - t0 < 30000);
+	out_free(&o);
+	o = RUN(FAIL, "fs", "cat", n, "/workspace");
+	out_free(&o);
+	o = RUN(0, "fs", "rm", n, "/workspace/ff");
+	out_free(&o);
 }
 
 /* sh -c cmd in TMP, with $B the brig binary and $N the computer; returns
@@ -468,6 +481,15 @@ static void test_no_init(void **state)
 	out o = RUN(FAIL, "fs", "ls", old, "/workspace");
 	contains(o.err, "has no brig-init");
 	contains(o.err, "recreate it");
+	out_free(&o);
+	if (!brig_guest__volume_name())
+		return;
+	/* a stopped computer: brig-init is not running */
+	cleanup_free char *stopped = computer("stopped");
+	o = RUN(0, "stop", stopped);
+	out_free(&o);
+	o = RUN(FAIL, "fs", "ls", stopped, "/workspace");
+	contains(o.err, "not running");
 	out_free(&o);
 }
 
