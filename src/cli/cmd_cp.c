@@ -7,7 +7,8 @@
  * "..", symlinks only when they stay inside the copy, hard links only to an
  * earlier file of it, no FIFOs or devices) into a fresh directory beside the
  * destination, and is renamed into place only once whole: a refused copy
- * leaves the destination as it was. A destination that already exists is
+ * leaves the destination as it was; so does a lone symlink (it always points
+ * outside the copy). A destination that already exists is
  * replaced when it is a file and refused when it is a directory (no merge:
  * that could not be all or nothing). `-` goes through the copier (the same
  * rules) into a temporary file first, so stdout gets a whole checked tar or
@@ -142,6 +143,22 @@ static int tmp_fd(void)
 	return fd;
 }
 
+/* A lone symlink always points outside the copy: refused. */
+static int lone_link(const char *path)
+{
+	return cli_fail("copy %s: it is a symlink in the computer, which would point outside the copy; copy what "
+			"it points to by its own path",
+			path);
+}
+
+/* on_entry of the copier: a symlink at the top is the thing copied. */
+static void note_root_link(const char *path, int type, uint64_t size, void *payload)
+{
+	(void)size;
+	if (type == BRIG_TAR_SYMLINK && !strchr(path, '/'))
+		*(bool *)payload = true;
+}
+
 /* The checked tar to stdout, whole or not at all. */
 static int copy_out_stream(brig_engine *e, const char *id, const char *path)
 {
@@ -151,6 +168,9 @@ static int copy_out_stream(brig_engine *e, const char *id, const char *path)
 	brig_tar_copy_opts o = BRIG_TAR_COPY_OPTS_INIT;
 	o.allow_symlinks = true;
 	o.allow_hardlinks = true;
+	bool root_link = false;
+	o.on_entry = note_root_link;
+	o.payload = &root_link;
 	brig_tar_copy *c = NULL;
 	brig_error *err = NULL;
 	int rc = brig_tar_copy_new(&c, &o, brig_tar_write_fd, &fd, &err);
@@ -172,6 +192,10 @@ static int copy_out_stream(brig_engine *e, const char *id, const char *path)
 	if (rc) {
 		close(fd);
 		return cli_error(err, path);
+	}
+	if (root_link) {
+		close(fd);
+		return lone_link(path);
 	}
 	char buf[65536];
 	ssize_t n;
@@ -248,6 +272,8 @@ static int copy_out(brig_engine *e, const char *id, const char *path, const char
 		if (lstat(staged, &ss) != 0) {
 			rc = CLI_EXIT_FAIL;
 			cli_fail("copy %s: the computer sent no entry named %s", path, name);
+		} else if (S_ISLNK(ss.st_mode)) {
+			rc = lone_link(path);
 		} else if (rename(staged, target) != 0) {
 			rc = CLI_EXIT_FAIL;
 			cli_fail("cannot move the copy into place at %s: %s", target, strerror(errno));
