@@ -221,7 +221,12 @@ static int copy_out(brig_engine *e, const char *id, const char *path, const char
 		return cli_error(err, path);
 	cleanup_free char *name = xstrdup(json_string_value(json_object_get(st, "name")) ?: "");
 	json_decref(st);
-	if (!*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+	/* the name lands on the host and in messages: no separators, no
+	 * terminal controls */
+	bool bad = !*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+	for (const char *c = name; *c && !bad; c++)
+		bad = (unsigned char)*c < 0x20 || *c == 0x7f;
+	if (bad)
 		return cli_fail("copy %s: the computer named it unusably", path);
 
 	/* where it lands: into an existing directory under its own name, else
