@@ -49,6 +49,8 @@ int cmd_checkpoint(int argc, char **argv);
 int cmd_checkpoints(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
 int cmd_image(int argc, char **argv);
+int cmd_fs(int argc, char **argv);
+int cmd_cp(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_ps(int argc, char **argv);
 int cmd_kill(int argc, char **argv);

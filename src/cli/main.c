@@ -20,6 +20,8 @@ static const cli_command commands[] = {
 	{"ps", cmd_ps, "List a computer's commands (running and recently ended)"},
 	{"kill", cmd_kill, "End a background command and everything it started"},
 	{"attach", cmd_attach, "Follow a background command's output until it ends"},
+	{"fs", cmd_fs, "A computer's files: ls, cat, write, stat, rm, mkdir, mv"},
+	{"cp", cmd_cp, "Copy files between a computer and the host (docker cp's syntax)"},
 	{"ls", cmd_ls, "List computers"},
 	{"inspect", cmd_inspect, "Show one computer"},
 	{"pause", cmd_pause, "Freeze a computer (memory, processes and files are kept)"},

@@ -1,0 +1,443 @@
+/* cmd_cp.c — `brig cp`, docker cp's syntax: NAME:PATH on one side, a host
+ * path or `-` (a tar stream) on the other, through the Engine API archive
+ * endpoints (a stopped computer works too).
+ *
+ * Copy-out is the dangerous way: the tar comes from the sandbox. It goes
+ * through the tar layer's extractor (src/tar/tar.h: no absolute names, no
+ * "..", symlinks only when they stay inside the copy, hard links only to an
+ * earlier file of it, no FIFOs or devices) into a fresh directory beside the
+ * destination, and is renamed into place only once whole: a refused copy
+ * leaves the destination as it was; so does a lone symlink (it always points
+ * outside the copy). A destination that already exists is
+ * replaced when it is a file and refused when it is a directory (no merge:
+ * that could not be all or nothing). `-` goes through the copier (the same
+ * rules) into a temporary file first, so stdout gets a whole checked tar or
+ * nothing.
+ *
+ * Copy-in writes every entry as 1000:1000 (the sandbox's user). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "brig/spec.h"
+#include "cli/cli.h"
+#include "tar/tar.h"
+#include "util/util.h"
+
+static const char cp_usage[] = "Usage: brig cp [OPTIONS] NAME:SRC_PATH DEST_PATH|-\n"
+			       "       brig cp [OPTIONS] SRC_PATH|- NAME:DEST_PATH\n"
+			       "\n"
+			       "Copy files and directories (recursively) out of or into computer NAME, as\n"
+			       "docker cp does. `-` is a tar stream on stdin or stdout. Container paths are\n"
+			       "absolute or relative to /workspace; only /workspace and /runtime are writable.\n"
+			       "\n"
+			       "Out of a computer, whatever the sandbox made is untrusted: a symlink that\n"
+			       "leads outside the copy, a FIFO, a device or a `..` name refuses the whole\n"
+			       "copy, and the destination is left as it was. An existing file at the\n"
+			       "destination is replaced; an existing directory is not merged into (the copy\n"
+			       "would not be all or nothing): name a new one. Into a computer, files belong\n"
+			       "to the sandbox's user (1000:1000).\n"
+			       "\n"
+			       "Options:\n"
+			       "  -L, --follow-link   Copy-in: follow SRC_PATH when it is a symlink\n"
+			       "  -h, --help          Print this help\n";
+
+static const struct option cp_opts[] = {
+	{"follow-link", no_argument, NULL, 'L'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+
+/* "NAME:PATH" → NAME and PATH (absolute); a host path otherwise (docker's
+ * rule: a path starting with / or . is local, or with no colon before a
+ * slash). */
+static bool split_remote(const char *arg, char **name, char **path)
+{
+	if (arg[0] == '/' || arg[0] == '.')
+		return false;
+	const char *colon = strchr(arg, ':');
+	const char *slash = strchr(arg, '/');
+	if (!colon || (slash && slash < colon) || colon == arg)
+		return false;
+	*name = xstrndup(arg, (size_t)(colon - arg));
+	const char *p = colon + 1;
+	*path = p[0] == '/' ? xstrdup(p) : xasprintf("/workspace/%s", p);
+	return true;
+}
+
+/* The computer's container id; refuses containers brig does not manage. */
+static int computer_id(brig_engine *e, char **out, const char *name)
+{
+	json_t *j = NULL;
+	brig_error *err = NULL;
+	int rc = brig_engine_container_inspect(e, &j, name, &err);
+	if (rc == BRIG_ENOTFOUND) {
+		brig_error_free(err);
+		return cli_fail("no computer named %s", name);
+	}
+	if (rc)
+		return cli_error(err, NULL);
+	json_t *labels = json_object_get(json_object_get(j, "Config"), "Labels");
+	const char *k = json_string_value(json_object_get(labels, BRIG_LABEL_KIND));
+	if (!json_string_value(json_object_get(labels, BRIG_LABEL_MANAGED)) || !k || strcmp(k, "computer") != 0) {
+		json_decref(j);
+		return cli_fail("%s is not a brig computer", name);
+	}
+	*out = xstrdup(json_string_value(json_object_get(j, "Id")));
+	json_decref(j);
+	return 0;
+}
+
+/* Go's os.ModeDir in the archive endpoints' path stat. */
+static bool stat_is_dir(json_t *st)
+{
+	return (json_integer_value(json_object_get(st, "mode")) & (INT64_C(1) << 31)) != 0;
+}
+
+/* ---- removing a staging directory: never follows a link ---- */
+
+static void remove_below(int dfd)
+{
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return;
+	}
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+			continue;
+		int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0)
+			continue;
+		(void)fchmod(sub, 0700); /* a read-only directory of the copy */
+		remove_below(sub);
+		unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+	}
+	closedir(d);
+}
+
+static void remove_stage(const char *stage)
+{
+	int fd = open(stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)fchmod(fd, 0700);
+		remove_below(fd);
+	}
+	rmdir(stage);
+}
+
+/* ---- out of the computer ---- */
+
+static int tmp_fd(void)
+{
+	const char *d = getenv("TMPDIR");
+	int fd = open(d && *d ? d : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		cli_fail("cannot make a temporary file: %s", strerror(errno));
+	return fd;
+}
+
+/* A lone symlink always points outside the copy: refused. */
+static int lone_link(const char *path)
+{
+	return cli_fail("copy %s: it is a symlink in the computer, which would point outside the copy; copy what "
+			"it points to by its own path",
+			path);
+}
+
+/* on_entry of the copier: a symlink at the top is the thing copied. */
+static void note_root_link(const char *path, int type, uint64_t size, void *payload)
+{
+	(void)size;
+	if (type == BRIG_TAR_SYMLINK && !strchr(path, '/'))
+		*(bool *)payload = true;
+}
+
+/* The checked tar to stdout, whole or not at all. */
+static int copy_out_stream(brig_engine *e, const char *id, const char *path)
+{
+	int fd = tmp_fd();
+	if (fd < 0)
+		return CLI_EXIT_FAIL;
+	brig_tar_copy_opts o = BRIG_TAR_COPY_OPTS_INIT;
+	o.allow_symlinks = true;
+	o.allow_hardlinks = true;
+	bool root_link = false;
+	o.on_entry = note_root_link;
+	o.payload = &root_link;
+	brig_tar_copy *c = NULL;
+	brig_error *err = NULL;
+	int rc = brig_tar_copy_new(&c, &o, brig_tar_write_fd, &fd, &err);
+	if (!rc) {
+		brig_error *gerr = NULL;
+		rc = brig_engine_archive_get(e, id, path, NULL, brig_tar_copy_data_cb, c, &gerr);
+		brig_error *ferr = NULL;
+		int frc = brig_tar_copy_finish(c, NULL, &ferr);
+		if (frc) { /* the copier's own story first: it refused the stream */
+			brig_error_free(gerr);
+			err = ferr;
+			rc = frc;
+		} else {
+			brig_error_free(ferr);
+			err = gerr;
+		}
+	}
+	brig_tar_copy_free(c);
+	if (rc) {
+		close(fd);
+		return cli_error(err, path);
+	}
+	if (root_link) {
+		close(fd);
+		return lone_link(path);
+	}
+	char buf[65536];
+	ssize_t n;
+	off_t off = 0;
+	while ((n = pread(fd, buf, sizeof buf, off)) > 0) {
+		if (brig_write_all(1, buf, (size_t)n) != 0) {
+			close(fd);
+			return cli_fail("cannot write to stdout: %s", strerror(errno));
+		}
+		off += n;
+	}
+	close(fd);
+	return n < 0 ? cli_fail("cannot read the temporary file: %s", strerror(errno)) : 0;
+}
+
+static int copy_out(brig_engine *e, const char *id, const char *path, const char *dst)
+{
+	if (strcmp(dst, "-") == 0)
+		return copy_out_stream(e, id, path);
+	json_t *st = NULL;
+	brig_error *err = NULL;
+	if (brig_engine_archive_stat(e, &st, id, path, &err) != 0)
+		return cli_error(err, path);
+	cleanup_free char *name = xstrdup(json_string_value(json_object_get(st, "name")) ?: "");
+	json_decref(st);
+	/* the name lands on the host and in messages: no separators, no
+	 * terminal controls */
+	bool bad = !*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+	for (const char *c = name; *c && !bad; c++)
+		bad = (unsigned char)*c < 0x20 || *c == 0x7f;
+	if (bad)
+		return cli_fail("copy %s: the computer named it unusably", path);
+
+	/* where it lands: into an existing directory under its own name, else
+	 * at dst itself */
+	struct stat ds;
+	cleanup_free char *target = NULL;
+	if (stat(dst, &ds) == 0 && S_ISDIR(ds.st_mode))
+		target = xasprintf("%s/%s", dst, name);
+	else
+		target = xstrdup(dst);
+	size_t tl = strlen(target);
+	while (tl > 1 && target[tl - 1] == '/')
+		target[--tl] = '\0';
+	struct stat ts;
+	bool exists = lstat(target, &ts) == 0;
+	if (exists && S_ISDIR(ts.st_mode))
+		return cli_fail("%s already exists: brig cp does not merge into a directory (the copy lands whole or "
+				"not at all); remove it or name a new one",
+				target);
+
+	cleanup_free char *tcopy = xstrdup(target);
+	cleanup_free char *stage = xasprintf("%s/.brig-cp-XXXXXX", dirname(tcopy));
+	if (!mkdtemp(stage))
+		return cli_fail("cannot make a directory beside %s: %s", target, strerror(errno));
+	brig_tar_extract_opts o = BRIG_TAR_EXTRACT_OPTS_INIT;
+	o.allow_symlinks = true;
+	o.allow_hardlinks = true;
+	brig_tar_extract *x = NULL;
+	int rc = brig_tar_extract_new(&x, AT_FDCWD, stage, &o, &err);
+	if (!rc) {
+		brig_error *gerr = NULL;
+		rc = brig_engine_archive_get(e, id, path, NULL, brig_tar_extract_data_cb, x, &gerr);
+		brig_error *ferr = NULL;
+		int frc = brig_tar_extract_finish(x, &ferr);
+		if (frc) {
+			brig_error_free(gerr);
+			err = ferr;
+			rc = frc;
+		} else {
+			brig_error_free(ferr);
+			err = gerr;
+		}
+	}
+	brig_tar_extract_free(x);
+	if (!rc) {
+		cleanup_free char *staged = xasprintf("%s/%s", stage, name);
+		struct stat ss;
+		if (lstat(staged, &ss) != 0) {
+			rc = CLI_EXIT_FAIL;
+			cli_fail("copy %s: the computer sent no entry named %s", path, name);
+		} else if (S_ISLNK(ss.st_mode)) {
+			rc = lone_link(path);
+		} else if (rename(staged, target) != 0) {
+			rc = CLI_EXIT_FAIL;
+			cli_fail("cannot move the copy into place at %s: %s", target, strerror(errno));
+		}
+	} else {
+		rc = cli_error(err, path);
+	}
+	remove_stage(stage);
+	return rc ? CLI_EXIT_FAIL : 0;
+}
+
+/* ---- into the computer ---- */
+
+typedef struct fd_reader {
+	int fd;
+} fd_reader;
+
+static ssize_t read_fd(char *buf, size_t len, void *payload, brig_error **err)
+{
+	fd_reader *r = payload;
+	ssize_t n;
+	do
+		n = read(r->fd, buf, len);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return brig__error_set(err, BRIG_EIO, errno, "read: %s", strerror(errno));
+	return n;
+}
+
+/* A PUT's refusal as the user should read it. */
+static int put_error(brig_error *err, const char *dir)
+{
+	const char *m = brig_error_message(err);
+	if (err && (err->code == BRIG_EDENIED || strstr(m, "read-only") || strstr(m, "read only"))) {
+		brig_error_free(err);
+		return cli_fail("copy into %s: refused: only /workspace and /runtime are writable in a computer", dir);
+	}
+	return cli_error(err, NULL);
+}
+
+/* stdin's tar, checked and re-owned 1000:1000 into a temporary file, then
+ * into directory path. */
+static int copy_in_stream(brig_engine *e, const char *id, const char *path)
+{
+	int fd = tmp_fd();
+	if (fd < 0)
+		return CLI_EXIT_FAIL;
+	brig_tar_copy_opts o = BRIG_TAR_COPY_OPTS_INIT;
+	o.allow_symlinks = true;
+	o.allow_absolute_symlinks = true; /* they land in the computer, not here */
+	o.allow_hardlinks = true;
+	o.rewrite_owner = true;
+	o.uid = o.gid = 1000;
+	brig_tar_copy *c = NULL;
+	brig_error *err = NULL;
+	fd_reader in = {0};
+	int rc = brig_tar_copy_new(&c, &o, brig_tar_write_fd, &fd, &err);
+	if (!rc)
+		rc = brig_tar_copy_from_reader(c, read_fd, &in, &err);
+	if (!rc)
+		rc = brig_tar_copy_finish(c, NULL, &err);
+	brig_tar_copy_free(c);
+	if (rc) {
+		close(fd);
+		return cli_error(err, "tar on stdin");
+	}
+	fd_reader r = {fd};
+	if (lseek(fd, 0, SEEK_SET) < 0 || brig_engine_archive_put(e, id, path, read_fd, &r, &err) != 0) {
+		close(fd);
+		return err ? put_error(err, path) : cli_fail("cannot read the temporary file: %s", strerror(errno));
+	}
+	close(fd);
+	return 0;
+}
+
+static int copy_in(brig_engine *e, const char *id, const char *src, const char *path, bool follow)
+{
+	if (strcmp(src, "-") == 0)
+		return copy_in_stream(e, id, path);
+	struct stat ss;
+	if ((follow ? stat(src, &ss) : lstat(src, &ss)) != 0)
+		return cli_fail("%s: %s", src, strerror(errno));
+	/* docker's rule: an existing directory takes SRC under its own name;
+	 * otherwise SRC lands at PATH */
+	json_t *st = NULL;
+	brig_error *err = NULL;
+	int r = brig_engine_archive_stat(e, &st, id, path, &err);
+	if (r && r != BRIG_ENOTFOUND)
+		return cli_error(err, path);
+	brig_error_free(err);
+	err = NULL;
+	bool dst_dir = !r && stat_is_dir(st);
+	json_decref(st);
+	if (!r && !dst_dir && S_ISDIR(ss.st_mode))
+		return cli_fail("cannot copy directory %s onto file %s", src, path);
+	cleanup_free char *scopy = xstrdup(src);
+	cleanup_free char *pcopy = xstrdup(path);
+	cleanup_free char *pcopy2 = xstrdup(path);
+	const char *dir = dst_dir ? path : dirname(pcopy);
+	const char *name = dst_dir ? basename(scopy) : basename(pcopy2);
+	if (!*name || strcmp(name, "/") == 0 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return cli_fail("cannot tell what to name %s in the computer: give a file name", src);
+
+	brig_tar_build_opts bo = BRIG_TAR_BUILD_OPTS_INIT;
+	bo.uid = bo.gid = 1000;
+	bo.deref_roots = follow;
+	brig_tar_builder *b = NULL;
+	int rc = brig_tar_builder_new(&b, &bo, &err);
+	if (!rc)
+		rc = brig_tar_builder_add_path(b, src, name, &err);
+	if (rc) {
+		brig_tar_builder_free(b);
+		return cli_error(err, NULL);
+	}
+	rc = brig_engine_archive_put(e, id, dir, brig_tar_builder_reader, b, &err);
+	brig_tar_builder_free(b);
+	if (rc == BRIG_ENOTFOUND) {
+		brig_error_free(err);
+		return cli_fail("copy into %s: no such directory in the computer", dir);
+	}
+	return rc ? put_error(err, dir) : 0;
+}
+
+int cmd_cp(int argc, char **argv)
+{
+	bool follow = false;
+	int opt;
+	optind = 0;
+	while ((opt = cli_getopt("cp", argc, argv, ":hL", cp_opts, NULL)) != -1) {
+		if (opt == 'h')
+			return cli_help(cp_usage);
+		if (opt == 'L')
+			follow = true;
+		else
+			return CLI_EXIT_FAIL;
+	}
+	if (argc - optind != 2)
+		return cli_usage("cp", "SRC and DEST are required");
+	const char *src = argv[optind], *dst = argv[optind + 1];
+	char *sname = NULL, *spath = NULL, *dname = NULL, *dpath = NULL;
+	bool out = split_remote(src, &sname, &spath);
+	bool in = split_remote(dst, &dname, &dpath);
+	int rc = 0;
+	if (out == in)
+		rc = cli_usage("cp", "%s",
+			       out ? "copying between computers is not supported"
+				   : "one of SRC and DEST must be NAME:PATH");
+	brig_engine *e = NULL;
+	cleanup_free char *id = NULL;
+	if (!rc && cli_engine_open(&e) != 0)
+		rc = CLI_EXIT_FAIL;
+	if (!rc)
+		rc = computer_id(e, &id, out ? sname : dname);
+	if (!rc)
+		rc = out ? copy_out(e, id, spath, dst) : copy_in(e, id, src, dpath, follow);
+	brig_engine_free(e);
+	free(sname);
+	free(spath);
+	free(dname);
+	free(dpath);
+	return rc;
+}
