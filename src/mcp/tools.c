@@ -70,10 +70,10 @@ json_t *mcp__string(const char *data, size_t len)
 	for (size_t i = 0; i < len;) {
 		size_t l = utf8_seq(p + i, len - i);
 		if (l) {
-			brig_buf_add(&b, p + i, l);
+			brig_buf_put(&b, p + i, l);
 			i += l;
 		} else {
-			brig_buf_add(&b, "\xef\xbf\xbd", 3);
+			brig_buf_put(&b, "\xef\xbf\xbd", 3);
 			i++;
 		}
 	}
@@ -148,7 +148,7 @@ static int args_known(json_t *args, const char *const *allowed, brig_error **err
 			brig_buf b;
 			brig_buf_init(&b, 4096);
 			for (size_t i = 0; allowed[i]; i++)
-				brig_buf_printf(&b, "%s%s", i ? ", " : "", allowed[i]);
+				brig_buf_putf(&b, "%s%s", i ? ", " : "", allowed[i]);
 			int rc =
 				brig__error_set(err, BRIG_EINVAL, 0, "unknown argument \"%.64s\" (this tool takes: %s)",
 						key, b.len ? b.data : "no arguments");
@@ -290,9 +290,9 @@ static json_t *capture_text(const brig_capture *cap)
 	size_t half = cap->len / 2;
 	brig_buf b;
 	brig_buf_init(&b, cap->len + 64);
-	brig_buf_add(&b, cap->data, half);
-	brig_buf_printf(&b, "\n[%" PRIu64 " bytes omitted]\n", cap->dropped);
-	brig_buf_add(&b, cap->data + half, cap->len - half);
+	brig_buf_put(&b, cap->data, half);
+	brig_buf_putf(&b, "\n[%" PRIu64 " bytes omitted]\n", cap->dropped);
+	brig_buf_put(&b, cap->data + half, cap->len - half);
 	json_t *s = mcp__string(b.data, b.len);
 	brig_buf_free(&b);
 	return s;
@@ -401,13 +401,13 @@ static int tool_run(mcp_call *c, json_t *args, json_t **out, char **text, brig_e
 			 "duration_ms", (json_int_t)res.duration_ms);
 	brig_buf b;
 	brig_buf_init(&b, (size_t)-1);
-	brig_buf_printf(&b, "exit code %d (%" PRId64 " ms)\n", res.exit_code, res.duration_ms);
+	brig_buf_putf(&b, "exit code %d (%" PRId64 " ms)\n", res.exit_code, res.duration_ms);
 	const char *sv = json_string_value(json_object_get(*out, "stdout"));
 	const char *ev = json_string_value(json_object_get(*out, "stderr"));
 	if (*sv)
-		brig_buf_printf(&b, "--- stdout ---\n%s%s", sv, sv[strlen(sv) - 1] == '\n' ? "" : "\n");
+		brig_buf_putf(&b, "--- stdout ---\n%s%s", sv, sv[strlen(sv) - 1] == '\n' ? "" : "\n");
 	if (*ev)
-		brig_buf_printf(&b, "--- stderr ---\n%s%s", ev, ev[strlen(ev) - 1] == '\n' ? "" : "\n");
+		brig_buf_putf(&b, "--- stderr ---\n%s%s", ev, ev[strlen(ev) - 1] == '\n' ? "" : "\n");
 	*text = brig_buf_steal(&b, NULL);
 	brig_exec_result_clear(&res);
 	return 0;
@@ -535,10 +535,10 @@ static int tool_edit_file(mcp_call *c, json_t *args, json_t **out, char **text, 
 	brig_buf_init(&b, (size_t)-1);
 	const char *p = data, *end = data + len;
 	for (const char *m; (m = memmem(p, (size_t)(end - p), olds, ol)); p = m + ol) {
-		brig_buf_add(&b, p, (size_t)(m - p));
-		brig_buf_add(&b, news, nl);
+		brig_buf_put(&b, p, (size_t)(m - p));
+		brig_buf_put(&b, news, nl);
 	}
-	brig_buf_add(&b, p, (size_t)(end - p));
+	brig_buf_put(&b, p, (size_t)(end - p));
 	if (b.len > MCP_FS_MAX)
 		rc = brig__error_set(err, BRIG_ETOOBIG, 0, "the edited file would be %zu bytes; at most %zu", b.len,
 				     MCP_FS_MAX);
@@ -571,12 +571,12 @@ static int tool_list_directory(mcp_call *c, json_t *args, json_t **out, char **t
 		return rc;
 	brig_buf b;
 	brig_buf_init(&b, (size_t)-1);
-	brig_buf_printf(&b, "%s (%zu entries%s)\n", path, json_array_size(entries), truncated ? ", truncated" : "");
+	brig_buf_putf(&b, "%s (%zu entries%s)\n", path, json_array_size(entries), truncated ? ", truncated" : "");
 	size_t i;
 	json_t *e;
 	json_array_foreach (entries, i, e) {
 		const char *t = json_string_value(json_object_get(e, "type"));
-		brig_buf_printf(&b, "%s%s %" JSON_INTEGER_FORMAT "\n", json_string_value(json_object_get(e, "name")),
+		brig_buf_putf(&b, "%s%s %" JSON_INTEGER_FORMAT "\n", json_string_value(json_object_get(e, "name")),
 				strcmp(t, "directory") == 0 ? "/"
 				: strcmp(t, "symlink") == 0 ? "@"
 							    : "",
@@ -705,10 +705,10 @@ static int tool_list_checkpoints(mcp_call *c, json_t *args, json_t **out, char *
 	json_t *arr = json_array();
 	brig_buf b;
 	brig_buf_init(&b, (size_t)-1);
-	brig_buf_printf(&b, "%zu checkpoint%s, newest first\n", n, n == 1 ? "" : "s");
+	brig_buf_putf(&b, "%zu checkpoint%s, newest first\n", n, n == 1 ? "" : "s");
 	for (size_t i = 0; i < n; i++) {
 		json_array_append_new(arr, checkpoint_json(&cps[i]));
-		brig_buf_printf(&b, "%" PRId64 " generation %" PRId64 " %" PRId64 " bytes %.12s\n", cps[i].id,
+		brig_buf_putf(&b, "%" PRId64 " generation %" PRId64 " %" PRId64 " bytes %.12s\n", cps[i].id,
 				cps[i].generation, cps[i].bytes_raw, cps[i].digest);
 	}
 	brig_store_checkpoint_free_array(cps, n);
@@ -869,16 +869,16 @@ static int tool_list_processes(mcp_call *c, json_t *args, json_t **out, char **t
 		return rc;
 	brig_buf b;
 	brig_buf_init(&b, (size_t)-1);
-	brig_buf_printf(&b, "%zu background process%s\n", json_array_size(arr), json_array_size(arr) == 1 ? "" : "es");
+	brig_buf_putf(&b, "%zu background process%s\n", json_array_size(arr), json_array_size(arr) == 1 ? "" : "es");
 	size_t i;
 	json_t *p;
 	json_array_foreach (arr, i, p) {
 		json_t *code = json_object_get(p, "exit_code");
 		if (json_is_true(json_object_get(p, "running")))
-			brig_buf_printf(&b, "%s running  %s\n", json_string_value(json_object_get(p, "id")),
+			brig_buf_putf(&b, "%s running  %s\n", json_string_value(json_object_get(p, "id")),
 					json_string_value(json_object_get(p, "command")));
 		else
-			brig_buf_printf(&b, "%s exited %" JSON_INTEGER_FORMAT "  %s\n",
+			brig_buf_putf(&b, "%s exited %" JSON_INTEGER_FORMAT "  %s\n",
 					json_string_value(json_object_get(p, "id")),
 					json_is_integer(code) ? json_integer_value(code) : (json_int_t)-1,
 					json_string_value(json_object_get(p, "command")));

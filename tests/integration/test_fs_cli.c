@@ -116,7 +116,7 @@ static out expect(int want, const char *stdin_text, const char *const *args)
 		brig_buf b;
 		brig_buf_init(&b, 1u << 16);
 		for (const char *const *a = args; *a; a++)
-			brig_buf_printf(&b, " %s", *a);
+			brig_buf_putf(&b, " %s", *a);
 		fail_msg("brig%s exited %d, expected %d\nstdout: %s\nstderr: %s", brig_buf_cstr(&b), o.code, want,
 			 o.out, o.err);
 	}
