@@ -104,6 +104,8 @@ int brig_session_mark_failed(brig_store *s, const char *ns, const char *agent, c
 }
 
 static int wait_creating(brig_store *s, brig_store_session **r, brig_error **err);
+static int recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns, const char *agent,
+		   const char *session, const char *dir, int64_t lost_gen, brig_error **err);
 
 void brig_up_result_clear(brig_up_result *r)
 {
@@ -138,12 +140,11 @@ static int replace_lost(brig_engine *e, brig_store *s, brig_up_result *res, cons
 		res->checkpoint_created_ms = cp->created_ms;
 		brig_store_checkpoint_free(cp);
 	}
-	/* Failed first, so recover does not take the emptied computer for a
-	 * good one; a racer doing the same makes this a no-op. */
-	if ((rc = brig_session_mark_failed(s, r->ns, r->agent, r->session, r->generation, err)) != 0)
-		return rc;
+	/* Recovered as lost, never marked failed on the way: a racer that
+	 * looks meanwhile sees the same running-but-lost generation and races
+	 * the same compare-and-swap (one wins, the others adopt its work). */
 	brig_recover_result rr;
-	rc = brig_session_recover(e, s, &rr, r->ns, r->agent, r->session, o->checkpoint_dir, err);
+	rc = recover(e, s, &rr, r->ns, r->agent, r->session, o->checkpoint_dir, r->generation, err);
 	if (rc == BRIG_ESTATE) {
 		/* A racer replaced the lost computer before we looked: its new
 		 * generation runs. Adopt it (it was checked as it was made). */
@@ -522,6 +523,15 @@ static void remove_older(brig_engine *e, const char *old_name, const char *ns, c
 int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns,
 			 const char *agent, const char *session, const char *dir, brig_error **err)
 {
+	return recover(e, s, out, ns, agent, session, dir, 0, err);
+}
+
+/* lost_gen > 0: the caller found that generation's computer had lost its
+ * files (brig_computer_check_files), so it is recovered although it may
+ * still run, empty. */
+static int recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns, const char *agent,
+		   const char *session, const char *dir, int64_t lost_gen, brig_error **err)
+{
 	memset(out, 0, sizeof *out);
 	brig_store_session *r = NULL;
 	brig_store_checkpoint *cp = NULL;
@@ -553,7 +563,8 @@ int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out
 			goto out;
 		old_name = xstrdup(r->container_name ? r->container_name : n);
 	}
-	if (r->state != BRIG_STORE_FAILED && r->state != BRIG_STORE_CREATING && container_alive(e, old_name)) {
+	if (r->state != BRIG_STORE_FAILED && r->state != BRIG_STORE_CREATING && gen != lost_gen &&
+	    container_alive(e, old_name)) {
 		rc = brig__error_set(err, BRIG_ESTATE, 0,
 				     "session %s/%s/%s generation %lld is running; nothing to recover", ns, agent,
 				     session, (long long)gen);
