@@ -265,6 +265,10 @@ int mcp__exec_env(mcp_call *c, const char *const *argv, const char *const *env, 
 		.capture_max = capture_max,
 	};
 	rc = brig_session_exec(mcp__engine(c), mcp__store(c), ref, &o, res, err);
+	if ((rc == BRIG_ETIMEDOUT || rc == BRIG_ECANCELED) && !res->container_stopped)
+		/* brig-init ended the command inside the computer (certain):
+		 * the computer keeps running with its files. */
+		return rc;
 	if (rc == BRIG_ETIMEDOUT || rc == BRIG_ECANCELED || rc == BRIG_EUNCERTAIN || rc == BRIG_ESTATE ||
 	    rc == BRIG_ENOTFOUND || res->container_stopped) {
 		/* The computer is stopped or gone: the next call looks again
