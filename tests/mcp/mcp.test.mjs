@@ -197,6 +197,27 @@ test('every tool, called (the SDK validates results against output schemas)', as
   r = await call(client, 'write_file', { path: '/etc/passwd', content: 'x' });
   assert.equal(r.isError, true);
   assert.match(text(r), /writable places/);
+  // Kinds, mounts and appends as brig-init's file API sees them.
+  r = await call(client, 'read_file', { path: '/workspace' });
+  assert.equal(r.isError, true);
+  assert.match(text(r), /not a regular file/);
+  r = await call(client, 'list_directory', { path: 'b.txt' });
+  assert.equal(r.isError, true);
+  assert.match(text(r), /not a directory/);
+  r = await call(client, 'write_file', { path: 'app.txt', content: 'a' });
+  r = await call(client, 'write_file', { path: 'app.txt', content: 'b', append: true });
+  assert.equal(r.isError, false, text(r));
+  r = await call(client, 'read_file', { path: 'app.txt' });
+  assert.equal(r.structuredContent.content, 'ab');
+  r = await call(client, 'stat', { path: 'app.txt' });
+  assert.equal(typeof r.structuredContent.owner, 'string');
+  assert.notEqual(r.structuredContent.owner, '');
+  r = await call(client, 'move', { source: 'app.txt', destination: '/runtime/moved/app.txt' });
+  assert.equal(r.isError, false, text(r));
+  r = await call(client, 'read_file', { path: '/runtime/moved/app.txt' });
+  assert.equal(r.structuredContent.content, 'ab');
+  r = await call(client, 'remove', { path: '/runtime/moved', recursive: true });
+  assert.equal(r.isError, false, text(r));
   r = await call(client, 'read_file', { path: 'b.txt', bogus: 1 });
   assert.equal(r.isError, true);
   assert.match(text(r), /unknown argument "bogus"/);
@@ -259,6 +280,12 @@ test('background processes: start, read, send input, list, kill', async () => {
     await new Promise((res) => setTimeout(res, 200));
   }
   assert.equal(r.structuredContent.processes.find((p) => p.id === sleeper).running, false);
+  r = await call(client, 'start_process', { command: 'sleep 700' });
+  const hard = r.structuredContent.id;
+  r = await call(client, 'kill_process', { id: hard, signal: 'KILL' });
+  assert.equal(r.isError, false, text(r));
+  r = await call(client, 'read_process_output', { id: hard });
+  assert.equal(r.structuredContent.running, false, 'KILL ends the tree before it answers');
   r = await call(client, 'read_process_output', { id: 'p../../x' });
   assert.equal(r.isError, true);
   assert.match(text(r), /not a process id/);
