@@ -1,10 +1,13 @@
-/* fs.c — the MCP file tools over exec: one fixed sh script per operation,
- * with paths and numbers as positional parameters ("$1"), content through
- * stdin. Replaced by brig-init's native file API when it lands. */
+/* fs.c — the MCP file tools. With brig-init (mcp__guest gives a handle)
+ * they use its native file API (stat, list, read, write, mkdir, remove,
+ * rename). Computers created before brig-init run one fixed sh script per
+ * operation through exec, with paths and numbers as positional parameters
+ * ("$1"), content through stdin. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "brig/guest.h"
 #include "mcp/fs.h"
 #include "util/util.h"
 
@@ -80,8 +83,8 @@ static int fs_run(mcp_call *c, const char *what, const char *script, const char 
 			       *why ? why : "the command failed without saying why");
 }
 
-int mcp_fs_read(mcp_call *c, const char *path, uint64_t offset, size_t length, char **data, size_t *len, uint64_t *size,
-		brig_error **err)
+static int exec_read(mcp_call *c, const char *path, uint64_t offset, size_t length, char **data, size_t *len,
+		     uint64_t *size, brig_error **err)
 {
 	/* The size on the first line, then the bytes. */
 	static const char script[] = "[ -e \"$1\" ] || { echo \"$1: No such file or directory\" >&2; exit 2; }\n"
@@ -113,7 +116,7 @@ int mcp_fs_read(mcp_call *c, const char *path, uint64_t offset, size_t length, c
 	return rc;
 }
 
-int mcp_fs_write(mcp_call *c, const char *path, const char *data, size_t len, bool append, brig_error **err)
+static int exec_write(mcp_call *c, const char *path, const char *data, size_t len, bool append, brig_error **err)
 {
 	static const char script[] = "mkdir -p -- \"$(dirname -- \"$1\")\" || exit 1\n"
 				     "[ -d \"$1\" ] && { echo \"$1: is a directory\" >&2; exit 21; }\n"
@@ -163,7 +166,7 @@ static json_t *parse_meta(const char *meta, size_t len)
 	return o;
 }
 
-int mcp_fs_list(mcp_call *c, const char *path, int depth, json_t **out, bool *truncated, brig_error **err)
+static int exec_list(mcp_call *c, const char *path, int depth, json_t **out, bool *truncated, brig_error **err)
 {
 	/* Per entry: the metadata line, then the name ended by NUL (names may
 	 * hold newlines). */
@@ -231,7 +234,7 @@ int mcp_fs_list(mcp_call *c, const char *path, int depth, json_t **out, bool *tr
 	return 0;
 }
 
-int mcp_fs_stat(mcp_call *c, const char *path, json_t **out, brig_error **err)
+static int exec_stat(mcp_call *c, const char *path, json_t **out, brig_error **err)
 {
 	static const char script[] = "stat -c '%F|%s|%a|%Y|%U|%G' -- \"$1\"\n";
 	const char *args[] = {path, NULL};
@@ -249,7 +252,7 @@ int mcp_fs_stat(mcp_call *c, const char *path, json_t **out, brig_error **err)
 	return rc;
 }
 
-int mcp_fs_move(mcp_call *c, const char *src, const char *dst, bool overwrite, brig_error **err)
+static int exec_move(mcp_call *c, const char *src, const char *dst, bool overwrite, brig_error **err)
 {
 	static const char script[] =
 		"[ -e \"$1\" ] || [ -L \"$1\" ] || { echo \"$1: No such file or directory\" >&2; exit 2; }\n"
@@ -263,7 +266,7 @@ int mcp_fs_move(mcp_call *c, const char *src, const char *dst, bool overwrite, b
 	return rc;
 }
 
-int mcp_fs_remove(mcp_call *c, const char *path, bool recursive, brig_error **err)
+static int exec_remove(mcp_call *c, const char *path, bool recursive, brig_error **err)
 {
 	static const char script[] =
 		"[ -e \"$1\" ] || [ -L \"$1\" ] || { echo \"$1: No such file or directory\" >&2; exit 2; }\n"
@@ -279,7 +282,7 @@ int mcp_fs_remove(mcp_call *c, const char *path, bool recursive, brig_error **er
 	return rc;
 }
 
-int mcp_fs_mkdir(mcp_call *c, const char *path, brig_error **err)
+static int exec_mkdir(mcp_call *c, const char *path, brig_error **err)
 {
 	static const char script[] = "mkdir -p -- \"$1\"\n";
 	const char *args[] = {path, NULL};
@@ -287,4 +290,407 @@ int mcp_fs_mkdir(mcp_call *c, const char *path, brig_error **err)
 	int rc = fs_run(c, path, script, args, NULL, 0, 4096, &res, err);
 	brig_exec_result_clear(&res);
 	return rc;
+}
+
+/* ---- over brig-init ---- */
+
+static int64_t fs_deadline(void)
+{
+	return brig_now_ms() + 60000;
+}
+
+/* The guest's error, told as the exec scripts told it: what, then why, and
+ * what the model can do. */
+static int guest_err(int rc, const char *what, brig_error **err)
+{
+	if (!err || !*err)
+		return rc;
+	cleanup_free char *why = xstrdup(brig_error_message(*err));
+	if (rc == BRIG_ENOTFOUND)
+		return brig__error_set(err, rc, 0, "%s: No such file or directory", what);
+	if (rc == BRIG_EDENIED)
+		return brig__error_set(
+			err, rc, 0, "%s: %s (the computer's writable places are /workspace and /runtime)", what, why);
+	if (rc == BRIG_ECONFLICT)
+		return brig__error_set(err, rc, 0, "%s: %s", what, why);
+	if (strstr(why, "No space left") || strstr(why, "Disk quota"))
+		return brig__error_set(err, BRIG_ETOOBIG, 0, "%s: %s (the volume is full: remove files first)", what,
+				       why);
+	if (rc == BRIG_EIO)
+		return brig__error_set(err, BRIG_EINVAL, 0, "%s: %s", what, why);
+	return rc;
+}
+
+/* stat; *st NULL (and 0) when absent. */
+static int guest_stat_opt(brig_guest *g, const char *path, bool nofollow, json_t **st, brig_error **err)
+{
+	*st = NULL;
+	brig_error *serr = NULL;
+	int rc = brig_guest_stat(g, st, path, nofollow, fs_deadline(), &serr);
+	if (rc == BRIG_ENOTFOUND) {
+		brig_error_free(serr);
+		*st = NULL;
+		return 0;
+	}
+	if (rc) {
+		if (err)
+			*err = serr;
+		else
+			brig_error_free(serr);
+		return guest_err(rc, path, err);
+	}
+	return 0;
+}
+
+static const char *gtype(json_t *st)
+{
+	return json_string_value(json_object_get(st, "type")) ?: "";
+}
+
+/* The guest's stat as the tools' {"type","size","mode","mtime"}. */
+static json_t *meta_json(json_t *st)
+{
+	const char *t = gtype(st);
+	const char *type = strcmp(t, "file") == 0      ? "file"
+			   : strcmp(t, "dir") == 0     ? "directory"
+			   : strcmp(t, "symlink") == 0 ? "symlink"
+						       : "other";
+	char mode[16];
+	snprintf(mode, sizeof mode, "%o", (unsigned)(json_integer_value(json_object_get(st, "mode")) & 07777));
+	json_int_t ns = json_integer_value(json_object_get(st, "mtime_ns"));
+	return json_pack("{s:s,s:I,s:s,s:I}", "type", type, "size", json_integer_value(json_object_get(st, "size")),
+			 "mode", mode, "mtime",
+			 (json_int_t)(ns >= 0 ? ns / 1000000000 : -((-ns + 999999999) / 1000000000)));
+}
+
+static int buf_cb(const char *data, size_t len, void *payload)
+{
+	brig_buf *b = payload;
+	brig_buf_add(b, data, len);
+	return 0;
+}
+
+/* Runs a script through the guest (what writes need beyond the file API). */
+struct gcap {
+	brig_buf err;
+};
+
+static int gcap_cb(int stream, const char *data, size_t len, void *payload)
+{
+	struct gcap *g = payload;
+	if (stream == BRIG_STREAM_STDERR && g->err.len < 4096)
+		brig_buf_add(&g->err, data, len < 4096 ? len : 4096);
+	return 0;
+}
+
+static int guest_script(brig_guest *g, const char *what, const char *const *argv, const char *in, size_t in_len,
+			brig_error **err)
+{
+	struct gcap cap;
+	brig_buf_init(&cap.err, (size_t)-1);
+	brig_guest_exec_opts o = {
+		.version = BRIG_GUEST_EXEC_OPTS_VERSION,
+		.argv = argv,
+		.stdin_fd = -1,
+		.stdin_data = in ? in : "",
+		.stdin_len = in_len,
+		.deadline_ms = fs_deadline(),
+		.cancel_fd = -1,
+		.on_output = gcap_cb,
+		.payload = &cap,
+		.resize_fd = -1,
+	};
+	brig_guest_exit ex = {0};
+	int rc = brig_guest_exec(g, &o, &ex, err);
+	if (!rc && ex.timed_out)
+		rc = brig__error_set(err, BRIG_ETIMEDOUT, 0, "%s: took longer than 60s and was stopped", what);
+	else if (!rc && ex.code != 0) {
+		brig_capture c = {.data = cap.err.data ? cap.err.data : "", .len = cap.err.len};
+		cleanup_free char *why = last_line(&c);
+		if (strstr(why, "Permission denied") || strstr(why, "Read-only file system"))
+			rc = brig__error_set(err, BRIG_EDENIED, 0,
+					     "%s: %s (the computer's writable places are /workspace and /runtime)",
+					     what, why);
+		else if (strstr(why, "No space left") || strstr(why, "Disk quota"))
+			rc = brig__error_set(err, BRIG_ETOOBIG, 0, "%s: %s (the volume is full: remove files first)",
+					     what, why);
+		else
+			rc = brig__error_set(err, BRIG_EINVAL, 0, "%s: %s", what,
+					     *why ? why : "the command failed without saying why");
+	}
+	brig_buf_free(&cap.err);
+	return rc;
+}
+
+static int guest_read(brig_guest *g, const char *path, uint64_t offset, size_t length, char **data, size_t *len,
+		      uint64_t *size, brig_error **err)
+{
+	json_t *st = NULL;
+	int rc = guest_stat_opt(g, path, false, &st, err);
+	if (rc)
+		return rc;
+	if (!st)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0, "%s: No such file or directory", path);
+	bool file = strcmp(gtype(st), "file") == 0;
+	*size = (uint64_t)json_integer_value(json_object_get(st, "size"));
+	json_decref(st);
+	if (!file)
+		return brig__error_set(err, BRIG_EINVAL, 0, "%s: not a regular file (list_directory reads directories)",
+				       path);
+	brig_buf b;
+	brig_buf_init(&b, length + 1);
+	if (offset < *size && length > 0) {
+		rc = brig_guest_read(g, path, (int64_t)offset, (int64_t)length, buf_cb, &b, fs_deadline(), err);
+		if (rc) {
+			brig_buf_free(&b);
+			return guest_err(rc, path, err);
+		}
+	}
+	*len = b.len < length ? b.len : length;
+	*data = xmalloc(*len + 1);
+	if (*len)
+		memcpy(*data, b.data, *len);
+	(*data)[*len] = 0;
+	brig_buf_free(&b);
+	return 0;
+}
+
+static char *dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash || slash == path)
+		return xstrdup("/");
+	return xstrndup(path, (size_t)(slash - path));
+}
+
+static int guest_write(brig_guest *g, const char *path, const char *data, size_t len, bool append, brig_error **err)
+{
+	json_t *st = NULL;
+	int rc = guest_stat_opt(g, path, false, &st, err);
+	if (rc)
+		return rc;
+	bool dir = st && strcmp(gtype(st), "dir") == 0;
+	unsigned mode = st ? (unsigned)(json_integer_value(json_object_get(st, "mode")) & 07777) : 0644;
+	json_decref(st);
+	if (dir)
+		return brig__error_set(err, BRIG_EINVAL, 0, "%s: is a directory", path);
+	cleanup_free char *parent = dir_of(path);
+	rc = brig_guest_mkdir(g, parent, 0755, true, fs_deadline(), err);
+	if (rc)
+		return guest_err(rc, parent, err);
+	if (append) {
+		/* WRITE replaces the file whole; appending is the shell's. */
+		const char *argv[] = {"sh", "-c", "cat >> \"$1\"", "sh", path, NULL};
+		return guest_script(g, path, argv, data, len, err);
+	}
+	rc = brig_guest_write(g, path, -1, data ? data : "", len, mode, false, fs_deadline(), err);
+	return rc ? guest_err(rc, path, err) : 0;
+}
+
+static int guest_list(brig_guest *g, const char *path, int depth, json_t **out, bool *truncated, brig_error **err)
+{
+	json_t *st = NULL;
+	int rc = guest_stat_opt(g, path, false, &st, err);
+	if (rc)
+		return rc;
+	if (!st)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0, "%s: No such file or directory", path);
+	bool dir = strcmp(gtype(st), "dir") == 0;
+	json_decref(st);
+	if (!dir)
+		return brig__error_set(err, BRIG_EINVAL, 0, "%s: not a directory (stat describes files)", path);
+	json_t *list = NULL;
+	rc = brig_guest_list(g, &list, path, depth, fs_deadline(), err);
+	if (rc == BRIG_ETOOBIG)
+		return brig__error_set(err, BRIG_ETOOBIG, 0, "%s: more than 100000 entries (ask for a smaller depth)",
+				       path);
+	if (rc)
+		return guest_err(rc, path, err);
+	size_t n = json_array_size(list);
+	json_t **v = xcalloc(n ? n : 1, sizeof *v);
+	size_t i;
+	json_t *e;
+	json_array_foreach (list, i, e) {
+		const char *name = json_string_value(json_object_get(e, "name")) ?: "";
+		v[i] = meta_json(e);
+		json_object_set_new(v[i], "name", mcp__string(name, strlen(name)));
+	}
+	json_decref(list);
+	qsort(v, n, sizeof *v, entry_cmp);
+	*truncated = n > MCP_FS_MAX_ENTRIES;
+	json_t *arr = json_array();
+	for (i = 0; i < n; i++) {
+		if (i < MCP_FS_MAX_ENTRIES)
+			json_array_append_new(arr, v[i]);
+		else
+			json_decref(v[i]);
+	}
+	free(v);
+	*out = arr;
+	return 0;
+}
+
+/* The name of id in /etc/passwd or /etc/group (field 3), else the number. */
+static json_t *id_name(brig_guest *g, const char *file, json_int_t id)
+{
+	brig_buf b;
+	brig_buf_init(&b, (size_t)1 << 20);
+	char num[24];
+	snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, id);
+	json_t *name = NULL;
+	if (brig_guest_read(g, file, 0, 1 << 20, buf_cb, &b, fs_deadline(), NULL) == 0 && b.data) {
+		brig_buf_add(&b, "", 1);
+		char *save = NULL;
+		for (char *line = strtok_r(b.data, "\n", &save); line && !name; line = strtok_r(NULL, "\n", &save)) {
+			char *f[4] = {0};
+			size_t k = 0;
+			for (char *p = line; k < 4; k++) {
+				f[k] = p;
+				char *colon = strchr(p, ':');
+				if (!colon)
+					break;
+				*colon = 0;
+				p = colon + 1;
+			}
+			if (k >= 3 && f[2] && strcmp(f[2], num) == 0 && *f[0])
+				name = mcp__string(f[0], strlen(f[0]));
+		}
+	}
+	brig_buf_free(&b);
+	return name ? name : json_string(num);
+}
+
+static int guest_stat(brig_guest *g, const char *path, json_t **out, brig_error **err)
+{
+	json_t *st = NULL;
+	int rc = guest_stat_opt(g, path, true, &st, err);
+	if (rc)
+		return rc;
+	if (!st)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0, "%s: No such file or directory", path);
+	json_t *o = meta_json(st);
+	json_object_set_new(o, "owner", id_name(g, "/etc/passwd", json_integer_value(json_object_get(st, "uid"))));
+	json_object_set_new(o, "group", id_name(g, "/etc/group", json_integer_value(json_object_get(st, "gid"))));
+	json_decref(st);
+	*out = o;
+	return 0;
+}
+
+static int guest_move(brig_guest *g, const char *src, const char *dst, bool overwrite, brig_error **err)
+{
+	json_t *st = NULL;
+	int rc = guest_stat_opt(g, src, true, &st, err);
+	if (rc)
+		return rc;
+	if (!st)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0, "%s: No such file or directory", src);
+	json_decref(st);
+	rc = guest_stat_opt(g, dst, true, &st, err);
+	if (rc)
+		return rc;
+	bool exists = st != NULL;
+	json_decref(st);
+	if (exists && !overwrite)
+		return brig__error_set(err, BRIG_ECONFLICT, 0, "%s: File exists (set overwrite to replace it)", dst);
+	cleanup_free char *parent = dir_of(dst);
+	rc = brig_guest_mkdir(g, parent, 0755, true, fs_deadline(), err);
+	if (rc)
+		return guest_err(rc, parent, err);
+	brig_error *rerr = NULL;
+	rc = brig_guest_rename(g, src, dst, fs_deadline(), &rerr);
+	if (rc == BRIG_EIO || rc == BRIG_ECONFLICT) {
+		/* Across mounts, or onto a directory: as mv does it. */
+		brig_error_free(rerr);
+		const char *argv[] = {"sh", "-c", "mv -f -- \"$1\" \"$2\"", "sh", src, dst, NULL};
+		return guest_script(g, src, argv, NULL, 0, err);
+	}
+	if (rc) {
+		if (err)
+			*err = rerr;
+		else
+			brig_error_free(rerr);
+		return guest_err(rc, src, err);
+	}
+	return 0;
+}
+
+static int guest_remove(brig_guest *g, const char *path, bool recursive, brig_error **err)
+{
+	json_t *st = NULL;
+	int rc = guest_stat_opt(g, path, true, &st, err);
+	if (rc)
+		return rc;
+	if (!st)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0, "%s: No such file or directory", path);
+	json_decref(st);
+	brig_error *rerr = NULL;
+	rc = brig_guest_remove(g, path, recursive, fs_deadline(), &rerr);
+	if (rc == BRIG_ECONFLICT && !recursive) {
+		brig_error_free(rerr);
+		return brig__error_set(err, BRIG_EINVAL, 0,
+				       "%s: directory not empty (set recursive to remove it with its contents)", path);
+	}
+	if (rc) {
+		if (err)
+			*err = rerr;
+		else
+			brig_error_free(rerr);
+		return guest_err(rc, path, err);
+	}
+	return 0;
+}
+
+static int guest_mkdir(brig_guest *g, const char *path, brig_error **err)
+{
+	int rc = brig_guest_mkdir(g, path, 0755, true, fs_deadline(), err);
+	return rc ? guest_err(rc, path, err) : 0;
+}
+
+/* ---- the interface: brig-init when the computer has it, else exec ---- */
+
+#define DISPATCH(guest_call, exec_call)                                 \
+	do {                                                            \
+		brig_guest *g = NULL;                                   \
+		int rc = mcp__guest(c, &g, err);                        \
+		if (rc)                                                 \
+			return brig__error_prefix(err, rc, "%s", path); \
+		return g ? guest_call : exec_call;                      \
+	} while (0)
+
+int mcp_fs_read(mcp_call *c, const char *path, uint64_t offset, size_t length, char **data, size_t *len, uint64_t *size,
+		brig_error **err)
+{
+	DISPATCH(guest_read(g, path, offset, length, data, len, size, err),
+		 exec_read(c, path, offset, length, data, len, size, err));
+}
+
+int mcp_fs_write(mcp_call *c, const char *path, const char *data, size_t len, bool append, brig_error **err)
+{
+	DISPATCH(guest_write(g, path, data, len, append, err), exec_write(c, path, data, len, append, err));
+}
+
+int mcp_fs_list(mcp_call *c, const char *path, int depth, json_t **out, bool *truncated, brig_error **err)
+{
+	DISPATCH(guest_list(g, path, depth, out, truncated, err), exec_list(c, path, depth, out, truncated, err));
+}
+
+int mcp_fs_stat(mcp_call *c, const char *path, json_t **out, brig_error **err)
+{
+	DISPATCH(guest_stat(g, path, out, err), exec_stat(c, path, out, err));
+}
+
+int mcp_fs_move(mcp_call *c, const char *src, const char *dst, bool overwrite, brig_error **err)
+{
+	const char *path = src;
+	DISPATCH(guest_move(g, src, dst, overwrite, err), exec_move(c, src, dst, overwrite, err));
+}
+
+int mcp_fs_remove(mcp_call *c, const char *path, bool recursive, brig_error **err)
+{
+	DISPATCH(guest_remove(g, path, recursive, err), exec_remove(c, path, recursive, err));
+}
+
+int mcp_fs_mkdir(mcp_call *c, const char *path, brig_error **err)
+{
+	DISPATCH(guest_mkdir(g, path, err), exec_mkdir(c, path, err));
 }

@@ -1,8 +1,8 @@
 /* fs.h — the one interface the MCP file tools use to touch the computer's
- * files. Today it runs small fixed commands through exec (paths and values
- * travel as argv entries, file content through stdin: nothing is ever
- * interpolated into shell text); when brig-init's native file API lands,
- * only fs.c changes.
+ * files: brig-init's native file API when the computer has it, else small
+ * fixed commands through exec (paths and values travel as argv entries,
+ * file content through stdin: nothing is ever interpolated into shell
+ * text).
  *
  * Paths: absolute, or relative to /workspace (mcp_fs_path makes them
  * absolute). Every function returns 0 or a BRIG_E… code with a message a

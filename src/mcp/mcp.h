@@ -89,6 +89,11 @@ void mcp__identity(mcp_call *c, const char **ns, const char **agent, const char 
 /* The computer's container name, creating or adopting it first when needed.
  * *out is malloc'd. Errors: those of brig_session_up. */
 int mcp__computer(mcp_call *c, char **out, brig_error **err);
+/* The computer's brig-init handle (borrowed: valid until the server is
+ * freed), creating or adopting the computer first; *out NULL (and 0
+ * returned) when the computer has none (created before brig-init) or it
+ * cannot be reached now: use exec then. Errors: those of mcp__computer. */
+int mcp__guest(mcp_call *c, brig_guest **out, brig_error **err);
 /* Forgets the known computer (after recover, or an exec that stopped it). */
 void mcp__computer_forget(mcp_call *c);
 /* The call's cancel fd (readable once the client cancelled), or -1. */

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "brig/common.h"
+#include "brig/guest.h"
 #include "brig/session.h"
 #include "mcp/mcp.h"
 #include "mcp/procs.h"
@@ -59,7 +60,11 @@ struct mcp_server {
 	pthread_t ticker;
 	bool ticker_started;
 	pthread_mutex_t computer_lock;
-	char *computer; /* container name once known */
+	char *computer;    /* container name once known */
+	brig_guest *guest; /* brig-init of computer, opened on first use */
+	bool no_guest;     /* computer predates brig-init: exec it is */
+	brig_guest **old;  /* handles of earlier computers, freed with the server */
+	size_t old_count;
 };
 
 /* ---- output ---- */
@@ -213,12 +218,54 @@ int mcp__computer(mcp_call *c, char **out, brig_error **err)
 	return rc;
 }
 
+/* Sets the handle aside: another call may still be using it. Locked. */
+static void guest_retire_locked(mcp_server *s)
+{
+	if (s->guest) {
+		s->old = xrealloc(s->old, (s->old_count + 1) * sizeof *s->old);
+		s->old[s->old_count++] = s->guest;
+		s->guest = NULL;
+	}
+	s->no_guest = false;
+}
+
 void mcp__computer_forget(mcp_call *c)
 {
 	pthread_mutex_lock(&c->srv->computer_lock);
 	free(c->srv->computer);
 	c->srv->computer = NULL;
+	guest_retire_locked(c->srv);
 	pthread_mutex_unlock(&c->srv->computer_lock);
+}
+
+int mcp__guest(mcp_call *c, brig_guest **out, brig_error **err)
+{
+	*out = NULL;
+	cleanup_free char *ref = NULL;
+	int rc = mcp__computer(c, &ref, err);
+	if (rc)
+		return rc;
+	mcp_server *s = c->srv;
+	pthread_mutex_lock(&s->computer_lock);
+	if (s->guest && !brig_guest_alive(s->guest))
+		guest_retire_locked(s);
+	if (!s->guest && !s->no_guest && s->computer && strcmp(s->computer, ref) == 0) {
+		brig_error *gerr = NULL;
+		int grc = brig_computer_guest(s->cfg.engine, &s->guest, ref, &gerr);
+		if (grc) {
+			s->guest = NULL;
+			/* Only a computer without brig-init falls back for good;
+			 * anything else is tried again next call. */
+			if (grc == BRIG_ESTATE)
+				s->no_guest = true;
+			fprintf(stderr, "brig: mcp: no brig-init handle for %s, using exec: %s\n", ref,
+				brig_error_message(gerr));
+			brig_error_free(gerr);
+		}
+	}
+	*out = s->guest;
+	pthread_mutex_unlock(&s->computer_lock);
+	return 0;
 }
 
 /* ---- calls in flight ---- */
@@ -398,8 +445,8 @@ static void do_initialize(mcp_server *s, json_t *id, json_t *params)
 	char *instructions = xasprintf(
 		"Tools run in brig computer %s/%s/%s: a locked-down Linux container whose files live in /workspace "
 		"(the working directory; relative paths start there). Commands run as an unprivileged user. A "
-		"command that times out or is cancelled may stop the computer: call `recover` then. Take a "
-		"`checkpoint` before risky changes.",
+		"command that times out or is cancelled is ended inside the computer, which keeps its files; when "
+		"a tool says the computer stopped, call `recover`. Take a `checkpoint` before risky changes.",
 		s->cfg.ns, s->cfg.agent, s->cfg.session);
 	json_t *r = json_pack("{s:s,s:{s:{s:b},s:{}},s:{s:s,s:s,s:s},s:s}", "protocolVersion", version, "capabilities",
 			      "tools", "listChanged", 0, "logging", "serverInfo", "name", "brig", "title",
@@ -619,5 +666,9 @@ void mcp_server_free(mcp_server *s)
 	pthread_mutex_destroy(&s->computer_lock);
 	pthread_cond_destroy(&s->cond);
 	free(s->computer);
+	brig_guest_free(s->guest);
+	for (size_t i = 0; i < s->old_count; i++)
+		brig_guest_free(s->old[i]);
+	free(s->old);
 	free(s);
 }

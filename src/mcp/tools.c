@@ -265,6 +265,10 @@ int mcp__exec_env(mcp_call *c, const char *const *argv, const char *const *env, 
 		.capture_max = capture_max,
 	};
 	rc = brig_session_exec(mcp__engine(c), mcp__store(c), ref, &o, res, err);
+	if ((rc == BRIG_ETIMEDOUT || rc == BRIG_ECANCELED) && !res->container_stopped)
+		/* brig-init ended the command inside the computer (certain):
+		 * the computer keeps running with its files. */
+		return rc;
 	if (rc == BRIG_ETIMEDOUT || rc == BRIG_ECANCELED || rc == BRIG_EUNCERTAIN || rc == BRIG_ESTATE ||
 	    rc == BRIG_ENOTFOUND || res->container_stopped) {
 		/* The computer is stopped or gone: the next call looks again
@@ -325,9 +329,10 @@ static int tool_run(mcp_call *c, json_t *args, json_t **out, char **text, brig_e
 	if (workdir && !(wd = mcp_fs_path(workdir, err)))
 		return BRIG_EINVAL;
 
-	/* The deadline is kept inside the computer by timeout(1), so a slow
-	 * command ends alone and the computer keeps running; brig's own
-	 * deadline (which stops the computer) is only the safety net. */
+	/* With brig-init the deadline is its own (certain: the tree ends, the
+	 * computer keeps running). Without, it is kept inside the computer by
+	 * timeout(1), so a slow command ends alone; brig's own deadline (which
+	 * stops such a computer) is only the safety net. */
 	char secs[24];
 	snprintf(secs, sizeof secs, "%" PRId64, timeout_s);
 	size_t n = av ? json_array_size(av) : 3;
@@ -369,22 +374,30 @@ static int tool_run(mcp_call *c, json_t *args, json_t **out, char **text, brig_e
 			env[ei++] = xasprintf("%s=%s", key, json_string_value(v));
 		}
 	}
+	brig_guest *g = NULL;
+	if (rc == 0)
+		rc = mcp__guest(c, &g, err);
 	brig_exec_result res = {0};
 	if (rc == 0)
-		rc = mcp__exec_env(c, argv, (const char *const *)env, ei, wd, in, in ? strlen(in) : 0, (size_t)max_out,
-				   (timeout_s + 30) * 1000, &res, err);
+		rc = mcp__exec_env(c, g ? argv + 4 : argv, (const char *const *)env, ei, wd, in, in ? strlen(in) : 0,
+				   (size_t)max_out, g ? timeout_s * 1000 : (timeout_s + 30) * 1000, &res, err);
 	for (size_t i = 0; i < ei; i++)
 		free(env[i]);
 	free(env);
 	free(argv);
-	if (rc != 0) {
+	/* brig-init's deadline: the same answer as timeout(1)'s below. */
+	bool guest_timeout = rc == BRIG_ETIMEDOUT && g && res.timed_out && !res.container_stopped;
+	if (guest_timeout)
+		brig__error_clear(err);
+	if (rc != 0 && !guest_timeout) {
 		brig_exec_result_clear(&res);
 		return rc;
 	}
 	json_t *so = capture_text(&res.out), *se = capture_text(&res.err);
 	/* GNU timeout exits 124; BusyBox's passes on the signal's status. */
-	bool timed_out = res.exit_code == 124 || ((res.exit_code == 128 + 15 || res.exit_code == 128 + 9) &&
-						  res.duration_ms >= timeout_s * 1000 - 100);
+	bool timed_out = guest_timeout ||
+			 (!g && (res.exit_code == 124 || ((res.exit_code == 128 + 15 || res.exit_code == 128 + 9) &&
+							  res.duration_ms >= timeout_s * 1000 - 100)));
 	if (timed_out) {
 		rc = brig__error_set(err, BRIG_ETIMEDOUT, 0,
 				     "the command timed out after %" PRId64 "s and was killed (raise timeout_seconds, "

@@ -197,6 +197,27 @@ test('every tool, called (the SDK validates results against output schemas)', as
   r = await call(client, 'write_file', { path: '/etc/passwd', content: 'x' });
   assert.equal(r.isError, true);
   assert.match(text(r), /writable places/);
+  // Kinds, mounts and appends as brig-init's file API sees them.
+  r = await call(client, 'read_file', { path: '/workspace' });
+  assert.equal(r.isError, true);
+  assert.match(text(r), /not a regular file/);
+  r = await call(client, 'list_directory', { path: 'b.txt' });
+  assert.equal(r.isError, true);
+  assert.match(text(r), /not a directory/);
+  r = await call(client, 'write_file', { path: 'app.txt', content: 'a' });
+  r = await call(client, 'write_file', { path: 'app.txt', content: 'b', append: true });
+  assert.equal(r.isError, false, text(r));
+  r = await call(client, 'read_file', { path: 'app.txt' });
+  assert.equal(r.structuredContent.content, 'ab');
+  r = await call(client, 'stat', { path: 'app.txt' });
+  assert.equal(typeof r.structuredContent.owner, 'string');
+  assert.notEqual(r.structuredContent.owner, '');
+  r = await call(client, 'move', { source: 'app.txt', destination: '/runtime/moved/app.txt' });
+  assert.equal(r.isError, false, text(r));
+  r = await call(client, 'read_file', { path: '/runtime/moved/app.txt' });
+  assert.equal(r.structuredContent.content, 'ab');
+  r = await call(client, 'remove', { path: '/runtime/moved', recursive: true });
+  assert.equal(r.isError, false, text(r));
   r = await call(client, 'read_file', { path: 'b.txt', bogus: 1 });
   assert.equal(r.isError, true);
   assert.match(text(r), /unknown argument "bogus"/);
@@ -259,6 +280,12 @@ test('background processes: start, read, send input, list, kill', async () => {
     await new Promise((res) => setTimeout(res, 200));
   }
   assert.equal(r.structuredContent.processes.find((p) => p.id === sleeper).running, false);
+  r = await call(client, 'start_process', { command: 'sleep 700' });
+  const hard = r.structuredContent.id;
+  r = await call(client, 'kill_process', { id: hard, signal: 'KILL' });
+  assert.equal(r.isError, false, text(r));
+  r = await call(client, 'read_process_output', { id: hard });
+  assert.equal(r.structuredContent.running, false, 'KILL ends the tree before it answers');
   r = await call(client, 'read_process_output', { id: 'p../../x' });
   assert.equal(r.isError, true);
   assert.match(text(r), /not a process id/);
@@ -302,34 +329,32 @@ test('a long command reports progress', async () => {
   assert.ok(seen[0].progress >= 1);
 });
 
-test('cancelling a long command: the server keeps serving, recover restores the checkpoint', async () => {
-  await call(client, 'write_file', { path: 'kept.txt', content: 'before the checkpoint' });
-  const cp = await call(client, 'checkpoint');
-  assert.equal(cp.isError, false, text(cp));
+test('cancelling a long command: the server keeps serving, the computer keeps running and its files', async () => {
+  await call(client, 'write_file', { path: 'kept.txt', content: 'written before the cancel' });
   const ac = new AbortController();
   const started = Date.now();
-  const p = call(client, 'run', { command: 'sleep 300' }, { signal: ac.signal });
+  const p = call(client, 'run', { command: 'echo $$ > /runtime/cancelled.pid; sleep 300' }, { signal: ac.signal });
   setTimeout(() => ac.abort('enough'), 1500);
   await assert.rejects(p);
   await client.ping();
-  // Without brig-init, ending the command stops the computer (brig's rule):
-  // wait for that, then recover from the checkpoint.
-  let r;
-  for (let i = 0; i < 60; i++) {
-    r = await call(client, 'run', { command: 'echo up' });
-    if (r.isError) break;
-    await new Promise((res) => setTimeout(res, 500));
-  }
-  if (r.isError) {
-    assert.match(text(r), /recover/);
-    r = await call(client, 'recover');
-    assert.equal(r.isError, false, text(r));
-    assert.equal(r.structuredContent.restored, true);
-  }
+  // brig-init ends the command's tree inside the computer (certain): no
+  // stop, no recover; the very next call runs in the same computer.
+  let r = await call(client, 'run', { command: 'echo up' });
+  assert.equal(r.isError, false, text(r));
+  assert.equal(r.structuredContent.stdout, 'up\n');
   r = await call(client, 'read_file', { path: 'kept.txt' });
   assert.equal(r.isError, false, text(r));
-  assert.equal(r.structuredContent.content, 'before the checkpoint');
-  assert.ok(Date.now() - started < 120000);
+  assert.equal(r.structuredContent.content, 'written before the cancel');
+  // The cancelled command is gone, not left running.
+  for (let i = 0; i < 20; i++) {
+    r = await call(client, 'run', { command: 'kill -0 "$(cat /runtime/cancelled.pid)" 2>/dev/null && echo alive || echo gone' });
+    if (r.structuredContent.stdout === 'gone\n') break;
+    await new Promise((res) => setTimeout(res, 250));
+  }
+  assert.equal(r.structuredContent.stdout, 'gone\n');
+  r = await call(client, 'computer_info');
+  assert.equal(r.isError, false, text(r));
+  assert.ok(Date.now() - started < 60000);
 });
 
 test('a client that disconnects mid-call leaves nothing running', async () => {
