@@ -366,8 +366,9 @@ static json_t *meta_json(json_t *st)
 static int buf_cb(const char *data, size_t len, void *payload)
 {
 	brig_buf *b = payload;
-	brig_buf_add(b, data, len);
-	return 0;
+	/* The guest sends what was asked (length ≤ the buffer's cap); more is
+	 * a lying guest, and the read stops. */
+	return brig_buf_add(b, data, len) == 0 ? 0 : BRIG_ETOOBIG;
 }
 
 /* Runs a script through the guest (what writes need beyond the file API). */
@@ -379,7 +380,7 @@ static int gcap_cb(int stream, const char *data, size_t len, void *payload)
 {
 	struct gcap *g = payload;
 	if (stream == BRIG_STREAM_STDERR && g->err.len < 4096)
-		brig_buf_add(&g->err, data, len < 4096 ? len : 4096);
+		brig_buf_put(&g->err, data, len < 4096 - g->err.len ? len : 4096 - g->err.len); /* clamped to the room */
 	return 0;
 }
 
@@ -539,9 +540,8 @@ static json_t *id_name(brig_guest *g, const char *file, json_int_t id)
 	snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, id);
 	json_t *name = NULL;
 	if (brig_guest_read(g, file, 0, 1 << 20, buf_cb, &b, fs_deadline(), NULL) == 0 && b.data) {
-		brig_buf_add(&b, "", 1);
 		char *save = NULL;
-		for (char *line = strtok_r(b.data, "\n", &save); line && !name; line = strtok_r(NULL, "\n", &save)) {
+		for (char *line = strtok_r((char *)brig_buf_cstr(&b), "\n", &save); line && !name; line = strtok_r(NULL, "\n", &save)) {
 			char *f[4] = {0};
 			size_t k = 0;
 			for (char *p = line; k < 4; k++) {

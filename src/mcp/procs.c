@@ -299,7 +299,7 @@ static json_t *guest_state(const char *id, json_t *p)
 	brig_buf_init(&b, (size_t)-1);
 	json_t *av = json_object_get(p, "argv");
 	for (size_t i = 5; i < json_array_size(av); i++)
-		brig_buf_printf(&b, "%s%s", i > 5 ? " " : "", json_string_value(json_array_get(av, i)) ?: "");
+		brig_buf_putf(&b, "%s%s", i > 5 ? " " : "", json_string_value(json_array_get(av, i)) ?: "");
 	size_t n = b.len < 300 ? b.len : 300;
 	const char *nl = b.data ? memchr(b.data, '\n', n) : NULL;
 	if (nl)
@@ -414,7 +414,7 @@ static int piece_cb(const char *data, size_t len, void *payload)
 {
 	struct piece *p = payload;
 	size_t room = p->max - p->b.len;
-	brig_buf_add(&p->b, data, len < room ? len : room);
+	brig_buf_put(&p->b, data, len < room ? len : room); /* clamped to the room */
 	return 0;
 }
 
