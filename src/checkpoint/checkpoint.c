@@ -14,22 +14,6 @@
 #include "tar/tar.h"
 #include "util/util.h"
 
-static int mkdir_p(const char *path, mode_t mode)
-{
-	cleanup_free char *p = xstrdup(path);
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(p, mode) < 0 && errno != EEXIST)
-			return -1;
-		*s = '/';
-	}
-	if (mkdir(p, mode) < 0 && errno != EEXIST)
-		return -1;
-	return 0;
-}
-
 int brig_checkpoint_dir(char **out, const brig_store *s, brig_error **err)
 {
 	cleanup_free char *dir = NULL;
@@ -50,8 +34,9 @@ int brig_checkpoint_dir(char **out, const brig_store *s, brig_error **err)
 		else
 			dir = xasprintf("%s/.local/share/brig/checkpoints", home ? home : ".");
 	}
-	if (mkdir_p(dir, 0700) < 0)
-		return brig__error_set(err, BRIG_EIO, errno, "checkpoint directory %s: %s", dir, strerror(errno));
+	int rc = brig_mkdir_p(dir, 0700, "checkpoint directory", err);
+	if (rc)
+		return rc;
 	*out = steal_pointer(&dir);
 	return 0;
 }

@@ -381,17 +381,10 @@ static bool container_alive(brig_engine *e, const char *name)
  * recovered. */
 #define CREATING_GRACE_MS (120 * 1000)
 
-static int64_t wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Re-reads *r until it leaves creating or its creation looks abandoned. */
 static int wait_creating(brig_store *s, brig_store_session **r, brig_error **err)
 {
-	while ((*r)->state == BRIG_STORE_CREATING && wall_ms() - (*r)->updated_ms < CREATING_GRACE_MS) {
+	while ((*r)->state == BRIG_STORE_CREATING && brig_wall_ms() - (*r)->updated_ms < CREATING_GRACE_MS) {
 		struct timespec ts = {0, 100 * 1000000L};
 		nanosleep(&ts, NULL);
 		brig_store_session *n = NULL;
