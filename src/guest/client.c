@@ -588,7 +588,18 @@ int brig_guest__msg_parse(brig_guest *g, const gframe *f, gmsg *m, bool want_arg
 					bad = "more than 4096 argv entries";
 					break;
 				}
-				json_array_append_new(m->argv, json_stringn_nocheck((const char *)fl.val, fl.len));
+				/* Untrusted bytes: a name that is not UTF-8 would make the
+				 * whole answer unprintable as JSON (brig ps --json, MCP). */
+				json_t *a = json_stringn((const char *)fl.val, fl.len);
+				if (!a) {
+					char *c = xstrndup((const char *)fl.val, fl.len);
+					for (char *q = c; *q; q++)
+						if ((unsigned char)*q >= 0x80)
+							*q = '?';
+					a = json_string(c);
+					free(c);
+				}
+				json_array_append_new(m->argv, a);
 			}
 		}
 	}

@@ -80,6 +80,28 @@ static int check_exec_opts(const brig_guest_exec_opts *o, brig_error **err)
 				       BRIG_GUEST_EXEC_OPTS_VERSION);
 	if (!o->argv || !o->argv[0] || !*o->argv[0])
 		return brig__error_set(err, BRIG_EINVAL, 0, "exec: a command is required (argv is empty)");
+	/* brig-init's own caps (guest/server.c): a field over one would end
+	 * the whole relay, and every command sharing it. */
+	size_t total = 0;
+	for (size_t i = 0; o->argv[i]; i++) {
+		size_t n = strlen(o->argv[i]);
+		if (n > BRIG_GP_MAX_STR)
+			return brig__error_set(err, BRIG_EINVAL, 0, "exec: argument %zu is %zu bytes; at most %u", i, n,
+					       BRIG_GP_MAX_STR);
+		total += n + 5;
+	}
+	for (size_t i = 0; o->env && i < o->env_count; i++) {
+		size_t n = o->env[i] ? strlen(o->env[i]) : 0;
+		if (n > BRIG_GP_MAX_STR)
+			return brig__error_set(err, BRIG_EINVAL, 0, "exec: environment entry %zu is %zu bytes; at most %u",
+					       i, n, BRIG_GP_MAX_STR);
+		total += n + 5;
+	}
+	if (total > BRIG_GP_MAX_PAYLOAD - 4096)
+		return brig__error_set(err, BRIG_EINVAL, 0, "exec: arguments and environment take %zu bytes; at most %u",
+				       total, BRIG_GP_MAX_PAYLOAD - 4096);
+	if (o->cwd && strlen(o->cwd) > 4096)
+		return brig__error_set(err, BRIG_EINVAL, 0, "exec: the working directory is longer than 4096 bytes");
 	return 0;
 }
 
@@ -365,10 +387,19 @@ int brig_guest_exec(brig_guest *g, const brig_guest_exec_opts *o, brig_guest_exi
 	brig_gp_enc e = {0};
 	put_start(&e, o, tag, false);
 	rc = brig_guest__send_frame(g, &e, BRIG_GP_T_START, w->req, o->deadline_ms, err);
-	if (!rc)
+	if (!rc) {
 		rc = await_start(g, w, "start", o->deadline_ms, true, x, err);
-	if (!rc)
-		rc = drive(g, w, x->proc, o, true, x, err);
+		if (!rc)
+			rc = drive(g, w, x->proc, o, true, x, err);
+		if (rc == BRIG_ENOTSENT) {
+			/* START went out: a send that failed after it (stdin, a
+			 * resize) cannot mean "nothing ran" — a caller would run
+			 * the command a second time. */
+			cleanup_free char *why = xstrdup(brig_error_message(err ? *err : NULL));
+			rc = brig__error_set(err, BRIG_EUNCERTAIN, 0, "%s: the relay broke after the command was sent (%s)",
+					     g->what, why);
+		}
+	}
 	brig_guest__waiter_remove(g, w);
 	return rc;
 }
@@ -459,8 +490,10 @@ int brig_guest_ps(brig_guest *g, json_t **out, int64_t deadline_ms, brig_error *
 		gmsg m;
 		if (f->type == BRIG_GP_T_PS_ENTRY) {
 			rc = brig_guest__msg_parse(g, f, &m, true, err);
-			if (!rc && json_array_size(arr) >= 100000)
+			if (!rc && json_array_size(arr) >= 100000) {
+				json_decref(m.argv);
 				rc = brig__error_set(err, BRIG_ETOOBIG, 0, "ps: more than 100000 entries");
+			}
 			if (!rc) {
 				json_t *j = ps_entry_json(&m);
 				json_object_set_new(j, "argv", m.argv);

@@ -143,7 +143,7 @@ int brig_sandbox__guest_exec(brig_engine *e, const char *ref, const char *id, co
 	brig_guest_exit x = {.code = -1};
 	cached *c = NULL;
 	int rc = 0;
-	bool opened = false;
+	bool sent = false;
 	/* Nothing was sent until a relay took the START: a handle found
 	 * broken (ENOTSENT) is replaced once. */
 	for (int attempt = 0; attempt < 2; attempt++) {
@@ -151,17 +151,18 @@ int brig_sandbox__guest_exec(brig_engine *e, const char *ref, const char *id, co
 		rc = acquire(e, &c, id, attempt > 0, open_by, err);
 		if (rc)
 			break;
-		opened = true;
 		rc = brig_guest_exec(c->g, &go, &x, err);
-		if (rc != BRIG_ENOTSENT)
+		if (rc != BRIG_ENOTSENT) {
+			sent = true;
 			break;
+		}
 		release(c);
 		c = NULL;
 	}
 	release(c);
 	free(envv);
 
-	if (rc == BRIG_ENOTFOUND || rc == BRIG_EDENIED) {
+	if (sent && (rc == BRIG_ENOTFOUND || rc == BRIG_EDENIED) && (x.code == 127 || x.code == 126)) {
 		/* brig-init's answer: the program cannot be run; nothing ran */
 		note_stderr(tee, brig_error_message(err ? *err : NULL));
 		brig__error_clear(err);
@@ -170,9 +171,17 @@ int brig_sandbox__guest_exec(brig_engine *e, const char *ref, const char *id, co
 	}
 	if (rc == BRIG_EINVAL)
 		return brig__error_prefix(err, rc, "exec in %s", ref);
-	if (!opened && (rc == BRIG_ENOTSENT || rc == BRIG_ENOTFOUND || rc == BRIG_ECONFLICT))
-		/* the daemon refused the relay's exec, or was not reached: nothing ran */
-		return brig__error_prefix(err, rc == BRIG_ECONFLICT ? BRIG_ESTATE : rc, "exec in %s", ref);
+	if (!sent) {
+		/* No relay took the START (the daemon refused the relay's exec,
+		 * was not reached, or did not answer in time): nothing ran. */
+		if (rc == BRIG_ECONFLICT || rc == BRIG_EUNCERTAIN || rc == BRIG_ETIMEDOUT) {
+			cleanup_free char *why = xstrdup(brig_error_message(err ? *err : NULL));
+			return brig__error_set(err, rc == BRIG_ECONFLICT ? BRIG_ESTATE : BRIG_ENOTSENT, 0,
+					       "exec in %s: could not open a relay to brig-init (%s); nothing was run",
+					       ref, why);
+		}
+		return brig__error_prefix(err, rc, "exec in %s", ref);
+	}
 	if (rc == 0) {
 		res->exit_code = x.code;
 		res->timed_out = x.timed_out;

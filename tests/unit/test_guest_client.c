@@ -20,7 +20,7 @@
 
 /* ---- the fake guest ---- */
 
-enum { FAKE_OK, FAKE_GARBAGE, FAKE_HUGE, FAKE_SILENT, FAKE_MUTE_AFTER_START, FAKE_BAD_FIELD };
+enum { FAKE_OK, FAKE_GARBAGE, FAKE_HUGE, FAKE_SILENT, FAKE_MUTE_AFTER_START, FAKE_BAD_FIELD, FAKE_CLOSE_AFTER_START };
 
 typedef struct fproc {
 	int64_t id;
@@ -108,6 +108,10 @@ static void fstart(fake *f, const brig_gp_hdr *h, const unsigned char *pl)
 	fsend(f, BRIG_GP_T_STARTED, h->id);
 	if (f->mode == FAKE_MUTE_AFTER_START)
 		goto out;
+	if (f->mode == FAKE_CLOSE_AFTER_START) {
+		shutdown(f->fd, SHUT_RDWR); /* the relay dies under a running command */
+		goto out;
+	}
 	if (timeout)
 		p->due_ms = brig_now_ms() + timeout;
 	if (strcmp(argv[0], "echo") == 0) {
@@ -599,12 +603,91 @@ static void test_hostile_answers(void **state)
 	seen_free(&s);
 }
 
+/* Fields over brig-init's own caps are refused before anything is sent (one
+ * would make brig-init end the relay, and every command sharing it). */
+static void test_fields_over_guest_caps(void **state)
+{
+	(void)state;
+	fake f;
+	brig_error *err = NULL;
+	int rc;
+	brig_guest *g = fake_open(&f, FAKE_OK, 0, &rc, &err);
+	assert_int_equal(rc, 0);
+	seen s;
+	seen_init(&s);
+	char *big = xmalloc(BRIG_GP_MAX_STR + 2);
+	memset(big, 'a', BRIG_GP_MAX_STR + 1);
+	big[BRIG_GP_MAX_STR + 1] = '\0';
+	brig_guest_exit x;
+	const char *av[] = {"echo", big, NULL};
+	brig_guest_exec_opts o = opts_for(av, &s);
+	assert_int_equal(brig_guest_exec(g, &o, &x, &err), BRIG_EINVAL);
+	assert_non_null(strstr(brig_error_message(err), "argument 1"));
+	brig_error_free(err);
+	err = NULL;
+	const char *echo[] = {"echo", "ok", NULL};
+	const char *env[] = {big};
+	o = opts_for(echo, &s);
+	o.env = env;
+	o.env_count = 1;
+	assert_int_equal(brig_guest_exec(g, &o, &x, &err), BRIG_EINVAL);
+	assert_non_null(strstr(brig_error_message(err), "environment entry 0"));
+	/* never the value */
+	assert_null(strstr(brig_error_message(err), "aaaa"));
+	brig_error_free(err);
+	err = NULL;
+	o = opts_for(echo, &s);
+	big[5000] = '\0';
+	o.cwd = big;
+	assert_int_equal(brig_guest_exec(g, &o, &x, &err), BRIG_EINVAL);
+	brig_error_free(err);
+	err = NULL;
+	/* the relay is still good */
+	o = opts_for(echo, &s);
+	assert_int_equal(brig_guest_exec(g, &o, &x, &err), 0);
+	assert_true(brig_guest_alive(g));
+	free(big);
+	seen_free(&s);
+	fake_close(&f, g);
+}
+
+/* A relay that breaks after START went out never says "nothing ran":
+ * a caller would run the command a second time. */
+static void test_cut_after_start_is_not_notsent(void **state)
+{
+	(void)state;
+	fake f;
+	brig_error *err = NULL;
+	int rc;
+	brig_guest *g = fake_open(&f, FAKE_CLOSE_AFTER_START, 0, &rc, &err);
+	assert_int_equal(rc, 0);
+	seen s;
+	seen_init(&s);
+	const char *cat[] = {"cat", NULL};
+	brig_guest_exec_opts o = opts_for(cat, &s);
+	char *in = xmalloc(1 << 20);
+	memset(in, 'x', 1 << 20);
+	o.stdin_data = in;
+	o.stdin_len = 1 << 20;
+	o.deadline_ms = brig_now_ms() + 2000;
+	brig_guest_exit x;
+	rc = brig_guest_exec(g, &o, &x, &err);
+	print_message("cut after START: %s: %s\n", brig_error_name(rc), brig_error_message(err));
+	assert_int_not_equal(rc, 0);
+	assert_int_not_equal(rc, BRIG_ENOTSENT);
+	brig_error_free(err);
+	free(in);
+	seen_free(&s);
+	fake_close(&f, g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exec_basics),     cmocka_unit_test(test_deadline_and_cancel),
 		cmocka_unit_test(test_threads),         cmocka_unit_test(test_hostile_hello),
-		cmocka_unit_test(test_hostile_answers),
+		cmocka_unit_test(test_hostile_answers),  cmocka_unit_test(test_fields_over_guest_caps),
+		cmocka_unit_test(test_cut_after_start_is_not_notsent),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
