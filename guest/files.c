@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -236,8 +237,18 @@ static void write_start(gi_conn *c, uint32_t req, gi_req *r)
 		}
 	}
 	if (w->append) {
-		w->fd = open(r->path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+		/* O_NONBLOCK: a FIFO put at the path must not block PID 1;
+		 * anything but a regular file is refused. */
+		w->fd = open(r->path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
 			     (mode_t)(w->mode < 0 ? 0644 : w->mode));
+		struct stat ast;
+		if (w->fd >= 0 && (fstat(w->fd, &ast) < 0 || !S_ISREG(ast.st_mode))) {
+			close(w->fd);
+			w->fd = -1;
+			errno = EINVAL;
+		} else if (w->fd >= 0) {
+			fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) & ~O_NONBLOCK);
+		}
 	} else {
 		char dir[4096];
 		parent_of(r->path, dir, sizeof dir);
@@ -245,8 +256,12 @@ static void write_start(gi_conn *c, uint32_t req, gi_req *r)
 		size_t tl = strlen(dir) + strlen(base) + 32;
 		w->tmp = malloc(tl);
 		for (int i = 0; w->tmp && i < 100; i++) {
-			snprintf(w->tmp, tl, "%s%s.%.200s.brig-%d-%d", dir, strcmp(dir, "/") ? "/" : "", base, getpid(),
-				 (int)((unsigned)rand() % 1000000));
+			/* unpredictable: the sandbox must not be able to take
+			 * the next names ahead of us */
+			unsigned rnd = 0;
+			if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
+				rnd = (unsigned)rand() ^ (unsigned)i << 20;
+			snprintf(w->tmp, tl, "%s%s.%.200s.brig-%08x", dir, strcmp(dir, "/") ? "/" : "", base, rnd);
 			w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 			if (w->fd >= 0 || errno != EEXIST)
 				break;

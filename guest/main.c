@@ -235,7 +235,10 @@ static int run_mode(int64_t timeout_ms, char **argv)
 		if (poll(&pf, 1, wait_ms) > 0) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-				if (si.ssi_signo == SIGCHLD || si.ssi_pid != 0)
+				/* Docker's stop is a kill(2) from outside our PID namespace:
+				 * SI_USER with pid 0. rt_sigqueueinfo lets the sandbox
+				 * forge pid 0, never SI_USER. */
+				if (si.ssi_signo == SIGCHLD || si.ssi_pid != 0 || si.ssi_code != SI_USER)
 					continue; /* from inside the container: ignored */
 				if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP) {
 					end_everything(1);

@@ -155,11 +155,11 @@ static int req_decode(gi_req *r, const unsigned char *p, size_t n)
 				return -1;
 			continue;
 		case BRIG_GP_F_PATH:
-			if (set_str(&r->path, &f, 4096) < 0)
+			if (set_str(&r->path, &f, 4095) < 0)
 				return -1;
 			continue;
 		case BRIG_GP_F_PATH2:
-			if (set_str(&r->path2, &f, 4096) < 0)
+			if (set_str(&r->path2, &f, 4095) < 0)
 				return -1;
 			continue;
 		case BRIG_GP_F_DATA:
@@ -473,7 +473,10 @@ int gi_serve(int64_t lifetime_ms)
 			while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
 				if (si.ssi_signo == SIGCHLD)
 					continue;
-				if (si.ssi_pid != 0)
+				/* only a kill(2) from outside (SI_USER, pid 0): the
+				 * sandbox can forge pid 0 with rt_sigqueueinfo, never
+				 * SI_USER */
+				if (si.ssi_pid != 0 || si.ssi_code != SI_USER)
 					continue; /* from inside the container: ignored */
 				if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP)
 					stop_and_exit(0);
@@ -485,7 +488,10 @@ int gi_serve(int64_t lifetime_ms)
 		}
 		if (pf[1].revents & POLLIN) {
 			int cfd;
-			while ((cfd = accept4(ls, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+			/* A bounded number per turn: a connect flood from the sandbox
+			 * must not keep PID 1 from its deadlines and connections. */
+			int taken = 0;
+			while (taken++ < 16 && (cfd = accept4(ls, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
 				if (!peer_allowed(cfd)) {
 					close(cfd); /* closed without a word */
 					continue;

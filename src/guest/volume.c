@@ -85,7 +85,10 @@ static unsigned char *one_file_tar(const unsigned char *data, size_t len, size_t
 	unsigned char *t = xcalloc(1, total);
 	char *h = (char *)t;
 	memcpy(h, "brig-init", 9);
-	octal(h + 100, 8, 0555); /* mode */
+	/* execute-only: a program its user cannot read is non-dumpable from
+	 * execve on, so the sandbox (the same uid) cannot ptrace a new relay
+	 * in the moment before it calls PR_SET_DUMPABLE itself */
+	octal(h + 100, 8, 0511); /* mode */
 	octal(h + 108, 8, 0);    /* uid */
 	octal(h + 116, 8, 0);    /* gid */
 	octal(h + 124, 12, len);
@@ -143,7 +146,7 @@ static int verify_cb(const char *data, size_t len, void *payload)
 				const char *h = (const char *)v->hdr;
 				v->header_ok =
 					(h[156] == '0' || h[156] == '\0') && parse_octal(h + 124, 12) == v->want_len &&
-					(parse_octal(h + 100, 8) & 07777) == 0555 && parse_octal(h + 108, 8) == 0;
+					(parse_octal(h + 100, 8) & 07777) == 0511 && parse_octal(h + 108, 8) == 0;
 				if (!v->header_ok)
 					v->mismatch = true;
 			}
@@ -163,7 +166,7 @@ static int verify_cb(const char *data, size_t len, void *payload)
 }
 
 /* 0 when the container's /.brig/brig-init is the embedded program, mode
- * 0555, owned by root; BRIG_ENOTFOUND when absent; BRIG_ECORRUPT when
+ * 0511, owned by root; BRIG_ENOTFOUND when absent; BRIG_ECORRUPT when
  * different. */
 static int check_copy(brig_engine *e, const char *cid, const unsigned char *d, size_t n, brig_error **err)
 {

@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef __NR_mq_open
@@ -129,6 +130,28 @@ static void mq_open_refused(void)
 	row("mq_open_refused", "refused (EPERM)", r < 0 && e == EPERM, "%s", r < 0 ? errname(e) : "succeeded");
 }
 
+/* brig-init (PID 1) ends the container only on Docker's own stop, a kill(2)
+ * from outside (SI_USER, pid 0): a sandboxed process can forge pid 0 with
+ * rt_sigqueueinfo, never SI_USER. If PID 1 took the bait, this probe dies
+ * with the container and its table never arrives. */
+static void pid1_ignores_forged_sigterm(void)
+{
+	siginfo_t si;
+	memset(&si, 0, sizeof si);
+	si.si_signo = SIGTERM;
+	si.si_code = SI_QUEUE;
+	si.si_pid = 0;
+	si.si_uid = 0;
+	errno = 0;
+	long r = syscall(SYS_rt_sigqueueinfo, 1, SIGTERM, &si);
+	int e = errno;
+	struct timespec ts = {0, 500 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	bool alive = kill(1, 0) == 0;
+	row("pid1_ignores_forged_sigterm", "PID 1 runs on after a forged SIGTERM", alive, "queue %s, PID 1 %s",
+	    r == 0 ? "accepted" : errname(e), alive ? "alive" : "gone");
+}
+
 static __attribute__((noreturn)) void inotify_hold(int max, const char *file)
 {
 	int n = 0, e = 0;
@@ -169,6 +192,7 @@ int main(int argc, char **argv)
 		socket_allowed("socket_af_netlink", AF_NETLINK, SOCK_RAW);
 		socketcall_refused();
 		mq_open_refused();
+		pid1_ignores_forged_sigterm();
 		return failed ? 1 : 0;
 	}
 	if (strcmp(m, "mq") == 0) {
