@@ -171,17 +171,12 @@ int brig_sandbox__guest_exec(brig_engine *e, const char *ref, const char *id, co
 	}
 	if (rc == BRIG_EINVAL)
 		return brig__error_prefix(err, rc, "exec in %s", ref);
-	if (!sent) {
-		/* No relay took the START (the daemon refused the relay's exec,
-		 * was not reached, or did not answer in time): nothing ran. */
-		if (rc == BRIG_ECONFLICT || rc == BRIG_EUNCERTAIN || rc == BRIG_ETIMEDOUT) {
-			cleanup_free char *why = xstrdup(brig_error_message(err ? *err : NULL));
-			return brig__error_set(err, rc == BRIG_ECONFLICT ? BRIG_ESTATE : BRIG_ENOTSENT, 0,
-					       "exec in %s: could not open a relay to brig-init (%s); nothing was run",
-					       ref, why);
-		}
-		return brig__error_prefix(err, rc, "exec in %s", ref);
-	}
+	if (!sent && (rc == BRIG_ENOTSENT || rc == BRIG_ENOTFOUND || rc == BRIG_ECONFLICT))
+		/* No relay took the START: the daemon refused the relay's exec, or
+		 * was not reached. Nothing ran. (A brig-init that answered the
+		 * relay with garbage or nothing is unreachable: that is uncertain,
+		 * below, as the seed's rule says.) */
+		return brig__error_prefix(err, rc == BRIG_ECONFLICT ? BRIG_ESTATE : rc, "exec in %s", ref);
 	if (rc == 0) {
 		res->exit_code = x.code;
 		res->timed_out = x.timed_out;
