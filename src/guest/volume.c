@@ -217,11 +217,31 @@ int brig_guest__volume_ensure(brig_engine *e, const char *image, brig_error **er
 			  "ReadOnly", 0, "AutoRemove", 0, "NetworkMode", "none");
 	cleanup_free char *cid = NULL;
 	int64_t give_up = brig_now_ms() + 60000;
+	int64_t stale_by = brig_now_ms() + 20000;
 	for (;;) {
 		rc = brig_engine_container_create(e, &cid, fname, body, err);
+		if (rc == BRIG_EUNCERTAIN || rc == BRIG_EPROTO) {
+			/* The answer was lost: a filler of that name is this call's
+			 * (or a racer's, equally fit to fill through). */
+			json_t *j = NULL;
+			if (brig_engine_container_inspect(e, &j, fname, NULL) == 0) {
+				free(cid);
+				cid = xstrdup(json_string_value(json_object_get(j, "Id")));
+				brig__error_clear(err);
+				rc = 0;
+			}
+			json_decref(j);
+			break;
+		}
 		if (rc != BRIG_ECONFLICT)
 			break;
-		/* another brig is filling it: wait for it to finish */
+		/* another brig is filling it: wait for it to finish. A fill
+		 * takes well under a second; a filler still there after 20 s
+		 * was left by a brig that died (or lost its answer): remove it. */
+		if (brig_now_ms() > stale_by) {
+			brig_engine_container_remove(e, fname, true, false, NULL);
+			stale_by = brig_now_ms() + 20000;
+		}
 		if (brig_now_ms() > give_up)
 			return brig__error_prefix(err, rc,
 						  "fill volume %s: container %s holds the lock for over a minute "

@@ -113,6 +113,8 @@ static void send_error(mcp_server *s, json_t *id, int code, const char *fmt, ...
 	free(m);
 }
 
+static void vlog(mcp_server *s, const char *level, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
+
 static void vlog(mcp_server *s, const char *level, const char *fmt, va_list ap)
 {
 	char *m = NULL;

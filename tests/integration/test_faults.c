@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "guest/host.h"
 #include "brig/sandbox.h"
 #include "brig/session.h"
 #include "brig/spec.h"
@@ -53,6 +54,15 @@ static int setup(void **state)
 	snprintf(LABEL, sizeof LABEL, BRIG_TEST_LABEL "=%s", brig_test_run_id());
 	snprintf(TMP, sizeof TMP, "/tmp/brigtest-faults-%s", brig_test_run_id());
 	mkdir(TMP, 0700);
+	/* brig-init's volume first, directly: the faults below are meant for
+	 * the requests they name (a computer's create), not for the one-time
+	 * fill of that volume. */
+	brig_error *err = NULL;
+	if (brig_guest__volume_ensure(E, brig_test_image(), &err) != 0) {
+		print_error("brig-init volume: %s\n", brig_error_message(err));
+		brig_error_free(err);
+		return -1;
+	}
 	return 0;
 }
 
@@ -346,6 +356,37 @@ static void test_lost_create_answer(void **state)
 	brig_test_cleanup(E);
 }
 
+/* A fresh brig process fills brig-init's volume before its first computer:
+ * when the answer to the filler's own create is lost, the filler that did
+ * land is used (and removed), not left behind to block every later fill. */
+static void test_lost_filler_answer(void **state)
+{
+	(void)state;
+	proxy p;
+	proxy_start(&p);
+	cleanup_free char *host = xasprintf("DOCKER_HOST=unix://%s", p.path);
+	char *env[] = {host, NULL};
+	char *argv[] = {"brig", "create", "--ns", NS, "--agent", "a", "--session", "lost-filler", "--image",
+			(char *)brig_test_image(), "--label", LABEL, NULL};
+	atomic_store(&p.armed, 1);
+	char *out = NULL, *errout = NULL;
+	int code = brig_test_spawn(argv, NULL, env, &out, &errout);
+	print_message("brig create through the proxy: exit %d; creates seen %d, answers dropped %d; %s\n", code,
+		      atomic_load(&p.creates), atomic_load(&p.dropped), errout);
+	assert_int_equal(code, 0);
+	assert_int_equal(atomic_load(&p.dropped), 1);
+	free(out);
+	free(errout);
+	/* no filler left behind */
+	cleanup_json json_t *f = json_pack("{s:[s]}", "label", BRIG_LABEL_KIND "=init");
+	cleanup_json json_t *list = NULL;
+	brig_error *err = NULL;
+	ASSERT_OK(brig_engine_container_list(E, &list, true, f, &err), err);
+	assert_int_equal(json_array_size(list), 0);
+	proxy_stop(&p);
+	brig_test_cleanup(E);
+}
+
 /* ---- 3. kill -9 of brig mid-command, then brig gc ---- */
 
 /* Starts brig with argv (argv[0] "brig"), extra env, output to a log. */
@@ -622,6 +663,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_no_daemon),
 		cmocka_unit_test(test_lost_create_answer),
+		cmocka_unit_test(test_lost_filler_answer),
 		cmocka_unit_test(test_kill9_then_gc),
 		cmocka_unit_test(test_kill9_checkpoint_thawed),
 	};

@@ -478,8 +478,11 @@ static void case_big_output(const char *name)
 	long hwm = status_kb("VmHWM");
 	long growth_mb = (hwm - rss0) / 1024;
 #ifdef __SANITIZE_ADDRESS__
-	/* ASan keeps freed chunks in a quarantine (256 MB by default). */
-	const long limit_mb = 64 + 256;
+	/* ASan keeps freed chunks in a quarantine (256 MB by default), and the
+	 * brig-init relay hands output over in one allocation per 64 KiB frame
+	 * (each with ASan's redzones and shadow): measured +424 MB here. The
+	 * normal build's bound below is the product's promise. */
+	const long limit_mb = 64 + 256 + 192;
 #else
 	const long limit_mb = 64;
 #endif
