@@ -240,6 +240,7 @@ STRUCTS = {
 UP_OPTS_VERSION = 1
 GUEST_EXEC_OPTS_VERSION = 1
 RUN_OPTS_VERSION = 1
+CHECKPOINT_OPTS_VERSION = 1
 
 ERR = POINTER(c_void_p)  # brig_error **
 P = c_void_p
@@ -272,6 +273,7 @@ _PROTOS = {
     "brig_session_recover": (c_int, [P, P, P, c_char_p, c_char_p, c_char_p, c_char_p, ERR]),
     "brig_recover_result_clear": (None, [P]),
     "brig_session_mark_failed": (c_int, [P, c_char_p, c_char_p, c_char_p, c_int64, ERR]),
+    "brig_checkpoint_dir": (c_int, [POINTER(c_void_p), P, ERR]),
     "brig_checkpoint_create": (c_int, [P, P, POINTER(c_void_p), c_char_p, P, ERR]),
     "brig_checkpoint_remove": (c_int, [P, c_char_p, c_int64, ERR]),
     "brig_checkpoint_restore": (c_int, [P, c_char_p, P, c_char_p, ERR]),

@@ -65,7 +65,7 @@ class AsyncFiles:
 
 class AsyncSandbox:
     """Create with `sb = await AsyncSandbox.create(...)` (same arguments as
-    Sandbox) or `async with AsyncSandbox.create(...) as sb`; the methods are
+    Sandbox) or `async with await AsyncSandbox.create(...) as sb`; the methods are
     Sandbox's, awaitable."""
 
     def __init__(self, sb: Sandbox):

@@ -605,11 +605,11 @@ class Sandbox:
         if allow:
             raise InvalidSpec("allow: this brig has no per-host egress allowlist; use network='isolated' "
                               "(the internet, not the host or other sandboxes) or 'none'", -1)
-        self._setup(store, ns or DEFAULT_NS, agent or DEFAULT_AGENT, session, anonymous=session is None)
-        self.lost: Optional[str] = None
-        self.restored_checkpoint = 0
         spec = _Spec(image, cpus, memory_mb, pids_limit, workspace_mb, runtime_mb, network, env, harness, labels)
         try:
+            self._setup(store, ns or DEFAULT_NS, agent or DEFAULT_AGENT, session, anonymous=session is None)
+            self.lost: Optional[str] = None
+            self.restored_checkpoint = 0
             ident = _lib.Identity(_b(self.ns), _b(self.agent), _b(self.session), 1)
             opts = _lib.UpOpts(_lib.UP_OPTS_VERSION, fresh, None)
             res, err = _lib.UpResult(), c_void_p()
@@ -638,10 +638,12 @@ class Sandbox:
         self.anonymous = anonymous
         self.files = Files(self)
         self._harness = 0
+        self._paused = False
 
     def _adopt(self, j: Dict[str, Any]) -> None:
         self.info = SandboxInfo._from_json(j)
         self.name = self.info.name
+        self._paused = self.info.state == "paused"
         self.generation = self.info.generation
         h = c_int(0)
         if lib.brig_harness_parse(byref(h), _b(self.info.harness or "none"), None) == 0:
@@ -674,6 +676,9 @@ class Sandbox:
     # ---- the relay ----
 
     def _guest(self) -> int:
+        if self._paused:
+            # brig-init is frozen with everything else: a command would wait for the thaw.
+            raise StateError(f"computer {self.name} is paused: resume it first (nothing was run)", -12)
         g = self._g
         if g and lib.brig_guest_alive(g):
             return g
@@ -825,10 +830,12 @@ class Sandbox:
     def pause(self) -> None:
         """Freezes every process of the computer (cgroup freezer); memory and files stay."""
         self._engine_call(lib.brig_computer_pause)
+        self._paused = True
 
     def resume(self) -> None:
         """Thaws a paused computer."""
         self._engine_call(lib.brig_computer_resume)
+        self._paused = False
 
     def stop(self) -> None:
         """Stops the computer. Its /workspace and /runtime are tmpfs and are
@@ -842,7 +849,7 @@ class Sandbox:
         verified, content-addressed blob, resumes it, and records the
         checkpoint in the store (keep: retain only the newest N; 0 all)."""
         out, err = c_void_p(), c_void_p()
-        opts = _CheckpointOpts(1, None, keep, 0)
+        opts = _CheckpointOpts(_lib.CHECKPOINT_OPTS_VERSION, None, keep, 0)
         check(lib.brig_checkpoint_create(_engine(), self._s, byref(out), _b(self.name), byref(opts), byref(err)),
               err)
         try:
@@ -883,10 +890,13 @@ class Sandbox:
             cid = checkpoint.id if isinstance(checkpoint, Checkpoint) else int(checkpoint)
             cp, err = c_void_p(), c_void_p()
             check(lib.brig_store_checkpoint_get(self._s, byref(cp), cid, byref(err)), err)
+            d, err = c_void_p(), c_void_p()
             try:
-                err = c_void_p()
-                check(lib.brig_checkpoint_restore(_engine(), None, cp, _b(self.name), byref(err)), err)
+                check(lib.brig_checkpoint_dir(byref(d), self._s, byref(err)), err)
+                check(lib.brig_checkpoint_restore(_engine(), ctypes.cast(d, c_char_p), cp, _b(self.name),
+                                                  byref(err)), err)
             finally:
+                _lib.libc.free(d)
                 lib.brig_store_checkpoint_free(cp)
         return self.generation
 

@@ -57,9 +57,14 @@ int main(void)
 	F(brig_run_result, create_ms); F(brig_run_result, copy_in_ms); F(brig_run_result, run_ms);
 	F(brig_run_result, copy_out_ms); F(brig_run_result, total_ms); F(brig_run_result, outputs);
 	F(brig_run_result, output_count); F(brig_run_result, output_bytes); F(brig_run_result, oom_killed);
+	S(brig_checkpoint_opts);
+	F(brig_checkpoint_opts, version); F(brig_checkpoint_opts, dir); F(brig_checkpoint_opts, keep);
+	F(brig_checkpoint_opts, zstd_level);
 	S(json_t);
 	F(json_t, type); F(json_t, refcount);
-	printf("versions up_opts %d guest_exec_opts %d run_opts %d\n", BRIG_UP_OPTS_VERSION,
-	       BRIG_GUEST_EXEC_OPTS_VERSION, BRIG_RUN_OPTS_VERSION);
+	printf("version up_opts %d\n", BRIG_UP_OPTS_VERSION);
+	printf("version guest_exec_opts %d\n", BRIG_GUEST_EXEC_OPTS_VERSION);
+	printf("version run_opts %d\n", BRIG_RUN_OPTS_VERSION);
+	printf("version checkpoint_opts %d\n", BRIG_CHECKPOINT_OPTS_VERSION);
 	return 0;
 }
