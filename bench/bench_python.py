@@ -97,8 +97,8 @@ def main():
             c.remove(force=True, v=True)
             print(f"\rcold {i + 1}/{a.cold}", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)
-        print(f"| way (ms) | median | p95 | n |")
-        print(f"|---|---|---|---|")
+        print("| way (ms) | median | p95 | n |")
+        print("|---|---|---|---|")
         for name, xs in (("brig Sandbox.exec(['true'])", b), ("Docker SDK exec_run(['true'])", d),
                          ("brig Sandbox(...) + first exec", cb),
                          ("SDK from_env + containers.run + exec_run", cd)):

@@ -33,19 +33,10 @@ from .errors import (
     Uncertain,
     Unsafe,
 )
-from .sandbox import (
-    DEFAULT_IMAGE,
-    Checkpoint,
-    ExecResult,
-    ExecStream,
-    FileInfo,
-    Files,
-    OutputEvent,
-    Process,
-    Sandbox,
-    SandboxInfo,
-    sandboxes,
-)
+from ._core import DEFAULT_IMAGE
+from .files import FileInfo, Files
+from .process import ExecResult, ExecStream, OutputEvent, Process
+from .sandbox import Checkpoint, Sandbox, SandboxInfo, sandboxes
 from .run import RunResult, run
 from .aio import AsyncSandbox
 

@@ -214,6 +214,10 @@ class RunResult(Structure):
     ]
 
 
+class CheckpointOpts(Structure):
+    _fields_ = [("version", c_uint), ("dir", c_char_p), ("keep", c_size_t), ("zstd_level", c_int)]
+
+
 class JsonHead(Structure):
     """The head of jansson's json_t (type, refcount): json_decref is inline."""
 
@@ -233,6 +237,7 @@ STRUCTS = {
     "brig_exec_result": ExecResult,
     "brig_run_opts": RunOpts,
     "brig_run_result": RunResult,
+    "brig_checkpoint_opts": CheckpointOpts,
     "json_t": JsonHead,
 }
 

@@ -10,7 +10,10 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 
-from .sandbox import Checkpoint, Cmd, Env, ExecResult, FileInfo, Process, Sandbox, SandboxInfo, Stdin, sandboxes
+from ._core import Cmd, Env, Stdin
+from .files import FileInfo
+from .process import ExecResult, Process
+from .sandbox import Checkpoint, Sandbox, SandboxInfo, sandboxes
 
 __all__ = ["AsyncSandbox", "AsyncFiles", "asandboxes"]
 

@@ -11,7 +11,8 @@ from typing import List, Mapping, Optional, Sequence, Union
 from . import _lib
 from ._lib import lib
 from .errors import make
-from .sandbox import DEFAULT_IMAGE, Cmd, Env, ExecResult, _argv, _b, _engine, _interruptible, _Spec
+from ._core import DEFAULT_IMAGE, Cmd, Env, _argv, _b, _engine, _interruptible, _Spec
+from .process import ExecResult
 
 __all__ = ["run", "RunResult"]
 
