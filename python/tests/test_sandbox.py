@@ -187,6 +187,9 @@ def test_exceptions(sb, tmpstore):
         sb.exec("true")
     sb.resume()
     assert sb.exec("true").ok
+    sb.close()
+    with pytest.raises(brig.StateError):
+        sb.exec("true")
 
 
 def test_lifecycle_checkpoint_stop_recover(make_sandbox, tmpstore, docker_client):
