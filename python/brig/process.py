@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import queue
 import threading
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional,
 from . import _lib
 from ._core import FILE_TIMEOUT, MAX_OUTPUT, Stdin, _b, _deadline, _interruptible
 from ._lib import lib
-from .errors import Timeout, check, make
+from .errors import ProtocolError, Timeout, Uncertain, check, make
 
 if TYPE_CHECKING:
     from .sandbox import Sandbox
@@ -141,7 +142,16 @@ def _result(ex: _lib.GuestExit, col: _Collector, t0: float) -> ExecResult:
                       time.monotonic() - t0, ex.signal, col.dropped[0], col.dropped[1])
 
 
-def _finish_exec(rc: int, err: c_void_p, ex: _lib.GuestExit, col: _Collector, t0: float) -> ExecResult:
+_seq = itertools.count(1)
+
+
+def _exec_tag() -> str:
+    """A tag naming one command, so brig-init can be asked about it over a new relay."""
+    return f"py{os.getpid()}-{time.monotonic_ns()}-{next(_seq)}"
+
+
+def _finish_exec(sb: "Sandbox", rc: int, err: c_void_p, ex: _lib.GuestExit, col: _Collector, t0: float,
+                 tag: str) -> ExecResult:
     if rc == 0:
         return _result(ex, col, t0)
     e = make(rc, err)
@@ -149,6 +159,8 @@ def _finish_exec(rc: int, err: c_void_p, ex: _lib.GuestExit, col: _Collector, t0
         r = _result(ex, col, t0)
         r.stderr += e.message.encode() + b"\n"
         return r
+    if e.code in (Uncertain.code, ProtocolError.code):
+        raise sb._after_broken_relay(e, ex.proc, tag)
     raise e
 
 
@@ -163,7 +175,8 @@ class ExecStream:
         self._r, self._w = os.pipe()
         self._col = _Collector(lambda i, b: self._q.put(OutputEvent("stderr" if i else "stdout", b)))
         self._t0 = time.monotonic()
-        self._opts = _Opts(argv, env, workdir, stdin, _deadline(timeout), self._r, self._col)
+        self._tag = _exec_tag()
+        self._opts = _Opts(argv, env, workdir, stdin, _deadline(timeout), self._r, self._col, self._tag)
         self._sb = sb
         self._th = threading.Thread(target=self._work, name="brig-stream", daemon=True)
         self._th.start()
@@ -177,7 +190,7 @@ class ExecStream:
                 return lib.brig_guest_exec(g, byref(self._opts.c), byref(ex), byref(err)), err
 
             rc, err = self._sb._gcall(call)
-            self._q.put(("done", _finish_exec(rc, err, ex, self._col, self._t0)))
+            self._q.put(("done", _finish_exec(self._sb, rc, err, ex, self._col, self._t0, self._tag)))
         except BaseException as e:
             self._q.put(("error", e))
 

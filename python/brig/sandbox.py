@@ -19,9 +19,9 @@ from . import _lib
 from ._core import (DEFAULT_AGENT, DEFAULT_IMAGE, DEFAULT_NS, Cmd, Env, Stdin, _argv, _b,
                     _deadline, _engine, _exec_env, _interruptible, _Spec, _store, FILE_TIMEOUT)
 from ._lib import lib
-from .errors import InvalidSpec, NotFound, NotSent, StateError, check, make
+from .errors import Error, InvalidSpec, IOFailure, NotFound, NotSent, StateError, Uncertain, check, make
 from .files import Files, _safe_name
-from .process import ExecResult, ExecStream, Process, _Collector, _finish_exec, _Opts
+from .process import ExecResult, ExecStream, Process, _Collector, _exec_tag, _finish_exec, _Opts
 
 __all__ = [
     "Sandbox", "SandboxInfo", "Checkpoint", "sandboxes",
@@ -257,7 +257,9 @@ class Sandbox:
               cancel_r: int, cancel_w: int) -> ExecResult:
         """exec with the caller's cancel pipe (cancel_r readable: the command is ended)."""
         col = _Collector()
-        opts = _Opts(_argv(cmd), _exec_env(env, self._harness), workdir, stdin, _deadline(timeout), cancel_r, col)
+        tag = _exec_tag()
+        opts = _Opts(_argv(cmd), _exec_env(env, self._harness), workdir, stdin, _deadline(timeout), cancel_r, col,
+                     tag)
         ex = _lib.GuestExit()
         t0 = time.monotonic()
 
@@ -266,7 +268,55 @@ class Sandbox:
             return lib.brig_guest_exec(g, byref(opts.c), byref(ex), byref(err)), err
 
         rc, err = _interruptible(lambda: self._gcall(call), cancel_w)
-        return _finish_exec(rc, err, ex, col, t0)
+        return _finish_exec(self, rc, err, ex, col, t0, tag)
+
+    def _after_broken_relay(self, cause: Error, proc: int, tag: str) -> Error:
+        """The relay broke mid-command, or brig-init said garbage or nothing
+        (as brig_computer_exec does): ask brig-init over a new relay what
+        became of the command, ending it if it still runs. When it answers,
+        brig.IOFailure (the command ended, its output may be cut short; the
+        computer runs on). When it cannot be reached, the computer is
+        stopped and the session marked failed, so nothing runs on unseen:
+        brig.Uncertain, and recovery goes through the last checkpoint."""
+        self._drop_relay()
+        code = -1
+        try:
+            dl = _deadline(10.0)
+            if proc > 0:
+                kx = _lib.GuestExit()
+                self._gcheck(lambda g, err: lib.brig_guest_kill(g, proc, byref(kx), dl, byref(err)))
+                code = kx.code
+            else:
+                out = c_void_p()
+                try:
+                    self._gcheck(lambda g, err: lib.brig_guest_status(g, byref(out), 0, _b(tag), dl, byref(err)))
+                    st = _lib.json_take(out.value) or {}
+                except NotFound:
+                    st = {}  # it never started
+                code = int(st.get("exit_code", -1) if isinstance(st.get("exit_code"), int) else -1)
+                if st.get("state") == "running":
+                    kx = _lib.GuestExit()
+                    self._gcheck(lambda g, err: lib.brig_guest_kill(g, int(st["id"]), byref(kx), dl, byref(err)))
+                    code = kx.code
+        except Error:
+            pass
+        else:
+            e = IOFailure(f"command in {self.name}: {cause.message}; brig-init says it has ended (it is not "
+                          "retried; its output may be incomplete); the computer keeps running", IOFailure.code)
+            e.exit_code = code  # type: ignore[attr-defined]
+            return e
+        stopped = "stopped"
+        try:
+            self._engine_call(lib.brig_computer_stop)
+        except Error as se:
+            stopped = f"NOT stopped ({se.message})"
+        err = c_void_p()
+        if lib.brig_session_mark_failed(self._s, _b(self.ns), _b(self.agent), _b(self.session), self.generation,
+                                        byref(err)):
+            make(-18, err)
+        return Uncertain(f"command in {self.name}: {cause.message}; brig-init cannot be reached; the computer "
+                         f"was {stopped}; it is not retried: recover the session from its checkpoint "
+                         "(sb.recover())", Uncertain.code)
 
     def exec_stream(self, cmd: Cmd, *, timeout: Optional[float] = None, env: Env = None,
                     workdir: Optional[str] = None, stdin: Stdin = None) -> ExecStream:

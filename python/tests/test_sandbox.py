@@ -259,3 +259,16 @@ def test_disposable_run(tmp_path):
     assert r.outputs == ["copy.txt"] and (out / "copy.txt").read_text() == "data"
     t = brig.run(["sleep", "30"], image=IMAGE, labels=LABELS, timeout=1)
     assert t.timed_out and t.exit_code == 124
+
+
+KILL_RELAY = (r"""for p in /proc/[0-9]*; do c=$(tr '\0' ' ' < $p/cmdline 2>/dev/null); """
+              r"""if [ "$c" = "/.brig/brig-init relay " ]; then kill -9 ${p#/proc/}; fi; done; sleep 2""")
+
+
+def test_a_relay_broken_mid_command_is_asked_about_and_replaced(sb, docker_client):
+    sb.files.write("keep.txt", "kept")
+    with pytest.raises(brig.IOFailure) as ei:
+        sb.exec(KILL_RELAY)  # the command kills the relay it runs over
+    assert "has ended" in ei.value.message and ei.value.exit_code != 0
+    assert docker_client.api.inspect_container(sb.name)["State"]["Status"] == "running"
+    assert sb.exec("cat keep.txt").text == "kept"  # over a new relay
