@@ -82,8 +82,6 @@ def sandboxes(ns: Optional[str] = None) -> List[SandboxInfo]:
         lib.brig_computer_free_array(out, n.value)
 
 
-# ---- exec plumbing ----
-
 class Sandbox:
     """The computer of one agent session (ns, agent, session).
 
@@ -399,7 +397,9 @@ class Sandbox:
         check(fn(_engine(), _b(self.name), byref(err)), err)
 
     def pause(self) -> None:
-        """Freezes every process of the computer (cgroup freezer); memory and files stay."""
+        """Freezes every process of the computer (cgroup freezer); memory and
+        files stay. Until resume(), this object refuses commands and file
+        calls with brig.StateError (brig-init is frozen too)."""
         self._engine_call(lib.brig_computer_pause)
         self._paused = True
 
