@@ -79,8 +79,11 @@ def test_asyncio_50_execs_on_5_sandboxes_keep_the_loop_responsive(tmpstore, ns):
             stop.set()
             await tick
             assert [r.text for r in results] == [f"{i}\n" for i in range(50)]
-            assert took < 10, took  # concurrent, not 50 x 0.5 s
-            assert max(lags) < 0.2, max(lags)
+            assert took < 20, took  # concurrent, not 50 x 0.5 s run one by one
+            # the loop kept ticking while 50 commands ran (a blocked loop would
+            # show one lag as long as the whole batch); generous for a loaded box
+            assert max(lags) < 0.5, max(lags)
+            assert len(lags) > took / 0.1, (len(lags), took)
             # cancelling the task of an exec ends the command; the computer runs on
             task = asyncio.create_task(sbs[0].exec("sleep 30"))
             await asyncio.sleep(0.5)

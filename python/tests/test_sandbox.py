@@ -104,11 +104,14 @@ def test_exec_stream(sb):
 
 
 def test_background_processes(sb):
-    p = sb.start("echo begin; sleep 1; echo end >&2; exit 5", tag="bg1")
+    p = sb.start("echo begin; sleep 2; echo end >&2; exit 5", tag="bg1")
     assert p.status()["state"] == "running"
     assert any(x["id"] == p.id for x in sb.processes())
-    time.sleep(0.3)
-    out, _ = p.output()
+    for _ in range(50):  # the output kept so far, without waiting for the end
+        out, _ = p.output()
+        if out:
+            break
+        time.sleep(0.1)
     assert out == b"begin\n"
     r = p.wait(timeout=10)
     assert (r.exit_code, r.stdout, r.stderr) == (5, b"begin\n", b"end\n")
