@@ -275,3 +275,15 @@ def test_a_relay_broken_mid_command_is_asked_about_and_replaced(sb, docker_clien
     assert "has ended" in ei.value.message and ei.value.exit_code != 0
     assert docker_client.api.inspect_container(sb.name)["State"]["Status"] == "running"
     assert sb.exec("cat keep.txt").text == "kept"  # over a new relay
+
+
+def test_keyboard_interrupt_cancels_a_disposable_run(docker_client):
+    t = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT))
+    t.start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        brig.run(["sleep", "30"], image=IMAGE, labels=LABELS, timeout=60)
+    assert time.monotonic() - t0 < 20
+    runs = docker_client.containers.list(all=True, filters={"label": [f"brig.test={LABELS['brig.test']}",
+                                                                        "brig.kind=run"]})
+    assert runs == []  # removed before run() returned
