@@ -124,6 +124,25 @@ class StoreCheckpoint(Structure):
     ]
 
 
+class StoreAudit(Structure):
+    _fields_ = [
+        ("id", c_int64),
+        ("ns", c_char_p),
+        ("agent", c_char_p),
+        ("session", c_char_p),
+        ("generation", c_int64),
+        ("container_name", c_char_p),
+        ("argv_json", c_char_p),
+        ("exit_code", c_int),
+        ("timed_out", c_bool),
+        ("outcome", c_char_p),
+        ("duration_ms", c_int64),
+        ("stdout_bytes", c_int64),
+        ("stderr_bytes", c_int64),
+        ("created_ms", c_int64),
+    ]
+
+
 class GuestExecOpts(Structure):
     _fields_ = [
         ("version", c_uint),
@@ -231,6 +250,7 @@ STRUCTS = {
     "brig_up_result": UpResult,
     "brig_recover_result": RecoverResult,
     "brig_store_checkpoint": StoreCheckpoint,
+    "brig_store_audit": StoreAudit,
     "brig_guest_exec_opts": GuestExecOpts,
     "brig_guest_exit": GuestExit,
     "brig_capture": Capture,
@@ -271,6 +291,7 @@ _PROTOS = {
     "brig_store_checkpoint_get": (c_int, [P, POINTER(c_void_p), c_int64, ERR]),
     "brig_store_checkpoint_free": (None, [P]),
     "brig_store_checkpoint_free_array": (None, [P, c_size_t]),
+    "brig_store_audit_add": (c_int, [P, POINTER(c_int64), P, ERR]),
     "brig_store_session_delete": (
         c_int, [P, P, P, c_char_p, c_char_p, c_char_p, c_int64, ERR]),
     "brig_session_open": (c_int, [P, P, P, P, P, P, ERR]),

@@ -76,6 +76,7 @@ class _Collector:
         self.parts: List[List[bytes]] = [[], []]
         self.sizes = [0, 0]
         self.dropped = [0, 0]
+        self.totals = [0, 0]
         self.sink = sink
         self.cb = _lib.OUTPUT_CB(self._on)
 
@@ -83,6 +84,7 @@ class _Collector:
         try:
             b = ctypes.string_at(data, n)
             i = 1 if stream == 2 else 0
+            self.totals[i] += n
             if self.sink is not None:
                 self.sink(i, b)
                 return 0
@@ -108,6 +110,7 @@ class _Opts:
     def __init__(self, argv: Optional[List[bytes]], env: List[bytes], workdir: Optional[str], stdin: Stdin,
                  deadline_ms: int, cancel_fd: int, col: Optional[_Collector], tag: Optional[str] = None,
                  detached: bool = False, keep: int = 0):
+        self.argv_list = argv or []
         self.argv = _lib.strv(argv) if argv else None
         self.env = _lib.strv(env) if env else None
         self.stdin = _b(stdin) if stdin is not None else None
@@ -151,16 +154,23 @@ def _exec_tag() -> str:
 
 
 def _finish_exec(sb: "Sandbox", rc: int, err: c_void_p, ex: _lib.GuestExit, col: _Collector, t0: float,
-                 tag: str) -> ExecResult:
+                 opts: "_Opts") -> ExecResult:
+    """The result of brig_guest_exec's return, audited as brig_session_exec audits."""
+    tag = (opts.tag or b"").decode()
     if rc == 0:
-        return _result(ex, col, t0)
+        r = _result(ex, col, t0)
+        sb._audit(opts.argv_list, "timeout" if r.timed_out else "cancel" if r.canceled else "ok", r, col)
+        return r
     e = make(rc, err)
     if e.code in (-5, -15) and ex.code in (126, 127):  # not found / not executable: nothing ran
         r = _result(ex, col, t0)
         r.stderr += e.message.encode() + b"\n"
+        sb._audit(opts.argv_list, "ok", r, col)
         return r
     if e.code in (Uncertain.code, ProtocolError.code):
-        raise sb._after_broken_relay(e, ex.proc, tag)
+        e = sb._after_broken_relay(e, ex.proc, tag)
+        r = ExecResult(getattr(e, "exit_code", -1), duration=time.monotonic() - t0)
+        sb._audit(opts.argv_list, "uncertain" if isinstance(e, Uncertain) else "error", r, col)
     raise e
 
 
@@ -190,7 +200,7 @@ class ExecStream:
                 return lib.brig_guest_exec(g, byref(self._opts.c), byref(ex), byref(err)), err
 
             rc, err = self._sb._gcall(call)
-            self._q.put(("done", _finish_exec(self._sb, rc, err, ex, self._col, self._t0, self._tag)))
+            self._q.put(("done", _finish_exec(self._sb, rc, err, ex, self._col, self._t0, self._opts)))
         except BaseException as e:
             self._q.put(("error", e))
 

@@ -6,6 +6,7 @@ rather than a Docker exec's tens."""
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import secrets
 import stat as _stat
@@ -97,19 +98,26 @@ class Sandbox:
     the session. With a session name, leaving the block only closes this
     object's relay: the computer keeps running for the next Sandbox(...)
     of that identity (stop()/destroy() end it).
+
+    audit=True writes a row per command (argv, never env values; outcome,
+    exit code, duration, output sizes) into the store's audit log, as `brig
+    exec` does; it costs a store commit per command (≈1.5 ms on SQLite), so
+    it is off by default.
     """
 
     def __init__(self, image: str = DEFAULT_IMAGE, *, cpus: float = 2.0, memory_mb: int = 2048,
                  pids_limit: int = 256, workspace_mb: int = 512, runtime_mb: int = 256, network: str = "none",
                  allow: Optional[Sequence[str]] = None, env: Env = None, ns: Optional[str] = None,
                  agent: Optional[str] = None, session: Optional[str] = None, store: Optional[str] = None,
-                 harness: str = "none", labels: Optional[Mapping[str, str]] = None, fresh: bool = False):
+                 harness: str = "none", labels: Optional[Mapping[str, str]] = None, fresh: bool = False,
+                 audit: bool = False):
         if allow:
             raise InvalidSpec("allow: this brig has no per-host egress allowlist; use network='isolated' "
                               "(the internet, not the host or other sandboxes) or 'none'", -1)
         spec = _Spec(image, cpus, memory_mb, pids_limit, workspace_mb, runtime_mb, network, env, harness, labels)
         try:
             self._setup(store, ns or DEFAULT_NS, agent or DEFAULT_AGENT, session, anonymous=session is None)
+            self._audit_on = audit
             self.lost: Optional[str] = None
             self.restored_checkpoint = 0
             ident = _lib.Identity(_b(self.ns), _b(self.agent), _b(self.session), 1)
@@ -155,7 +163,7 @@ class Sandbox:
             self._harness = h.value
 
     @classmethod
-    def connect(cls, name: str, *, store: Optional[str] = None) -> "Sandbox":
+    def connect(cls, name: str, *, store: Optional[str] = None, audit: bool = False) -> "Sandbox":
         """Attaches to an existing computer by container name (or id); creates nothing."""
         out, err = c_void_p(), c_void_p()
         check(lib.brig_computer_get(_engine(), byref(out), _b(name), None, byref(err)), err)
@@ -166,6 +174,7 @@ class Sandbox:
         sb = cls.__new__(cls)
         sb._setup(store, j.get("ns") or "", j.get("agent") or "", j.get("session") or "", anonymous=False)
         sb.lost, sb.restored_checkpoint = None, 0
+        sb._audit_on = audit
         sb._adopt(j)
         return sb
 
@@ -266,7 +275,24 @@ class Sandbox:
             return lib.brig_guest_exec(g, byref(opts.c), byref(ex), byref(err)), err
 
         rc, err = _interruptible(lambda: self._gcall(call), cancel_w)
-        return _finish_exec(self, rc, err, ex, col, t0, tag)
+        return _finish_exec(self, rc, err, ex, col, t0, opts)
+
+    def _audit(self, argv: List[bytes], outcome: str, r: ExecResult, col: _Collector) -> None:
+        """One row in the store's audit log (argv only, never env values), as
+        brig exec writes. A store failure raises brig.StoreError carrying the
+        command's result (.result): the command did run."""
+        if not self._audit_on or not self.session:
+            return
+        argv_json = json.dumps([a.decode("utf-8", "replace") for a in argv], separators=(",", ":"))
+        a = _lib.StoreAudit(0, _b(self.ns), _b(self.agent), _b(self.session), self.generation, _b(self.name),
+                            argv_json.encode(), r.exit_code, r.timed_out, outcome.encode(), int(r.duration * 1000),
+                            col.totals[0], col.totals[1], 0)
+        err = c_void_p()
+        rc = lib.brig_store_audit_add(self._s, None, byref(a), byref(err))
+        if rc:
+            e = make(rc, err)
+            e.result = r  # type: ignore[attr-defined]
+            raise e
 
     def _after_broken_relay(self, cause: Error, proc: int, tag: str) -> Error:
         """The relay broke mid-command, or brig-init said garbage or nothing

@@ -30,6 +30,12 @@ int main(void)
 	F(brig_store_checkpoint, session); F(brig_store_checkpoint, generation); F(brig_store_checkpoint, digest);
 	F(brig_store_checkpoint, blob); F(brig_store_checkpoint, bytes_raw); F(brig_store_checkpoint, bytes_stored);
 	F(brig_store_checkpoint, created_ms); F(brig_store_checkpoint, blob_refs);
+	S(brig_store_audit);
+	F(brig_store_audit, id); F(brig_store_audit, ns); F(brig_store_audit, agent); F(brig_store_audit, session);
+	F(brig_store_audit, generation); F(brig_store_audit, container_name); F(brig_store_audit, argv_json);
+	F(brig_store_audit, exit_code); F(brig_store_audit, timed_out); F(brig_store_audit, outcome);
+	F(brig_store_audit, duration_ms); F(brig_store_audit, stdout_bytes); F(brig_store_audit, stderr_bytes);
+	F(brig_store_audit, created_ms);
 	S(brig_guest_exec_opts);
 	F(brig_guest_exec_opts, version); F(brig_guest_exec_opts, argv); F(brig_guest_exec_opts, env);
 	F(brig_guest_exec_opts, env_count); F(brig_guest_exec_opts, cwd); F(brig_guest_exec_opts, stdin_fd);

@@ -287,3 +287,29 @@ def test_keyboard_interrupt_cancels_a_disposable_run(docker_client):
     runs = docker_client.containers.list(all=True, filters={"label": [f"brig.test={LABELS['brig.test']}",
                                                                         "brig.kind=run"]})
     assert runs == []  # removed before run() returned
+
+
+def test_commands_are_audited_without_env_values(sb, tmpstore):
+    import sqlite3
+
+    sb = brig.Sandbox.connect(sb.name, store=tmpstore, audit=True)
+    sb.exec(["sh", "-c", "echo -n 12345"], env={"SECRET_TOKEN": "hunter2"})
+    sb.exec("sleep 5", timeout=0.3)
+    db = sqlite3.connect(tmpstore[len("sqlite://"):])
+    try:
+        rows = db.execute("SELECT argv_json, outcome, exit_code, timed_out, stdout_bytes, container_name FROM audit "
+                          "WHERE ns = ? AND session = ? ORDER BY id", (sb.ns, sb.session)).fetchall()
+    finally:
+        db.close()
+    assert rows[-2] == ('["sh","-c","echo -n 12345"]', "ok", 0, 0, 5, sb.name)
+    assert rows[-1][:4] == ('["sh","-c","sleep 5"]', "timeout", 124, 1)
+    assert not any("hunter2" in str(r) for r in rows)
+    sb.close()
+    quiet = brig.Sandbox.connect(sb.name, store=tmpstore)  # audit off by default
+    quiet.exec("echo quiet")
+    quiet.close()
+    db = sqlite3.connect(tmpstore[len("sqlite://"):])
+    try:
+        assert db.execute("SELECT count(*) FROM audit WHERE argv_json LIKE '%quiet%'").fetchone() == (0,)
+    finally:
+        db.close()
