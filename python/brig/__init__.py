@@ -38,12 +38,12 @@ from .files import FileInfo, Files
 from .process import ExecResult, ExecStream, OutputEvent, Process
 from .sandbox import Checkpoint, Sandbox, SandboxInfo, sandboxes
 from .run import RunResult, run
-from .aio import AsyncSandbox
+from .aio import AsyncExecStream, AsyncSandbox
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncSandbox", "BadRequest", "Busy", "Canceled", "Checkpoint", "Conflict", "Corrupt", "DaemonError",
+    "AsyncExecStream", "AsyncSandbox", "BadRequest", "Busy", "Canceled", "Checkpoint", "Conflict", "Corrupt", "DaemonError",
     "DEFAULT_IMAGE", "Denied", "Error", "ExecResult", "ExecStream", "FileInfo", "Files", "InvalidSpec",
     "IOFailure", "LibraryNotFound", "NotFound", "NotSent", "OutputEvent", "Process", "ProtocolError",
     "RunResult", "Sandbox", "SandboxInfo", "StateError", "StoreError", "TLSError", "Timeout", "TooBig",

@@ -8,14 +8,14 @@ import asyncio
 import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional, TypeVar, Union
 
 from ._core import Cmd, Env, Stdin
 from .files import FileInfo
-from .process import ExecResult, Process
+from .process import ExecResult, ExecStream, OutputEvent, Process
 from .sandbox import Checkpoint, Sandbox, SandboxInfo, sandboxes
 
-__all__ = ["AsyncSandbox", "AsyncFiles", "asandboxes"]
+__all__ = ["AsyncSandbox", "AsyncFiles", "AsyncExecStream", "asandboxes"]
 
 T = TypeVar("T")
 _pool: Optional[ThreadPoolExecutor] = None
@@ -66,6 +66,35 @@ class AsyncFiles:
         await _run(self._f.move, src, dst)
 
 
+class AsyncExecStream:
+    """ExecStream for asyncio: `async for ev in stream`, then stream.result.
+    Leaving the loop early (or aclose()) cancels the command."""
+
+    def __init__(self, stream: ExecStream):
+        self._s = stream
+        self._it = iter(stream)
+
+    @property
+    def result(self) -> Optional[ExecResult]:
+        return self._s.result
+
+    def __aiter__(self) -> AsyncIterator[OutputEvent]:
+        return self._gen()
+
+    async def _gen(self) -> AsyncIterator[OutputEvent]:
+        try:
+            while True:
+                ev = await _run(next, self._it, None)
+                if ev is None:
+                    return
+                yield ev
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        await _run(self._s.close)
+
+
 class AsyncSandbox:
     """Create with `sb = await AsyncSandbox.create(...)` (same arguments as
     Sandbox) or `async with await AsyncSandbox.create(...) as sb`; the methods are
@@ -114,6 +143,12 @@ class AsyncSandbox:
                 os.close(w)
             else:  # only when the loop itself goes away
                 fut.add_done_callback(lambda _f: (os.close(r), os.close(w)))
+
+    async def exec_stream(self, cmd: Cmd, *, timeout: Optional[float] = None, env: Env = None,
+                          workdir: Optional[str] = None, stdin: Stdin = None) -> AsyncExecStream:
+        """Sandbox.exec_stream: `async for ev in await sb.exec_stream(...)`."""
+        return AsyncExecStream(await _run(self.sync.exec_stream, cmd, timeout=timeout, env=env, workdir=workdir,
+                                          stdin=stdin))
 
     async def start(self, cmd: Cmd, *, env: Env = None, workdir: Optional[str] = None,
                     tag: Optional[str] = None) -> Process:

@@ -91,6 +91,9 @@ def test_asyncio_50_execs_on_5_sandboxes_keep_the_loop_responsive(tmpstore, ns):
             with pytest.raises(asyncio.CancelledError):
                 await task
             assert (await sbs[0].exec("echo ok")).text == "ok\n"
+            st = await sbs[1].exec_stream("echo a; sleep 0.2; echo b >&2; exit 2")
+            assert [(e.stream, e.data) async for e in st] == [("stdout", b"a\n"), ("stderr", b"b\n")]
+            assert st.result is not None and st.result.exit_code == 2
             await sbs[0].files.write("a.txt", "x")
             assert await sbs[0].files.read("a.txt") == b"x"
         finally:
