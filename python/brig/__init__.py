@@ -43,9 +43,9 @@ from .aio import AsyncExecStream, AsyncSandbox
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncExecStream", "AsyncSandbox", "BadRequest", "Busy", "Canceled", "Checkpoint", "Conflict", "Corrupt", "DaemonError",
-    "DEFAULT_IMAGE", "Denied", "Error", "ExecResult", "ExecStream", "FileInfo", "Files", "InvalidSpec",
-    "IOFailure", "LibraryNotFound", "NotFound", "NotSent", "OutputEvent", "Process", "ProtocolError",
-    "RunResult", "Sandbox", "SandboxInfo", "StateError", "StoreError", "TLSError", "Timeout", "TooBig",
-    "Uncertain", "Unsafe", "run", "sandboxes",
+    "AsyncExecStream", "AsyncSandbox", "BadRequest", "Busy", "Canceled", "Checkpoint", "Conflict", "Corrupt",
+    "DaemonError", "DEFAULT_IMAGE", "Denied", "Error", "ExecResult", "ExecStream", "FileInfo", "Files",
+    "InvalidSpec", "IOFailure", "LibraryNotFound", "NotFound", "NotSent", "OutputEvent", "Process", "ProtocolError",
+    "run", "RunResult", "Sandbox", "sandboxes", "SandboxInfo", "StateError", "StoreError", "Timeout", "TLSError",
+    "TooBig", "Uncertain", "Unsafe",
 ]
