@@ -313,3 +313,14 @@ def test_commands_are_audited_without_env_values(sb, tmpstore):
         assert db.execute("SELECT count(*) FROM audit WHERE argv_json LIKE '%quiet%'").fetchone() == (0,)
     finally:
         db.close()
+
+
+def test_harness_credential_goes_with_each_command_only(make_sandbox, docker_client, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-real-key")
+    sb = make_sandbox(harness="claude", cpus=1.0, memory_mb=1024, workspace_mb=256, runtime_mb=128)
+    assert sb.exec('echo "${ANTHROPIC_API_KEY:-unset}"').text == "sk-test-not-a-real-key\n"
+    assert sb.exec('echo "$ANTHROPIC_API_KEY"', env={"ANTHROPIC_API_KEY": "given"}).text == "given\n"
+    c = docker_client.api.inspect_container(sb.name)
+    assert "sk-test-not-a-real-key" not in str(c["Config"])
+    plain = make_sandbox(cpus=1.0, memory_mb=1024, workspace_mb=256, runtime_mb=128)
+    assert plain.exec('echo "${ANTHROPIC_API_KEY:-unset}"').text == "unset\n"
