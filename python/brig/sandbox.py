@@ -12,6 +12,7 @@ import secrets
 import stat as _stat
 import threading
 import time
+import weakref
 from ctypes import byref, c_char_p, c_int, c_int64, c_size_t, c_void_p
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -83,6 +84,48 @@ def sandboxes(ns: Optional[str] = None) -> List[SandboxInfo]:
         lib.brig_computer_free_array(out, n.value)
 
 
+def _checkpoints(s: int, ns: str, agent: str, session: str) -> List[Checkpoint]:
+    out, n, err = c_void_p(), c_size_t(), c_void_p()
+    check(lib.brig_store_checkpoint_list(s, byref(out), byref(n), _b(ns), _b(agent), _b(session), byref(err)), err)
+    try:
+        arr = ctypes.cast(out, ctypes.POINTER(_lib.StoreCheckpoint))
+        return [_checkpoint(arr[i]) for i in range(n.value)]
+    finally:
+        lib.brig_store_checkpoint_free_array(out, n.value)
+
+
+def _forget(s: int, name: str, ns: str, agent: str, session: str) -> None:
+    """Removes computer name and its volumes, then the session's checkpoints
+    (records and blobs) and its record in store s."""
+    err = c_void_p()
+    check(lib.brig_computer_destroy(_engine(), _b(name), byref(err)), err)
+    for cp in _checkpoints(s, ns, agent, session):
+        err = c_void_p()
+        rc = lib.brig_checkpoint_remove(s, None, cp.id, byref(err))
+        if rc not in (0, NotFound.code):
+            check(rc, err)
+        elif rc:
+            make(rc, err)
+    err = c_void_p()
+    rc = lib.brig_store_session_delete(s, None, None, _b(ns), _b(agent), _b(session), 0, byref(err))
+    if rc not in (0, NotFound.code):
+        check(rc, err)
+    elif rc:
+        make(rc, err)
+
+
+def _forget_unclosed(pid: int, s: int, name: str, ns: str, agent: str, session: str) -> None:
+    """An anonymous Sandbox collected or alive at exit without close(): its
+    computer would be left running, unnamed to anyone; remove it (only in
+    the process that made it, not in a fork)."""
+    if os.getpid() != pid:
+        return
+    try:
+        _forget(s, name, ns, agent, session)
+    except Exception:
+        pass  # at exit or in GC: nowhere to report
+
+
 class Sandbox:
     """The computer of one agent session (ns, agent, session).
 
@@ -95,7 +138,8 @@ class Sandbox:
 
     Without `session`, the Sandbox is anonymous: a random session name, and
     leaving the `with` block (or close()) destroys the computer and forgets
-    the session. With a session name, leaving the block only closes this
+    the session; so does garbage collection or the interpreter's exit when
+    close() was never called. With a session name, leaving the block only closes this
     object's relay: the computer keeps running for the next Sandbox(...)
     of that identity (stop()/destroy() end it).
 
@@ -128,6 +172,9 @@ class Sandbox:
             try:
                 check(rc, err)
                 self._adopt(_computer_json(res.computer))
+                if self.anonymous:
+                    self._finalizer = weakref.finalize(self, _forget_unclosed, os.getpid(), self._s, self.name,
+                                                       self.ns, self.agent, self.session)
                 if res.lost:
                     self.lost = ctypes.string_at(res.lost).decode("utf-8", "replace")
                     self.restored_checkpoint = res.checkpoint_id
@@ -152,6 +199,7 @@ class Sandbox:
         self.files = Files(self)
         self._harness = 0
         self._paused = False
+        self._finalizer: Optional[weakref.finalize] = None
 
     def _adopt(self, j: Dict[str, Any]) -> None:
         self.info = SandboxInfo._from_json(j)
@@ -456,14 +504,7 @@ class Sandbox:
 
     def checkpoints(self) -> List[Checkpoint]:
         """The session's checkpoints, newest first."""
-        out, n, err = c_void_p(), c_size_t(), c_void_p()
-        check(lib.brig_store_checkpoint_list(self._s, byref(out), byref(n), _b(self.ns), _b(self.agent),
-                                             _b(self.session), byref(err)), err)
-        try:
-            arr = ctypes.cast(out, ctypes.POINTER(_lib.StoreCheckpoint))
-            return [_checkpoint(arr[i]) for i in range(n.value)]
-        finally:
-            lib.brig_store_checkpoint_free_array(out, n.value)
+        return _checkpoints(self._s, self.ns, self.agent, self.session)
 
     def recover(self, checkpoint: Optional[Union[int, Checkpoint]] = None) -> int:
         """Moves a failed, stopped or lost session to a new generation
@@ -501,21 +542,7 @@ class Sandbox:
         """Removes the computer and its volumes, and forgets the session: its
         checkpoints (records and blobs) and its record in the store."""
         self._drop_relay()
-        self._engine_call(lib.brig_computer_destroy)
-        for cp in self.checkpoints():
-            err = c_void_p()
-            rc = lib.brig_checkpoint_remove(self._s, None, cp.id, byref(err))
-            if rc not in (0, NotFound.code):
-                check(rc, err)
-            elif rc:
-                make(rc, err)
-        err = c_void_p()
-        rc = lib.brig_store_session_delete(self._s, None, None, _b(self.ns), _b(self.agent), _b(self.session), 0,
-                                           byref(err))
-        if rc not in (0, NotFound.code):
-            check(rc, err)
-        elif rc:
-            make(rc, err)
+        _forget(self._s, self.name, self.ns, self.agent, self.session)
 
     def _drop_relay(self) -> None:
         with self._mu:
@@ -529,6 +556,8 @@ class Sandbox:
         if self._closed:
             return
         try:
+            if self._finalizer is not None:
+                self._finalizer.detach()
             if self.anonymous:
                 self.destroy()
         finally:

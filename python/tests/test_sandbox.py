@@ -324,3 +324,29 @@ def test_harness_credential_goes_with_each_command_only(make_sandbox, docker_cli
     assert "sk-test-not-a-real-key" not in str(c["Config"])
     plain = make_sandbox(cpus=1.0, memory_mb=1024, workspace_mb=256, runtime_mb=128)
     assert plain.exec('echo "${ANTHROPIC_API_KEY:-unset}"').text == "unset\n"
+
+
+def test_an_unclosed_anonymous_sandbox_is_removed(tmpstore, ns, docker_client):
+    import gc
+    import subprocess
+    import sys
+
+    import docker.errors
+
+    sb = brig.Sandbox(IMAGE, ns=ns, store=tmpstore, labels=LABELS, cpus=1.0, memory_mb=1024, workspace_mb=256,
+                      runtime_mb=128)
+    name = sb.name
+    del sb
+    gc.collect()
+    with pytest.raises(docker.errors.NotFound):
+        docker_client.api.inspect_container(name)
+    # alive at the interpreter's exit, never closed
+    code = ("import sys, brig\n"
+            f"sb = brig.Sandbox({IMAGE!r}, ns={ns!r}, store={tmpstore!r}, labels={LABELS!r}, cpus=1.0,"
+            " memory_mb=1024, workspace_mb=256, runtime_mb=128)\n"
+            "print(sb.name)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(brig.__file__)))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(docker.errors.NotFound):
+        docker_client.api.inspect_container(r.stdout.strip())
