@@ -31,6 +31,14 @@ _engines: Dict[int, int] = {}
 _stores: Dict[Tuple[int, Optional[str]], int] = {}
 
 
+def _after_fork() -> None:
+    global _proc_mu
+    _proc_mu = threading.Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
 def _engine() -> int:
     """The process's brig_engine (thread-safe, pooled connections); a forked
     child opens its own rather than share the parent's sockets."""
