@@ -147,6 +147,20 @@ typedef enum brig_network {
 	BRIG_NET_ISOLATED = 1, /* "isolated": the brig-sandbox bridge, icc off */
 } brig_network;
 
+/* One published port: TCP connections to host_ip:host_port on the daemon's
+ * machine reach port `port` of a computer on the isolated bridge (Docker's
+ * HostConfig.PortBindings). Spelled "[HOST_IP:]HOST_PORT:PORT" as docker's
+ * -p ("[::1]:8080:80" for IPv6; an optional "/tcp" suffix); the host
+ * address is 127.0.0.1 unless another is named. */
+#define BRIG_IP_SIZE 46       /* INET6_ADDRSTRLEN */
+#define BRIG_PORT_STR_SIZE 64 /* "[" + address + "]:65535:65535/tcp" + NUL */
+#define BRIG_PORTS_MAX 64     /* published ports per computer */
+typedef struct brig_port {
+	char host_ip[BRIG_IP_SIZE]; /* "127.0.0.1": a numeric IPv4 or IPv6 address */
+	uint16_t host_port;         /* 1..65535 */
+	uint16_t port;              /* 1..65535, inside the computer */
+} brig_port;
+
 typedef enum brig_harness {
 	BRIG_HARNESS_NONE = 0,   /* "none": forwards no credential */
 	BRIG_HARNESS_CLAUDE = 1, /* "claude": ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN */
@@ -186,6 +200,8 @@ typedef struct brig_spec {
 	size_t env_count;
 	char **labels;            /* extra labels "key=value" (e.g. brig.test=ID) */
 	size_t label_count;
+	brig_port *ports;         /* published ports (computers on the isolated network only) */
+	size_t port_count;        /* 0..BRIG_PORTS_MAX */
 } brig_spec;
 
 /* Fills spec with the defaults above (overwrites without freeing). */
@@ -211,7 +227,8 @@ BRIG_PUBLIC void brig_spec_copy(brig_spec *dst, const brig_spec *src);
  * workspace-mb, runtime-mb, shm-mb, workspace-inodes, runtime-inodes,
  * nofile, network (none|isolated), subnet, harness (claude|codex|none),
  * seccomp-profile (JSON text; "" for the daemon's default), env (KEY=VALUE, or KEY to copy brig's own
- * environment; adds or replaces) and label (key=value; adds or replaces).
+ * environment; adds or replaces), label (key=value; adds or replaces) and
+ * publish ([HOST_IP:]HOST_PORT:PORT; adds, see brig_spec_add_publish).
  * value is borrowed. On error spec is unchanged.
  * Errors: BRIG_EINVAL naming the field and what is allowed (network 'host',
  * 'bridge' and 'container:…' are refused here). */
@@ -228,17 +245,37 @@ BRIG_PUBLIC int brig_spec_add_env(brig_spec *spec, const char *entry, brig_error
  * are refused). Errors: BRIG_EINVAL. */
 BRIG_PUBLIC int brig_spec_add_label(brig_spec *spec, const char *entry, brig_error **err);
 
+/* Adds a published port spelled "[HOST_IP:]HOST_PORT:PORT" (see
+ * brig_port_parse). A host address and port already given — or one that
+ * overlaps it, as 0.0.0.0:8080 overlaps 127.0.0.1:8080 — is refused, as is
+ * a port past BRIG_PORTS_MAX. That the network is isolated is checked by
+ * brig_spec_validate(), so flags may come in any order.
+ * Errors: BRIG_EINVAL ("publish: …", naming what is allowed). */
+BRIG_PUBLIC int brig_spec_add_publish(brig_spec *spec, const char *publish, brig_error **err);
+
+/* Parses "[HOST_IP:]HOST_PORT:PORT[/tcp]" into *out: ports 1..65535, a
+ * numeric IPv4 address or a bracketed IPv6 one ("[::1]"), 127.0.0.1 when
+ * none is given. No name lookup. Errors: BRIG_EINVAL ("publish: …"). */
+BRIG_PUBLIC int brig_port_parse(brig_port *out, const char *s, brig_error **err);
+
+/* Writes p's canonical spelling, "127.0.0.1:8080:80" or "[::1]:8080:80",
+ * into out. Returns out. */
+BRIG_PUBLIC char *brig_port_format(char out[BRIG_PORT_STR_SIZE], const brig_port *p);
+
 /* Checks every field: limits positive and in range, memory and cpus within
  * host (may be NULL), pids 16..1048576, and tmpfs charged to memory —
  * workspace-mb + runtime-mb + shm-mb must leave BRIG_MIN_FREE_MB of
- * memory-mb free. Errors: BRIG_EINVAL naming the field(s), the numbers and
- * what is allowed. */
+ * memory-mb free, and published ports valid, without overlaps, and only
+ * with network isolated. Errors: BRIG_EINVAL naming the field(s), the
+ * numbers and what is allowed. */
 BRIG_PUBLIC int brig_spec_validate(const brig_spec *spec, const brig_host_limits *host, brig_error **err);
 
 /* Writes the spec hash (64 hex digits): SHA-256 over a canonical JSON of
  * every setting that shapes the container, BRIG_SPEC_POLICY included.
  * Credential env entries are excluded; the subnet counts only with
- * isolated networking; env order does not count. Errors: BRIG_EINVAL when
+ * isolated networking, published ports only when there are some (so
+ * computers made before ports existed keep their hash); neither env nor
+ * port order counts. Errors: BRIG_EINVAL when
  * the spec does not validate (host limits not checked; out set to ""). */
 BRIG_PUBLIC int brig_spec_hash(char out[BRIG_HASH_SIZE], const brig_spec *spec, brig_error **err);
 
@@ -248,7 +285,8 @@ BRIG_PUBLIC int brig_spec_hash(char out[BRIG_HASH_SIZE], const brig_spec *spec, 
 
 /* The effective spec as a JSON object for `--json` output or a store:
  * {"image":…,"user":…,"cpus":2.0,"memory_mb":2048,…,"network":"none",
- *  "subnet":…,"harness":"none","env":[…],"labels":{…}}. Credential entries
+ *  "subnet":…,"harness":"none","env":[…],"labels":{…},
+ *  "publish":["127.0.0.1:8080:80",…]}. Credential entries
  * never appear, not even their keys. Never fails. */
 BRIG_PUBLIC json_t *brig_spec_to_json(const brig_spec *spec, unsigned flags);
 
@@ -393,7 +431,9 @@ typedef struct brig_container_opts {
 /* Body of POST /containers/create. Hardening that is not a spec field:
  * ReadonlyRootfs, CapDrop ALL, no-new-privileges, not privileged, Init,
  * private IPC, core dumps off, json-file log capped at 1 MB, no Binds, no
- * Tmpfs (unless plain_tmpfs), no ports, Config.NetworkDisabled and IPv6-off
+ * Tmpfs (unless plain_tmpfs), no ports but the spec's published ones
+ * (HostConfig.PortBindings, computers only: a run with ports is refused),
+ * Config.NetworkDisabled and IPv6-off
  * Sysctls only with network_disabled. Env is HOME=/runtime plus spec->env without credentials.
  * A computer runs `sleep 2147483647` and mounts its named volumes
  * "<name>-workspace" and "<name>-runtime" (with DriverConfig, so Docker

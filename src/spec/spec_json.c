@@ -99,6 +99,10 @@ static json_t *canonical(const brig_spec *spec)
 	free(env);
 	json_object_set_new(o, "env", arr);
 	json_object_set_new(o, "labels", labels_object(spec->labels, spec->label_count));
+	/* Absent when empty: computers made before ports existed keep their
+	 * hash, and are adopted as they were. */
+	if (spec->port_count)
+		json_object_set_new(o, "publish", brig_spec__ports_json(spec, true));
 	return o;
 }
 
@@ -158,6 +162,7 @@ json_t *brig_spec_to_json(const brig_spec *spec, unsigned flags)
 	}
 	json_object_set_new(o, "env", env);
 	json_object_set_new(o, "labels", labels_object(spec->labels, spec->label_count));
+	json_object_set_new(o, "publish", brig_spec__ports_json(spec, false));
 	return o;
 }
 
@@ -239,6 +244,23 @@ int brig_spec_from_json(brig_spec *spec, const json_t *json, brig_error **err)
 			r = brig_spec_add_label(&tmp, entry, err);
 			free(entry);
 			if (r < 0)
+				goto fail;
+		}
+	}
+	if ((v = json_object_get(json, "publish"))) {
+		size_t i;
+		json_t *e;
+		if (!json_is_array(v)) {
+			r = brig__error_set(err, BRIG_EPROTO, 0, "spec: publish is not an array");
+			goto fail;
+		}
+		json_array_foreach(v, i, e)
+		{
+			if (!json_is_string(e)) {
+				r = brig__error_set(err, BRIG_EPROTO, 0, "spec: publish entry %zu is not a string", i);
+				goto fail;
+			}
+			if ((r = brig_spec_add_publish(&tmp, json_string_value(e), err)) < 0)
 				goto fail;
 		}
 	}
@@ -466,6 +488,9 @@ static int check_opts(const brig_spec *spec, const brig_container_opts *opts, br
 	}
 	if (opts->kind != BRIG_KIND_RUN)
 		return brig__error_set(err, BRIG_EINVAL, 0, "kind: must be computer or run");
+	if (spec->port_count)
+		return brig__error_set(err, BRIG_EINVAL, 0,
+				       "publish: only computers publish ports; a run is gone when its command ends");
 	if (opts->lifetime_s < 1 || opts->lifetime_s > LIFETIME_MAX)
 		return brig__error_set(err, BRIG_EINVAL, 0, "lifetime: must be from 1 to %lld seconds, got %lld",
 				       LIFETIME_MAX, (long long)opts->lifetime_s);
@@ -627,6 +652,7 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 	json_object_set_new(c, "StdinOnce", json_false());
 	json_object_set_new(c, "StopSignal", json_string("SIGTERM"));
 	json_object_set_new(c, "StopTimeout", json_integer(2));
+	brig_spec__port_bindings(spec, c, hc);
 	json_object_set_new(c, "HostConfig", hc);
 	*out = c;
 	return 0;
