@@ -459,6 +459,13 @@ BRIG_PUBLIC int brig_spec_container_json(json_t **out, const brig_spec *spec, co
  * Errors: BRIG_EINVAL (subnet invalid). */
 BRIG_PUBLIC int brig_spec_network_json(json_t **out, const brig_spec *spec, brig_error **err);
 
+/* Reads a container's HostConfig.PortBindings (borrowed, untrusted, may be
+ * NULL) back into *out (malloc'd, free() it; NULL when *n is 0): TCP
+ * bindings whose ports are 1..65535 and whose HostIp is a numeric address
+ * ("" is read as 0.0.0.0); anything else is skipped.
+ * Errors: BRIG_EPROTO (not an object, more than BRIG_PORTS_MAX). */
+BRIG_PUBLIC int brig_spec_ports_from_bindings(brig_port **out, size_t *n, const json_t *bindings, brig_error **err);
+
 /* Checks an IPv4 CIDR for the bridge: a.b.c.d/p with p 8..28, no host bits
  * set, inside 10/8, 172.16/12, 192.168/16 or 100.64/10.
  * Errors: BRIG_EINVAL ("subnet: …"). */

@@ -34,6 +34,7 @@ void brig_computer_free(brig_computer *c)
 	free(c->network);
 	if (c->spec)
 		json_decref(c->spec);
+	free(c->ports);
 	free(c);
 }
 
@@ -66,6 +67,12 @@ json_t *brig_computer_to_json(const brig_computer *c)
 	json_object_set_new(j, "created", json_integer(c->created));
 	json_object_set_new(j, "adopted", json_boolean(c->adopted));
 	json_object_set(j, "spec", c->spec ? c->spec : json_null());
+	json_t *ports = json_array();
+	for (size_t i = 0; i < c->port_count; i++)
+		json_array_append_new(ports, json_pack("{s:s, s:i, s:i, s:s}", "host_ip", c->ports[i].host_ip,
+						       "host_port", (int)c->ports[i].host_port, "port",
+						       (int)c->ports[i].port, "protocol", "tcp"));
+	json_object_set_new(j, "ports", ports);
 	return j;
 }
 
@@ -123,6 +130,11 @@ static brig_computer *computer_from_inspect(json_t *j)
 	c->network = xstrdup(!nm || strcmp(nm, "none") == 0 ? "none" : "isolated");
 	c->created = brig_sandbox__parse_time(json_string_value(json_object_get(j, "Created")));
 	c->spec = spec_from_labels(labels);
+	/* Bindings brig did not make are skipped: a computer is brig's only
+	 * while its labels say so, and the labels are checked before this. */
+	if (brig_spec_ports_from_bindings(&c->ports, &c->port_count,
+					   json_object_get(json_object_get(j, "HostConfig"), "PortBindings"), NULL) != 0)
+		c->port_count = 0;
 	return c;
 }
 

@@ -263,7 +263,7 @@ static uint16_t key_port(const char *k)
 	return v;
 }
 
-int brig_spec__ports_from_bindings(brig_port **out, size_t *n, const json_t *bindings, brig_error **err)
+int brig_spec_ports_from_bindings(brig_port **out, size_t *n, const json_t *bindings, brig_error **err)
 {
 	*out = NULL;
 	*n = 0;

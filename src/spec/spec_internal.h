@@ -63,9 +63,5 @@ int brig_spec__check_ports(const brig_spec *spec, brig_error **err);
 json_t *brig_spec__ports_json(const brig_spec *spec, bool sorted);
 /* Sets Config.ExposedPorts and HostConfig.PortBindings when there are ports. */
 void brig_spec__port_bindings(const brig_spec *spec, json_t *config, json_t *host_config);
-/* Reads a container's HostConfig.PortBindings (untrusted, may be NULL)
- * back: TCP bindings only, each checked; *out is malloc'd (free()).
- * Errors: BRIG_EPROTO (not an object, more than BRIG_PORTS_MAX). */
-int brig_spec__ports_from_bindings(brig_port **out, size_t *n, const json_t *bindings, brig_error **err);
 
 #endif

@@ -257,7 +257,7 @@ static void test_bodies(void **state)
 				      7, "junk", "HostIp", "bad", "HostPort", "8"));
 	brig_port *ports = NULL;
 	size_t n = 0;
-	ASSERT_OK(brig_spec__ports_from_bindings(&ports, &n, pb, &err), err);
+	ASSERT_OK(brig_spec_ports_from_bindings(&ports, &n, pb, &err), err);
 	assert_int_equal(n, 4);
 	size_t seen = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -270,10 +270,10 @@ static void test_bodies(void **state)
 	assert_int_equal(seen, 4);
 	free(ports);
 	json_decref(pb);
-	ASSERT_OK(brig_spec__ports_from_bindings(&ports, &n, NULL, &err), err);
+	ASSERT_OK(brig_spec_ports_from_bindings(&ports, &n, NULL, &err), err);
 	assert_int_equal(n, 0);
 	pb = json_string("x");
-	assert_int_equal(brig_spec__ports_from_bindings(&ports, &n, pb, &err), BRIG_EPROTO);
+	assert_int_equal(brig_spec_ports_from_bindings(&ports, &n, pb, &err), BRIG_EPROTO);
 	brig_error_free(err);
 	err = NULL;
 	json_decref(pb);
