@@ -42,6 +42,13 @@
  * program's path inside every container brig creates. */
 #define BRIG_GP_MOUNT "/.brig"
 #define BRIG_GP_INIT_PATH "/.brig/brig-init"
+/* The computer's env entries ("KEY=VALUE\n" each), which brig puts on the
+ * runtime volume (uid of the user, 0400, in a root-owned directory) so
+ * their values stay out of the container's configuration: brig-init adds
+ * them to every command it starts, under START's own ENV. At most
+ * BRIG_GP_ENV_FILE_MAX bytes are read. */
+#define BRIG_GP_ENV_FILE "/runtime/.brig/env"
+#define BRIG_GP_ENV_FILE_MAX (1024u * 1024u + 64u * 1024u)
 
 /* Message types. c→g: from brig (through the relay) to brig-init;
  * g→c: back. "id" says what the header's id carries. */

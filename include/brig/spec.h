@@ -129,8 +129,9 @@ BRIG_PUBLIC int brig_labels_match(const json_t *labels, const brig_identity *id,
  * computer created by an older policy is never silently adopted. */
 /* 2: brig's own seccomp profile by default; 3: brig-init is PID 1, no
  * dockerd logger, private cgroup namespace, more masked paths,
- * socket-family allowlist, no socketcall or mq_* (issues 14, 20). */
-#define BRIG_SPEC_POLICY 3
+ * socket-family allowlist, no socketcall or mq_* (issues 14, 20);
+ * 4: env values out of Config.Env (issue 20). */
+#define BRIG_SPEC_POLICY 4
 
 #define BRIG_DEFAULT_IMAGE "brig-sandbox:local"
 #define BRIG_DEFAULT_USER "1000:1000"
@@ -434,7 +435,10 @@ typedef struct brig_container_opts {
  * Tmpfs (unless plain_tmpfs), no ports but the spec's published ones
  * (HostConfig.PortBindings, computers only: a run with ports is refused),
  * Config.NetworkDisabled and IPv6-off
- * Sysctls only with network_disabled. Env is HOME=/runtime plus spec->env without credentials.
+ * Sysctls only with network_disabled. Env is HOME=/runtime alone: a run's
+ * entries come with its exec, a computer's brig-init reads them from the
+ * env file brig puts on /runtime; only a computer without brig-init
+ * (init_hash NULL) has HOME=/runtime plus spec->env without credentials.
  * A computer runs `sleep 2147483647` and mounts its named volumes
  * "<name>-workspace" and "<name>-runtime" (with DriverConfig, so Docker
  * creates them with the right options if they are missing). A run runs

@@ -511,6 +511,10 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 	 * brig gave it; one adopted stopped and started again holds nothing. */
 	if (!adopted && (rc = brig_computer__mark_started(e, cid, err)) != 0)
 		return brig__error_prefix(err, rc, "create computer %s", name);
+	/* Every create, adopting ones too: a computer started again has an
+	 * empty /runtime, and its commands would miss their env. */
+	if ((rc = brig_computer__put_env(e, cid, spec, err)) != 0)
+		return brig__error_prefix(err, rc, "create computer %s", name);
 	brig_computer *c = NULL;
 	if ((rc = brig_computer_get(e, &c, cid, NULL, err)) != 0)
 		return rc;

@@ -534,12 +534,16 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 		json_object_set_new(labels, BRIG_LABEL_DEADLINE, json_sprintf("%lld", (long long)opts->deadline_unix));
 
 	/* HOME lives on the runtime volume: the root filesystem is read-only.
-	 * Credentials never enter Config.Env (docker inspect shows it): they
-	 * come with each exec (brig_spec_exec_env). */
+	 * Env values never enter Config.Env, which docker inspect shows anyone
+	 * who may ask the daemon: credentials and a run's entries come with
+	 * each exec (brig_spec_exec_env); a computer's brig-init reads its
+	 * entries from BRIG_GP_ENV_FILE, which brig puts on /runtime. Only a
+	 * computer without brig-init (init_hash NULL) keeps them here. */
+	bool env_in_config = !run && !opts->init_hash;
 	json_t *env = json_array();
-	if (brig_spec__env_find(spec->env, spec->env_count, "HOME", 4) < 0)
+	if (!env_in_config || brig_spec__env_find(spec->env, spec->env_count, "HOME", 4) < 0)
 		json_array_append_new(env, json_string("HOME=/runtime"));
-	for (size_t i = 0; i < spec->env_count; i++)
+	for (size_t i = 0; env_in_config && i < spec->env_count; i++)
 		if (!brig_env_is_credential(spec->env[i]))
 			json_array_append_new(env, json_string(spec->env[i]));
 
