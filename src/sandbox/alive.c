@@ -36,8 +36,8 @@ static void octal(char *field, size_t width, unsigned long long v)
 }
 
 /* One ustar header block of an entry owned by uid:gid. */
-static void ustar_header_owned(unsigned char *h, const char *name, char type, unsigned mode, uint32_t uid,
-			       uint32_t gid, size_t size)
+static void ustar_header_owned(unsigned char *h, const char *name, char type, unsigned mode, uint32_t uid, uint32_t gid,
+			       size_t size)
 {
 	memset(h, 0, 512);
 	memcpy(h, name, strlen(name)); /* names here are under 100 bytes */
