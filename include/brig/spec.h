@@ -68,6 +68,10 @@ typedef enum brig_kind {
 #define BRIG_LABEL_CONTAINER "brig.container"   /* volumes: their container's name */
 #define BRIG_LABEL_VOLUME "brig.volume"         /* volumes: workspace | runtime | … */
 #define BRIG_LABEL_INIT "brig.init"             /* computers: 16 hex of the brig-init they run as PID 1 */
+/* Computers with env entries: 32 random hex digits keying the env values'
+ * digests in the spec hash (brig_spec_hash_salted). */
+#define BRIG_LABEL_ENV_SALT "brig.env-salt"
+#define BRIG_ENV_SALT_SIZE 33 /* 32 lowercase hex digits + NUL */
 /* On an image: "optional" says it works without the /etc/hosts Docker writes
  * (Docker leaves an empty one in a container without its network sandbox,
  * whatever the image holds), so brig may start it with
@@ -273,12 +277,27 @@ BRIG_PUBLIC int brig_spec_validate(const brig_spec *spec, const brig_host_limits
 
 /* Writes the spec hash (64 hex digits): SHA-256 over a canonical JSON of
  * every setting that shapes the container, BRIG_SPEC_POLICY included.
+ * Env values never enter it as they are (the hash is a label anyone who
+ * may ask the daemon reads, and a guessable value could be tried against
+ * it): here env counts by its keys alone; brig_spec_hash_salted() adds each
+ * value as an HMAC-SHA256 keyed with a random salt.
  * Credential env entries are excluded; the subnet counts only with
  * isolated networking, published ports only when there are some (so
  * computers made before ports existed keep their hash); neither env nor
  * port order counts. Errors: BRIG_EINVAL when
  * the spec does not validate (host limits not checked; out set to ""). */
 BRIG_PUBLIC int brig_spec_hash(char out[BRIG_HASH_SIZE], const brig_spec *spec, brig_error **err);
+
+/* brig_spec_hash() with each env entry as KEY and the hex HMAC-SHA256 of
+ * "KEY=VALUE" keyed with salt (BRIG_ENV_SALT_SIZE - 1 lowercase hex digits,
+ * the computer's BRIG_LABEL_ENV_SALT), so the hash covers the values
+ * without a way to test a guess at one short of that salt — the salt
+ * sits beside the hash in the labels: it keeps digests apart between
+ * computers and tables out, not a determined guesser with daemon access.
+ * salt NULL is brig_spec_hash(). Errors: BRIG_EINVAL (spec, or salt not
+ * 32 lowercase hex digits; out set to ""). */
+BRIG_PUBLIC int brig_spec_hash_salted(char out[BRIG_HASH_SIZE], const brig_spec *spec, const char *salt,
+				      brig_error **err);
 
 /* Include the values of non-credential env entries (for a private store;
  * credentials are never included). Without it, env is a list of keys. */

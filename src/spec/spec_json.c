@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "spec/spec_internal.h"
+#include "util/sha256.h"
 #include "util/util.h"
 
 #define LIFETIME_MAX (366LL * 24 * 3600)
@@ -59,9 +60,42 @@ static int check_container_name(const char *name, brig_error **err)
 
 /* ---- canonical form and hash ---- */
 
+/* HMAC-SHA256 (RFC 2104) of msg keyed with key, as hex into out. */
+static void hmac_hex(char out[BRIG_HASH_SIZE], const char *key, const char *msg)
+{
+	unsigned char k[64] = {0}, pad[64], inner[BRIG_SHA256_SIZE], md[BRIG_SHA256_SIZE];
+	size_t klen = strlen(key);
+	if (klen > sizeof k)
+		brig_sha256(k, key, klen);
+	else
+		memcpy(k, key, klen);
+	brig_sha256_ctx c;
+	for (int i = 0; i < 64; i++)
+		pad[i] = k[i] ^ 0x36;
+	brig_sha256_init(&c);
+	brig_sha256_update(&c, pad, 64);
+	brig_sha256_update(&c, msg, strlen(msg));
+	brig_sha256_final(&c, inner);
+	for (int i = 0; i < 64; i++)
+		pad[i] = k[i] ^ 0x5c;
+	brig_sha256_init(&c);
+	brig_sha256_update(&c, pad, 64);
+	brig_sha256_update(&c, inner, sizeof inner);
+	brig_sha256_final(&c, md);
+	brig_hex(out, md, BRIG_SHA256_SIZE);
+	explicit_bzero(&c, sizeof c);
+	explicit_bzero(inner, sizeof inner);
+}
+
+static bool salt_ok(const char *s)
+{
+	return s && strlen(s) == BRIG_ENV_SALT_SIZE - 1 && strspn(s, "0123456789abcdef") == BRIG_ENV_SALT_SIZE - 1;
+}
+
 /* Every setting that shapes the container, and nothing else. Numbers are
- * integers (cpus as NanoCpus) so the bytes never depend on float printing. */
-static json_t *canonical(const brig_spec *spec)
+ * integers (cpus as NanoCpus) so the bytes never depend on float printing.
+ * Env: keys, and with a salt each value's keyed digest — never a value. */
+static json_t *canonical(const brig_spec *spec, const char *salt)
 {
 	json_t *o = json_object();
 	json_object_set_new(o, "policy", json_integer(BRIG_SPEC_POLICY));
@@ -89,13 +123,24 @@ static json_t *canonical(const brig_spec *spec)
 	 * container an identity adopts; keys are unique so order is noise. */
 	char **env = xcalloc(spec->env_count + 1, sizeof(char *));
 	size_t n = 0;
-	for (size_t i = 0; i < spec->env_count; i++)
-		if (!brig_env_is_credential(spec->env[i]))
-			env[n++] = spec->env[i];
+	for (size_t i = 0; i < spec->env_count; i++) {
+		if (brig_env_is_credential(spec->env[i]))
+			continue;
+		size_t klen = brig_spec__env_keylen(spec->env[i]);
+		if (salt) {
+			char mac[BRIG_HASH_SIZE];
+			hmac_hex(mac, salt, spec->env[i]);
+			env[n++] = xasprintf("%.*s=%s", (int)klen, spec->env[i], mac);
+		} else {
+			env[n++] = xstrndup(spec->env[i], klen);
+		}
+	}
 	qsort(env, n, sizeof(char *), cmp_str);
 	json_t *arr = json_array();
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		json_array_append_new(arr, json_string(env[i]));
+		free(env[i]);
+	}
 	free(env);
 	json_object_set_new(o, "env", arr);
 	json_object_set_new(o, "labels", labels_object(spec->labels, spec->label_count));
@@ -108,11 +153,19 @@ static json_t *canonical(const brig_spec *spec)
 
 int brig_spec_hash(char out[BRIG_HASH_SIZE], const brig_spec *spec, brig_error **err)
 {
+	return brig_spec_hash_salted(out, spec, NULL, err);
+}
+
+int brig_spec_hash_salted(char out[BRIG_HASH_SIZE], const brig_spec *spec, const char *salt, brig_error **err)
+{
 	int r;
 	out[0] = '\0';
 	if ((r = brig_spec_validate(spec, NULL, err)) < 0)
 		return r;
-	json_t *c = canonical(spec);
+	if (salt && !salt_ok(salt))
+		return brig__error_set(err, BRIG_EINVAL, 0, "env salt: must be %d lowercase hex digits",
+				       BRIG_ENV_SALT_SIZE - 1);
+	json_t *c = canonical(spec, salt);
 	char *text = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
 	json_decref(c);
 	if (!text)

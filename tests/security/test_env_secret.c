@@ -140,6 +140,33 @@ static void test_computer(void **state)
 		fail_msg("brig create (adopt): exit %d: %s", o.code, o.err);
 	assert_absent("brig create's stderr", o.err);
 	out_free(&o);
+	/* The spec hash still covers the value (another one is another spec),
+	 * keyed with the computer's own salt: the same spec elsewhere has
+	 * another hash, so the label gives no test for a guessed value. */
+	o = BRIG("create", "--ns", NS, "--agent", "a", "--session", "env", "--image", brig_test_image(), "--label",
+		 LABEL, "-e", "SECRET_K=guess", "-e", "PLAIN_K=plain");
+	assert_int_equal(o.code, 125);
+	assert_non_null(strstr(o.err, "spec hash differs"));
+	assert_absent("brig create's stderr", o.err);
+	out_free(&o);
+	o = BRIG("create", "--ns", NS, "--agent", "a", "--session", "env2", "--image", brig_test_image(), "--label",
+		 LABEL, "-e", entry, "-e", "PLAIN_K=plain");
+	assert_int_equal(o.code, 0);
+	cleanup_free char *name2 = xstrndup(o.out, strcspn(o.out, "\n"));
+	out_free(&o);
+	cleanup_json json_t *j2 = NULL;
+	ASSERT_OK(brig_engine_container_inspect(E, &j2, name2, &err), err);
+	json_t *l1 = json_object_get(json_object_get(j, "Config"), "Labels");
+	json_t *l2 = json_object_get(json_object_get(j2, "Config"), "Labels");
+	const char *s1 = json_string_value(json_object_get(l1, BRIG_LABEL_ENV_SALT));
+	const char *s2 = json_string_value(json_object_get(l2, BRIG_LABEL_ENV_SALT));
+	assert_non_null(s1);
+	assert_non_null(s2);
+	assert_int_equal(strlen(s1), BRIG_ENV_SALT_SIZE - 1);
+	assert_string_not_equal(s1, s2);
+	assert_string_not_equal(json_string_value(json_object_get(l1, BRIG_LABEL_SPEC)),
+				json_string_value(json_object_get(l2, BRIG_LABEL_SPEC)));
+
 	o = BRIG("exec", name, "--", "sh", "-c", "echo \"$SECRET_K\"");
 	assert_int_equal(o.code, 0);
 	snprintf(want, sizeof want, "%s\n", SECRET);
