@@ -27,12 +27,20 @@ static void marker_name(char *out, size_t n, const char *started_at)
 	out[k] = '\0';
 }
 
+/* A numeric field: octal, or past width - 1 octal digits GNU's base-256
+ * (0x80, then big-endian bytes), which Docker's tar reader takes — a uid
+ * above 2097151 needs it. */
 static void octal(char *field, size_t width, unsigned long long v)
 {
-	/* Callers keep v within width - 1 octal digits; the mask says so to
-	 * the compiler. */
-	v &= (1ULL << (3 * (width - 1))) - 1;
-	snprintf(field, width, "%0*llo", (int)width - 1, v);
+	unsigned long long max = (1ULL << (3 * (width - 1))) - 1;
+	if (v > max) {
+		memset(field, 0, width);
+		field[0] = (char)0x80;
+		for (size_t i = width - 1; i > 0 && v; i--, v >>= 8)
+			field[i] = (char)(v & 0xff);
+		return;
+	}
+	snprintf(field, width, "%0*llo", (int)width - 1, v & max);
 }
 
 /* One ustar header block of an entry owned by uid:gid. */
@@ -155,11 +163,8 @@ int brig_computer__put_env(brig_engine *e, const char *ref, const brig_spec *spe
 	if (!id)
 		return brig__error_set(err, BRIG_EPROTO, 0, "inspect of %s: no Id", ref);
 	uint32_t uid = 1000, gid = 1000;
-	if (sscanf(spec->user, "%u:%u", &uid, &gid) != 2 || uid > 07777777 || gid > 07777777)
-		return brig__error_set(err, BRIG_EINVAL, 0,
-				       "user: env entries need a uid and gid of at most 2097151 (a tar header's), "
-				       "got %s",
-				       spec->user);
+	if (sscanf(spec->user, "%u:%u", &uid, &gid) != 2) /* validated: cannot happen */
+		return brig__error_set(err, BRIG_EINVAL, 0, "user: must be uid:gid");
 	/* .brig/ root-owned as the marker's, the file the user's and 0400:
 	 * brig-init (the user) reads it, the sandbox cannot swap it for a link. */
 	size_t blocks = 2 + (len + 511) / 512 + 2;

@@ -247,6 +247,16 @@ static void test_reached_from_host(void **state)
 		fail_msg("stderr: %s", o.err);
 	out_free(&o);
 
+	/* Mistakes say what is wrong. */
+	o = BRIG("port", "brig-nosuch-computer");
+	assert_int_equal(o.code, 125);
+	assert_non_null(strstr(o.err, "no computer named brig-nosuch-computer"));
+	out_free(&o);
+	o = BRIG("port", name, name);
+	assert_int_equal(o.code, 125);
+	assert_non_null(strstr(o.err, "one NAME at a time"));
+	out_free(&o);
+
 	/* A computer without ports lists none. */
 	cleanup_free char *plain = create("plain", "--label", LABEL);
 	o = BRIG("port", plain);

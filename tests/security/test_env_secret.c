@@ -175,6 +175,34 @@ static void test_computer(void **state)
 	inspect_lacks(name, true);
 }
 
+/* A uid past the 7 octal digits of a tar header: the env file's owner goes
+ * in base-256, and brig-init (that uid) still reads it. */
+static void test_big_uid(void **state)
+{
+	(void)state;
+	if (!brig_guest__volume_name())
+		return;
+	brig_spec s;
+	brig_error *err = NULL;
+	brig_test_spec(&s, NULL);
+	ASSERT_OK(brig_spec_set(&s, "user", "3000000:3000001", &err), err);
+	char entry[128];
+	snprintf(entry, sizeof entry, "SECRET_K=%s", SECRET);
+	ASSERT_OK(brig_spec_add_env(&s, entry, &err), err);
+	brig_identity id = {.ns = NS, .agent = "a", .session = "biguid", .generation = 1};
+	brig_computer *c = NULL;
+	ASSERT_OK(brig_computer_create(E, &c, &id, &s, &err), err);
+	brig_spec_clear(&s);
+	out o = BRIG("exec", c->name, "--", "sh", "-c", "echo \"$SECRET_K\"; stat -c %u:%g:%a /runtime/.brig/env");
+	char want[160];
+	snprintf(want, sizeof want, "%s\n3000000:3000001:400\n", SECRET);
+	assert_int_equal(o.code, 0);
+	assert_string_equal(o.out, want);
+	out_free(&o);
+	inspect_lacks(c->name, true);
+	brig_computer_free(c);
+}
+
 typedef struct bg_run {
 	char entry[128];
 	out o;
@@ -232,6 +260,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_computer),
+		cmocka_unit_test(test_big_uid),
 		cmocka_unit_test(test_run),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
