@@ -247,31 +247,8 @@ static size_t read_env_file(char **out)
 	close(fd);
 	if (!buf)
 		return 0;
-	size_t count = 0;
-	for (size_t i = 0; i < len; i++)
-		if (buf[i] == '\n') {
-			buf[i] = '\0';
-			count++;
-		}
-	buf[len] = '\0'; /* a last line without its newline still counts */
 	*out = buf;
-	return count + 1;
-}
-
-/* Sets entry "KEY=…" in e (k entries), replacing one with the same key. */
-static void env_put(char **e, size_t *k, char *entry)
-{
-	char *eq = strchr(entry, '=');
-	if (!eq || eq == entry)
-		return;
-	size_t kl = (size_t)(eq - entry) + 1;
-	size_t j = 0;
-	for (; j < *k; j++)
-		if (strncmp(e[j], entry, kl) == 0)
-			break;
-	e[j] = entry;
-	if (j == *k)
-		(*k)++;
+	return brig_gp_env_lines(buf, len);
 }
 
 /* The container's environment, then the env file's entries, then START's
@@ -294,11 +271,11 @@ static char **build_env(char **add, size_t nadd, char **file)
 		e[k++] = environ[i];
 	char *p = *file;
 	for (size_t i = 0; i < nfile; i++) {
-		env_put(e, &k, p);
+		brig_gp_env_put(e, &k, p);
 		p += strlen(p) + 1;
 	}
 	for (size_t i = 0; i < nadd; i++)
-		env_put(e, &k, add[i]);
+		brig_gp_env_put(e, &k, add[i]);
 	e[k] = NULL;
 	return e;
 }

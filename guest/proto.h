@@ -240,4 +240,15 @@ char *brig_gp_field_strdup(const brig_gp_field *f, size_t max);
 /* Name of a message type for messages and logs ("START"), "?" if unknown. */
 const char *brig_gp_type_name(uint8_t type);
 
+/* ---- env entries (START's ENV, the lines of BRIG_GP_ENV_FILE) ---- */
+
+/* Turns buf's lines (len bytes; buf[len] must be writable and is set to
+ * NUL) into NUL-terminated strings in place and returns how many there are
+ * (the newlines + 1). */
+size_t brig_gp_env_lines(char *buf, size_t len);
+/* Sets entry ("KEY=VALUE") into env (*k entries; room for one more
+ * needed), replacing the entry with the same KEY; an entry without '=' or
+ * with an empty KEY is skipped. env points at entry: it is not copied. */
+void brig_gp_env_put(char **env, size_t *k, char *entry);
+
 #endif
