@@ -224,30 +224,58 @@ static void shepherd(spawn *s, int stfd, int ctlfd)
 
 /* ---- starting ---- */
 
-static char **build_env(char **add, size_t nadd)
+/* The env file's entries, NUL-separated in one buffer (*out, caller frees;
+ * NULL with no file): read at each START, so what brig wrote last counts.
+ * The sandbox can write the file too; it only ever changes the sandbox's
+ * own commands' environment. */
+static size_t read_env_file(char **out)
+{
+	*out = NULL;
+	int fd = open(BRIG_GP_ENV_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	char *buf = malloc(BRIG_GP_ENV_FILE_MAX + 1);
+	size_t len = 0;
+	while (buf && len < BRIG_GP_ENV_FILE_MAX) {
+		ssize_t r = read(fd, buf + len, BRIG_GP_ENV_FILE_MAX - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	if (!buf)
+		return 0;
+	*out = buf;
+	return brig_gp_env_lines(buf, len);
+}
+
+/* The container's environment, then the env file's entries, then START's
+ * ENV. *file holds the file's bytes the result points into (caller frees,
+ * after the result). */
+static char **build_env(char **add, size_t nadd, char **file)
 {
 	size_t n = 0;
 	while (environ[n])
 		n++;
-	char **e = calloc(n + nadd + 1, sizeof *e);
-	if (!e)
+	size_t nfile = read_env_file(file);
+	char **e = calloc(n + nfile + nadd + 1, sizeof *e);
+	if (!e) {
+		free(*file);
+		*file = NULL;
 		return NULL;
+	}
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
 		e[k++] = environ[i];
-	for (size_t i = 0; i < nadd; i++) {
-		char *eq = strchr(add[i], '=');
-		if (!eq || eq == add[i])
-			continue;
-		size_t kl = (size_t)(eq - add[i]) + 1;
-		size_t j = 0;
-		for (; j < k; j++)
-			if (strncmp(e[j], add[i], kl) == 0)
-				break;
-		e[j] = add[i];
-		if (j == k)
-			k++;
+	char *p = *file;
+	for (size_t i = 0; i < nfile; i++) {
+		brig_gp_env_put(e, &k, p);
+		p += strlen(p) + 1;
 	}
+	for (size_t i = 0; i < nadd; i++)
+		brig_gp_env_put(e, &k, add[i]);
 	e[k] = NULL;
 	return e;
 }
@@ -348,7 +376,8 @@ void gi_proc_start(gi_conn *c, uint32_t req, gi_req *r)
 		err = errno;
 		goto fail;
 	}
-	char **envp = build_env(r->env, r->nenv);
+	char *env_file = NULL;
+	char **envp = build_env(r->env, r->nenv, &env_file);
 	if (!envp) {
 		err = ENOMEM;
 		goto fail;
@@ -358,6 +387,7 @@ void gi_proc_start(gi_conn *c, uint32_t req, gi_req *r)
 	if (shep < 0) {
 		err = errno;
 		free(envp);
+		free(env_file);
 		goto fail;
 	}
 	if (shep == 0) {
@@ -367,6 +397,7 @@ void gi_proc_start(gi_conn *c, uint32_t req, gi_req *r)
 		_exit(0);
 	}
 	free(envp);
+	free(env_file);
 	close(cin);
 	if (cout != cin)
 		close(cout);

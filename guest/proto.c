@@ -282,3 +282,30 @@ const char *brig_gp_type_name(uint8_t type)
 	default: return "?";
 	}
 }
+
+size_t brig_gp_env_lines(char *buf, size_t len)
+{
+	size_t count = 0;
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] == '\n') {
+			buf[i] = '\0';
+			count++;
+		}
+	buf[len] = '\0'; /* a last line without its newline still counts */
+	return count + 1;
+}
+
+void brig_gp_env_put(char **env, size_t *k, char *entry)
+{
+	char *eq = strchr(entry, '=');
+	if (!eq || eq == entry)
+		return;
+	size_t kl = (size_t)(eq - entry) + 1;
+	size_t j = 0;
+	for (; j < *k; j++)
+		if (strncmp(env[j], entry, kl) == 0)
+			break;
+	env[j] = entry;
+	if (j == *k)
+		(*k)++;
+}

@@ -42,6 +42,13 @@
  * program's path inside every container brig creates. */
 #define BRIG_GP_MOUNT "/.brig"
 #define BRIG_GP_INIT_PATH "/.brig/brig-init"
+/* The computer's env entries ("KEY=VALUE\n" each), which brig puts on the
+ * runtime volume (uid of the user, 0400, in a root-owned directory) so
+ * their values stay out of the container's configuration: brig-init adds
+ * them to every command it starts, under START's own ENV. At most
+ * BRIG_GP_ENV_FILE_MAX bytes are read. */
+#define BRIG_GP_ENV_FILE "/runtime/.brig/env"
+#define BRIG_GP_ENV_FILE_MAX (1024u * 1024u + 64u * 1024u)
 
 /* Message types. c→g: from brig (through the relay) to brig-init;
  * g→c: back. "id" says what the header's id carries. */
@@ -232,5 +239,16 @@ char *brig_gp_field_strdup(const brig_gp_field *f, size_t max);
 
 /* Name of a message type for messages and logs ("START"), "?" if unknown. */
 const char *brig_gp_type_name(uint8_t type);
+
+/* ---- env entries (START's ENV, the lines of BRIG_GP_ENV_FILE) ---- */
+
+/* Turns buf's lines (len bytes; buf[len] must be writable and is set to
+ * NUL) into NUL-terminated strings in place and returns how many there are
+ * (the newlines + 1). */
+size_t brig_gp_env_lines(char *buf, size_t len);
+/* Sets entry ("KEY=VALUE") into env (*k entries; room for one more
+ * needed), replacing the entry with the same KEY; an entry without '=' or
+ * with an empty KEY is skipped. env points at entry: it is not copied. */
+void brig_gp_env_put(char **env, size_t *k, char *entry);
 
 #endif

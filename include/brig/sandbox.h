@@ -56,12 +56,19 @@ typedef struct brig_computer {
 	int64_t created;    /* unix seconds */
 	bool adopted;       /* create found it already there */
 	json_t *spec;       /* effective spec (brig_spec_to_json) when known, else NULL */
+	/* Published ports as the daemon holds them (HostConfig.PortBindings):
+	 * filled by brig_computer_get and _create; empty in a listing, whose
+	 * spec's "publish" says what was asked. */
+	brig_port *ports;
+	size_t port_count;
 } brig_computer;
 
 BRIG_PUBLIC void brig_computer_free(brig_computer *c);
 BRIG_PUBLIC void brig_computer_free_array(brig_computer **cs, size_t n);
 /* {"name","id","ns","agent","session","generation","state","image",
- *  "image_id","spec_hash","harness","network","created","adopted","spec"} */
+ *  "image_id","spec_hash","harness","network","created","adopted","spec",
+ *  "ports":[{"host_ip":"127.0.0.1","host_port":8080,"port":80,
+ *            "protocol":"tcp"},…]} */
 BRIG_PUBLIC json_t *brig_computer_to_json(const brig_computer *c);
 
 /* Creates and starts the computer of id with spec, or adopts the one that

@@ -68,6 +68,10 @@ typedef enum brig_kind {
 #define BRIG_LABEL_CONTAINER "brig.container"   /* volumes: their container's name */
 #define BRIG_LABEL_VOLUME "brig.volume"         /* volumes: workspace | runtime | … */
 #define BRIG_LABEL_INIT "brig.init"             /* computers: 16 hex of the brig-init they run as PID 1 */
+/* Computers with env entries: 32 random hex digits keying the env values'
+ * digests in the spec hash (brig_spec_hash_salted). */
+#define BRIG_LABEL_ENV_SALT "brig.env-salt"
+#define BRIG_ENV_SALT_SIZE 33 /* 32 lowercase hex digits + NUL */
 /* On an image: "optional" says it works without the /etc/hosts Docker writes
  * (Docker leaves an empty one in a container without its network sandbox,
  * whatever the image holds), so brig may start it with
@@ -129,8 +133,9 @@ BRIG_PUBLIC int brig_labels_match(const json_t *labels, const brig_identity *id,
  * computer created by an older policy is never silently adopted. */
 /* 2: brig's own seccomp profile by default; 3: brig-init is PID 1, no
  * dockerd logger, private cgroup namespace, more masked paths,
- * socket-family allowlist, no socketcall or mq_* (issues 14, 20). */
-#define BRIG_SPEC_POLICY 3
+ * socket-family allowlist, no socketcall or mq_* (issues 14, 20);
+ * 4: env values out of Config.Env (issue 20). */
+#define BRIG_SPEC_POLICY 4
 
 #define BRIG_DEFAULT_IMAGE "brig-sandbox:local"
 #define BRIG_DEFAULT_USER "1000:1000"
@@ -146,6 +151,20 @@ typedef enum brig_network {
 	BRIG_NET_NONE = 0,     /* "none": only lo */
 	BRIG_NET_ISOLATED = 1, /* "isolated": the brig-sandbox bridge, icc off */
 } brig_network;
+
+/* One published port: TCP connections to host_ip:host_port on the daemon's
+ * machine reach port `port` of a computer on the isolated bridge (Docker's
+ * HostConfig.PortBindings). Spelled "[HOST_IP:]HOST_PORT:PORT" as docker's
+ * -p ("[::1]:8080:80" for IPv6; an optional "/tcp" suffix); the host
+ * address is 127.0.0.1 unless another is named. */
+#define BRIG_IP_SIZE 46       /* INET6_ADDRSTRLEN */
+#define BRIG_PORT_STR_SIZE 64 /* "[" + address + "]:65535:65535/tcp" + NUL */
+#define BRIG_PORTS_MAX 64     /* published ports per computer */
+typedef struct brig_port {
+	char host_ip[BRIG_IP_SIZE]; /* "127.0.0.1": a numeric IPv4 or IPv6 address */
+	uint16_t host_port;         /* 1..65535 */
+	uint16_t port;              /* 1..65535, inside the computer */
+} brig_port;
 
 typedef enum brig_harness {
 	BRIG_HARNESS_NONE = 0,   /* "none": forwards no credential */
@@ -186,6 +205,8 @@ typedef struct brig_spec {
 	size_t env_count;
 	char **labels;            /* extra labels "key=value" (e.g. brig.test=ID) */
 	size_t label_count;
+	brig_port *ports;         /* published ports (computers on the isolated network only) */
+	size_t port_count;        /* 0..BRIG_PORTS_MAX */
 } brig_spec;
 
 /* Fills spec with the defaults above (overwrites without freeing). */
@@ -211,7 +232,8 @@ BRIG_PUBLIC void brig_spec_copy(brig_spec *dst, const brig_spec *src);
  * workspace-mb, runtime-mb, shm-mb, workspace-inodes, runtime-inodes,
  * nofile, network (none|isolated), subnet, harness (claude|codex|none),
  * seccomp-profile (JSON text; "" for the daemon's default), env (KEY=VALUE, or KEY to copy brig's own
- * environment; adds or replaces) and label (key=value; adds or replaces).
+ * environment; adds or replaces), label (key=value; adds or replaces) and
+ * publish ([HOST_IP:]HOST_PORT:PORT; adds, see brig_spec_add_publish).
  * value is borrowed. On error spec is unchanged.
  * Errors: BRIG_EINVAL naming the field and what is allowed (network 'host',
  * 'bridge' and 'container:…' are refused here). */
@@ -228,19 +250,54 @@ BRIG_PUBLIC int brig_spec_add_env(brig_spec *spec, const char *entry, brig_error
  * are refused). Errors: BRIG_EINVAL. */
 BRIG_PUBLIC int brig_spec_add_label(brig_spec *spec, const char *entry, brig_error **err);
 
+/* Adds a published port spelled "[HOST_IP:]HOST_PORT:PORT" (see
+ * brig_port_parse). A host address and port already given — or one that
+ * overlaps it, as 0.0.0.0:8080 overlaps 127.0.0.1:8080 — is refused, as is
+ * a port past BRIG_PORTS_MAX. That the network is isolated is checked by
+ * brig_spec_validate(), so flags may come in any order.
+ * Errors: BRIG_EINVAL ("publish: …", naming what is allowed). */
+BRIG_PUBLIC int brig_spec_add_publish(brig_spec *spec, const char *publish, brig_error **err);
+
+/* Parses "[HOST_IP:]HOST_PORT:PORT[/tcp]" into *out: ports 1..65535, a
+ * numeric IPv4 address or a bracketed IPv6 one ("[::1]"), 127.0.0.1 when
+ * none is given. No name lookup. Errors: BRIG_EINVAL ("publish: …"). */
+BRIG_PUBLIC int brig_port_parse(brig_port *out, const char *s, brig_error **err);
+
+/* Writes p's canonical spelling, "127.0.0.1:8080:80" or "[::1]:8080:80",
+ * into out. Returns out. */
+BRIG_PUBLIC char *brig_port_format(char out[BRIG_PORT_STR_SIZE], const brig_port *p);
+
 /* Checks every field: limits positive and in range, memory and cpus within
  * host (may be NULL), pids 16..1048576, and tmpfs charged to memory —
  * workspace-mb + runtime-mb + shm-mb must leave BRIG_MIN_FREE_MB of
- * memory-mb free. Errors: BRIG_EINVAL naming the field(s), the numbers and
- * what is allowed. */
+ * memory-mb free, and published ports valid, without overlaps, and only
+ * with network isolated. Errors: BRIG_EINVAL naming the field(s), the
+ * numbers and what is allowed. */
 BRIG_PUBLIC int brig_spec_validate(const brig_spec *spec, const brig_host_limits *host, brig_error **err);
 
 /* Writes the spec hash (64 hex digits): SHA-256 over a canonical JSON of
  * every setting that shapes the container, BRIG_SPEC_POLICY included.
+ * Env values never enter it as they are (the hash is a label anyone who
+ * may ask the daemon reads, and a guessable value could be tried against
+ * it): here env counts by its keys alone; brig_spec_hash_salted() adds each
+ * value as an HMAC-SHA256 keyed with a random salt.
  * Credential env entries are excluded; the subnet counts only with
- * isolated networking; env order does not count. Errors: BRIG_EINVAL when
+ * isolated networking, published ports only when there are some (so
+ * computers made before ports existed keep their hash); neither env nor
+ * port order counts. Errors: BRIG_EINVAL when
  * the spec does not validate (host limits not checked; out set to ""). */
 BRIG_PUBLIC int brig_spec_hash(char out[BRIG_HASH_SIZE], const brig_spec *spec, brig_error **err);
+
+/* brig_spec_hash() with each env entry as KEY and the hex HMAC-SHA256 of
+ * "KEY=VALUE" keyed with salt (BRIG_ENV_SALT_SIZE - 1 lowercase hex digits,
+ * the computer's BRIG_LABEL_ENV_SALT), so the hash covers the values
+ * without a way to test a guess at one short of that salt — the salt
+ * sits beside the hash in the labels: it keeps digests apart between
+ * computers and tables out, not a determined guesser with daemon access.
+ * salt NULL is brig_spec_hash(). Errors: BRIG_EINVAL (spec, or salt not
+ * 32 lowercase hex digits; out set to ""). */
+BRIG_PUBLIC int brig_spec_hash_salted(char out[BRIG_HASH_SIZE], const brig_spec *spec, const char *salt,
+				      brig_error **err);
 
 /* Include the values of non-credential env entries (for a private store;
  * credentials are never included). Without it, env is a list of keys. */
@@ -248,7 +305,8 @@ BRIG_PUBLIC int brig_spec_hash(char out[BRIG_HASH_SIZE], const brig_spec *spec, 
 
 /* The effective spec as a JSON object for `--json` output or a store:
  * {"image":…,"user":…,"cpus":2.0,"memory_mb":2048,…,"network":"none",
- *  "subnet":…,"harness":"none","env":[…],"labels":{…}}. Credential entries
+ *  "subnet":…,"harness":"none","env":[…],"labels":{…},
+ *  "publish":["127.0.0.1:8080:80",…]}. Credential entries
  * never appear, not even their keys. Never fails. */
 BRIG_PUBLIC json_t *brig_spec_to_json(const brig_spec *spec, unsigned flags);
 
@@ -393,8 +451,13 @@ typedef struct brig_container_opts {
 /* Body of POST /containers/create. Hardening that is not a spec field:
  * ReadonlyRootfs, CapDrop ALL, no-new-privileges, not privileged, Init,
  * private IPC, core dumps off, json-file log capped at 1 MB, no Binds, no
- * Tmpfs (unless plain_tmpfs), no ports, Config.NetworkDisabled and IPv6-off
- * Sysctls only with network_disabled. Env is HOME=/runtime plus spec->env without credentials.
+ * Tmpfs (unless plain_tmpfs), no ports but the spec's published ones
+ * (HostConfig.PortBindings, computers only: a run with ports is refused),
+ * Config.NetworkDisabled and IPv6-off
+ * Sysctls only with network_disabled. Env is HOME=/runtime alone: a run's
+ * entries come with its exec, a computer's brig-init reads them from the
+ * env file brig puts on /runtime; only a computer without brig-init
+ * (init_hash NULL) has HOME=/runtime plus spec->env without credentials.
  * A computer runs `sleep 2147483647` and mounts its named volumes
  * "<name>-workspace" and "<name>-runtime" (with DriverConfig, so Docker
  * creates them with the right options if they are missing). A run runs
@@ -418,6 +481,13 @@ BRIG_PUBLIC int brig_spec_container_json(json_t **out, const brig_spec *spec, co
  * container is attached answers 403 "has active endpoints".
  * Errors: BRIG_EINVAL (subnet invalid). */
 BRIG_PUBLIC int brig_spec_network_json(json_t **out, const brig_spec *spec, brig_error **err);
+
+/* Reads a container's HostConfig.PortBindings (borrowed, untrusted, may be
+ * NULL) back into *out (malloc'd, free() it; NULL when *n is 0): TCP
+ * bindings whose ports are 1..65535 and whose HostIp is a numeric address
+ * ("" is read as 0.0.0.0); anything else is skipped.
+ * Errors: BRIG_EPROTO (not an object, more than BRIG_PORTS_MAX). */
+BRIG_PUBLIC int brig_spec_ports_from_bindings(brig_port **out, size_t *n, const json_t *bindings, brig_error **err);
 
 /* Checks an IPv4 CIDR for the bridge: a.b.c.d/p with p 8..28, no host bits
  * set, inside 10/8, 172.16/12, 192.168/16 or 100.64/10.

@@ -56,6 +56,7 @@ int cmd_ps(int argc, char **argv);
 int cmd_kill(int argc, char **argv);
 int cmd_attach(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
+int cmd_port(int argc, char **argv);
 
 /* --debug: error messages also carry the code name and HTTP status. */
 extern bool cli_debug;
@@ -150,6 +151,7 @@ enum {
 	CLI_OPT_HARNESS,
 	CLI_OPT_LABEL,
 	CLI_OPT_ENV_FILE,
+	CLI_OPT_PUBLISH, /* computers only: create and up splice CLI_PUBLISH_LONGOPT */
 	CLI_OPT_SPEC_END, /* commands number their own options from here */
 };
 #define CLI_SPEC_LONGOPTS                                                                                   \
@@ -171,6 +173,17 @@ enum {
 	"  -e, --env KEY=VALUE     Environment entry (KEY alone copies brig's own value); repeatable\n"    \
 	"      --env-file FILE     Entries from FILE, KEY=VALUE or KEY a line, # comments; keeps values\n" \
 	"                          off brig's command line (`ps` shows -e values); repeatable\n"
+/* -p/--publish, for the commands that make computers (create, up): their
+ * shortopts take "p:". */
+#define CLI_PUBLISH_LONGOPT                                       \
+	{                                                         \
+		"publish", required_argument, NULL, CLI_OPT_PUBLISH \
+	}
+#define CLI_HELP_PUBLISH                                                                                  \
+	"  -p, --publish [IP:]HOST_PORT:PORT\n"                                                            \
+	"                          Publish the computer's TCP PORT on the host, on 127.0.0.1 unless IP\n"  \
+	"                          is named (0.0.0.0 opens it to the network); --network isolated\n"      \
+	"                          only; repeatable. `brig port NAME` lists them\n"
 /* The spec key of option value opt ("cpus", "env"…), or NULL when opt is
  * not a spec option. */
 const char *cli_spec_key(int opt);

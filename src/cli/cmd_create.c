@@ -28,7 +28,7 @@ static const char usage[] =
 	"      --network MODE      none (default) or isolated (the brig-sandbox bridge)\n"
 	"      --subnet CIDR       Subnet of the isolated bridge (default " BRIG_DEFAULT_SUBNET ")\n"
 	"      --harness H         claude, codex or none (default): which model credential\n"
-	"                          is forwarded from brig's environment with each exec\n" CLI_HELP_ENV
+	"                          is forwarded from brig's environment with each exec\n" CLI_HELP_ENV CLI_HELP_PUBLISH
 	"      --label KEY=VALUE   Extra label; repeatable\n"
 	"\n"
 	"Output:\n"
@@ -44,6 +44,7 @@ int cmd_create(int argc, char **argv)
 		{"json", no_argument, NULL, OPT_JSON},
 		{"help", no_argument, NULL, 'h'},
 		CLI_SPEC_LONGOPTS,
+		CLI_PUBLISH_LONGOPT,
 		{NULL, 0, NULL, 0},
 	};
 	cli_target t = {0};
@@ -55,7 +56,7 @@ int cmd_create(int argc, char **argv)
 	brig_error *err = NULL;
 	int rc = CLI_EXIT_FAIL, opt, trc = 0;
 
-	while ((opt = cli_getopt("create", argc, argv, "+:he:", longopts, NULL)) != -1) {
+	while ((opt = cli_getopt("create", argc, argv, "+:he:p:", longopts, NULL)) != -1) {
 		const char *key = cli_spec_key(opt);
 		if (key) {
 			if (opt == CLI_OPT_IMAGE)

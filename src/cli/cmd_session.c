@@ -81,7 +81,7 @@ static const char up_usage[] =
 	"Spec (for a new session; defaults are the hardened ones, as for `brig create`):\n"
 	"      --image IMG         Image (default $BRIG_IMAGE, then " BRIG_DEFAULT_IMAGE ")\n"
 	"      --cpus C, --memory-mb M, --pids P, --workspace-mb W, --runtime-mb R\n"
-	"      --network none|isolated, --subnet CIDR, --harness claude|codex|none\n" CLI_HELP_ENV
+	"      --network none|isolated, --subnet CIDR, --harness claude|codex|none\n" CLI_HELP_ENV CLI_HELP_PUBLISH
 	"      --label KEY=VALUE   Extra label; repeatable\n"
 	"\n"
 	"      --fresh             When the computer lost its files and there is no checkpoint,\n"
@@ -91,7 +91,7 @@ static const char up_usage[] =
 
 int cmd_up(int argc, char **argv)
 {
-	static const struct option longopts[] = {SESSION_LONGOPTS, CLI_SPEC_LONGOPTS,
+	static const struct option longopts[] = {SESSION_LONGOPTS, CLI_SPEC_LONGOPTS, CLI_PUBLISH_LONGOPT,
 						 {"fresh", no_argument, NULL, OPT_FRESH}, {NULL, 0, NULL, 0}};
 	session_args a = {0};
 	bool image_given = false, spec_given = false, fresh = false;
@@ -105,7 +105,7 @@ int cmd_up(int argc, char **argv)
 	int rc = CLI_EXIT_FAIL, opt;
 
 	optind = 0;
-	while ((opt = cli_getopt("up", argc, argv, "+:he:", longopts, NULL)) != -1) {
+	while ((opt = cli_getopt("up", argc, argv, "+:he:p:", longopts, NULL)) != -1) {
 		const char *key = cli_spec_key(opt);
 		if (key) {
 			spec_given = true;

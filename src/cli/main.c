@@ -24,6 +24,7 @@ static const cli_command commands[] = {
 	{"cp", cmd_cp, "Copy files between a computer and the host (docker cp's syntax)"},
 	{"ls", cmd_ls, "List computers"},
 	{"inspect", cmd_inspect, "Show one computer"},
+	{"port", cmd_port, "List a computer's published ports"},
 	{"pause", cmd_pause, "Freeze a computer (memory, processes and files are kept)"},
 	{"resume", cmd_resume, "Thaw a paused computer"},
 	{"stop", cmd_stop, "Stop a computer (its /workspace and /runtime contents are lost)"},

@@ -10,4 +10,12 @@
  * directory) into the running computer ref. */
 int brig_computer__mark_started(brig_engine *e, const char *ref, brig_error **err);
 
+/* Puts the spec's env entries (credentials left out) into computer ref's
+ * BRIG_GP_ENV_FILE (guest/proto.h) — the user's, 0400, in the root-owned
+ * /runtime/.brig — where brig-init reads them for every command: their
+ * values stay out of the container's configuration. Nothing for a computer
+ * without brig-init (its entries are in Config.Env) or without entries.
+ * The values never appear in a message. */
+int brig_computer__put_env(brig_engine *e, const char *ref, const brig_spec *spec, brig_error **err);
+
 #endif

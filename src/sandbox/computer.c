@@ -1,10 +1,12 @@
 /* computer.c — the computer lifecycle: create-or-adopt under a deterministic
  * name, lookup and listing, pause/resume/stop/destroy, and exec with a
  * deadline where a timeout, cancel or uncertain result stops the container. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "brig/sandbox.h"
@@ -34,6 +36,7 @@ void brig_computer_free(brig_computer *c)
 	free(c->network);
 	if (c->spec)
 		json_decref(c->spec);
+	free(c->ports);
 	free(c);
 }
 
@@ -66,6 +69,12 @@ json_t *brig_computer_to_json(const brig_computer *c)
 	json_object_set_new(j, "created", json_integer(c->created));
 	json_object_set_new(j, "adopted", json_boolean(c->adopted));
 	json_object_set(j, "spec", c->spec ? c->spec : json_null());
+	json_t *ports = json_array();
+	for (size_t i = 0; i < c->port_count; i++)
+		json_array_append_new(ports, json_pack("{s:s, s:i, s:i, s:s}", "host_ip", c->ports[i].host_ip,
+						       "host_port", (int)c->ports[i].host_port, "port",
+						       (int)c->ports[i].port, "protocol", "tcp"));
+	json_object_set_new(j, "ports", ports);
 	return j;
 }
 
@@ -123,6 +132,11 @@ static brig_computer *computer_from_inspect(json_t *j)
 	c->network = xstrdup(!nm || strcmp(nm, "none") == 0 ? "none" : "isolated");
 	c->created = brig_sandbox__parse_time(json_string_value(json_object_get(j, "Created")));
 	c->spec = spec_from_labels(labels);
+	/* Bindings brig did not make are skipped: a computer is brig's only
+	 * while its labels say so, and the labels are checked before this. */
+	if (brig_spec_ports_from_bindings(&c->ports, &c->port_count,
+					   json_object_get(json_object_get(j, "HostConfig"), "PortBindings"), NULL) != 0)
+		c->port_count = 0;
 	return c;
 }
 
@@ -301,8 +315,8 @@ static char *spec_diff(json_t *labels, const brig_spec *spec)
 /* Looks at what holds our name. 0: it is ours (id in *out_id); ENOTFOUND:
  * nothing there; ECONFLICT: someone else's, with the difference (for a
  * spec, each differing field, when the container says what it has). */
-static int adopt(brig_engine *e, char **out_id, const char *name, const brig_identity *id, const char *hash,
-		 const brig_spec *spec, brig_error **err)
+static int adopt(brig_engine *e, char **out_id, const char *name, const brig_identity *id, const brig_spec *spec,
+		 brig_error **err)
 {
 	cleanup_json json_t *j = NULL;
 	int rc = brig_engine_container_inspect(e, &j, name, err);
@@ -310,6 +324,12 @@ static int adopt(brig_engine *e, char **out_id, const char *name, const brig_ide
 		return rc;
 	brig_error *why = NULL;
 	json_t *labels = json_object_get(json_object_get(j, "Config"), "Labels");
+	/* The env values count through the container's own salt; a salt that
+	 * is not one (untrusted label) makes no hash, so no match. */
+	char hash[BRIG_HASH_SIZE];
+	const char *salt = json_string_value(json_object_get(labels, BRIG_LABEL_ENV_SALT));
+	if (brig_spec_hash_salted(hash, spec, salt, NULL) != 0)
+		memset(hash, '0', BRIG_HASH_SIZE - 1);
 	rc = brig_labels_match(labels, id, hash, &why);
 	if (rc) {
 		const char *msg = brig_error_message(why);
@@ -375,14 +395,26 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 					       (int)klen, spec->env[i], brig_harness_name(spec->harness));
 		}
 	}
-	char name[BRIG_NAME_SIZE], hash[BRIG_HASH_SIZE];
-	if ((rc = brig_identity_name(name, id, err)) != 0 || (rc = brig_spec_hash(hash, spec, err)) != 0)
+	/* A new computer's env values count in its spec hash keyed with a
+	 * salt of its own (brig_spec_hash_salted), never as they are. */
+	char name[BRIG_NAME_SIZE], hash[BRIG_HASH_SIZE], salt[BRIG_ENV_SALT_SIZE] = "";
+	bool has_env = false;
+	for (size_t i = 0; i < spec->env_count; i++)
+		has_env = has_env || !brig_env_is_credential(spec->env[i]);
+	if (has_env) {
+		unsigned char rnd[(BRIG_ENV_SALT_SIZE - 1) / 2];
+		if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+			return brig__error_set(err, BRIG_EIO, errno, "create computer: no random bytes for the env salt");
+		brig_hex(salt, rnd, sizeof rnd);
+	}
+	if ((rc = brig_identity_name(name, id, err)) != 0 ||
+	    (rc = brig_spec_hash_salted(hash, spec, salt[0] ? salt : NULL, err)) != 0)
 		return rc;
 
 	cleanup_free char *cid = NULL;
 	bool adopted = false;
 	/* Fast path: it already exists (a replica made it, or we did before). */
-	rc = adopt(e, &cid, name, id, hash, spec, err);
+	rc = adopt(e, &cid, name, id, spec, err);
 	if (rc == 0) {
 		adopted = true;
 	} else if (rc != BRIG_ENOTFOUND) {
@@ -398,6 +430,7 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 		cleanup_json json_t *labels = NULL;
 		if ((rc = brig_spec_labels(&labels, spec, BRIG_KIND_COMPUTER, id, hash, err)) != 0)
 			return rc;
+
 		/* brig-init as PID 1 when this build carries it. BRIG_GUEST=0
 		 * makes computers as before it (docker-init, plain exec): the
 		 * tests of that path, which older computers still take, use it. */
@@ -419,6 +452,8 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 		cleanup_json json_t *body = NULL;
 		if ((rc = brig_spec_container_json(&body, spec, &o, err)) != 0)
 			return rc;
+		if (salt[0])
+			json_object_set_new(json_object_get(body, "Labels"), BRIG_LABEL_ENV_SALT, json_string(salt));
 		{
 			/* The effective spec (env keys only, never values or
 			 * credentials) travels with the container for inspect/ls. */
@@ -455,7 +490,7 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 			/* 409, or no answer: look the name up before answering. */
 			int first = rc;
 			brig_error *lookup = NULL;
-			rc = adopt(e, &cid, name, id, hash, spec, &lookup);
+			rc = adopt(e, &cid, name, id, spec, &lookup);
 			if (rc == 0) {
 				brig__error_clear(err);
 				adopted = first == BRIG_ECONFLICT;
@@ -498,6 +533,10 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 	/* Only a computer this call created and started is known to hold what
 	 * brig gave it; one adopted stopped and started again holds nothing. */
 	if (!adopted && (rc = brig_computer__mark_started(e, cid, err)) != 0)
+		return brig__error_prefix(err, rc, "create computer %s", name);
+	/* Every create, adopting ones too: a computer started again has an
+	 * empty /runtime, and its commands would miss their env. */
+	if ((rc = brig_computer__put_env(e, cid, spec, err)) != 0)
 		return brig__error_prefix(err, rc, "create computer %s", name);
 	brig_computer *c = NULL;
 	if ((rc = brig_computer_get(e, &c, cid, NULL, err)) != 0)

@@ -21,6 +21,14 @@
  *    connections ahead of Docker's inter-network isolation, which would
  *    drop them. A port published only on 127.0.0.1 is not DNATed for the
  *    bridge and stays unreachable.
+ *  - A computer's own published port: Docker accepts, in its DOCKER chain,
+ *    every forwarded connection to the container's address and port from
+ *    any other interface, DNATed or not, so a machine on the LAN that
+ *    routes the bridge's subnet through this host would reach a port
+ *    published on 127.0.0.1 directly. DOCKER-USER drops new connections
+ *    into the bridge that no published binding DNATed (replies to the
+ *    sandboxes' own connections are not new; the host's own connections
+ *    leave through OUTPUT, not FORWARD).
  *  - Containers on a bridge without IPv6 get disable_ipv6=1 in their own
  *    namespace and cannot change it (/proc/sys is read-only), so there is
  *    no IPv6 path to the host's link-local address.
@@ -270,6 +278,10 @@ int brig_firewall__install(const char *bridge, const char *subnet, brig_error **
 		 "DOCKER-USER",
 		 {"-o", bridge, "!", "-i", bridge, "-m", "conntrack", "--ctstate", "DNAT", "--ctdir", "REPLY", C, "-j",
 		  "ACCEPT"}},
+		{"filter",
+		 "DOCKER-USER",
+		 {"-o", bridge, "!", "-i", bridge, "-m", "conntrack", "--ctstate", "NEW", "-m", "conntrack", "!",
+		  "--ctstate", "DNAT", C, "-j", "DROP"}},
 	};
 	const fw_rule masq = {"nat", "POSTROUTING", {"-s", subnet, "!", "-o", bridge, C, "-j", "MASQUERADE"}};
 

@@ -26,6 +26,9 @@
  *     -i brig0 ! -o brig0 --ctstate DNAT --ctdir ORIGINAL -j ACCEPT
  *     -o brig0 ! -i brig0 --ctstate DNAT --ctdir REPLY -j ACCEPT
  *                                 (…except ports Docker publishes)
+ *     -o brig0 ! -i brig0 --ctstate NEW ! --ctstate DNAT -j DROP
+ *                                 (into the bridge only through a
+ *                                  published binding, see firewall.c)
  *   nat POSTROUTING:
  *     -s subnet ! -o brig0 -j MASQUERADE    (the internet)
  * The bridge is created with Docker's own masquerading off, which is what

@@ -315,18 +315,6 @@ static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *r
 	return rc;
 }
 
-static bool has_credential(json_t *env)
-{
-	size_t i;
-	json_t *v;
-	json_array_foreach(env, i, v)
-	{
-		if (brig_env_is_credential(json_string_value(v)))
-			return true;
-	}
-	return false;
-}
-
 /* The options a run cannot start without, and the sizes they imply. NULL
  * opts is refused: a run has no default spec or command. */
 static int check_run_opts(const brig_run_opts *o, int64_t *timeout_out, int64_t *out_mb_out, uint64_t *in_bytes,
@@ -499,14 +487,15 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 				  .run_id = rid,
 				  .deadline_unix = brig_wall_s() + lifetime};
 	/* Nothing to copy in or out and no stdin: the command is the container's
-	 * own process (run_direct). A credential travels with an exec, never in
-	 * a container's configuration: such runs take the exec path. */
+	 * own process (run_direct). Env values travel with an exec, never in a
+	 * container's configuration (docker inspect shows it): runs with any
+	 * entry or credential take the exec path. */
 	bool direct = !o->input_count && !o->out_dir && o->stdin_fd < 0;
 	if (direct) {
 		json_t *env0 = NULL;
 		if ((rc = brig_spec_exec_env(&env0, &spec, NULL, 0, err)) != 0)
 			goto out;
-		direct = !has_credential(env0);
+		direct = json_array_size(env0) == 0;
 		json_decref(env0);
 	}
 	co.plain_tmpfs = direct;

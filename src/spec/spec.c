@@ -130,6 +130,7 @@ void brig_spec_clear(brig_spec *spec)
 	for (size_t i = 0; i < spec->label_count; i++)
 		free(spec->labels[i]);
 	free(spec->labels);
+	free(spec->ports);
 	memset(spec, 0, sizeof *spec);
 }
 
@@ -154,6 +155,13 @@ void brig_spec_copy(brig_spec *dst, const brig_spec *src)
 	dst->env_count = dst->env ? src->env_count : 0;
 	dst->labels = copy_list(src->labels, src->label_count);
 	dst->label_count = dst->labels ? src->label_count : 0;
+	dst->ports = NULL;
+	dst->port_count = 0;
+	if (src->ports && src->port_count) {
+		dst->ports = xcalloc(src->port_count, sizeof *dst->ports);
+		memcpy(dst->ports, src->ports, src->port_count * sizeof *dst->ports);
+		dst->port_count = src->port_count;
+	}
 }
 
 /* ---- single-field checks, shared by the setters and validate ---- */
@@ -404,7 +412,7 @@ int brig_spec_validate(const brig_spec *spec, const brig_host_limits *host, brig
 	    spec->harness != BRIG_HARNESS_CODEX)
 		return brig__error_set(err, BRIG_EINVAL, 0, "harness: must be claude, codex or none");
 	if ((r = check_seccomp(spec->seccomp_profile, err)) < 0 || (r = check_env_list(spec, err)) < 0 ||
-	    (r = check_label_list(spec, err)) < 0)
+	    (r = check_label_list(spec, err)) < 0 || (r = brig_spec__check_ports(spec, err)) < 0)
 		return r;
 	if ((r = brig_spec__check_tmpfs(spec, 0, 0, err)) < 0)
 		return r;
@@ -614,6 +622,8 @@ int brig_spec_set(brig_spec *spec, const char *key, const char *value, brig_erro
 		return brig_spec_add_env(spec, value, err);
 	} else if (strcmp(k, "label") == 0) {
 		return brig_spec_add_label(spec, value, err);
+	} else if (strcmp(k, "publish") == 0) {
+		return brig_spec_add_publish(spec, value, err);
 	} else {
 		goto unknown;
 	}
@@ -622,6 +632,6 @@ unknown:
 	return brig__error_set(err, BRIG_EINVAL, 0,
 			       "spec: unknown setting '%s'; known: image, user, cpus, memory-mb, pids, "
 			       "workspace-mb, runtime-mb, shm-mb, workspace-inodes, runtime-inodes, nofile, "
-			       "network, subnet, harness, seccomp-profile, env, label",
+			       "network, subnet, harness, seccomp-profile, env, label, publish",
 			       brig_spec__quote(q, key ? key : ""));
 }

@@ -3,6 +3,8 @@
 #ifndef BRIG_SPEC_INTERNAL_H
 #define BRIG_SPEC_INTERNAL_H
 
+#include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,5 +55,13 @@ ptrdiff_t brig_spec__env_find(char *const *list, size_t n, const char *key, size
 
 /* Length of the key of an entry ("KEY=…" or "KEY"). */
 size_t brig_spec__env_keylen(const char *entry);
+
+/* Published ports (ports.c). check_ports: each valid, none overlapping,
+ * network isolated when there are any. Errors: BRIG_EINVAL. */
+int brig_spec__check_ports(const brig_spec *spec, brig_error **err);
+/* The ports' canonical spellings as a new JSON array (sorted: for the hash). */
+json_t *brig_spec__ports_json(const brig_spec *spec, bool sorted);
+/* Sets Config.ExposedPorts and HostConfig.PortBindings when there are ports. */
+void brig_spec__port_bindings(const brig_spec *spec, json_t *config, json_t *host_config);
 
 #endif

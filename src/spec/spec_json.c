@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "spec/spec_internal.h"
+#include "util/sha256.h"
 #include "util/util.h"
 
 #define LIFETIME_MAX (366LL * 24 * 3600)
@@ -59,9 +60,42 @@ static int check_container_name(const char *name, brig_error **err)
 
 /* ---- canonical form and hash ---- */
 
+/* HMAC-SHA256 (RFC 2104) of msg keyed with key, as hex into out. */
+static void hmac_hex(char out[BRIG_HASH_SIZE], const char *key, const char *msg)
+{
+	unsigned char k[64] = {0}, pad[64], inner[BRIG_SHA256_SIZE], md[BRIG_SHA256_SIZE];
+	size_t klen = strlen(key);
+	if (klen > sizeof k)
+		brig_sha256(k, key, klen);
+	else
+		memcpy(k, key, klen);
+	brig_sha256_ctx c;
+	for (int i = 0; i < 64; i++)
+		pad[i] = k[i] ^ 0x36;
+	brig_sha256_init(&c);
+	brig_sha256_update(&c, pad, 64);
+	brig_sha256_update(&c, msg, strlen(msg));
+	brig_sha256_final(&c, inner);
+	for (int i = 0; i < 64; i++)
+		pad[i] = k[i] ^ 0x5c;
+	brig_sha256_init(&c);
+	brig_sha256_update(&c, pad, 64);
+	brig_sha256_update(&c, inner, sizeof inner);
+	brig_sha256_final(&c, md);
+	brig_hex(out, md, BRIG_SHA256_SIZE);
+	explicit_bzero(&c, sizeof c);
+	explicit_bzero(inner, sizeof inner);
+}
+
+static bool salt_ok(const char *s)
+{
+	return s && strlen(s) == BRIG_ENV_SALT_SIZE - 1 && strspn(s, "0123456789abcdef") == BRIG_ENV_SALT_SIZE - 1;
+}
+
 /* Every setting that shapes the container, and nothing else. Numbers are
- * integers (cpus as NanoCpus) so the bytes never depend on float printing. */
-static json_t *canonical(const brig_spec *spec)
+ * integers (cpus as NanoCpus) so the bytes never depend on float printing.
+ * Env: keys, and with a salt each value's keyed digest — never a value. */
+static json_t *canonical(const brig_spec *spec, const char *salt)
 {
 	json_t *o = json_object();
 	json_object_set_new(o, "policy", json_integer(BRIG_SPEC_POLICY));
@@ -89,26 +123,49 @@ static json_t *canonical(const brig_spec *spec)
 	 * container an identity adopts; keys are unique so order is noise. */
 	char **env = xcalloc(spec->env_count + 1, sizeof(char *));
 	size_t n = 0;
-	for (size_t i = 0; i < spec->env_count; i++)
-		if (!brig_env_is_credential(spec->env[i]))
-			env[n++] = spec->env[i];
+	for (size_t i = 0; i < spec->env_count; i++) {
+		if (brig_env_is_credential(spec->env[i]))
+			continue;
+		size_t klen = brig_spec__env_keylen(spec->env[i]);
+		if (salt) {
+			char mac[BRIG_HASH_SIZE];
+			hmac_hex(mac, salt, spec->env[i]);
+			env[n++] = xasprintf("%.*s=%s", (int)klen, spec->env[i], mac);
+		} else {
+			env[n++] = xstrndup(spec->env[i], klen);
+		}
+	}
 	qsort(env, n, sizeof(char *), cmp_str);
 	json_t *arr = json_array();
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		json_array_append_new(arr, json_string(env[i]));
+		free(env[i]);
+	}
 	free(env);
 	json_object_set_new(o, "env", arr);
 	json_object_set_new(o, "labels", labels_object(spec->labels, spec->label_count));
+	/* Absent when empty: computers made before ports existed keep their
+	 * hash, and are adopted as they were. */
+	if (spec->port_count)
+		json_object_set_new(o, "publish", brig_spec__ports_json(spec, true));
 	return o;
 }
 
 int brig_spec_hash(char out[BRIG_HASH_SIZE], const brig_spec *spec, brig_error **err)
 {
+	return brig_spec_hash_salted(out, spec, NULL, err);
+}
+
+int brig_spec_hash_salted(char out[BRIG_HASH_SIZE], const brig_spec *spec, const char *salt, brig_error **err)
+{
 	int r;
 	out[0] = '\0';
 	if ((r = brig_spec_validate(spec, NULL, err)) < 0)
 		return r;
-	json_t *c = canonical(spec);
+	if (salt && !salt_ok(salt))
+		return brig__error_set(err, BRIG_EINVAL, 0, "env salt: must be %d lowercase hex digits",
+				       BRIG_ENV_SALT_SIZE - 1);
+	json_t *c = canonical(spec, salt);
 	char *text = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
 	json_decref(c);
 	if (!text)
@@ -158,6 +215,7 @@ json_t *brig_spec_to_json(const brig_spec *spec, unsigned flags)
 	}
 	json_object_set_new(o, "env", env);
 	json_object_set_new(o, "labels", labels_object(spec->labels, spec->label_count));
+	json_object_set_new(o, "publish", brig_spec__ports_json(spec, false));
 	return o;
 }
 
@@ -239,6 +297,23 @@ int brig_spec_from_json(brig_spec *spec, const json_t *json, brig_error **err)
 			r = brig_spec_add_label(&tmp, entry, err);
 			free(entry);
 			if (r < 0)
+				goto fail;
+		}
+	}
+	if ((v = json_object_get(json, "publish"))) {
+		size_t i;
+		json_t *e;
+		if (!json_is_array(v)) {
+			r = brig__error_set(err, BRIG_EPROTO, 0, "spec: publish is not an array");
+			goto fail;
+		}
+		json_array_foreach(v, i, e)
+		{
+			if (!json_is_string(e)) {
+				r = brig__error_set(err, BRIG_EPROTO, 0, "spec: publish entry %zu is not a string", i);
+				goto fail;
+			}
+			if ((r = brig_spec_add_publish(&tmp, json_string_value(e), err)) < 0)
 				goto fail;
 		}
 	}
@@ -466,6 +541,9 @@ static int check_opts(const brig_spec *spec, const brig_container_opts *opts, br
 	}
 	if (opts->kind != BRIG_KIND_RUN)
 		return brig__error_set(err, BRIG_EINVAL, 0, "kind: must be computer or run");
+	if (spec->port_count)
+		return brig__error_set(err, BRIG_EINVAL, 0,
+				       "publish: only computers publish ports; a run is gone when its command ends");
 	if (opts->lifetime_s < 1 || opts->lifetime_s > LIFETIME_MAX)
 		return brig__error_set(err, BRIG_EINVAL, 0, "lifetime: must be from 1 to %lld seconds, got %lld",
 				       LIFETIME_MAX, (long long)opts->lifetime_s);
@@ -509,12 +587,16 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 		json_object_set_new(labels, BRIG_LABEL_DEADLINE, json_sprintf("%lld", (long long)opts->deadline_unix));
 
 	/* HOME lives on the runtime volume: the root filesystem is read-only.
-	 * Credentials never enter Config.Env (docker inspect shows it): they
-	 * come with each exec (brig_spec_exec_env). */
+	 * Env values never enter Config.Env, which docker inspect shows anyone
+	 * who may ask the daemon: credentials and a run's entries come with
+	 * each exec (brig_spec_exec_env); a computer's brig-init reads its
+	 * entries from BRIG_GP_ENV_FILE, which brig puts on /runtime. Only a
+	 * computer without brig-init (init_hash NULL) keeps them here. */
+	bool env_in_config = !run && !opts->init_hash;
 	json_t *env = json_array();
-	if (brig_spec__env_find(spec->env, spec->env_count, "HOME", 4) < 0)
+	if (!env_in_config || brig_spec__env_find(spec->env, spec->env_count, "HOME", 4) < 0)
 		json_array_append_new(env, json_string("HOME=/runtime"));
-	for (size_t i = 0; i < spec->env_count; i++)
+	for (size_t i = 0; env_in_config && i < spec->env_count; i++)
 		if (!brig_env_is_credential(spec->env[i]))
 			json_array_append_new(env, json_string(spec->env[i]));
 
@@ -627,6 +709,7 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 	json_object_set_new(c, "StdinOnce", json_false());
 	json_object_set_new(c, "StopSignal", json_string("SIGTERM"));
 	json_object_set_new(c, "StopTimeout", json_integer(2));
+	brig_spec__port_bindings(spec, c, hc);
 	json_object_set_new(c, "HostConfig", hc);
 	*out = c;
 	return 0;

@@ -66,7 +66,7 @@ bool brig_spec__label_reserved(const char *key)
 		BRIG_LABEL_MANAGED, BRIG_LABEL_KIND,    BRIG_LABEL_NS,       BRIG_LABEL_AGENT,
 		BRIG_LABEL_SESSION, BRIG_LABEL_GENERATION, BRIG_LABEL_VERSION, BRIG_LABEL_SPEC,
 		BRIG_LABEL_HARNESS, BRIG_LABEL_RUN,     BRIG_LABEL_DEADLINE, BRIG_LABEL_CONTAINER,
-		BRIG_LABEL_VOLUME,
+		BRIG_LABEL_VOLUME, BRIG_LABEL_ENV_SALT,
 	};
 	for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
 		if (strcmp(key, reserved[i]) == 0)

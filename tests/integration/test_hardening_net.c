@@ -218,6 +218,11 @@ static void test_firewall(void **state)
 		fail_msg("DOCKER-USER lacks the link-local DROP:\n%s", user);
 	if (!strstr(user, "--ctstate DNAT --ctdir ORIGINAL -m comment --comment brig-sandbox -j ACCEPT"))
 		fail_msg("DOCKER-USER lacks the published-port ACCEPT:\n%s", user);
+	if (!strstr(user, "! -i " BRIG_NETWORK_BRIDGE " -o " BRIG_NETWORK_BRIDGE
+			  " -m conntrack --ctstate NEW -m conntrack ! --ctstate DNAT -m comment --comment brig-sandbox "
+			  "-j DROP"))
+		fail_msg("DOCKER-USER lacks the DROP of new connections into the bridge that no binding DNATed:\n%s",
+			 user);
 	cleanup_free char *masq = xasprintf("-A POSTROUTING -s %s ! -o " BRIG_NETWORK_BRIDGE
 					    " -m comment --comment brig-sandbox -j MASQUERADE",
 					    BRIG_DEFAULT_SUBNET);
@@ -231,8 +236,8 @@ static void test_firewall(void **state)
 	cleanup_free char *rules = NULL;
 	int n1 = brig_rule_count(&rules);
 	print_message("brig's rules (%d):\n%s", n1, rules);
-	assert_int_equal(n0, 6);
-	assert_int_equal(n1, 6);
+	assert_int_equal(n0, 7);
+	assert_int_equal(n1, 7);
 
 	/* A host service on the gateway, on a port nobody published: a
 	 * connection from the sandbox fails within its 2 s bound. */

@@ -544,7 +544,7 @@ static void test_hash(void **state)
 	 * canonical form): the default spec's hash may only change together with
 	 * BRIG_SPEC_POLICY (or a new spec field), since computers are adopted
 	 * by it. */
-	assert_string_equal(base, "3509abeefff869f3edc114cdf34966be00ced69b27257bb4b156ade41c37d785");
+	assert_string_equal(base, "e775ffc5538ce9d05c6c200de5539bd43183442ca9128b19a82cc0d680456d34");
 	hash_of(h, &s);
 	assert_string_equal(base, h);
 
@@ -566,15 +566,34 @@ static void test_hash(void **state)
 			fail_msg("setting %s=%s did not change the spec hash", changes[i][0], changes[i][1]);
 		brig_spec_clear(&t);
 	}
-	/* An env value change counts. */
+	/* An env value change counts through a salt (keyed digests), never
+	 * as the value itself: unsalted, only the keys count. */
 	brig_spec t;
-	char h2[BRIG_HASH_SIZE];
+	char h2[BRIG_HASH_SIZE], h3[BRIG_HASH_SIZE];
+	static const char salt[] = "00112233445566778899aabbccddeeff";
+	brig_error *herr = NULL;
 	brig_spec_init(&t);
 	set_ok(&t, "env", "FOO=1");
 	hash_of(h, &t);
+	ASSERT_OK(brig_spec_hash_salted(h2, &t, salt, &herr), herr);
 	set_ok(&t, "env", "FOO=2");
-	hash_of(h2, &t);
-	assert_string_not_equal(h, h2);
+	hash_of(h3, &t);
+	assert_string_equal(h, h3);
+	ASSERT_OK(brig_spec_hash_salted(h3, &t, salt, &herr), herr);
+	assert_string_not_equal(h2, h3);
+	ASSERT_OK(brig_spec_hash_salted(h, &t, "ffeeddccbbaa99887766554433221100", &herr), herr);
+	assert_string_not_equal(h, h3); /* another salt, other digests */
+	assert_int_equal(brig_spec_hash_salted(h, &t, "short", &herr), BRIG_EINVAL);
+	assert_string_equal(h, "");
+	brig_error_free(herr);
+	herr = NULL;
+	assert_int_equal(brig_spec_hash_salted(h, &t, "00112233445566778899AABBCCDDEEFF", &herr), BRIG_EINVAL);
+	brig_error_free(herr);
+	brig_spec_clear(&t);
+	/* Without env the salt changes nothing. */
+	brig_spec_init(&t);
+	ASSERT_OK(brig_spec_hash_salted(h, &t, salt, NULL), NULL);
+	assert_string_equal(h, base);
 	brig_spec_clear(&t);
 
 	/* Credentials never count. */
