@@ -6,8 +6,8 @@
 
 #include "brig/session.h"
 #include "tar/tar.h"
-#include <fcntl.h>
 #include "util/util.h"
+#include <fcntl.h>
 
 #define CAS_TRIES 50
 
@@ -36,8 +36,8 @@ int brig_session_resolve(brig_store *s, char **out, const char *ns, const char *
 	brig_store_session *r = NULL;
 	int rc = brig_store_session_get(s, &r, ns, agent, session, err);
 	if (rc == BRIG_ENOTFOUND)
-		return brig__error_set(err, BRIG_ENOTFOUND, 0, "no session %s/%s/%s in the store; create it with brig up",
-				       ns, agent, session);
+		return brig__error_set(err, BRIG_ENOTFOUND, 0,
+				       "no session %s/%s/%s in the store; create it with brig up", ns, agent, session);
 	if (rc)
 		return rc;
 	if (r->container_name) {
@@ -97,8 +97,8 @@ static int advance_state(brig_store *s, const char *ns, const char *agent, const
 			       agent, session);
 }
 
-int brig_session_mark_failed(brig_store *s, const char *ns, const char *agent, const char *session,
-			     int64_t generation, brig_error **err)
+int brig_session_mark_failed(brig_store *s, const char *ns, const char *agent, const char *session, int64_t generation,
+			     brig_error **err)
 {
 	return advance_state(s, ns, agent, session, generation, BRIG_STORE_FAILED, NULL, NULL, err);
 }
@@ -127,13 +127,13 @@ static int replace_lost(brig_engine *e, brig_store *s, brig_up_result *res, cons
 	if (rc == BRIG_ENOTFOUND) {
 		brig__error_clear(err);
 		if (!o->fresh)
-			return brig__error_set(err, BRIG_ESTATE, 0,
-					       "session %s/%s/%s: its computer %s %s, so the files it had in /workspace "
-					       "and /runtime are gone, and the session has no checkpoint to restore them "
-					       "from; nothing was created. To go on without them in a new, empty "
-					       "generation, run brig up again with --fresh",
-					       r->ns, r->agent, r->session, r->container_name ? r->container_name : "",
-					       why);
+			return brig__error_set(
+				err, BRIG_ESTATE, 0,
+				"session %s/%s/%s: its computer %s %s, so the files it had in /workspace "
+				"and /runtime are gone, and the session has no checkpoint to restore them "
+				"from; nothing was created. To go on without them in a new, empty "
+				"generation, run brig up again with --fresh",
+				r->ns, r->agent, r->session, r->container_name ? r->container_name : "", why);
 	} else if (rc) {
 		return rc;
 	} else {
@@ -173,8 +173,8 @@ static int replace_lost(brig_engine *e, brig_store *s, brig_up_result *res, cons
 	return 0;
 }
 
-int brig_session_up(brig_engine *e, brig_store *s, brig_computer **out, const brig_identity *id,
-		    const brig_spec *spec, brig_error **err)
+int brig_session_up(brig_engine *e, brig_store *s, brig_computer **out, const brig_identity *id, const brig_spec *spec,
+		    brig_error **err)
 {
 	brig_up_result res;
 	int rc = brig_session_open(e, s, &res, id, spec, NULL, err);
@@ -201,6 +201,7 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 	if (rc)
 		return rc;
 	brig_store_session *r = NULL;
+	bool made = false; /* this call created the record: a failure removes it */
 	rc = brig_store_session_get(s, &r, id->ns, id->agent, id->session, err);
 	if (rc == BRIG_ENOTFOUND) {
 		brig__error_clear(err);
@@ -221,6 +222,7 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 					  .container_name = name,
 					  .spec_json = sj};
 		rc = brig_store_session_create(s, &r, &rec, err);
+		made = rc == 0;
 		if (rc == BRIG_ECONFLICT) { /* a racer made it first: use theirs */
 			brig__error_clear(err);
 			rc = brig_store_session_get(s, &r, id->ns, id->agent, id->session, err);
@@ -289,6 +291,8 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 	rc = brig_computer_create(e, &c, &gid, spec ? spec : &recorded, err);
 	if (have_recorded)
 		brig_spec_clear(&recorded);
+	if (rc && made) /* nothing half-created: no session without its computer */
+		brig_store_session_delete(s, NULL, NULL, r->ns, r->agent, r->session, r->revision, NULL);
 	if (rc == 0)
 		rc = advance_state(s, r->ns, r->agent, r->session, r->generation, BRIG_STORE_RUNNING, c->name, c->id,
 				   err);
@@ -301,8 +305,8 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 	return 0;
 }
 
-int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts,
-		      brig_exec_result *res, brig_error **err)
+int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
+		      brig_error **err)
 {
 	brig_computer *c = NULL;
 	int rc = brig_computer_get(e, &c, ref, NULL, err);
@@ -321,11 +325,11 @@ int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig
 		}
 		cleanup_free char *argv_text = json_dumps(argv, JSON_COMPACT);
 		json_decref(argv);
-		const char *outcome = res->timed_out ? "timeout"
-				      : res->canceled ? "cancel"
+		const char *outcome = res->timed_out   ? "timeout"
+				      : res->canceled  ? "cancel"
 				      : res->uncertain ? "uncertain"
-				      : rc ? "error"
-					   : "ok";
+				      : rc             ? "error"
+						       : "ok";
 		brig_store_audit a = {.ns = c->ns,
 				      .agent = c->agent,
 				      .session = c->session,
@@ -513,8 +517,8 @@ static void remove_older(brig_engine *e, const char *old_name, const char *ns, c
 	brig_computer_free_array(older, nolder);
 }
 
-int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns,
-			 const char *agent, const char *session, const char *dir, brig_error **err)
+int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns, const char *agent,
+			 const char *session, const char *dir, brig_error **err)
 {
 	return recover(e, s, out, ns, agent, session, dir, 0, err);
 }

@@ -190,6 +190,26 @@ int cli_target_name(char **out, const char *cmd, const cli_target *t, const char
 	return rc;
 }
 
+void cli_up_report(const brig_up_result *ur)
+{
+	if (!ur->lost || !ur->computer)
+		return;
+	if (ur->checkpoint_id) {
+		char when[32] = "an unknown time";
+		time_t t = (time_t)(ur->checkpoint_created_ms / 1000);
+		struct tm tm;
+		if (ur->checkpoint_created_ms > 0 && localtime_r(&t, &tm))
+			strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+		cli_note("the computer of generation %lld %s: restored checkpoint %lld from %s into generation %u",
+			 (long long)ur->old_generation, ur->lost, (long long)ur->checkpoint_id, when,
+			 ur->computer->generation);
+	} else {
+		cli_note("the computer of generation %lld %s and there was no checkpoint: generation %u starts "
+			 "EMPTY (--fresh)",
+			 (long long)ur->old_generation, ur->lost, ur->computer->generation);
+	}
+}
+
 int cli_print_json(json_t *j)
 {
 	if (!j)
@@ -290,7 +310,10 @@ void cli_tty_remember(const struct termios *t)
 	tty_saved_set = 1;
 }
 
-void cli_tty_forget(void) { tty_saved_set = 0; }
+void cli_tty_forget(void)
+{
+	tty_saved_set = 0;
+}
 
 static void on_cancel_signal(int sig)
 {

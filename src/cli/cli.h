@@ -265,6 +265,12 @@ int cli_target_check(const char *cmd, const cli_target *t);
 int cli_target_name(char **out, const char *cmd, const cli_target *t, const char *name, struct brig_store *s,
 		    bool fallback);
 
+/* What brig_session_open replaced (ur->lost set): the checkpoint restored
+ * into which generation, or that it started empty; one note on stderr.
+ * Prints nothing when nothing was lost. */
+struct brig_up_result;
+void cli_up_report(const struct brig_up_result *ur);
+
 /* ---- the end of a command in a computer (brig exec, brig agent) ---- */
 
 typedef struct cli_exec_words {
@@ -287,8 +293,7 @@ int cli_exec_end(int r, const brig_exec_result *res, brig_error *err, const cli_
  * command runs (when opts->stdin_fd is 0 and a terminal), its size and
  * SIGWINCH resizes; the terminal is restored before returning, at exit and
  * by a second interrupt. */
-int cli_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
-		 brig_error **err);
+int cli_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, brig_exec_result *res, brig_error **err);
 /* The terminal settings a second interrupt restores before it exits. */
 struct termios;
 void cli_tty_remember(const struct termios *t);

@@ -91,8 +91,8 @@ static const char up_usage[] =
 
 int cmd_up(int argc, char **argv)
 {
-	static const struct option longopts[] = {SESSION_LONGOPTS, CLI_SPEC_LONGOPTS,
-						 {"fresh", no_argument, NULL, OPT_FRESH}, {NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {
+		SESSION_LONGOPTS, CLI_SPEC_LONGOPTS, {"fresh", no_argument, NULL, OPT_FRESH}, {NULL, 0, NULL, 0}};
 	session_args a = {0};
 	bool image_given = false, spec_given = false, fresh = false;
 	brig_spec spec;
@@ -152,23 +152,12 @@ int cmd_up(int argc, char **argv)
 		cli_error(err, NULL);
 		goto out;
 	}
+	cli_up_report(&ur);
 	c = ur.computer;
 	ur.computer = NULL;
-	if (ur.lost && ur.checkpoint_id) {
-		char when[32] = "an unknown time";
-		time_t t = (time_t)(ur.checkpoint_created_ms / 1000);
-		struct tm tm;
-		if (ur.checkpoint_created_ms > 0 && localtime_r(&t, &tm))
-			strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-		cli_note("the computer of generation %lld %s: restored checkpoint %lld from %s into generation %u",
-			 (long long)ur.old_generation, ur.lost, (long long)ur.checkpoint_id, when, c->generation);
-	} else if (ur.lost) {
-		cli_note("the computer of generation %lld %s and there was no checkpoint: generation %u starts "
-			 "EMPTY (--fresh)",
-			 (long long)ur.old_generation, ur.lost, c->generation);
-	} else if (c->adopted) {
-		cli_note("adopted generation %u of %s/%s/%s (%s)", c->generation, a.t.id.ns, a.t.id.agent, a.t.id.session,
-			 c->state ? c->state : "state unknown");
+	if (!ur.lost && c->adopted) {
+		cli_note("adopted generation %u of %s/%s/%s (%s)", c->generation, a.t.id.ns, a.t.id.agent,
+			 a.t.id.session, c->state ? c->state : "state unknown");
 	}
 	brig_up_result_clear(&ur);
 	if (a.json) {

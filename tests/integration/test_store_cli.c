@@ -1,0 +1,231 @@
+/* test_store_cli.c — one session model, as a user meets it: `brig agent`
+ * sessions live in the store (checkpoint, recover, then agent again uses the
+ * recovered generation), on a SQLite store and, with $BRIG_TEST_PG, on
+ * PostgreSQL (a schema of its own, dropped afterwards). */
+#include "testutil.h"
+
+#include <ctype.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brig/session.h"
+#include "brig/store.h"
+#include "util/util.h"
+
+static brig_engine *E;
+static char NS[64];
+static char TMP[64];
+static char *STORES[3]; /* SQLite, then PostgreSQL when $BRIG_TEST_PG is set */
+static char *PG_BASE;
+static char PG_SCHEMA[64];
+static char *ENV[6];
+static char LABEL[96];
+
+static int setup(void **state)
+{
+	(void)state;
+	brig_test_setup(&E, NS, sizeof NS, "q");
+	if (brig_test_tmpdir(TMP, sizeof TMP, "brig-store-cli") != 0)
+		return -1;
+	STORES[0] = xasprintf("sqlite://%s/store.db", TMP);
+	const char *pg = getenv("BRIG_TEST_PG");
+	if (pg && *pg) {
+		PG_BASE = xstrdup(pg);
+		snprintf(PG_SCHEMA, sizeof PG_SCHEMA, "brig_q_%s", brig_test_run_id());
+		for (char *p = PG_SCHEMA; *p; p++)
+			if (!isalnum((unsigned char)*p))
+				*p = '_';
+		STORES[1] = xasprintf("%s%sschema=%s", pg, strchr(pg, '?') ? "&" : "?", PG_SCHEMA);
+	} else {
+		print_message("[  SKIP    ] set BRIG_TEST_PG to run these on PostgreSQL too\n");
+	}
+	ENV[0] = xasprintf("BRIG_CHECKPOINT_DIR=%s/ck", TMP);
+	ENV[1] = xasprintf("BRIG_IMAGE=%s", brig_test_image());
+	ENV[2] = xasprintf("BRIG_AGENTS_IMAGE=%s", brig_test_image());
+	/* a timeout stops the computer (the plain exec path), failing the session */
+	ENV[3] = xstrdup("BRIG_GUEST=0");
+	ENV[4] = xstrdup("ANTHROPIC_API_KEY=");
+	ENV[5] = NULL;
+	snprintf(LABEL, sizeof LABEL, BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	return 0;
+}
+
+static void pg_quiet(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	brig_test_teardown(&E);
+	if (PG_BASE) {
+		PGconn *c = PQconnectdb(PG_BASE);
+		PQsetNoticeProcessor(c, pg_quiet, NULL);
+		if (PQstatus(c) == CONNECTION_OK) {
+			char *q = PQescapeIdentifier(c, PG_SCHEMA, strlen(PG_SCHEMA));
+			char *sql = xasprintf("DROP SCHEMA IF EXISTS %s CASCADE", q);
+			PQclear(PQexec(c, sql));
+			free(sql);
+			PQfreemem(q);
+		}
+		PQfinish(c);
+		free(PG_BASE);
+	}
+	brig_test_rmdir(TMP);
+	for (int i = 0; STORES[i]; i++)
+		free(STORES[i]);
+	for (int i = 0; ENV[i]; i++)
+		free(ENV[i]);
+	return 0;
+}
+
+typedef struct run_out {
+	int code;
+	char *out, *err;
+} run_out;
+
+static void run_free(run_out *r)
+{
+	free(r->out);
+	free(r->err);
+}
+
+/* Runs brig with args (NULL-terminated, without "brig") and fails the test
+ * unless it exits with want and, when msg is not NULL, its stderr has msg. */
+static run_out brig_expect(int want, const char *msg, const char *const *args)
+{
+	char *argv[48] = {"brig"};
+	int n = 1;
+	for (; args[n - 1]; n++)
+		argv[n] = (char *)args[n - 1];
+	argv[n] = NULL;
+	run_out r = {0};
+	r.code = brig_test_spawn(argv, NULL, ENV, &r.out, &r.err);
+	if (r.code != want || (msg && !strstr(r.err, msg))) {
+		brig_buf b;
+		brig_buf_init(&b, 1u << 16);
+		for (const char *const *a = args; *a; a++)
+			brig_buf_putf(&b, " %s", *a);
+		fail_msg("brig%s exited %d (want %d), stderr lacks '%s'\nstdout: %s\nstderr: %s", brig_buf_cstr(&b),
+			 r.code, want, msg ? msg : "", r.out, r.err);
+	}
+	return r;
+}
+
+static void expect(int want, const char *msg, const char *const *args)
+{
+	run_out r = brig_expect(want, msg, args);
+	run_free(&r);
+}
+
+/* The store's record of NS/agent/session; NULL when it has none. */
+static brig_store_session *store_session(const char *url, const char *agent, const char *session)
+{
+	brig_store *s = NULL;
+	brig_store_session *rec = NULL;
+	brig_error *err = NULL;
+	ASSERT_OK(brig_store_open(&s, url, &err), err);
+	int rc = brig_store_session_get(s, &rec, NS, agent, session, &err);
+	if (rc != 0 && rc != BRIG_ENOTFOUND)
+		fail_msg("session_get: %s", brig_error_message(err));
+	brig_error_free(err);
+	brig_store_close(s);
+	return rec;
+}
+
+static char *gen_name(const char *agent, const char *session, uint32_t gen)
+{
+	brig_identity id = {NS, agent, session, gen};
+	char name[BRIG_NAME_SIZE];
+	brig_error *err = NULL;
+	ASSERT_OK(brig_identity_name(name, &id, &err), err);
+	return xstrdup(name);
+}
+
+static bool exists(const char *name)
+{
+	json_t *j = NULL;
+	int rc = brig_engine_container_inspect(E, &j, name, NULL);
+	json_decref(j);
+	return rc == 0;
+}
+
+/* brig agent: the session is the store's; checkpoint, a timeout, recover,
+ * and agent again runs in the recovered generation with its files. */
+static void agent_session(const char *url, const char *S)
+{
+	cleanup_free char *g1 = gen_name("claude", S, 1);
+	cleanup_free char *g2 = gen_name("claude", S, 2);
+	cleanup_free char *g3 = gen_name("claude", S, 3);
+#define AGENT "agent", "claude", "--ns", NS, "--session", S, "--store", url, "--label", LABEL
+#define ID "--ns", NS, "--agent", "claude", "--session", S, "--store", url
+	/* The test image has no claude: 127, after the computer came up. */
+	expect(127, "claude", (const char *[]){AGENT, NULL});
+	brig_store_session *rec = store_session(url, "claude", S);
+	assert_non_null(rec);
+	assert_int_equal(rec->generation, 1);
+	assert_int_equal(rec->state, BRIG_STORE_RUNNING);
+	assert_string_equal(rec->container_name, g1);
+	brig_store_session_free(rec);
+
+	expect(0, NULL, (const char *[]){"exec", ID, "--", "sh", "-c", "echo kept > /workspace/f", NULL});
+	expect(0, "checkpoint 1", (const char *[]){"checkpoint", ID, NULL});
+	/* The agent's timeout advice is true now: recover knows the session. */
+	expect(124, "brig recover --ns", (const char *[]){"exec", ID, "--timeout", "1", "--", "sleep", "60", NULL});
+	rec = store_session(url, "claude", S);
+	assert_int_equal(rec->state, BRIG_STORE_FAILED);
+	brig_store_session_free(rec);
+	expect(125, "brig recover", (const char *[]){AGENT, NULL});
+	expect(0, "into generation 2 from checkpoint", (const char *[]){"recover", ID, NULL});
+
+	/* agent uses generation 2 (no new generation 1 beside it). */
+	expect(127, "claude", (const char *[]){AGENT, NULL});
+	assert_false(exists(g1));
+	assert_true(exists(g2));
+	run_out r = brig_expect(0, NULL, (const char *[]){"exec", ID, "--", "cat", "/workspace/f", NULL});
+	assert_string_equal(r.out, "kept\n");
+	run_free(&r);
+
+	/* A stopped computer is restored from the checkpoint by agent, which says so. */
+	expect(0, NULL, (const char *[]){"stop", ID, NULL});
+	expect(127, "restored checkpoint 1", (const char *[]){AGENT, NULL});
+	assert_true(exists(g3));
+	r = brig_expect(0, NULL, (const char *[]){"exec", ID, "--", "cat", "/workspace/f", NULL});
+	assert_string_equal(r.out, "kept\n");
+	run_free(&r);
+#undef AGENT
+#undef ID
+}
+
+static void test_agent_session(void **state)
+{
+	(void)state;
+	agent_session(STORES[0], "sq");
+	if (STORES[1])
+		agent_session(STORES[1], "pg");
+}
+
+/* An agent that cannot start leaves no session behind. */
+static void test_agent_nothing_half_created(void **state)
+{
+	(void)state;
+	for (int i = 0; STORES[i]; i++) {
+		expect(125, "nosuch",
+		       (const char *[]){"agent", "claude", "--ns", NS, "--session", "noimg", "--store", STORES[i],
+					"--image", "brig-nosuch-image:tag", "--label", LABEL, NULL});
+		assert_null(store_session(STORES[i], "claude", "noimg"));
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_agent_session),
+		cmocka_unit_test(test_agent_nothing_half_created),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
