@@ -103,6 +103,62 @@ int brig_session_mark_failed(brig_store *s, const char *ns, const char *agent, c
 	return advance_state(s, ns, agent, session, generation, BRIG_STORE_FAILED, NULL, NULL, err);
 }
 
+int brig_session_mark(brig_store *s, const char *ns, const char *agent, const char *session, int64_t generation,
+		      brig_store_state state, brig_error **err)
+{
+	if (state != BRIG_STORE_RUNNING && state != BRIG_STORE_PAUSED && state != BRIG_STORE_FAILED &&
+	    state != BRIG_STORE_DESTROYED)
+		return brig__error_set(err, BRIG_EINVAL, 0, "session state: running, paused, failed or destroyed");
+	if (state == BRIG_STORE_RUNNING || state == BRIG_STORE_PAUSED) {
+		/* A pause or resume never hides a failed or destroyed generation. */
+		brig_store_session *r = NULL;
+		int g = brig_store_session_get(s, &r, ns, agent, session, err);
+		if (g == BRIG_ENOTFOUND) {
+			brig__error_clear(err);
+			return 0;
+		}
+		if (g)
+			return g;
+		bool live = r->state == BRIG_STORE_RUNNING || r->state == BRIG_STORE_PAUSED;
+		brig_store_session_free(r);
+		if (!live)
+			return 0;
+	}
+	int rc = advance_state(s, ns, agent, session, generation, state, NULL, NULL, err);
+	if (rc == BRIG_ENOTFOUND) { /* not a session of this store */
+		brig__error_clear(err);
+		return 0;
+	}
+	return rc;
+}
+
+/* The computer of the session's highest generation in Docker; *out NULL
+ * when it has none. */
+static int newest_computer(brig_engine *e, brig_computer **out, const brig_identity *id, brig_error **err)
+{
+	*out = NULL;
+	brig_computer **all = NULL;
+	size_t n = 0;
+	cleanup_free char *label = xasprintf(BRIG_LABEL_SESSION "=%s", id->session);
+	int rc = brig_computer_list(e, &all, &n, id->ns, label, err);
+	if (rc)
+		return rc;
+	size_t best = n;
+	for (size_t i = 0; i < n; i++) {
+		brig_computer *c = all[i];
+		if (c->agent && strcmp(c->agent, id->agent) == 0 && c->session &&
+		    strcmp(c->session, id->session) == 0 && c->generation >= 1 &&
+		    (best == n || c->generation > all[best]->generation))
+			best = i;
+	}
+	if (best < n) {
+		*out = all[best];
+		all[best] = NULL;
+	}
+	brig_computer_free_array(all, n);
+	return 0;
+}
+
 static int wait_creating(brig_store *s, brig_store_session **r, brig_error **err);
 static int recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns, const char *agent,
 		   const char *session, const char *dir, int64_t lost_gen, brig_error **err);
@@ -221,8 +277,22 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 					  .state = BRIG_STORE_CREATING,
 					  .container_name = name,
 					  .spec_json = sj};
+		/* Not in this store, but its computer may be in Docker (made with
+		 * another store, or by brig create): adopt its newest generation
+		 * rather than make a second computer for the same session. */
+		brig_computer *found = NULL;
+		if ((rc = newest_computer(e, &found, id, err)) != 0)
+			return rc;
+		if (found) {
+			rec.generation = found->generation;
+			rec.state = BRIG_STORE_RUNNING;
+			rec.container_name = found->name;
+			rec.container_id = found->id;
+		}
 		rc = brig_store_session_create(s, &r, &rec, err);
 		made = rc == 0;
+		res->recorded = made && found;
+		brig_computer_free(found);
 		if (rc == BRIG_ECONFLICT) { /* a racer made it first: use theirs */
 			brig__error_clear(err);
 			rc = brig_store_session_get(s, &r, id->ns, id->agent, id->session, err);
@@ -247,7 +317,14 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 			return rc;
 		}
 	}
-	if (r->state == BRIG_STORE_FAILED || r->state == BRIG_STORE_DESTROYED) {
+	if (r->state == BRIG_STORE_DESTROYED) {
+		/* brig destroy or brig stop ended this generation's computer: its
+		 * files are gone, as for one lost behind brig's back. */
+		rc = replace_lost(e, s, res, r, "was destroyed or stopped by brig", o, err);
+		brig_store_session_free(r);
+		return rc;
+	}
+	if (r->state == BRIG_STORE_FAILED) {
 		rc = brig__error_set(err, BRIG_ESTATE, 0,
 				     "session %s/%s/%s generation %lld is %s: run `brig recover --ns %s --agent %s "
 				     "--session %s`",
@@ -282,6 +359,9 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 			if (have_recorded)
 				brig_spec_clear(&recorded);
 			rc = replace_lost(e, s, res, r, why, o, err);
+			if (rc && made)
+				brig_store_session_delete(s, NULL, NULL, r->ns, r->agent, r->session, r->revision,
+							  NULL);
 			brig_store_session_free(r);
 			return rc;
 		}

@@ -100,6 +100,35 @@ int cli_store_open(brig_store **out, const char *url)
 	return 0;
 }
 
+int cli_store_open_existing(brig_store **out, const char *url)
+{
+	*out = NULL;
+	cleanup_free char *dflt = NULL;
+	if (!url || !*url) {
+		const char *env = getenv("BRIG_STORE");
+		url = env && *env ? env : NULL;
+	}
+	if (!url) {
+		brig_error *err = NULL;
+		if (brig_store_default_url(&dflt, &err) != 0) {
+			brig_error_free(err);
+			return 0; /* no default store (no $HOME): nothing to update */
+		}
+		url = dflt;
+	}
+	if (strncmp(url, "postgresql://", 13) != 0 && strncmp(url, "postgres://", 11) != 0) {
+		const char *path = url;
+		if (strncmp(path, "sqlite://", 9) == 0)
+			path += 9;
+		else if (strncmp(path, "sqlite:", 7) == 0)
+			path += 7;
+		struct stat sb;
+		if (stat(path, &sb) != 0 && errno == ENOENT)
+			return 0;
+	}
+	return cli_store_open(out, url);
+}
+
 int cli_session_ref(char **out, brig_store *s, const char *ns, const char *agent, const char *session, bool fallback)
 {
 	brig_error *err = NULL;
@@ -192,6 +221,11 @@ int cli_target_name(char **out, const char *cmd, const cli_target *t, const char
 
 void cli_up_report(const brig_up_result *ur)
 {
+	if (ur->recorded && ur->computer)
+		cli_note("%s/%s/%s was not in this session store; its computer %s (generation %u) was, in Docker: "
+			 "recorded it here and adopted it (checkpoints taken with another store stay in that store)",
+			 ur->computer->ns, ur->computer->agent, ur->computer->session, ur->computer->name,
+			 ur->computer->generation);
 	if (!ur->lost || !ur->computer)
 		return;
 	if (ur->checkpoint_id) {

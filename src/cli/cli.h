@@ -193,6 +193,9 @@ int cli_spec_finish(brig_spec *spec, bool image_given);
  * failure and returns CLI_EXIT_FAIL. */
 struct brig_store;
 int cli_store_open(struct brig_store **out, const char *url);
+/* As cli_store_open, but a SQLite store whose file does not exist is not
+ * made: *out stays NULL and 0 is returned (nothing to update there). */
+int cli_store_open_existing(struct brig_store **out, const char *url);
 /* The current generation's container name of a session, from the store;
  * with fallback, a session the store does not know (s may be NULL) gets
  * its generation-1 name. *out is malloc'd. Returns 0 or CLI_EXIT_FAIL
@@ -265,7 +268,8 @@ int cli_target_check(const char *cmd, const cli_target *t);
 int cli_target_name(char **out, const char *cmd, const cli_target *t, const char *name, struct brig_store *s,
 		    bool fallback);
 
-/* What brig_session_open replaced (ur->lost set): the checkpoint restored
+/* What brig_session_open did beyond the usual (recorded a computer found
+ * in Docker, or replaced a lost one: ur->lost set): the checkpoint restored
  * into which generation, or that it started empty; one note on stderr.
  * Prints nothing when nothing was lost. */
 struct brig_up_result;

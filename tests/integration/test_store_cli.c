@@ -221,11 +221,118 @@ static void test_agent_nothing_half_created(void **state)
 	}
 }
 
+/* destroy (by identity or by name) and stop record the generation as
+ * destroyed; up then restores the latest checkpoint into a new one. */
+static void destroy_then_up(const char *url, const char *S)
+{
+	cleanup_free char *g1 = gen_name("agent", S, 1);
+	cleanup_free char *g2 = gen_name("agent", S, 2);
+	cleanup_free char *g3 = gen_name("agent", S, 3);
+#define ID "--ns", NS, "--agent", "agent", "--session", S, "--store", url
+	expect(0, NULL, (const char *[]){"up", ID, "--label", LABEL, NULL});
+	expect(0, NULL, (const char *[]){"exec", ID, "--", "sh", "-c", "echo one > /workspace/f", NULL});
+	expect(0, NULL, (const char *[]){"checkpoint", ID, NULL});
+	run_out r = brig_expect(0, NULL, (const char *[]){"destroy", ID, NULL});
+	assert_non_null(strstr(r.out, g1));
+	run_free(&r);
+	brig_store_session *rec = store_session(url, "agent", S);
+	assert_int_equal(rec->state, BRIG_STORE_DESTROYED);
+	brig_store_session_free(rec);
+	expect(0, "restored checkpoint", (const char *[]){"up", ID, NULL});
+	r = brig_expect(0, NULL, (const char *[]){"exec", ID, "--", "cat", "/workspace/f", NULL});
+	assert_string_equal(r.out, "one\n");
+	run_free(&r);
+
+	/* By name, with --store; and pause/resume keep the store in step. */
+	expect(0, NULL, (const char *[]){"pause", g2, "--store", url, NULL});
+	rec = store_session(url, "agent", S);
+	assert_int_equal(rec->state, BRIG_STORE_PAUSED);
+	brig_store_session_free(rec);
+	expect(0, NULL, (const char *[]){"resume", g2, "--store", url, NULL});
+	rec = store_session(url, "agent", S);
+	assert_int_equal(rec->state, BRIG_STORE_RUNNING);
+	brig_store_session_free(rec);
+	expect(0, NULL, (const char *[]){"stop", g2, "--store", url, NULL});
+	rec = store_session(url, "agent", S);
+	assert_int_equal(rec->state, BRIG_STORE_DESTROYED);
+	assert_int_equal(rec->generation, 2);
+	brig_store_session_free(rec);
+	expect(0, "restored checkpoint", (const char *[]){"up", ID, NULL});
+	assert_true(exists(g3));
+	assert_false(exists(g2));
+
+	/* A store that cannot be opened: the computer still goes, and brig
+	 * says the store could not be told (exit 125). */
+	cleanup_free char *junk = xasprintf("%s/junk.db", TMP);
+	FILE *f = fopen(junk, "w");
+	assert_non_null(f);
+	fputs("this is not a database, not even close to one; SQLite wants its header here\n", f);
+	fclose(f);
+	expect(125, "the session store still has", (const char *[]){"destroy", g3, "--store", junk, NULL});
+	assert_false(exists(g3));
+	/* Destroying what is not there is still exit 1. */
+	expect(1, "no such computer", (const char *[]){"destroy", g2, "--store", url, NULL});
+#undef ID
+}
+
+static void test_destroy_updates_store(void **state)
+{
+	(void)state;
+	destroy_then_up(STORES[0], "dsq");
+	if (STORES[1])
+		destroy_then_up(STORES[1], "dpg");
+}
+
+/* up with another store never makes a second computer for the session: it
+ * records and adopts the newest generation in Docker, or refuses (creating
+ * nothing) when that computer lost its files. */
+static void test_other_store_adopts(void **state)
+{
+	(void)state;
+	const char *S = "two";
+	cleanup_free char *g1 = gen_name("agent", S, 1);
+	cleanup_free char *g2 = gen_name("agent", S, 2);
+	cleanup_free char *b = xasprintf("sqlite://%s/b.db", TMP);
+	cleanup_free char *c = xasprintf("sqlite://%s/c.db", TMP);
+	const char *a = STORES[1] ? STORES[1] : STORES[0];
+#define IDS(u) "--ns", NS, "--agent", "agent", "--session", S, "--store", u
+	expect(0, NULL, (const char *[]){"up", IDS(a), "--label", LABEL, NULL});
+	expect(0, NULL, (const char *[]){"exec", IDS(a), "--", "sh", "-c", "echo a > /workspace/f", NULL});
+	expect(0, NULL, (const char *[]){"checkpoint", IDS(a), NULL});
+	expect(0, NULL, (const char *[]){"stop", IDS(a), NULL});
+	expect(0, NULL, (const char *[]){"up", IDS(a), NULL}); /* generation 2 */
+
+	run_out r =
+		brig_expect(0, "was not in this session store", (const char *[]){"up", IDS(b), "--label", LABEL, NULL});
+	assert_non_null(strstr(r.out, g2));
+	run_free(&r);
+	r = brig_expect(0, NULL, (const char *[]){"up", IDS(b), "--label", LABEL, NULL});
+	assert_non_null(strstr(r.out, g2));
+	run_free(&r);
+	assert_false(exists(g1));
+	brig_store_session *rec = store_session(b, "agent", S);
+	assert_int_equal(rec->generation, 2);
+	brig_store_session_free(rec);
+	r = brig_expect(0, NULL, (const char *[]){"exec", IDS(b), "--", "cat", "/workspace/f", NULL});
+	assert_string_equal(r.out, "a\n");
+	run_free(&r);
+
+	/* Its computer lost its files and store c has no checkpoint: refused,
+	 * and c keeps no record of the session. */
+	brig_error *err = NULL;
+	ASSERT_OK(brig_engine_container_kill(E, g2, "KILL", &err), err);
+	expect(125, "no checkpoint", (const char *[]){"up", IDS(c), "--label", LABEL, NULL});
+	assert_null(store_session(c, "agent", S));
+#undef IDS
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agent_session),
 		cmocka_unit_test(test_agent_nothing_half_created),
+		cmocka_unit_test(test_destroy_updates_store),
+		cmocka_unit_test(test_other_store_adopts),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
