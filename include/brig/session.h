@@ -147,6 +147,19 @@ BRIG_PUBLIC int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store
  * names it. Errors: BRIG_ENOTFOUND, BRIG_ESTORE, BRIG_EIO. */
 BRIG_PUBLIC int brig_checkpoint_remove(brig_store *s, const char *dir, int64_t id, brig_error **err);
 
+/* Removes session (ns, agent, session) from the store: its record, its
+ * checkpoint records and each of their blobs (in dir; NULL:
+ * brig_checkpoint_dir()) that no other record names. A session that has
+ * checkpoints is refused unless checkpoints is true (BRIG_ESTATE, saying
+ * how many; nothing changes). The command audit rows stay (brig history).
+ * The session's computers are the caller's to remove first. *removed (may
+ * be NULL) gets the number of checkpoints removed. Errors: BRIG_ENOTFOUND,
+ * BRIG_ESTATE, BRIG_ECONFLICT (the session changed meanwhile: nothing
+ * removed), BRIG_EIO (a blob could not be removed; the records are gone),
+ * BRIG_ESTORE. */
+BRIG_PUBLIC int brig_session_remove(brig_store *s, const char *dir, const char *ns, const char *agent,
+				    const char *session, bool checkpoints, size_t *removed, brig_error **err);
+
 /* Copies checkpoint cp into the volumes of running computer ref: the blob's
  * digest is checked before anything is copied (BRIG_ECORRUPT: nothing
  * changed). Files keep their modes and 1000:1000; symlinks stay links. */

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "brig/session.h"
 #include "brig/store.h"
@@ -326,6 +328,195 @@ static void test_other_store_adopts(void **state)
 #undef IDS
 }
 
+/* sessions ls and history show the store (and Docker's word on each
+ * computer, fixing the store when they disagree); sessions rm refuses while
+ * a computer or a checkpoint would go unasked, and removes blobs with
+ * --checkpoints. */
+static void sessions_cmds(const char *url, const char *S)
+{
+	cleanup_free char *g1 = gen_name("agent", S, 1);
+	cleanup_free char *ckdir = xasprintf("%s/ck", TMP);
+#define ID "--ns", NS, "--agent", "agent", "--session", S, "--store", url
+	expect(0, NULL, (const char *[]){"up", ID, "--label", LABEL, NULL});
+	expect(0, NULL, (const char *[]){"exec", ID, "--", "sh", "-c", "echo hist-marker > /workspace/f", NULL});
+	run_out r = brig_expect(0, NULL, (const char *[]){"checkpoint", ID, "--json", NULL});
+	json_t *cj = json_loads(r.out, 0, NULL);
+	cleanup_free char *blob = xasprintf("%s/%s", ckdir, json_string_value(json_object_get(cj, "blob")));
+	json_decref(cj);
+	run_free(&r);
+
+	r = brig_expect(0, NULL, (const char *[]){"sessions", "ls", "--ns", NS, "--store", url, NULL});
+	assert_non_null(strstr(r.out, "COMPUTER"));
+	assert_non_null(strstr(r.out, S));
+	run_free(&r);
+	r = brig_expect(0, NULL, (const char *[]){"sessions", "ls", "--ns", NS, "--store", url, "--json", NULL});
+	json_t *arr = json_loads(r.out, 0, NULL);
+	json_t *mine = NULL;
+	size_t i;
+	json_t *v;
+	json_array_foreach (arr, i, v)
+		if (strcmp(json_string_value(json_object_get(v, "session")), S) == 0)
+			mine = v;
+	assert_non_null(mine);
+	assert_string_equal(json_string_value(json_object_get(mine, "state")), "running");
+	assert_string_equal(json_string_value(json_object_get(mine, "computer_state")), "running");
+	assert_string_equal(json_string_value(json_object_get(mine, "container_name")), g1);
+	assert_null(json_object_get(mine, "spec_json")); /* env values stay in the store */
+	json_decref(arr);
+	run_free(&r);
+
+	/* history: the command and the checkpoint, oldest first. */
+	r = brig_expect(0, NULL, (const char *[]){"history", ID, NULL});
+	char *ex = strstr(r.out, "hist-marker"), *ck = strstr(r.out, "checkpoint");
+	assert_non_null(ex);
+	assert_non_null(ck);
+	assert_true(ex < ck);
+	run_free(&r);
+	r = brig_expect(0, NULL, (const char *[]){"history", ID, "--json", "--limit", "1", NULL});
+	json_t *h = json_loads(r.out, 0, NULL);
+	assert_int_equal(json_array_size(json_object_get(h, "commands")), 1);
+	assert_int_equal(json_array_size(json_object_get(h, "checkpoints")), 1);
+	assert_string_equal(json_string_value(json_array_get(
+				    json_object_get(json_array_get(json_object_get(h, "commands"), 0), "argv"), 2)),
+			    "echo hist-marker > /workspace/f");
+	json_decref(h);
+	run_free(&r);
+
+	/* Docker and the store disagree: ls says so and fixes the store. */
+	brig_error *err = NULL;
+	ASSERT_OK(brig_engine_container_kill(E, g1, "KILL", &err), err);
+	expect(0, "recorded as destroyed", (const char *[]){"sessions", "ls", "--ns", NS, "--store", url, NULL});
+	brig_store_session *rec = store_session(url, "agent", S);
+	assert_int_equal(rec->state, BRIG_STORE_DESTROYED);
+	brig_store_session_free(rec);
+
+	/* rm refuses while the computer exists, or while checkpoints would go. */
+	expect(125, "still has computer", (const char *[]){"sessions", "rm", ID, "--checkpoints", NULL});
+	expect(125, "has 1 checkpoint", (const char *[]){"sessions", "rm", ID, "--force", NULL});
+	assert_true(exists(g1)); /* refused before anything went */
+	r = brig_expect(0, "removed 1 checkpoint",
+			(const char *[]){"sessions", "rm", ID, "--force", "--checkpoints", NULL});
+	assert_non_null(strstr(r.out, S));
+	run_free(&r);
+	assert_false(exists(g1));
+	assert_null(store_session(url, "agent", S));
+	assert_int_equal(access(blob, F_OK), -1);
+	expect(125, "not found", (const char *[]){"sessions", "rm", ID, NULL});
+
+	/* The commands outlive the session. */
+	expect(0, NULL, (const char *[]){"history", ID, NULL});
+#undef ID
+}
+
+static void test_sessions_commands(void **state)
+{
+	(void)state;
+	sessions_cmds(STORES[0], "hsq");
+	if (STORES[1])
+		sessions_cmds(STORES[1], "hpg");
+}
+
+/* Every refusal of sessions and history. */
+static void test_sessions_errors(void **state)
+{
+	(void)state;
+	const char *url = STORES[0];
+	expect(125, "a subcommand is required", (const char *[]){"sessions", NULL});
+	expect(125, "unknown subcommand 'frob'", (const char *[]){"sessions", "frob", NULL});
+	expect(125, "--bogus", (const char *[]){"sessions", "ls", "--bogus", NULL});
+	expect(125, "unexpected argument", (const char *[]){"sessions", "ls", "extra", "--store", url, NULL});
+	expect(125, "ns: must be", (const char *[]){"sessions", "ls", "--ns", "bad name", "--store", url, NULL});
+	expect(125, "--ns, --agent and --session",
+	       (const char *[]){"sessions", "rm", "--ns", NS, "--store", url, NULL});
+	expect(125, "unexpected argument",
+	       (const char *[]){"sessions", "rm", "x", "--ns", NS, "--agent", "a", "--session", "s", NULL});
+	expect(125, "--bogus", (const char *[]){"sessions", "rm", "--bogus", NULL});
+	expect(125, "not found",
+	       (const char *[]){"sessions", "rm", "--ns", NS, "--agent", "a", "--session", "none", "--store", url,
+				NULL});
+	expect(125, "--ns, --agent and --session", (const char *[]){"history", "--ns", NS, NULL});
+	expect(125, "--limit",
+	       (const char *[]){"history", "--ns", NS, "--agent", "a", "--session", "s", "--limit", "0", NULL});
+	expect(125, "unexpected argument", (const char *[]){"history", "x", NULL});
+	expect(125, "--bogus", (const char *[]){"history", "--bogus", NULL});
+	expect(125, "no command recorded",
+	       (const char *[]){"history", "--ns", NS, "--agent", "a", "--session", "none", "--store", url, NULL});
+	cleanup_free char *missing = xasprintf("%s/nodir/x.db", TMP);
+	expect(125, "does not exist", (const char *[]){"sessions", "ls", "--store", missing, NULL});
+	expect(125, "does not exist",
+	       (const char *[]){"history", "--ns", NS, "--agent", "a", "--session", "s", "--store", missing, NULL});
+	expect(125, "does not exist",
+	       (const char *[]){"sessions", "rm", "--ns", NS, "--agent", "a", "--session", "s", "--store", missing,
+				NULL});
+	run_out r = brig_expect(0, NULL, (const char *[]){"sessions", "--help", NULL});
+	assert_non_null(strstr(r.out, "Usage: brig sessions ls"));
+	run_free(&r);
+	r = brig_expect(0, NULL, (const char *[]){"history", "--help", NULL});
+	assert_non_null(strstr(r.out, "Usage: brig history"));
+	run_free(&r);
+}
+
+/* Without a usable daemon, ls still shows the store (COMPUTER unknown). */
+static void test_sessions_ls_without_docker(void **state)
+{
+	(void)state;
+	const char *url = STORES[0];
+	expect(0, NULL,
+	       (const char *[]){"up", "--ns", NS, "--agent", "agent", "--session", "nod", "--store", url, "--label",
+				LABEL, NULL});
+	char *argv[] = {"brig", "sessions", "ls", "--ns", NS, "--store", (char *)url, NULL};
+	char *env[] = {"DOCKER_HOST=bogus://nowhere", NULL};
+	char *out = NULL, *errs = NULL;
+	int code = brig_test_spawn(argv, NULL, env, &out, &errs);
+	if (code != 0 || !strstr(errs, "cannot ask Docker") || !strstr(out, "unknown"))
+		fail_msg("sessions ls without Docker exited %d\nstdout: %s\nstderr: %s", code, out, errs);
+	free(out);
+	free(errs);
+}
+
+/* The library's own refusals of brig_session_remove (the CLI checks first). */
+static void test_session_remove_lib(void **state)
+{
+	(void)state;
+	for (int k = 0; STORES[k]; k++) {
+		brig_store *s = NULL;
+		brig_error *err = NULL;
+		ASSERT_OK(brig_store_open(&s, STORES[k], &err), err);
+		brig_store_session rec = {
+			.ns = NS, .agent = "lib", .session = "rm", .generation = 1, .state = BRIG_STORE_DESTROYED};
+		ASSERT_OK(brig_store_session_create(s, NULL, &rec, &err), err);
+		/* A blob that cannot be unlinked: a directory by its name. */
+		cleanup_free char *dir = xasprintf("%s/libck%d", TMP, k);
+		cleanup_free char *blobdir = xasprintf("%s/blob.tar.zst", dir);
+		cleanup_free char *inner = xasprintf("%s/x", blobdir);
+		assert_int_equal(mkdir(dir, 0700), 0);
+		assert_int_equal(mkdir(blobdir, 0700), 0);
+		assert_int_equal(mkdir(inner, 0700), 0);
+		brig_store_checkpoint cp = {.ns = NS,
+					    .agent = "lib",
+					    .session = "rm",
+					    .generation = 1,
+					    .digest =
+						    "0000000000000000000000000000000000000000000000000000000000000000",
+					    .blob = "blob.tar.zst"};
+		ASSERT_OK(brig_store_checkpoint_add(s, NULL, &cp, &err), err);
+		size_t removed = 99;
+		assert_int_equal(brig_session_remove(s, dir, NS, "lib", "rm", false, &removed, &err), BRIG_ESTATE);
+		assert_non_null(strstr(brig_error_message(err), "--checkpoints"));
+		assert_int_equal(removed, 0);
+		brig_error_free(err);
+		err = NULL;
+		assert_int_equal(brig_session_remove(s, dir, NS, "lib", "rm", true, &removed, &err), BRIG_EIO);
+		assert_non_null(strstr(brig_error_message(err), "not its checkpoint blob"));
+		brig_error_free(err);
+		err = NULL;
+		assert_int_equal(removed, 1);
+		assert_int_equal(brig_session_remove(s, dir, NS, "lib", "rm", true, NULL, &err), BRIG_ENOTFOUND);
+		brig_error_free(err);
+		brig_store_close(s);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -333,6 +524,10 @@ int main(void)
 		cmocka_unit_test(test_agent_nothing_half_created),
 		cmocka_unit_test(test_destroy_updates_store),
 		cmocka_unit_test(test_other_store_adopts),
+		cmocka_unit_test(test_sessions_commands),
+		cmocka_unit_test(test_sessions_errors),
+		cmocka_unit_test(test_sessions_ls_without_docker),
+		cmocka_unit_test(test_session_remove_lib),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
