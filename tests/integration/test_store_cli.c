@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <libpq-fe.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -517,6 +518,43 @@ static void test_session_remove_lib(void **state)
 	}
 }
 
+/* Runs sql on the SQLite store at path (a test's way to break a store). */
+static void sql(const char *path, const char *stmt)
+{
+	sqlite3 *db = NULL;
+	char *msg = NULL;
+	if (sqlite3_open(path, &db) != SQLITE_OK || sqlite3_exec(db, stmt, NULL, NULL, &msg) != SQLITE_OK)
+		fail_msg("%s: %s", stmt, msg ? msg : sqlite3_errmsg(db));
+	sqlite3_close(db);
+}
+
+/* A store that fails part-way: each command reports it (exit 125) and says
+ * what became of the computer. */
+static void test_broken_store(void **state)
+{
+	(void)state;
+	const char *S = "broken";
+	cleanup_free char *path = xasprintf("%s/broken.db", TMP);
+	cleanup_free char *g1 = gen_name("agent", S, 1);
+#define ID "--ns", NS, "--agent", "agent", "--session", S, "--store", path
+	expect(0, NULL, (const char *[]){"up", ID, "--label", LABEL, NULL});
+	/* A store that refuses every change of a session. */
+	sql(path, "CREATE TRIGGER no_update BEFORE UPDATE ON sessions BEGIN SELECT RAISE(FAIL, 'no updates'); END");
+	expect(125, "the session store still has", (const char *[]){"destroy", ID, NULL});
+	assert_false(exists(g1));
+	/* ls finds it gone but cannot record that. */
+	expect(125, "no updates", (const char *[]){"sessions", "ls", "--ns", NS, "--store", path, NULL});
+	sql(path, "DROP TRIGGER no_update");
+	sql(path, "ALTER TABLE checkpoints RENAME TO checkpoints_gone");
+	expect(125, "checkpoints", (const char *[]){"sessions", "rm", ID, NULL});
+	sql(path, "ALTER TABLE audit RENAME TO audit_gone");
+	expect(125, "audit", (const char *[]){"history", ID, NULL});
+	sql(path, "ALTER TABLE sessions RENAME TO sessions_gone");
+	expect(125, "sessions", (const char *[]){"history", ID, NULL});
+	expect(125, "sessions", (const char *[]){"sessions", "ls", "--store", path, NULL});
+#undef ID
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -528,6 +566,7 @@ int main(void)
 		cmocka_unit_test(test_sessions_errors),
 		cmocka_unit_test(test_sessions_ls_without_docker),
 		cmocka_unit_test(test_session_remove_lib),
+		cmocka_unit_test(test_broken_store),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
