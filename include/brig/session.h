@@ -188,6 +188,16 @@ BRIG_PUBLIC void brig_recover_result_clear(brig_recover_result *r);
 BRIG_PUBLIC int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns,
 				     const char *agent, const char *session, const char *dir, brig_error **err);
 
+/* brig_session_recover from checkpoint checkpoint_id of the session (0:
+ * the latest) instead of the latest: an older one can be picked. The
+ * current generation must be failed, stopped, destroyed or gone, as for
+ * brig_session_recover. Errors: those of brig_session_recover, and
+ * BRIG_ENOTFOUND (no such checkpoint), BRIG_EINVAL (it is another
+ * session's, or checkpoint_id < 0); nothing changes on any of them. */
+BRIG_PUBLIC int brig_session_recover_at(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns,
+					const char *agent, const char *session, const char *dir, int64_t checkpoint_id,
+					brig_error **err);
+
 #ifdef __cplusplus
 }
 #endif

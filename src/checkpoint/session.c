@@ -161,7 +161,7 @@ static int newest_computer(brig_engine *e, brig_computer **out, const brig_ident
 
 static int wait_creating(brig_store *s, brig_store_session **r, brig_error **err);
 static int recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns, const char *agent,
-		   const char *session, const char *dir, int64_t lost_gen, brig_error **err);
+		   const char *session, const char *dir, int64_t lost_gen, int64_t checkpoint_id, brig_error **err);
 
 void brig_up_result_clear(brig_up_result *r)
 {
@@ -200,7 +200,7 @@ static int replace_lost(brig_engine *e, brig_store *s, brig_up_result *res, cons
 	 * looks meanwhile sees the same running-but-lost generation and races
 	 * the same compare-and-swap (one wins, the others adopt its work). */
 	brig_recover_result rr;
-	rc = recover(e, s, &rr, r->ns, r->agent, r->session, o->checkpoint_dir, r->generation, err);
+	rc = recover(e, s, &rr, r->ns, r->agent, r->session, o->checkpoint_dir, r->generation, 0, err);
 	if (rc == BRIG_ESTATE) {
 		/* A racer replaced the lost computer before we looked: its new
 		 * generation runs. Adopt it (it was checked as it was made). */
@@ -495,27 +495,50 @@ static int adopt_generation(brig_engine *e, brig_recover_result *out, const brig
 	return brig_computer_get(e, &out->computer, r->container_name, NULL, err);
 }
 
-/* The session's latest checkpoint, verified before the session moves (a bad
- * blob changes nothing); *cp stays NULL when it has none. */
-static int latest_usable_checkpoint(brig_store *s, brig_store_checkpoint **cp, const char *cdir, const char *ns,
-				    const char *agent, const char *session, brig_error **err)
+/* The session's checkpoint id (0: its latest), verified before the session
+ * moves (a bad blob changes nothing); *cp stays NULL when it has none. */
+static int usable_checkpoint(brig_store *s, brig_store_checkpoint **cp, const char *cdir, const char *ns,
+			     const char *agent, const char *session, int64_t id, brig_error **err)
 {
 	*cp = NULL;
-	int rc = brig_store_checkpoint_latest(s, cp, ns, agent, session, err);
-	if (rc == BRIG_ENOTFOUND) {
-		brig__error_clear(err);
-		*cp = NULL;
-		return 0;
+	int rc;
+	if (id > 0) {
+		rc = brig_store_checkpoint_get(s, cp, id, err);
+		if (rc == BRIG_ENOTFOUND)
+			return brig__error_set(err, BRIG_ENOTFOUND, 0,
+					       "recover %s/%s/%s: no checkpoint %lld in the store (brig checkpoints "
+					       "lists the session's); nothing was changed",
+					       ns, agent, session, (long long)id);
+		if (rc)
+			return rc;
+		if (strcmp((*cp)->ns, ns) != 0 || strcmp((*cp)->agent, agent) != 0 ||
+		    strcmp((*cp)->session, session) != 0) {
+			rc = brig__error_set(err, BRIG_EINVAL, 0,
+					     "recover %s/%s/%s: checkpoint %lld belongs to session %s/%s/%s; nothing "
+					     "was changed",
+					     ns, agent, session, (long long)id, (*cp)->ns, (*cp)->agent,
+					     (*cp)->session);
+			brig_store_checkpoint_free(*cp);
+			*cp = NULL;
+			return rc;
+		}
+	} else {
+		rc = brig_store_checkpoint_latest(s, cp, ns, agent, session, err);
+		if (rc == BRIG_ENOTFOUND) {
+			brig__error_clear(err);
+			*cp = NULL;
+			return 0;
+		}
+		if (rc)
+			return rc;
 	}
-	if (rc)
-		return rc;
 	cleanup_free char *path = xasprintf("%s/%s", cdir, (*cp)->blob);
 	brig_tar_restore *chk = NULL;
 	rc = brig_tar_restore_open(&chk, AT_FDCWD, path, (*cp)->digest, err);
 	brig_tar_restore_free(chk);
 	if (rc)
-		brig__error_prefix(err, rc, "recover %s/%s/%s: latest checkpoint %lld is unusable; nothing was changed",
-				   ns, agent, session, (long long)(*cp)->id);
+		brig__error_prefix(err, rc, "recover %s/%s/%s: %scheckpoint %lld is unusable; nothing was changed", ns,
+				   agent, session, id > 0 ? "" : "latest ", (long long)(*cp)->id);
 	return rc;
 }
 
@@ -600,14 +623,23 @@ static void remove_older(brig_engine *e, const char *old_name, const char *ns, c
 int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns, const char *agent,
 			 const char *session, const char *dir, brig_error **err)
 {
-	return recover(e, s, out, ns, agent, session, dir, 0, err);
+	return recover(e, s, out, ns, agent, session, dir, 0, 0, err);
+}
+
+int brig_session_recover_at(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns, const char *agent,
+			    const char *session, const char *dir, int64_t checkpoint_id, brig_error **err)
+{
+	if (checkpoint_id < 0)
+		return brig__error_set(err, BRIG_EINVAL, 0,
+				       "checkpoint id: must be 0 (the latest) or a checkpoint's id");
+	return recover(e, s, out, ns, agent, session, dir, 0, checkpoint_id, err);
 }
 
 /* lost_gen > 0: the caller found that generation's computer had lost its
  * files (brig_computer_check_files), so it is recovered although it may
  * still run, empty. */
 static int recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns, const char *agent,
-		   const char *session, const char *dir, int64_t lost_gen, brig_error **err)
+		   const char *session, const char *dir, int64_t lost_gen, int64_t checkpoint_id, brig_error **err)
 {
 	memset(out, 0, sizeof *out);
 	brig_store_session *r = NULL;
@@ -642,16 +674,19 @@ static int recover(brig_engine *e, brig_store *s, brig_recover_result *out, cons
 	}
 	if (r->state != BRIG_STORE_FAILED && r->state != BRIG_STORE_CREATING && gen != lost_gen &&
 	    container_alive(e, old_name)) {
-		rc = brig__error_set(err, BRIG_ESTATE, 0,
-				     "session %s/%s/%s generation %lld is running; nothing to recover", ns, agent,
-				     session, (long long)gen);
+		rc = brig__error_set(
+			err, BRIG_ESTATE, 0, "session %s/%s/%s generation %lld is running; nothing to recover%s", ns,
+			agent, session, (long long)gen,
+			checkpoint_id ? " (to go back to an older checkpoint, take one of what it has now, "
+					"then brig stop it and recover again)"
+				      : "");
 		goto out;
 	}
 	if (dir)
 		cdir = xstrdup(dir);
 	else if ((rc = brig_checkpoint_dir(&cdir, s, err)) != 0)
 		goto out;
-	if ((rc = latest_usable_checkpoint(s, &cp, cdir, ns, agent, session, err)) != 0)
+	if ((rc = usable_checkpoint(s, &cp, cdir, ns, agent, session, checkpoint_id, err)) != 0)
 		goto out;
 	if ((rc = recorded_spec(&spec, r, err)) != 0)
 		goto out;

@@ -518,6 +518,88 @@ static void test_session_remove_lib(void **state)
 	}
 }
 
+/* Takes a checkpoint of ID through the CLI; returns its id, *blob its path. */
+static long long take_checkpoint(const char *const *id, char **blob)
+{
+	const char *args[20];
+	int n = 0;
+	args[n++] = "checkpoint";
+	for (; *id; id++)
+		args[n++] = *id;
+	args[n++] = "--json";
+	args[n] = NULL;
+	run_out r = brig_expect(0, NULL, args);
+	json_t *j = json_loads(r.out, 0, NULL);
+	long long cid = json_integer_value(json_object_get(j, "id"));
+	if (blob)
+		*blob = xasprintf("%s/ck/%s", TMP, json_string_value(json_object_get(j, "blob")));
+	json_decref(j);
+	run_free(&r);
+	return cid;
+}
+
+/* recover --checkpoint ID goes back to an older checkpoint, and refuses
+ * (changing nothing) a running session, an unknown id, another session's
+ * checkpoint and a corrupt one. */
+static void recover_older(const char *url, const char *S)
+{
+	const char *T = "other";
+#define ID "--ns", NS, "--agent", "agent", "--session", S, "--store", url
+	expect(0, NULL, (const char *[]){"up", ID, "--label", LABEL, NULL});
+	expect(0, NULL, (const char *[]){"exec", ID, "--", "sh", "-c", "echo v1 > /workspace/f", NULL});
+	char buf[32], buf2[32], buft[32];
+	snprintf(buf, sizeof buf, "%lld", take_checkpoint((const char *[]){ID, NULL}, NULL));
+	expect(0, NULL, (const char *[]){"exec", ID, "--", "sh", "-c", "echo v2 > /workspace/f", NULL});
+	cleanup_free char *blob2 = NULL;
+	snprintf(buf2, sizeof buf2, "%lld", take_checkpoint((const char *[]){ID, NULL}, &blob2));
+
+	expect(125, "take one of what it has now", (const char *[]){"recover", ID, "--checkpoint", buf, NULL});
+	expect(0, NULL, (const char *[]){"stop", ID, NULL});
+	expect(125, "no checkpoint 999999", (const char *[]){"recover", ID, "--checkpoint", "999999", NULL});
+	expect(125, "--checkpoint", (const char *[]){"recover", ID, "--checkpoint", "abc", NULL});
+	expect(0, NULL,
+	       (const char *[]){"up", "--ns", NS, "--agent", "agent", "--session", T, "--store", url, "--label", LABEL,
+				NULL});
+	snprintf(buft, sizeof buft, "%lld",
+		 take_checkpoint((const char *[]){"--ns", NS, "--agent", "agent", "--session", T, "--store", url, NULL},
+				 NULL));
+	expect(125, "belongs to session", (const char *[]){"recover", ID, "--checkpoint", buft, NULL});
+	/* The newest blob goes bad: asking for it is refused, nothing changes. */
+	chmod(blob2, 0600);
+	FILE *f = fopen(blob2, "r+");
+	assert_non_null(f);
+	fputs("garbage", f);
+	fclose(f);
+	expect(125, "is unusable; nothing was changed", (const char *[]){"recover", ID, "--checkpoint", buf2, NULL});
+	brig_store_session *rec = store_session(url, "agent", S);
+	assert_int_equal(rec->generation, 1);
+	brig_store_session_free(rec);
+
+	char want[64];
+	snprintf(want, sizeof want, "from checkpoint %s", buf);
+	expect(0, want, (const char *[]){"recover", ID, "--checkpoint", buf, NULL});
+	run_out r = brig_expect(0, NULL, (const char *[]){"exec", ID, "--", "cat", "/workspace/f", NULL});
+	assert_string_equal(r.out, "v1\n");
+	run_free(&r);
+#undef ID
+}
+
+static void test_recover_older_checkpoint(void **state)
+{
+	(void)state;
+	recover_older(STORES[0], "osq");
+	if (STORES[1])
+		recover_older(STORES[1], "opg");
+	/* The library refuses a negative id before looking. */
+	brig_store *s = NULL;
+	brig_error *err = NULL;
+	ASSERT_OK(brig_store_open(&s, STORES[0], &err), err);
+	brig_recover_result r;
+	assert_int_equal(brig_session_recover_at(E, s, &r, NS, "agent", "osq", NULL, -1, &err), BRIG_EINVAL);
+	brig_error_free(err);
+	brig_store_close(s);
+}
+
 /* Runs sql on the SQLite store at path (a test's way to break a store). */
 static void sql(const char *path, const char *stmt)
 {
@@ -567,6 +649,7 @@ int main(void)
 		cmocka_unit_test(test_sessions_ls_without_docker),
 		cmocka_unit_test(test_session_remove_lib),
 		cmocka_unit_test(test_broken_store),
+		cmocka_unit_test(test_recover_older_checkpoint),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
