@@ -7,7 +7,9 @@
 
 #include "brig/sandbox.h"
 #include "brig/session.h"
+#include "brig/store.h"
 #include "cli/cli.h"
+#include "util/util.h"
 
 static const char usage[] =
 	"Usage: brig exec [OPTIONS] NAME [--] CMD [ARG...]\n"
@@ -20,6 +22,9 @@ static const char usage[] =
 	"\n"
 	"A timeout, an interrupt (SIGINT/SIGTERM) or a broken daemon connection stops the\n"
 	"computer (Docker cannot kill an exec): recover the session with `brig recover`.\n"
+	"Named by --ns/--agent/--session, a session whose computer lost its files (stopped,\n"
+	"killed, removed, restarted) is first restored from its latest checkpoint into a\n"
+	"new generation, as `brig up` does, and brig says so on stderr.\n"
 	"\n"
 	"Options:\n"
 	"      --timeout D         Deadline (30, 90s, 15m, 2h; default none); exit 124 when it passes\n" CLI_HELP_ENV
@@ -100,6 +105,42 @@ static int parse_pass(exec_args *a, int argc, char **argv, bool *dashdash)
 	return 0;
 }
 
+/* A session named by identity whose computer lost its files is restored
+ * (as brig up does) before the command runs in it: *ref then names the new
+ * generation. Returns 0 or CLI_EXIT_FAIL (message printed). */
+static int restore_if_lost(brig_engine *e, brig_store *s, const brig_identity *id, char **ref)
+{
+	brig_store_session *r = NULL;
+	brig_error *err = NULL;
+	int g = brig_store_session_get(s, &r, id->ns, id->agent, id->session, &err);
+	if (g == BRIG_ENOTFOUND) { /* not the store's: named as before */
+		brig_error_free(err);
+		return 0;
+	}
+	if (g)
+		return cli_error(err, NULL);
+	bool lost = r->state == BRIG_STORE_DESTROYED;
+	if (!lost && (r->state == BRIG_STORE_RUNNING || r->state == BRIG_STORE_PAUSED) && r->container_name) {
+		cleanup_free char *why = NULL;
+		if (brig_computer_check_files(e, r->container_name, &lost, &why, &err) != 0) {
+			brig_store_session_free(r);
+			return cli_error(err, NULL);
+		}
+	}
+	brig_store_session_free(r);
+	if (!lost)
+		return 0;
+	brig_identity base = {id->ns, id->agent, id->session, 1};
+	brig_up_result ur;
+	if (brig_session_open(e, s, &ur, &base, NULL, NULL, &err) != 0)
+		return cli_error(err, NULL);
+	cli_up_report(&ur);
+	free(*ref);
+	*ref = xstrdup(ur.computer->name);
+	brig_up_result_clear(&ur);
+	return 0;
+}
+
 int cmd_exec(int argc, char **argv)
 {
 	exec_args a = {0};
@@ -152,6 +193,9 @@ int cmd_exec(int argc, char **argv)
 
 	if (cli_engine_open(&e) != 0)
 		goto out;
+	if (a.t.id_given && !a.t.id.generation && restore_if_lost(e, store, &a.t.id, &resolved) != 0)
+		goto out;
+	ref = resolved;
 
 	if (a.detach) {
 		brig_exec_opts dopts = {.version = BRIG_EXEC_OPTS_VERSION,

@@ -600,6 +600,57 @@ static void test_recover_older_checkpoint(void **state)
 	brig_store_close(s);
 }
 
+/* exec --ns/--agent/--session on a computer that lost its files restores
+ * the latest checkpoint first (saying so); with none it refuses loudly. */
+static void exec_restores(const char *url, const char *S)
+{
+	char E2[32];
+	snprintf(E2, sizeof E2, "%s-empty", S); /* one per store: they share Docker */
+	cleanup_free char *g1 = gen_name("agent", S, 1);
+	cleanup_free char *g2 = gen_name("agent", S, 2);
+	cleanup_free char *g3 = gen_name("agent", S, 3);
+#define ID "--ns", NS, "--agent", "agent", "--session", S, "--store", url
+	expect(0, NULL, (const char *[]){"up", ID, "--label", LABEL, NULL});
+	expect(0, NULL, (const char *[]){"exec", ID, "--", "sh", "-c", "echo saved > /workspace/f", NULL});
+	take_checkpoint((const char *[]){ID, NULL}, NULL);
+	brig_error *err = NULL;
+	ASSERT_OK(brig_engine_container_kill(E, g1, "KILL", &err), err);
+	run_out r =
+		brig_expect(0, "restored checkpoint", (const char *[]){"exec", ID, "--", "cat", "/workspace/f", NULL});
+	assert_string_equal(r.out, "saved\n");
+	run_free(&r);
+	assert_true(exists(g2));
+	/* After brig stop (recorded as destroyed), the same. */
+	expect(0, NULL, (const char *[]){"stop", ID, NULL});
+	r = brig_expect(0, "restored checkpoint", (const char *[]){"exec", ID, "--", "cat", "/workspace/f", NULL});
+	assert_string_equal(r.out, "saved\n");
+	run_free(&r);
+	assert_true(exists(g3));
+	/* A healthy computer: nothing said, nothing made. */
+	r = brig_expect(0, NULL, (const char *[]){"exec", ID, "--", "true", NULL});
+	assert_string_equal(r.err, "");
+	run_free(&r);
+
+	/* No checkpoint: refused, the command never runs. */
+	cleanup_free char *e1 = gen_name("agent", E2, 1);
+	expect(0, NULL,
+	       (const char *[]){"up", "--ns", NS, "--agent", "agent", "--session", E2, "--store", url, "--label", LABEL,
+				NULL});
+	ASSERT_OK(brig_engine_container_kill(E, e1, "KILL", &err), err);
+	expect(125, "no checkpoint",
+	       (const char *[]){"exec", "--ns", NS, "--agent", "agent", "--session", E2, "--store", url, "--", "echo",
+				"ran", NULL});
+#undef ID
+}
+
+static void test_exec_restores_lost(void **state)
+{
+	(void)state;
+	exec_restores(STORES[0], "xsq");
+	if (STORES[1])
+		exec_restores(STORES[1], "xpg");
+}
+
 /* Runs sql on the SQLite store at path (a test's way to break a store). */
 static void sql(const char *path, const char *stmt)
 {
@@ -650,6 +701,7 @@ int main(void)
 		cmocka_unit_test(test_session_remove_lib),
 		cmocka_unit_test(test_broken_store),
 		cmocka_unit_test(test_recover_older_checkpoint),
+		cmocka_unit_test(test_exec_restores_lost),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
