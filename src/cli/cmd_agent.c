@@ -42,14 +42,17 @@ static const char usage[] =
 	"      --label KEY=VALUE   Extra label of the computer; repeatable\n"
 	"  -i, --interactive       Pass brig's stdin to the agent\n"
 	"      --fresh             When the computer lost its files and there is no checkpoint,\n"
-	"                          go on in a new, empty generation\n" CLI_HELP_STORE
+	"                          go on in a new, empty generation\n"
+	"      --no-checkpoint     Do not checkpoint /workspace and /runtime when the agent ends\n"
+	"                          (by default each run that leaves the computer running is\n"
+	"                          checkpointed: `brig checkpoints` lists them)\n" CLI_HELP_STORE
 	"      --timeout D         Deadline (30, 90s, 15m, 2h; default none); exit 124 when it passes\n"
 	"  -h, --help              Print this help\n"
 	"\n"
 	"Exit codes: the agent's; 124 timed out; 125 brig failed; 126 cannot invoke;\n"
 	"127 not found (the image lacks the CLI); 130 interrupted.\n";
 
-enum { OPT_IMAGE = CLI_OPT_TARGET_END, OPT_NETWORK, OPT_SUBNET, OPT_TIMEOUT, OPT_LABEL, OPT_FRESH };
+enum { OPT_IMAGE = CLI_OPT_TARGET_END, OPT_NETWORK, OPT_SUBNET, OPT_TIMEOUT, OPT_LABEL, OPT_FRESH, OPT_NO_CHECKPOINT };
 
 typedef struct agent_args {
 	const char *agent; /* "claude" or "codex" */
@@ -60,6 +63,7 @@ typedef struct agent_args {
 	int64_t timeout_ms;
 	bool interactive;
 	bool fresh;
+	bool no_checkpoint;
 	brig_spec spec;
 	char **args; /* the agent's argv: its CLI, then what follows the options */
 } agent_args;
@@ -74,6 +78,7 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 		{"session", required_argument, NULL, CLI_OPT_SESSION},
 		{"store", required_argument, NULL, CLI_OPT_STORE},
 		{"fresh", no_argument, NULL, OPT_FRESH},
+		{"no-checkpoint", no_argument, NULL, OPT_NO_CHECKPOINT},
 		{"image", required_argument, NULL, OPT_IMAGE},
 		{"network", required_argument, NULL, OPT_NETWORK},
 		{"subnet", required_argument, NULL, OPT_SUBNET},
@@ -113,6 +118,7 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 		case OPT_LABEL: rc = cli_spec_set(&a->spec, "label", optarg); break;
 		case 'i': a->interactive = true; break;
 		case OPT_FRESH: a->fresh = true; break;
+		case OPT_NO_CHECKPOINT: a->no_checkpoint = true; break;
 		case OPT_TIMEOUT:
 			rc = cli_parse_duration_ms("--timeout", optarg, 0, 366LL * 86400 * 1000, &a->timeout_ms);
 			break;
@@ -201,8 +207,9 @@ static int prepare_runtime(brig_engine *e, const char *name)
 }
 
 /* Runs the agent, streaming its output, through the session (an audit row;
- * a stopped computer marks the session failed); returns brig's exit code. */
-static int run_agent(brig_engine *e, brig_store *s, const char *name, const agent_args *a)
+ * a stopped computer marks the session failed); returns brig's exit code.
+ * *keep_going is set when the computer still runs with the agent's work. */
+static int run_agent(brig_engine *e, brig_store *s, const char *name, const agent_args *a, bool *keep_going)
 {
 	cli_output outp = {.stdout_live = true, .stderr_live = true};
 	brig_exec_opts opts = {
@@ -228,12 +235,29 @@ static int run_agent(brig_engine *e, brig_store *s, const char *name, const agen
 			    .computer = name,
 			    .recover = recover,
 			    .timeout_ms = a->timeout_ms};
+	*keep_going = (r == 0 || res.timed_out || res.canceled) && !res.container_stopped && !res.uncertain;
 	int rc = cli_exec_end(r, &res, err, &w); /* takes err */
 	if (r == 0 && rc == CLI_EXIT_NOTFOUND)
 		cli_note("exit 127: is %s in image %s? build it with `brig image build --profile agents`", a->agent,
 			 a->spec.image);
 	brig_exec_result_clear(&res);
 	return rc;
+}
+
+/* The agent's work, kept when it ends (its exit code stays brig's: a
+ * failed checkpoint is said, loudly, but does not hide how the agent
+ * ended). */
+static void checkpoint_after(brig_engine *e, brig_store *s, const char *name)
+{
+	brig_store_checkpoint *cp = NULL;
+	brig_error *err = NULL;
+	if (brig_checkpoint_create(e, s, &cp, name, NULL, &err) != 0) {
+		cli_error(err, "the agent's work was NOT checkpointed");
+		return;
+	}
+	cli_note("checkpoint %lld of %s/%s/%s generation %lld (brig recover --checkpoint %lld goes back to it)",
+		 (long long)cp->id, cp->ns, cp->agent, cp->session, (long long)cp->generation, (long long)cp->id);
+	brig_store_checkpoint_free(cp);
 }
 
 int cmd_agent(int argc, char **argv)
@@ -262,7 +286,10 @@ int cmd_agent(int argc, char **argv)
 	cli_up_report(&ur);
 	if (prepare_runtime(e, ur.computer->name) != 0)
 		goto out;
-	rc = run_agent(e, s, ur.computer->name, &a);
+	bool keep_going = false;
+	rc = run_agent(e, s, ur.computer->name, &a, &keep_going);
+	if (keep_going && !a.no_checkpoint)
+		checkpoint_after(e, s, ur.computer->name);
 out:
 	free(a.args);
 	brig_up_result_clear(&ur);

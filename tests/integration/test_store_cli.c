@@ -166,8 +166,9 @@ static void agent_session(const char *url, const char *S)
 	cleanup_free char *g3 = gen_name("claude", S, 3);
 #define AGENT "agent", "claude", "--ns", NS, "--session", S, "--store", url, "--label", LABEL
 #define ID "--ns", NS, "--agent", "claude", "--session", S, "--store", url
-	/* The test image has no claude: 127, after the computer came up. */
-	expect(127, "claude", (const char *[]){AGENT, NULL});
+	/* The test image has no claude: 127, after the computer came up; the
+	 * run is checkpointed when it ends. */
+	expect(127, "checkpoint 1 of", (const char *[]){AGENT, NULL});
 	brig_store_session *rec = store_session(url, "claude", S);
 	assert_non_null(rec);
 	assert_int_equal(rec->generation, 1);
@@ -176,17 +177,17 @@ static void agent_session(const char *url, const char *S)
 	brig_store_session_free(rec);
 
 	expect(0, NULL, (const char *[]){"exec", ID, "--", "sh", "-c", "echo kept > /workspace/f", NULL});
-	expect(0, "checkpoint 1", (const char *[]){"checkpoint", ID, NULL});
+	expect(0, "checkpoint 2", (const char *[]){"checkpoint", ID, NULL});
 	/* The agent's timeout advice is true now: recover knows the session. */
 	expect(124, "brig recover --ns", (const char *[]){"exec", ID, "--timeout", "1", "--", "sleep", "60", NULL});
 	rec = store_session(url, "claude", S);
 	assert_int_equal(rec->state, BRIG_STORE_FAILED);
 	brig_store_session_free(rec);
 	expect(125, "brig recover", (const char *[]){AGENT, NULL});
-	expect(0, "into generation 2 from checkpoint", (const char *[]){"recover", ID, NULL});
+	expect(0, "into generation 2 from checkpoint 2", (const char *[]){"recover", ID, NULL});
 
 	/* agent uses generation 2 (no new generation 1 beside it). */
-	expect(127, "claude", (const char *[]){AGENT, NULL});
+	expect(127, "checkpoint 3 of", (const char *[]){AGENT, NULL});
 	assert_false(exists(g1));
 	assert_true(exists(g2));
 	run_out r = brig_expect(0, NULL, (const char *[]){"exec", ID, "--", "cat", "/workspace/f", NULL});
@@ -195,11 +196,36 @@ static void agent_session(const char *url, const char *S)
 
 	/* A stopped computer is restored from the checkpoint by agent, which says so. */
 	expect(0, NULL, (const char *[]){"stop", ID, NULL});
-	expect(127, "restored checkpoint 1", (const char *[]){AGENT, NULL});
+	expect(127, "restored checkpoint 3", (const char *[]){AGENT, NULL});
 	assert_true(exists(g3));
 	r = brig_expect(0, NULL, (const char *[]){"exec", ID, "--", "cat", "/workspace/f", NULL});
 	assert_string_equal(r.out, "kept\n");
 	run_free(&r);
+
+	/* --no-checkpoint takes none. */
+	r = brig_expect(127, NULL, (const char *[]){AGENT, "--no-checkpoint", NULL});
+	assert_null(strstr(r.err, "checkpoint 5"));
+	run_free(&r);
+	r = brig_expect(0, NULL, (const char *[]){"checkpoints", ID, "--json", NULL});
+	json_t *j = json_loads(r.out, 0, NULL);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(j, 0), "id")), 4);
+	json_decref(j);
+	run_free(&r);
+
+	/* A checkpoint that fails is said loudly; the agent's exit code stays. */
+	cleanup_free char *notdir = xasprintf("%s/notadir-%s", TMP, S);
+	FILE *f = fopen(notdir, "w");
+	assert_non_null(f);
+	fclose(f);
+	cleanup_free char *ckenv = xasprintf("BRIG_CHECKPOINT_DIR=%s", notdir);
+	char *env[] = {ckenv, ENV[1], ENV[2], ENV[3], ENV[4], NULL};
+	const char *argv[] = {"brig", AGENT, NULL};
+	char *out = NULL, *errs = NULL;
+	int code = brig_test_spawn((char *const *)argv, NULL, env, &out, &errs);
+	if (code != 127 || !strstr(errs, "the agent's work was NOT checkpointed"))
+		fail_msg("agent with a bad checkpoint dir exited %d\nstderr: %s", code, errs);
+	free(out);
+	free(errs);
 #undef AGENT
 #undef ID
 }
