@@ -103,6 +103,16 @@ BRIG_PUBLIC int brig_session_resolve(brig_store *s, char **out, const char *ns, 
 BRIG_PUBLIC int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts,
 				  brig_exec_result *res, brig_error **err);
 
+/* brig_session_exec that never stops the computer with unsaved work when
+ * it can help it: when only a stop can end the command (an uncertain end, or
+ * a timeout or cancel brig-init could not carry out), it first takes a
+ * checkpoint into checkpoint_dir (NULL: brig_checkpoint_dir(), where
+ * brig recover looks by default) if the daemon still answers.
+ * res->stop_checkpoint_id names it (stop_checkpoint_failed: it could not be
+ * taken), and so does the error's message. Errors: as brig_session_exec. */
+BRIG_PUBLIC int brig_session_exec_keep(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts,
+				       const char *checkpoint_dir, brig_exec_result *res, brig_error **err);
+
 /* Marks generation `generation` of the session failed (no-op when the
  * session has moved on to another generation). Errors: BRIG_ESTORE. */
 BRIG_PUBLIC int brig_session_mark_failed(brig_store *s, const char *ns, const char *agent, const char *session,

@@ -1,6 +1,7 @@
 /* session.c — sessions through the store: up (create or adopt the current
  * generation), exec with an audit row and failure marking, and recovery into
  * generation + 1, every state change a compare-and-swap on the revision. */
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -385,8 +386,48 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 	return 0;
 }
 
+/* What the checkpoint taken before an uncertain stop left. */
+typedef struct stop_checkpoint {
+	brig_store *s;
+	const char *dir;
+	int64_t id;   /* 0: none was taken */
+	char *failed; /* why not, when it was tried */
+} stop_checkpoint;
+
+/* brig_exec_opts.before_stop of a session's exec: the computer is about to
+ * be stopped with whatever the command did so far; keep it if the daemon
+ * still answers (the checkpoint freezes the computer while it copies). */
+static void checkpoint_before_stop(brig_engine *e, const char *container_id, void *payload)
+{
+	stop_checkpoint *sc = payload;
+	brig_store_checkpoint *cp = NULL;
+	brig_error *err = NULL;
+	brig_checkpoint_opts co = {.version = BRIG_CHECKPOINT_OPTS_VERSION, .dir = sc->dir};
+	if (brig_checkpoint_create(e, sc->s, &cp, container_id, &co, &err) == 0)
+		sc->id = cp->id;
+	else
+		sc->failed = xstrdup(brig_error_message(err) ? brig_error_message(err) : "no detail");
+	brig_store_checkpoint_free(cp);
+	brig_error_free(err);
+}
+
+static int session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, bool keep,
+			const char *dir, brig_exec_result *res, brig_error **err);
+
 int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
 		      brig_error **err)
+{
+	return session_exec(e, s, ref, opts, false, NULL, res, err);
+}
+
+int brig_session_exec_keep(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts,
+			   const char *checkpoint_dir, brig_exec_result *res, brig_error **err)
+{
+	return session_exec(e, s, ref, opts, true, checkpoint_dir, res, err);
+}
+
+static int session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, bool keep,
+			const char *dir, brig_exec_result *res, brig_error **err)
 {
 	brig_computer *c = NULL;
 	int rc = brig_computer_get(e, &c, ref, NULL, err);
@@ -395,7 +436,40 @@ int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig
 		res->exit_code = -1;
 		return rc;
 	}
-	rc = brig_computer_exec(e, c->name, opts, res, err);
+	stop_checkpoint sc = {.s = s, .dir = dir};
+	brig_exec_opts o;
+	memset(&o, 0, sizeof o);
+	/* a version-1 caller's struct ends before the hook */
+	memcpy(&o, opts, opts->version >= 2 ? sizeof o : offsetof(brig_exec_opts, before_stop));
+	if (keep && s && c->ns && c->agent && c->session && o.version >= 1 && o.version <= BRIG_EXEC_OPTS_VERSION &&
+	    !o.before_stop) {
+		o.version = BRIG_EXEC_OPTS_VERSION;
+		o.before_stop = checkpoint_before_stop;
+		o.stop_payload = &sc;
+	}
+	rc = brig_computer_exec(e, c->name, &o, res, err);
+	if (rc && err && *err && (sc.id || sc.failed)) {
+		/* The message says what became of the work. */
+		brig_error *old = *err;
+		*err = NULL;
+		if (sc.id)
+			brig__error_set_http(
+				err, old->code, old->http_status,
+				"%s; checkpoint %lld was taken just before the stop (brig recover restores "
+				"it)",
+				old->message, (long long)sc.id);
+		else
+			brig__error_set_http(err, old->code, old->http_status,
+					     "%s; no checkpoint could be taken before the stop (%s): what the command "
+					     "did since the last one is lost",
+					     old->message, sc.failed);
+		if (*err)
+			(*err)->sys_errno = old->sys_errno;
+		brig_error_free(old);
+	}
+	res->stop_checkpoint_id = sc.id;
+	res->stop_checkpoint_failed = sc.failed != NULL;
+	free(sc.failed);
 	bool ran = rc == 0 || res->timed_out || res->canceled || res->uncertain;
 	if (s && ran && c->ns && c->agent && c->session) {
 		json_t *argv = json_array();

@@ -460,11 +460,15 @@ static void explain_stop(const char *what, const brig_exec_result *res, brig_err
 			 what, w->noun, w->computer);
 		return;
 	}
-	if (cli_debug || !res->container_stopped || res->uncertain)
+	if (cli_debug || !res->container_stopped || res->uncertain || res->stop_checkpoint_failed)
 		cli_error(err, NULL);
 	else
 		brig_error_free(err);
-	if (res->container_stopped)
+	if (res->container_stopped && res->stop_checkpoint_id)
+		cli_note("%s; computer %s was stopped to end %s (Docker cannot kill an exec), after checkpoint %lld "
+			 "kept what it had in /workspace and /runtime: `%s` restores it into a new generation",
+			 what, w->computer, w->noun, (long long)res->stop_checkpoint_id, w->recover);
+	else if (res->container_stopped)
 		cli_note("%s; computer %s was stopped to end %s (Docker cannot kill an exec), so its processes and "
 			 "/workspace contents are gone: recover the session from its last checkpoint with `%s`",
 			 what, w->computer, w->noun, w->recover);

@@ -225,7 +225,7 @@ static int run_agent(brig_engine *e, brig_store *s, const char *name, const agen
 	brig_exec_result res;
 	memset(&res, 0, sizeof res);
 	brig_error *err = NULL;
-	int r = brig_session_exec(e, s, name, &opts, &res, &err);
+	int r = brig_session_exec_keep(e, s, name, &opts, NULL, &res, &err);
 	char recover[1024];
 	/* The store as shown (a password redacted): the user's own --store. */
 	snprintf(recover, sizeof recover, "brig recover --ns %s --agent %s --session %s%s%s", a->t.id.ns, a->agent,

@@ -231,7 +231,8 @@ int cmd_exec(int argc, char **argv)
 	};
 	/* Audited in the store; a timeout, cancel or uncertain end marks the
 	 * session failed there. */
-	int r = a.tty ? cli_exec_tty(e, ref, &opts, &res, &err) : brig_session_exec(e, store, ref, &opts, &res, &err);
+	int r = a.tty ? cli_exec_tty(e, ref, &opts, &res, &err)
+		      : brig_session_exec_keep(e, store, ref, &opts, NULL, &res, &err);
 	bool started = r == 0 || r == BRIG_ETIMEDOUT || r == BRIG_ECANCELED || r == BRIG_EUNCERTAIN;
 	char recover[512];
 	if (a.t.id_given)

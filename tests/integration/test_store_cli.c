@@ -179,15 +179,16 @@ static void agent_session(const char *url, const char *S)
 	expect(0, NULL, (const char *[]){"exec", ID, "--", "sh", "-c", "echo kept > /workspace/f", NULL});
 	expect(0, "checkpoint 2", (const char *[]){"checkpoint", ID, NULL});
 	/* The agent's timeout advice is true now: recover knows the session. */
-	expect(124, "brig recover --ns", (const char *[]){"exec", ID, "--timeout", "1", "--", "sleep", "60", NULL});
+	expect(124, "after checkpoint 3 kept",
+	       (const char *[]){"exec", ID, "--timeout", "1", "--", "sleep", "60", NULL});
 	rec = store_session(url, "claude", S);
 	assert_int_equal(rec->state, BRIG_STORE_FAILED);
 	brig_store_session_free(rec);
 	expect(125, "brig recover", (const char *[]){AGENT, NULL});
-	expect(0, "into generation 2 from checkpoint 2", (const char *[]){"recover", ID, NULL});
+	expect(0, "into generation 2 from checkpoint 3", (const char *[]){"recover", ID, NULL});
 
 	/* agent uses generation 2 (no new generation 1 beside it). */
-	expect(127, "checkpoint 3 of", (const char *[]){AGENT, NULL});
+	expect(127, "checkpoint 4 of", (const char *[]){AGENT, NULL});
 	assert_false(exists(g1));
 	assert_true(exists(g2));
 	run_out r = brig_expect(0, NULL, (const char *[]){"exec", ID, "--", "cat", "/workspace/f", NULL});
@@ -196,7 +197,7 @@ static void agent_session(const char *url, const char *S)
 
 	/* A stopped computer is restored from the checkpoint by agent, which says so. */
 	expect(0, NULL, (const char *[]){"stop", ID, NULL});
-	expect(127, "restored checkpoint 3", (const char *[]){AGENT, NULL});
+	expect(127, "restored checkpoint 4", (const char *[]){AGENT, NULL});
 	assert_true(exists(g3));
 	r = brig_expect(0, NULL, (const char *[]){"exec", ID, "--", "cat", "/workspace/f", NULL});
 	assert_string_equal(r.out, "kept\n");
@@ -204,11 +205,11 @@ static void agent_session(const char *url, const char *S)
 
 	/* --no-checkpoint takes none. */
 	r = brig_expect(127, NULL, (const char *[]){AGENT, "--no-checkpoint", NULL});
-	assert_null(strstr(r.err, "checkpoint 5"));
+	assert_null(strstr(r.err, "checkpoint 6"));
 	run_free(&r);
 	r = brig_expect(0, NULL, (const char *[]){"checkpoints", ID, "--json", NULL});
 	json_t *j = json_loads(r.out, 0, NULL);
-	assert_int_equal(json_integer_value(json_object_get(json_array_get(j, 0), "id")), 4);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(j, 0), "id")), 5);
 	json_decref(j);
 	run_free(&r);
 
@@ -677,6 +678,39 @@ static void test_exec_restores_lost(void **state)
 		exec_restores(STORES[1], "xpg");
 }
 
+/* When only a stop can end a command, brig checkpoints first; when that
+ * fails, the message says the work since the last checkpoint is lost. */
+static void test_checkpoint_before_stop(void **state)
+{
+	(void)state;
+	const char *url = STORES[0];
+	const char *S = "stopck";
+#define ID "--ns", NS, "--agent", "agent", "--session", S, "--store", url
+	expect(0, NULL, (const char *[]){"up", ID, "--label", LABEL, NULL});
+	expect(124, "after checkpoint",
+	       (const char *[]){"exec", ID, "--timeout", "1", "--", "sh", "-c", "echo w > /workspace/w; sleep 60",
+				NULL});
+	expect(0, "from checkpoint", (const char *[]){"recover", ID, NULL});
+	run_out r = brig_expect(0, NULL, (const char *[]){"exec", ID, "--", "cat", "/workspace/w", NULL});
+	assert_string_equal(r.out, "w\n");
+	run_free(&r);
+
+	cleanup_free char *notdir = xasprintf("%s/notadir-stop", TMP);
+	FILE *f = fopen(notdir, "w");
+	assert_non_null(f);
+	fclose(f);
+	cleanup_free char *ckenv = xasprintf("BRIG_CHECKPOINT_DIR=%s", notdir);
+	char *env[] = {ckenv, ENV[1], ENV[2], ENV[3], ENV[4], NULL};
+	const char *argv[] = {"brig", "exec", ID, "--timeout", "1", "--", "sleep", "60", NULL};
+	char *out = NULL, *errs = NULL;
+	int code = brig_test_spawn((char *const *)argv, NULL, env, &out, &errs);
+	if (code != 124 || !strstr(errs, "no checkpoint could be taken before the stop"))
+		fail_msg("exec with a bad checkpoint dir exited %d\nstderr: %s", code, errs);
+	free(out);
+	free(errs);
+#undef ID
+}
+
 /* Runs sql on the SQLite store at path (a test's way to break a store). */
 static void sql(const char *path, const char *stmt)
 {
@@ -728,6 +762,7 @@ int main(void)
 		cmocka_unit_test(test_broken_store),
 		cmocka_unit_test(test_recover_older_checkpoint),
 		cmocka_unit_test(test_exec_restores_lost),
+		cmocka_unit_test(test_checkpoint_before_stop),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
