@@ -43,19 +43,19 @@ extern "C" {
 
 /* A computer as Docker reports it. */
 typedef struct brig_computer {
-	char *name; /* "brig-<64 hex>" */
-	char *id;   /* container id */
+	char *name;         /* "brig-<64 hex>" */
+	char *id;           /* container id */
 	char *ns, *agent, *session;
 	uint32_t generation;
-	char *state;    /* Docker's State.Status: running, paused, exited, created… */
-	char *image;    /* image reference the container was created from */
-	char *image_id; /* sha256:… */
+	char *state;        /* Docker's State.Status: running, paused, exited, created… */
+	char *image;        /* image reference the container was created from */
+	char *image_id;     /* sha256:… */
 	char *spec_hash;
-	char *harness;   /* claude | codex | none */
-	char *network;   /* none | isolated */
-	int64_t created; /* unix seconds */
-	bool adopted;    /* create found it already there */
-	json_t *spec;    /* effective spec (brig_spec_to_json) when known, else NULL */
+	char *harness;      /* claude | codex | none */
+	char *network;      /* none | isolated */
+	int64_t created;    /* unix seconds */
+	bool adopted;       /* create found it already there */
+	json_t *spec;       /* effective spec (brig_spec_to_json) when known, else NULL */
 } brig_computer;
 
 BRIG_PUBLIC void brig_computer_free(brig_computer *c);
@@ -117,16 +117,16 @@ BRIG_PUBLIC int brig_computer_check_files(brig_engine *e, const char *ref, bool 
  * cancel fd) and set argv. There is no default command, so a NULL opts is
  * refused. version: 1..BRIG_EXEC_OPTS_VERSION. */
 typedef struct brig_exec_opts {
-	unsigned version;        /* BRIG_EXEC_OPTS_VERSION */
-	const char *const *argv; /* NULL-terminated; run without a shell */
-	const char *const *env;  /* "KEY=VALUE" entries, may be NULL */
+	unsigned version;          /* BRIG_EXEC_OPTS_VERSION */
+	const char *const *argv;   /* NULL-terminated; run without a shell */
+	const char *const *env;    /* "KEY=VALUE" entries, may be NULL */
 	size_t env_count;
-	const char *workdir;    /* NULL: /workspace */
-	int stdin_fd;           /* -1: none */
-	const char *stdin_data; /* alternative to stdin_fd */
+	const char *workdir;       /* NULL: /workspace */
+	int stdin_fd;              /* -1: none */
+	const char *stdin_data;    /* alternative to stdin_fd */
 	size_t stdin_len;
-	int64_t timeout_ms;              /* 0: no deadline */
-	int cancel_fd;                   /* -1: none; readable → cancel */
+	int64_t timeout_ms;        /* 0: no deadline */
+	int cancel_fd;             /* -1: none; readable → cancel */
 	brig_engine_output_cb on_output; /* live output (may be NULL) */
 	void *payload;
 	size_t capture_max; /* bytes kept per stream (head + tail); 0: 1 MiB */
@@ -155,7 +155,7 @@ typedef struct brig_capture {
 } brig_capture;
 
 typedef struct brig_exec_result {
-	int exit_code; /* the command's; 124 timed out; 126 cannot invoke; 127 not found; -1 unknown */
+	int exit_code;      /* the command's; 124 timed out; 126 cannot invoke; 127 not found; -1 unknown */
 	bool timed_out;
 	bool canceled;
 	bool uncertain;
@@ -185,8 +185,8 @@ BRIG_PUBLIC json_t *brig_exec_result_to_json(const brig_exec_result *r);
  * brig-init says the command ended),
  * BRIG_EINVAL (opts NULL or of an unknown version, argv empty, env invalid —
  * the message names the key only). */
-BRIG_PUBLIC int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
-				   brig_error **err);
+BRIG_PUBLIC int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *opts,
+				   brig_exec_result *res, brig_error **err);
 
 /* ---- brig-init: background processes and the handle ---- */
 
@@ -206,8 +206,8 @@ BRIG_PUBLIC int brig_computer_start(brig_engine *e, const char *ref, const brig_
  * size_cb, resize_fd readable (e.g. a SIGWINCH self-pipe; its bytes are
  * read and dropped) → size_cb gives the new size, sent to the terminal.
  * Not audited in the session store. Errors: as brig_computer_exec. */
-BRIG_PUBLIC int brig_computer_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, int rows, int cols,
-				       int resize_fd, void (*size_cb)(int *rows, int *cols, void *payload),
+BRIG_PUBLIC int brig_computer_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, int rows,
+				       int cols, int resize_fd, void (*size_cb)(int *rows, int *cols, void *payload),
 				       void *size_payload, brig_exec_result *res, brig_error **err);
 /* Opens a handle on computer ref's brig-init (brig/guest.h), freed with
  * brig_guest_free. Errors: as brig_computer_start's, brig_guest_open's. */
@@ -245,9 +245,9 @@ BRIG_PUBLIC int brig_network_remove(brig_engine *e, brig_error **err);
 /* Start from BRIG_GC_OPTS_INIT; a NULL opts means all defaults.
  * version: 1..BRIG_GC_OPTS_VERSION. */
 typedef struct brig_gc_opts {
-	unsigned version;        /* BRIG_GC_OPTS_VERSION */
-	bool dry_run;            /* report, remove nothing */
-	int64_t retention_s;     /* stopped computers older than this go; 0: 24 h; <0: never */
+	unsigned version;       /* BRIG_GC_OPTS_VERSION */
+	bool dry_run;           /* report, remove nothing */
+	int64_t retention_s;    /* stopped computers older than this go; 0: 24 h; <0: never */
 	const char *extra_label; /* only objects that also carry this "k=v" (tests) */
 	/* Called per object removed (or that would be, with dry_run):
 	 * kind is "container", "volume"; why says which rule. */

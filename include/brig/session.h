@@ -46,7 +46,7 @@ BRIG_PUBLIC int brig_session_up(brig_engine *e, brig_store *s, brig_computer **o
 #define BRIG_UP_OPTS_VERSION 1
 
 typedef struct brig_up_opts {
-	unsigned version; /* BRIG_UP_OPTS_VERSION */
+	unsigned version;           /* BRIG_UP_OPTS_VERSION */
 	/* A session whose computer was lost and that has no checkpoint is
 	 * refused unless fresh: then it goes on in a new, empty generation. */
 	bool fresh;
@@ -59,13 +59,13 @@ typedef struct brig_up_opts {
 	}
 
 typedef struct brig_up_result {
-	brig_computer *computer; /* the session's computer, running */
+	brig_computer *computer;  /* the session's computer, running */
 	/* Set when the current generation's computer had been lost (gone,
 	 * stopped, or restarted with its volumes emptied) and was replaced by
 	 * a new generation: */
-	char *lost; /* why, e.g. "was stopped (it is exited)"; NULL when nothing was lost */
+	char *lost;               /* why, e.g. "was stopped (it is exited)"; NULL when nothing was lost */
 	int64_t old_generation;
-	int64_t checkpoint_id; /* restored into the new generation; 0: it started empty (fresh) */
+	int64_t checkpoint_id;    /* restored into the new generation; 0: it started empty (fresh) */
 	int64_t checkpoint_created_ms;
 	/* The session was not in this store, but its computer was in Docker
 	 * (made with another store, or by brig create): its newest generation
@@ -90,8 +90,8 @@ BRIG_PUBLIC int brig_session_open(brig_engine *e, brig_store *s, brig_up_result 
 
 /* Resolves the current generation's container name of (ns, agent,
  * session). *out is malloc'd. Errors: BRIG_ENOTFOUND (no such session). */
-BRIG_PUBLIC int brig_session_resolve(brig_store *s, char **out, const char *ns, const char *agent, const char *session,
-				     brig_error **err);
+BRIG_PUBLIC int brig_session_resolve(brig_store *s, char **out, const char *ns, const char *agent,
+				     const char *session, brig_error **err);
 
 /* Runs a command in a computer (by container name) like
  * brig_computer_exec, records an audit row (argv only, never env values)
@@ -135,10 +135,10 @@ BRIG_PUBLIC int brig_session_mark(brig_store *s, const char *ns, const char *age
 	}
 
 typedef struct brig_checkpoint_opts {
-	unsigned version; /* BRIG_CHECKPOINT_OPTS_VERSION; 1..current accepted */
-	const char *dir;  /* NULL: brig_checkpoint_dir() */
-	size_t keep;      /* retention: keep the newest N of the session; 0: keep all */
-	int zstd_level;   /* 0: 3 */
+	unsigned version;   /* BRIG_CHECKPOINT_OPTS_VERSION; 1..current accepted */
+	const char *dir;    /* NULL: brig_checkpoint_dir() */
+	size_t keep;        /* retention: keep the newest N of the session; 0: keep all */
+	int zstd_level;     /* 0: 3 */
 } brig_checkpoint_opts;
 
 /* Takes a checkpoint of computer ref: pauses it (unless it already is),
@@ -177,11 +177,11 @@ BRIG_PUBLIC int brig_checkpoint_restore(brig_engine *e, const char *dir, const b
 					const char *ref, brig_error **err);
 
 typedef struct brig_recover_result {
-	brig_computer *computer; /* the new generation's computer */
+	brig_computer *computer;  /* the new generation's computer */
 	int64_t old_generation;
 	int64_t new_generation;
-	int64_t checkpoint_id; /* restored checkpoint, or 0 when none existed */
-	bool won;              /* this call advanced the session (false: a racer did) */
+	int64_t checkpoint_id;    /* restored checkpoint, or 0 when none existed */
+	bool won;                 /* this call advanced the session (false: a racer did) */
 } brig_recover_result;
 
 BRIG_PUBLIC void brig_recover_result_clear(brig_recover_result *r);
