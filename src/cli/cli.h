@@ -293,6 +293,21 @@ typedef struct cli_exec_words {
  * happened to the computer and how to recover. Takes err. */
 int cli_exec_end(int r, const brig_exec_result *res, brig_error *err, const cli_exec_words *w);
 
+/* ---- periodic checkpoints (cli_every.c) ---- */
+
+/* --checkpoint-every: a thread that checkpoints computer name (a session's)
+ * into s every interval_ms, noting each (or its failure) on stderr, until
+ * cli_every_stop. e and s are shared (both are thread-safe). NULL (nothing
+ * started) when interval_ms is 0 or s is NULL. */
+typedef struct cli_every cli_every;
+cli_every *cli_every_start(brig_engine *e, struct brig_store *s, const char *name, int64_t interval_ms);
+/* Stops the thread, after a checkpoint in progress; accepts NULL. */
+void cli_every_stop(cli_every *ev);
+/* Help line for --checkpoint-every, written once. */
+#define CLI_HELP_EVERY                                                                                     \
+	"      --checkpoint-every D  While it runs, checkpoint the session's computer every D (90s,\n" \
+	"                          10m; at least 1s); each is a full copy: brig checkpoint --keep prunes\n"
+
 /* ---- terminals (cli_tty.c) ---- */
 
 /* brig_computer_exec_tty with the caller's terminal: raw mode while the

@@ -45,14 +45,23 @@ static const char usage[] =
 	"                          go on in a new, empty generation\n"
 	"      --no-checkpoint     Do not checkpoint /workspace and /runtime when the agent ends\n"
 	"                          (by default each run that leaves the computer running is\n"
-	"                          checkpointed: `brig checkpoints` lists them)\n" CLI_HELP_STORE
+	"                          checkpointed: `brig checkpoints` lists them)\n" CLI_HELP_EVERY CLI_HELP_STORE
 	"      --timeout D         Deadline (30, 90s, 15m, 2h; default none); exit 124 when it passes\n"
 	"  -h, --help              Print this help\n"
 	"\n"
 	"Exit codes: the agent's; 124 timed out; 125 brig failed; 126 cannot invoke;\n"
 	"127 not found (the image lacks the CLI); 130 interrupted.\n";
 
-enum { OPT_IMAGE = CLI_OPT_TARGET_END, OPT_NETWORK, OPT_SUBNET, OPT_TIMEOUT, OPT_LABEL, OPT_FRESH, OPT_NO_CHECKPOINT };
+enum {
+	OPT_IMAGE = CLI_OPT_TARGET_END,
+	OPT_NETWORK,
+	OPT_SUBNET,
+	OPT_TIMEOUT,
+	OPT_LABEL,
+	OPT_FRESH,
+	OPT_NO_CHECKPOINT,
+	OPT_EVERY
+};
 
 typedef struct agent_args {
 	const char *agent; /* "claude" or "codex" */
@@ -64,6 +73,7 @@ typedef struct agent_args {
 	bool interactive;
 	bool fresh;
 	bool no_checkpoint;
+	int64_t every_ms;
 	brig_spec spec;
 	char **args; /* the agent's argv: its CLI, then what follows the options */
 } agent_args;
@@ -79,6 +89,7 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 		{"store", required_argument, NULL, CLI_OPT_STORE},
 		{"fresh", no_argument, NULL, OPT_FRESH},
 		{"no-checkpoint", no_argument, NULL, OPT_NO_CHECKPOINT},
+		{"checkpoint-every", required_argument, NULL, OPT_EVERY},
 		{"image", required_argument, NULL, OPT_IMAGE},
 		{"network", required_argument, NULL, OPT_NETWORK},
 		{"subnet", required_argument, NULL, OPT_SUBNET},
@@ -119,6 +130,10 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 		case 'i': a->interactive = true; break;
 		case OPT_FRESH: a->fresh = true; break;
 		case OPT_NO_CHECKPOINT: a->no_checkpoint = true; break;
+		case OPT_EVERY:
+			rc = cli_parse_duration_ms("--checkpoint-every", optarg, 1000, 366LL * 86400 * 1000,
+						   &a->every_ms);
+			break;
 		case OPT_TIMEOUT:
 			rc = cli_parse_duration_ms("--timeout", optarg, 0, 366LL * 86400 * 1000, &a->timeout_ms);
 			break;
@@ -225,7 +240,9 @@ static int run_agent(brig_engine *e, brig_store *s, const char *name, const agen
 	brig_exec_result res;
 	memset(&res, 0, sizeof res);
 	brig_error *err = NULL;
+	cli_every *every = cli_every_start(e, s, name, a->every_ms);
 	int r = brig_session_exec_keep(e, s, name, &opts, NULL, &res, &err);
+	cli_every_stop(every);
 	char recover[1024];
 	/* The store as shown (a password redacted): the user's own --store. */
 	snprintf(recover, sizeof recover, "brig recover --ns %s --agent %s --session %s%s%s", a->t.id.ns, a->agent,

@@ -33,7 +33,7 @@ static const char usage[] =
 	"  -d, --detach            Start it in the background and print its id (brig ps, attach, kill)\n"
 	"  -t, --tty               Give the command a terminal (with -i: yours, in raw mode)\n"
 	"      --json              Capture stdout and print the result as JSON at the end\n"
-	"                          (stderr still streams live)\n" CLI_HELP_TARGET
+	"                          (stderr still streams live)\n" CLI_HELP_EVERY CLI_HELP_TARGET
 	"                          A session the store does not know names its generation 1; the\n"
 	"                          command is audited in the store and a timeout marks the session failed\n"
 	"  -h, --help              Print this help\n"
@@ -41,7 +41,7 @@ static const char usage[] =
 	"Exit codes: the command's; 124 timed out; 125 brig failed; 126 cannot invoke;\n"
 	"127 not found; 130 interrupted.\n";
 
-enum { OPT_TIMEOUT = CLI_OPT_TARGET_END, OPT_JSON };
+enum { OPT_TIMEOUT = CLI_OPT_TARGET_END, OPT_JSON, OPT_EVERY };
 
 static const struct option longopts[] = {
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -52,6 +52,7 @@ static const struct option longopts[] = {
 	{"detach", no_argument, NULL, 'd'},
 	{"tty", no_argument, NULL, 't'},
 	{"json", no_argument, NULL, OPT_JSON},
+	{"checkpoint-every", required_argument, NULL, OPT_EVERY},
 	CLI_TARGET_LONGOPTS,
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
@@ -59,6 +60,7 @@ static const struct option longopts[] = {
 
 typedef struct exec_args {
 	int64_t timeout_ms;
+	int64_t every_ms;
 	cli_strv env;
 	cli_strv env_file; /* owns the --env-file entries env borrows */
 	const char *workdir;
@@ -93,6 +95,11 @@ static int parse_pass(exec_args *a, int argc, char **argv, bool *dashdash)
 				cli_strv_add(&a->env, a->env_file.v[i]);
 			break;
 		}
+		case OPT_EVERY:
+			if (cli_parse_duration_ms("--checkpoint-every", optarg, 1000, 366LL * 86400 * 1000,
+						  &a->every_ms) != 0)
+				return CLI_EXIT_FAIL;
+			break;
 		case 'w': a->workdir = optarg; break;
 		case 'i': a->interactive = true; break;
 		case 'd': a->detach = true; break;
@@ -185,6 +192,10 @@ int cmd_exec(int argc, char **argv)
 		cli_usage("exec", "a command is required (brig exec NAME -- CMD [ARG...])");
 		goto out;
 	}
+	if (a.every_ms && a.detach) {
+		cli_usage("exec", "--checkpoint-every needs the command in the foreground (not -d)");
+		goto out;
+	}
 	if (cli_target_name(&resolved, "exec", &a.t, ref, NULL, true) != 0)
 		goto out;
 	ref = resolved;
@@ -229,10 +240,12 @@ int cmd_exec(int argc, char **argv)
 		.on_output = cli_output_cb,
 		.payload = &out,
 	};
+	cli_every *every = cli_every_start(e, store, ref, a.every_ms);
 	/* Audited in the store; a timeout, cancel or uncertain end marks the
 	 * session failed there. */
 	int r = a.tty ? cli_exec_tty(e, ref, &opts, &res, &err)
 		      : brig_session_exec_keep(e, store, ref, &opts, NULL, &res, &err);
+	cli_every_stop(every);
 	bool started = r == 0 || r == BRIG_ETIMEDOUT || r == BRIG_ECANCELED || r == BRIG_EUNCERTAIN;
 	char recover[512];
 	if (a.t.id_given)

@@ -711,6 +711,52 @@ static void test_checkpoint_before_stop(void **state)
 #undef ID
 }
 
+/* --checkpoint-every: checkpoints while the command runs; a failing one is
+ * said and the command goes on; refusals of the flag. */
+static void test_checkpoint_every(void **state)
+{
+	(void)state;
+	const char *url = STORES[1] ? STORES[1] : STORES[0];
+	const char *S = "every";
+#define ID "--ns", NS, "--agent", "agent", "--session", S, "--store", url
+	expect(0, NULL, (const char *[]){"up", ID, "--label", LABEL, NULL});
+	run_out r = brig_expect(0, "(--checkpoint-every)",
+				(const char *[]){"exec", ID, "--checkpoint-every", "1s", "--", "sh", "-c",
+						 "echo a > /workspace/a; sleep 3; echo done", NULL});
+	assert_string_equal(r.out, "done\n");
+	run_free(&r);
+	r = brig_expect(0, NULL, (const char *[]){"checkpoints", ID, "--json", NULL});
+	json_t *j = json_loads(r.out, 0, NULL);
+	assert_true(json_array_size(j) >= 1);
+	json_decref(j);
+	run_free(&r);
+
+	expect(125, "--checkpoint-every",
+	       (const char *[]){"exec", ID, "--checkpoint-every", "0.5s", "--", "true", NULL});
+	expect(125, "--checkpoint-every",
+	       (const char *[]){"exec", ID, "--checkpoint-every", "soon", "--", "true", NULL});
+	expect(125, "not -d", (const char *[]){"exec", ID, "-d", "--checkpoint-every", "5s", "--", "true", NULL});
+	expect(125, "--checkpoint-every",
+	       (const char *[]){"agent", "claude", "--ns", NS, "--session", S, "--checkpoint-every", "x", NULL});
+
+	cleanup_free char *notdir = xasprintf("%s/notadir-every", TMP);
+	FILE *f = fopen(notdir, "w");
+	assert_non_null(f);
+	fclose(f);
+	cleanup_free char *ckenv = xasprintf("BRIG_CHECKPOINT_DIR=%s", notdir);
+	char *env[] = {ckenv, ENV[1], ENV[2], ENV[3], ENV[4], NULL};
+	const char *argv[] = {"brig", "exec", ID,   "--checkpoint-every", "1s",
+			      "--",   "sh",   "-c", "sleep 2; echo ok",   NULL};
+	char *out = NULL, *errs = NULL;
+	int code = brig_test_spawn((char *const *)argv, NULL, env, &out, &errs);
+	if (code != 0 || strcmp(out, "ok\n") != 0 || !strstr(errs, "periodic checkpoint (--checkpoint-every) failed"))
+		fail_msg("exec --checkpoint-every with a bad checkpoint dir exited %d\nstdout: %s\nstderr: %s", code,
+			 out, errs);
+	free(out);
+	free(errs);
+#undef ID
+}
+
 /* Runs sql on the SQLite store at path (a test's way to break a store). */
 static void sql(const char *path, const char *stmt)
 {
@@ -763,6 +809,7 @@ int main(void)
 		cmocka_unit_test(test_recover_older_checkpoint),
 		cmocka_unit_test(test_exec_restores_lost),
 		cmocka_unit_test(test_checkpoint_before_stop),
+		cmocka_unit_test(test_checkpoint_every),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
