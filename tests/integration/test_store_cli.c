@@ -119,6 +119,22 @@ static run_out brig_expect(int want, const char *msg, const char *const *args)
 	return r;
 }
 
+/* brig_expect with env instead of ENV. */
+static run_out brig_expect_env(char **env, int want, const char *msg, const char *const *args)
+{
+	char *argv[48] = {"brig"};
+	int n = 1;
+	for (; args[n - 1]; n++)
+		argv[n] = (char *)args[n - 1];
+	argv[n] = NULL;
+	run_out r = {0};
+	r.code = brig_test_spawn(argv, NULL, env, &r.out, &r.err);
+	if (r.code != want || (msg && !strstr(r.err, msg)))
+		fail_msg("brig %s … exited %d (want %d), stderr lacks '%s'\nstdout: %s\nstderr: %s", args[0], r.code,
+			 want, msg ? msg : "", r.out, r.err);
+	return r;
+}
+
 static void expect(int want, const char *msg, const char *const *args)
 {
 	run_out r = brig_expect(want, msg, args);
@@ -757,6 +773,54 @@ static void test_checkpoint_every(void **state)
 #undef ID
 }
 
+/* ps, kill and attach name the computer by its session too. */
+static void test_guest_commands_by_session(void **state)
+{
+	(void)state;
+	const char *url = STORES[0];
+	const char *S = "guest";
+	/* computers with brig-init: ENV without BRIG_GUEST=0 */
+	char *genv[] = {ENV[0], ENV[1], ENV[2], ENV[4], NULL};
+#define ID "--ns", NS, "--agent", "agent", "--session", S, "--store", url
+	run_out r = brig_expect_env(genv, 0, NULL, (const char *[]){"up", ID, "--label", LABEL, NULL});
+	run_free(&r);
+	r = brig_expect_env(genv, 0, NULL, (const char *[]){"exec", "-d", ID, "--", "sleep", "300", NULL});
+	char sleep_id[32];
+	snprintf(sleep_id, sizeof sleep_id, "%lld", atoll(r.out));
+	run_free(&r);
+	r = brig_expect_env(genv, 0, NULL, (const char *[]){"exec", "-d", ID, "--", "echo", "attached", NULL});
+	char echo_id[32];
+	snprintf(echo_id, sizeof echo_id, "%lld", atoll(r.out));
+	run_free(&r);
+	r = brig_expect_env(genv, 0, NULL, (const char *[]){"ps", ID, NULL});
+	assert_non_null(strstr(r.out, "sleep 300"));
+	run_free(&r);
+	r = brig_expect_env(genv, 0, NULL, (const char *[]){"attach", ID, echo_id, NULL});
+	assert_string_equal(r.out, "attached\n");
+	run_free(&r);
+	r = brig_expect_env(genv, 0, NULL, (const char *[]){"kill", ID, sleep_id, NULL});
+	run_free(&r);
+	r = brig_expect_env(genv, 0, NULL, (const char *[]){"ps", ID, "--json", NULL});
+	json_t *j = json_loads(r.out, 0, NULL);
+	size_t i;
+	json_t *p;
+	json_array_foreach (j, i, p)
+		if (json_integer_value(json_object_get(p, "id")) == atoll(sleep_id))
+			assert_string_not_equal(json_string_value(json_object_get(p, "state")), "running");
+	json_decref(j);
+	run_free(&r);
+
+	expect(125, "ID is required", (const char *[]){"kill", ID, NULL});
+	expect(125, "ID is required", (const char *[]){"attach", ID, "1", "2", NULL});
+	expect(125, "no operand", (const char *[]){"ps", ID, "extra", NULL});
+	expect(125, "--ns, --agent and --session go together", (const char *[]){"ps", "--ns", NS, NULL});
+	expect(125, "--gen", (const char *[]){"kill", ID, "--gen", "0", "1", NULL});
+	expect(125, "--gen", (const char *[]){"attach", ID, "--gen", "x", "1", NULL});
+	expect(125, "--gen", (const char *[]){"ps", ID, "--gen", "-1", NULL});
+	expect(125, "ID", (const char *[]){"kill", ID, "notanumber", NULL});
+#undef ID
+}
+
 /* Runs sql on the SQLite store at path (a test's way to break a store). */
 static void sql(const char *path, const char *stmt)
 {
@@ -810,6 +874,7 @@ int main(void)
 		cmocka_unit_test(test_exec_restores_lost),
 		cmocka_unit_test(test_checkpoint_before_stop),
 		cmocka_unit_test(test_checkpoint_every),
+		cmocka_unit_test(test_guest_commands_by_session),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
