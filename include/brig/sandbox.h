@@ -118,7 +118,7 @@ BRIG_PUBLIC int brig_computer_check_files(brig_engine *e, const char *ref, bool 
 
 /* ---- exec ---- */
 
-#define BRIG_EXEC_OPTS_VERSION 1
+#define BRIG_EXEC_OPTS_VERSION 2
 
 /* What to run and how. Start from BRIG_EXEC_OPTS_INIT (no stdin, no
  * cancel fd) and set argv. There is no default command, so a NULL opts is
@@ -136,7 +136,14 @@ typedef struct brig_exec_opts {
 	int cancel_fd;             /* -1: none; readable → cancel */
 	brig_engine_output_cb on_output; /* live output (may be NULL) */
 	void *payload;
-	size_t capture_max;        /* bytes kept per stream (head + tail); 0: 1 MiB */
+	size_t capture_max; /* bytes kept per stream (head + tail); 0: 1 MiB */
+	/* Version 2. Called just before brig stops the computer because only a
+	 * stop can end the command (its end is uncertain, or it timed out or
+	 * was cancelled where brig-init could not end it), with the container's
+	 * id; the daemon may not answer. It must not stop the computer itself
+	 * (brig_session_exec takes a checkpoint here). NULL: none. */
+	void (*before_stop)(brig_engine *e, const char *container_id, void *stop_payload);
+	void *stop_payload;
 } brig_exec_opts;
 
 #define BRIG_EXEC_OPTS_INIT                                                        \
@@ -162,6 +169,10 @@ typedef struct brig_exec_result {
 	bool container_stopped; /* brig stopped the computer to end the command */
 	int64_t duration_ms;
 	brig_capture out, err;
+	/* brig_session_exec_keep, when it had to stop the computer: the checkpoint
+	 * it took just before (0: none), and whether it tried and failed. */
+	int64_t stop_checkpoint_id;
+	bool stop_checkpoint_failed;
 } brig_exec_result;
 
 BRIG_PUBLIC void brig_exec_result_clear(brig_exec_result *r);

@@ -53,7 +53,10 @@ typedef struct brig_up_opts {
 	const char *checkpoint_dir; /* NULL: brig_checkpoint_dir() */
 } brig_up_opts;
 
-#define BRIG_UP_OPTS_INIT {BRIG_UP_OPTS_VERSION, false, NULL}
+#define BRIG_UP_OPTS_INIT                         \
+	{                                         \
+		BRIG_UP_OPTS_VERSION, false, NULL \
+	}
 
 typedef struct brig_up_result {
 	brig_computer *computer;  /* the session's computer, running */
@@ -64,6 +67,11 @@ typedef struct brig_up_result {
 	int64_t old_generation;
 	int64_t checkpoint_id;    /* restored into the new generation; 0: it started empty (fresh) */
 	int64_t checkpoint_created_ms;
+	/* The session was not in this store, but its computer was in Docker
+	 * (made with another store, or by brig create): its newest generation
+	 * was recorded here and adopted, never a second computer made. That
+	 * store's checkpoints stay there. */
+	bool recorded;
 } brig_up_result;
 
 BRIG_PUBLIC void brig_up_result_clear(brig_up_result *r);
@@ -95,13 +103,36 @@ BRIG_PUBLIC int brig_session_resolve(brig_store *s, char **out, const char *ns, 
 BRIG_PUBLIC int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts,
 				  brig_exec_result *res, brig_error **err);
 
+/* brig_session_exec that never stops the computer with unsaved work when
+ * it can help it: when only a stop can end the command (an uncertain end, or
+ * a timeout or cancel brig-init could not carry out), it first takes a
+ * checkpoint into checkpoint_dir (NULL: brig_checkpoint_dir(), where
+ * brig recover looks by default) if the daemon still answers.
+ * res->stop_checkpoint_id names it (stop_checkpoint_failed: it could not be
+ * taken), and so does the error's message. Errors: as brig_session_exec. */
+BRIG_PUBLIC int brig_session_exec_keep(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts,
+				       const char *checkpoint_dir, brig_exec_result *res, brig_error **err);
+
 /* Marks generation `generation` of the session failed (no-op when the
  * session has moved on to another generation). Errors: BRIG_ESTORE. */
 BRIG_PUBLIC int brig_session_mark_failed(brig_store *s, const char *ns, const char *agent, const char *session,
 					 int64_t generation, brig_error **err);
 
+/* Records that brig paused, resumed (running), stopped or destroyed
+ * generation `generation`'s computer: a stop or destroy is recorded as
+ * BRIG_STORE_DESTROYED (its files are gone), which brig_session_open then
+ * restores from the latest checkpoint as it does a lost computer. No-op
+ * when the store has no such session or it moved on to another generation,
+ * and for running/paused when the generation is failed or destroyed.
+ * Errors: BRIG_EINVAL (state creating), BRIG_ESTORE. */
+BRIG_PUBLIC int brig_session_mark(brig_store *s, const char *ns, const char *agent, const char *session,
+				  int64_t generation, brig_store_state state, brig_error **err);
+
 #define BRIG_CHECKPOINT_OPTS_VERSION 1
-#define BRIG_CHECKPOINT_OPTS_INIT {.version = BRIG_CHECKPOINT_OPTS_VERSION}
+#define BRIG_CHECKPOINT_OPTS_INIT                       \
+	{                                               \
+		.version = BRIG_CHECKPOINT_OPTS_VERSION \
+	}
 
 typedef struct brig_checkpoint_opts {
 	unsigned version;   /* BRIG_CHECKPOINT_OPTS_VERSION; 1..current accepted */
@@ -125,6 +156,19 @@ BRIG_PUBLIC int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store
 /* Removes checkpoint id: its record, and its blob when no other record
  * names it. Errors: BRIG_ENOTFOUND, BRIG_ESTORE, BRIG_EIO. */
 BRIG_PUBLIC int brig_checkpoint_remove(brig_store *s, const char *dir, int64_t id, brig_error **err);
+
+/* Removes session (ns, agent, session) from the store: its record, its
+ * checkpoint records and each of their blobs (in dir; NULL:
+ * brig_checkpoint_dir()) that no other record names. A session that has
+ * checkpoints is refused unless checkpoints is true (BRIG_ESTATE, saying
+ * how many; nothing changes). The command audit rows stay (brig history).
+ * The session's computers are the caller's to remove first. *removed (may
+ * be NULL) gets the number of checkpoints removed. Errors: BRIG_ENOTFOUND,
+ * BRIG_ESTATE, BRIG_ECONFLICT (the session changed meanwhile: nothing
+ * removed), BRIG_EIO (a blob could not be removed; the records are gone),
+ * BRIG_ESTORE. */
+BRIG_PUBLIC int brig_session_remove(brig_store *s, const char *dir, const char *ns, const char *agent,
+				    const char *session, bool checkpoints, size_t *removed, brig_error **err);
 
 /* Copies checkpoint cp into the volumes of running computer ref: the blob's
  * digest is checked before anything is copied (BRIG_ECORRUPT: nothing
@@ -153,6 +197,16 @@ BRIG_PUBLIC void brig_recover_result_clear(brig_recover_result *r);
  * those of brig_computer_create, BRIG_ESTORE. */
 BRIG_PUBLIC int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns,
 				     const char *agent, const char *session, const char *dir, brig_error **err);
+
+/* brig_session_recover from checkpoint checkpoint_id of the session (0:
+ * the latest) instead of the latest: an older one can be picked. The
+ * current generation must be failed, stopped, destroyed or gone, as for
+ * brig_session_recover. Errors: those of brig_session_recover, and
+ * BRIG_ENOTFOUND (no such checkpoint), BRIG_EINVAL (it is another
+ * session's, or checkpoint_id < 0); nothing changes on any of them. */
+BRIG_PUBLIC int brig_session_recover_at(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns,
+					const char *agent, const char *session, const char *dir, int64_t checkpoint_id,
+					brig_error **err);
 
 #ifdef __cplusplus
 }

@@ -49,8 +49,7 @@ static uint64_t volume_cap(brig_engine *e, json_t *inspect)
 	uint64_t total = 0;
 	size_t i;
 	json_t *m;
-	json_array_foreach(json_object_get(inspect, "Mounts"), i, m)
-	{
+	json_array_foreach (json_object_get(inspect, "Mounts"), i, m) {
 		const char *name = json_string_value(json_object_get(m, "Name"));
 		const char *dst = json_string_value(json_object_get(m, "Destination"));
 		if (!name || !dst || (strcmp(dst, "/workspace") != 0 && strcmp(dst, "/runtime") != 0))
@@ -360,6 +359,56 @@ int brig_checkpoint_remove(brig_store *s, const char *dir, int64_t id, brig_erro
 			rc = brig__error_set(err, BRIG_EIO, errno, "remove checkpoint blob %s: %s", p, strerror(errno));
 	}
 	brig_store_checkpoint_free(gone);
+	return rc;
+}
+
+int brig_session_remove(brig_store *s, const char *dir, const char *ns, const char *agent, const char *session,
+			bool checkpoints, size_t *removed, brig_error **err)
+{
+	if (removed)
+		*removed = 0;
+	cleanup_free char *d = NULL;
+	int rc = dir ? (d = xstrdup(dir), 0) : brig_checkpoint_dir(&d, s, err);
+	if (rc)
+		return rc;
+	brig_store_session *r = NULL;
+	if ((rc = brig_store_session_get(s, &r, ns, agent, session, err)) != 0) {
+		if (rc == BRIG_ENOTFOUND)
+			brig__error_prefix(err, rc, "session %s/%s/%s", ns, agent, session);
+		return rc;
+	}
+	int64_t rev = r->revision;
+	brig_store_session_free(r);
+	brig_store_checkpoint *cps = NULL;
+	size_t n = 0;
+	if ((rc = brig_store_checkpoint_list(s, &cps, &n, ns, agent, session, err)) != 0)
+		return rc;
+	brig_store_checkpoint_free_array(cps, n);
+	if (n && !checkpoints)
+		return brig__error_set(err, BRIG_ESTATE, 0,
+				       "session %s/%s/%s has %zu checkpoint%s; removing the session removes them too: "
+				       "pass --checkpoints to do that, or keep the session",
+				       ns, agent, session, n, n == 1 ? "" : "s");
+	brig_store_checkpoint *gone = NULL;
+	size_t ngone = 0;
+	if ((rc = brig_store_session_delete(s, &gone, &ngone, ns, agent, session, rev, err)) != 0) {
+		if (rc == BRIG_ECONFLICT)
+			brig__error_prefix(err, rc, "session %s/%s/%s changed while being removed; nothing was removed",
+					   ns, agent, session);
+		return rc;
+	}
+	for (size_t i = 0; i < ngone; i++) {
+		if (gone[i].blob_refs != 0 || strchr(gone[i].blob, '/'))
+			continue;
+		cleanup_free char *p = xasprintf("%s/%s", d, gone[i].blob);
+		if (unlink(p) < 0 && errno != ENOENT && rc == 0)
+			rc = brig__error_set(err, BRIG_EIO, errno,
+					     "session %s/%s/%s removed, but not its checkpoint blob %s: %s", ns, agent,
+					     session, p, strerror(errno));
+	}
+	brig_store_checkpoint_free_array(gone, ngone);
+	if (removed)
+		*removed = ngone;
 	return rc;
 }
 

@@ -1,13 +1,14 @@
 /* session.c — sessions through the store: up (create or adopt the current
  * generation), exec with an audit row and failure marking, and recovery into
  * generation + 1, every state change a compare-and-swap on the revision. */
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
 #include "brig/session.h"
 #include "tar/tar.h"
-#include <fcntl.h>
 #include "util/util.h"
+#include <fcntl.h>
 
 #define CAS_TRIES 50
 
@@ -103,9 +104,65 @@ int brig_session_mark_failed(brig_store *s, const char *ns, const char *agent, c
 	return advance_state(s, ns, agent, session, generation, BRIG_STORE_FAILED, NULL, NULL, err);
 }
 
+int brig_session_mark(brig_store *s, const char *ns, const char *agent, const char *session, int64_t generation,
+		      brig_store_state state, brig_error **err)
+{
+	if (state != BRIG_STORE_RUNNING && state != BRIG_STORE_PAUSED && state != BRIG_STORE_FAILED &&
+	    state != BRIG_STORE_DESTROYED)
+		return brig__error_set(err, BRIG_EINVAL, 0, "session state: running, paused, failed or destroyed");
+	if (state == BRIG_STORE_RUNNING || state == BRIG_STORE_PAUSED) {
+		/* A pause or resume never hides a failed or destroyed generation. */
+		brig_store_session *r = NULL;
+		int g = brig_store_session_get(s, &r, ns, agent, session, err);
+		if (g == BRIG_ENOTFOUND) {
+			brig__error_clear(err);
+			return 0;
+		}
+		if (g)
+			return g;
+		bool live = r->state == BRIG_STORE_RUNNING || r->state == BRIG_STORE_PAUSED;
+		brig_store_session_free(r);
+		if (!live)
+			return 0;
+	}
+	int rc = advance_state(s, ns, agent, session, generation, state, NULL, NULL, err);
+	if (rc == BRIG_ENOTFOUND) { /* not a session of this store */
+		brig__error_clear(err);
+		return 0;
+	}
+	return rc;
+}
+
+/* The computer of the session's highest generation in Docker; *out NULL
+ * when it has none. */
+static int newest_computer(brig_engine *e, brig_computer **out, const brig_identity *id, brig_error **err)
+{
+	*out = NULL;
+	brig_computer **all = NULL;
+	size_t n = 0;
+	cleanup_free char *label = xasprintf(BRIG_LABEL_SESSION "=%s", id->session);
+	int rc = brig_computer_list(e, &all, &n, id->ns, label, err);
+	if (rc)
+		return rc;
+	size_t best = n;
+	for (size_t i = 0; i < n; i++) {
+		brig_computer *c = all[i];
+		if (c->agent && strcmp(c->agent, id->agent) == 0 && c->session &&
+		    strcmp(c->session, id->session) == 0 && c->generation >= 1 &&
+		    (best == n || c->generation > all[best]->generation))
+			best = i;
+	}
+	if (best < n) {
+		*out = all[best];
+		all[best] = NULL;
+	}
+	brig_computer_free_array(all, n);
+	return 0;
+}
+
 static int wait_creating(brig_store *s, brig_store_session **r, brig_error **err);
 static int recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns, const char *agent,
-		   const char *session, const char *dir, int64_t lost_gen, brig_error **err);
+		   const char *session, const char *dir, int64_t lost_gen, int64_t checkpoint_id, brig_error **err);
 
 void brig_up_result_clear(brig_up_result *r)
 {
@@ -127,13 +184,13 @@ static int replace_lost(brig_engine *e, brig_store *s, brig_up_result *res, cons
 	if (rc == BRIG_ENOTFOUND) {
 		brig__error_clear(err);
 		if (!o->fresh)
-			return brig__error_set(err, BRIG_ESTATE, 0,
-					       "session %s/%s/%s: its computer %s %s, so the files it had in /workspace "
-					       "and /runtime are gone, and the session has no checkpoint to restore them "
-					       "from; nothing was created. To go on without them in a new, empty "
-					       "generation, run brig up again with --fresh",
-					       r->ns, r->agent, r->session, r->container_name ? r->container_name : "",
-					       why);
+			return brig__error_set(
+				err, BRIG_ESTATE, 0,
+				"session %s/%s/%s: its computer %s %s, so the files it had in /workspace "
+				"and /runtime are gone, and the session has no checkpoint to restore them "
+				"from; nothing was created. To go on without them in a new, empty "
+				"generation, run brig up again with --fresh",
+				r->ns, r->agent, r->session, r->container_name ? r->container_name : "", why);
 	} else if (rc) {
 		return rc;
 	} else {
@@ -144,7 +201,7 @@ static int replace_lost(brig_engine *e, brig_store *s, brig_up_result *res, cons
 	 * looks meanwhile sees the same running-but-lost generation and races
 	 * the same compare-and-swap (one wins, the others adopt its work). */
 	brig_recover_result rr;
-	rc = recover(e, s, &rr, r->ns, r->agent, r->session, o->checkpoint_dir, r->generation, err);
+	rc = recover(e, s, &rr, r->ns, r->agent, r->session, o->checkpoint_dir, r->generation, 0, err);
 	if (rc == BRIG_ESTATE) {
 		/* A racer replaced the lost computer before we looked: its new
 		 * generation runs. Adopt it (it was checked as it was made). */
@@ -201,6 +258,7 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 	if (rc)
 		return rc;
 	brig_store_session *r = NULL;
+	bool made = false; /* this call created the record: a failure removes it */
 	rc = brig_store_session_get(s, &r, id->ns, id->agent, id->session, err);
 	if (rc == BRIG_ENOTFOUND) {
 		brig__error_clear(err);
@@ -220,7 +278,22 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 					  .state = BRIG_STORE_CREATING,
 					  .container_name = name,
 					  .spec_json = sj};
+		/* Not in this store, but its computer may be in Docker (made with
+		 * another store, or by brig create): adopt its newest generation
+		 * rather than make a second computer for the same session. */
+		brig_computer *found = NULL;
+		if ((rc = newest_computer(e, &found, id, err)) != 0)
+			return rc;
+		if (found) {
+			rec.generation = found->generation;
+			rec.state = BRIG_STORE_RUNNING;
+			rec.container_name = found->name;
+			rec.container_id = found->id;
+		}
 		rc = brig_store_session_create(s, &r, &rec, err);
+		made = rc == 0;
+		res->recorded = made && found;
+		brig_computer_free(found);
 		if (rc == BRIG_ECONFLICT) { /* a racer made it first: use theirs */
 			brig__error_clear(err);
 			rc = brig_store_session_get(s, &r, id->ns, id->agent, id->session, err);
@@ -245,7 +318,14 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 			return rc;
 		}
 	}
-	if (r->state == BRIG_STORE_FAILED || r->state == BRIG_STORE_DESTROYED) {
+	if (r->state == BRIG_STORE_DESTROYED) {
+		/* brig destroy or brig stop ended this generation's computer: its
+		 * files are gone, as for one lost behind brig's back. */
+		rc = replace_lost(e, s, res, r, "was destroyed or stopped by brig", o, err);
+		brig_store_session_free(r);
+		return rc;
+	}
+	if (r->state == BRIG_STORE_FAILED) {
 		rc = brig__error_set(err, BRIG_ESTATE, 0,
 				     "session %s/%s/%s generation %lld is %s: run `brig recover --ns %s --agent %s "
 				     "--session %s`",
@@ -280,6 +360,9 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 			if (have_recorded)
 				brig_spec_clear(&recorded);
 			rc = replace_lost(e, s, res, r, why, o, err);
+			if (rc && made)
+				brig_store_session_delete(s, NULL, NULL, r->ns, r->agent, r->session, r->revision,
+							  NULL);
 			brig_store_session_free(r);
 			return rc;
 		}
@@ -289,6 +372,8 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 	rc = brig_computer_create(e, &c, &gid, spec ? spec : &recorded, err);
 	if (have_recorded)
 		brig_spec_clear(&recorded);
+	if (rc && made) /* nothing half-created: no session without its computer */
+		brig_store_session_delete(s, NULL, NULL, r->ns, r->agent, r->session, r->revision, NULL);
 	if (rc == 0)
 		rc = advance_state(s, r->ns, r->agent, r->session, r->generation, BRIG_STORE_RUNNING, c->name, c->id,
 				   err);
@@ -301,8 +386,48 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 	return 0;
 }
 
-int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts,
-		      brig_exec_result *res, brig_error **err)
+/* What the checkpoint taken before an uncertain stop left. */
+typedef struct stop_checkpoint {
+	brig_store *s;
+	const char *dir;
+	int64_t id;   /* 0: none was taken */
+	char *failed; /* why not, when it was tried */
+} stop_checkpoint;
+
+/* brig_exec_opts.before_stop of a session's exec: the computer is about to
+ * be stopped with whatever the command did so far; keep it if the daemon
+ * still answers (the checkpoint freezes the computer while it copies). */
+static void checkpoint_before_stop(brig_engine *e, const char *container_id, void *payload)
+{
+	stop_checkpoint *sc = payload;
+	brig_store_checkpoint *cp = NULL;
+	brig_error *err = NULL;
+	brig_checkpoint_opts co = {.version = BRIG_CHECKPOINT_OPTS_VERSION, .dir = sc->dir};
+	if (brig_checkpoint_create(e, sc->s, &cp, container_id, &co, &err) == 0)
+		sc->id = cp->id;
+	else
+		sc->failed = xstrdup(brig_error_message(err) ? brig_error_message(err) : "no detail");
+	brig_store_checkpoint_free(cp);
+	brig_error_free(err);
+}
+
+static int session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, bool keep,
+			const char *dir, brig_exec_result *res, brig_error **err);
+
+int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
+		      brig_error **err)
+{
+	return session_exec(e, s, ref, opts, false, NULL, res, err);
+}
+
+int brig_session_exec_keep(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts,
+			   const char *checkpoint_dir, brig_exec_result *res, brig_error **err)
+{
+	return session_exec(e, s, ref, opts, true, checkpoint_dir, res, err);
+}
+
+static int session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, bool keep,
+			const char *dir, brig_exec_result *res, brig_error **err)
 {
 	brig_computer *c = NULL;
 	int rc = brig_computer_get(e, &c, ref, NULL, err);
@@ -311,7 +436,40 @@ int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig
 		res->exit_code = -1;
 		return rc;
 	}
-	rc = brig_computer_exec(e, c->name, opts, res, err);
+	stop_checkpoint sc = {.s = s, .dir = dir};
+	brig_exec_opts o;
+	memset(&o, 0, sizeof o);
+	/* a version-1 caller's struct ends before the hook */
+	memcpy(&o, opts, opts->version >= 2 ? sizeof o : offsetof(brig_exec_opts, before_stop));
+	if (keep && s && c->ns && c->agent && c->session && o.version >= 1 && o.version <= BRIG_EXEC_OPTS_VERSION &&
+	    !o.before_stop) {
+		o.version = BRIG_EXEC_OPTS_VERSION;
+		o.before_stop = checkpoint_before_stop;
+		o.stop_payload = &sc;
+	}
+	rc = brig_computer_exec(e, c->name, &o, res, err);
+	if (rc && err && *err && (sc.id || sc.failed)) {
+		/* The message says what became of the work. */
+		brig_error *old = *err;
+		*err = NULL;
+		if (sc.id)
+			brig__error_set_http(
+				err, old->code, old->http_status,
+				"%s; checkpoint %lld was taken just before the stop (brig recover restores "
+				"it)",
+				old->message, (long long)sc.id);
+		else
+			brig__error_set_http(err, old->code, old->http_status,
+					     "%s; no checkpoint could be taken before the stop (%s): what the command "
+					     "did since the last one is lost",
+					     old->message, sc.failed);
+		if (*err)
+			(*err)->sys_errno = old->sys_errno;
+		brig_error_free(old);
+	}
+	res->stop_checkpoint_id = sc.id;
+	res->stop_checkpoint_failed = sc.failed != NULL;
+	free(sc.failed);
 	bool ran = rc == 0 || res->timed_out || res->canceled || res->uncertain;
 	if (s && ran && c->ns && c->agent && c->session) {
 		json_t *argv = json_array();
@@ -411,27 +569,50 @@ static int adopt_generation(brig_engine *e, brig_recover_result *out, const brig
 	return brig_computer_get(e, &out->computer, r->container_name, NULL, err);
 }
 
-/* The session's latest checkpoint, verified before the session moves (a bad
- * blob changes nothing); *cp stays NULL when it has none. */
-static int latest_usable_checkpoint(brig_store *s, brig_store_checkpoint **cp, const char *cdir, const char *ns,
-				    const char *agent, const char *session, brig_error **err)
+/* The session's checkpoint id (0: its latest), verified before the session
+ * moves (a bad blob changes nothing); *cp stays NULL when it has none. */
+static int usable_checkpoint(brig_store *s, brig_store_checkpoint **cp, const char *cdir, const char *ns,
+			     const char *agent, const char *session, int64_t id, brig_error **err)
 {
 	*cp = NULL;
-	int rc = brig_store_checkpoint_latest(s, cp, ns, agent, session, err);
-	if (rc == BRIG_ENOTFOUND) {
-		brig__error_clear(err);
-		*cp = NULL;
-		return 0;
+	int rc;
+	if (id > 0) {
+		rc = brig_store_checkpoint_get(s, cp, id, err);
+		if (rc == BRIG_ENOTFOUND)
+			return brig__error_set(err, BRIG_ENOTFOUND, 0,
+					       "recover %s/%s/%s: no checkpoint %lld in the store (brig checkpoints "
+					       "lists the session's); nothing was changed",
+					       ns, agent, session, (long long)id);
+		if (rc)
+			return rc;
+		if (strcmp((*cp)->ns, ns) != 0 || strcmp((*cp)->agent, agent) != 0 ||
+		    strcmp((*cp)->session, session) != 0) {
+			rc = brig__error_set(err, BRIG_EINVAL, 0,
+					     "recover %s/%s/%s: checkpoint %lld belongs to session %s/%s/%s; nothing "
+					     "was changed",
+					     ns, agent, session, (long long)id, (*cp)->ns, (*cp)->agent,
+					     (*cp)->session);
+			brig_store_checkpoint_free(*cp);
+			*cp = NULL;
+			return rc;
+		}
+	} else {
+		rc = brig_store_checkpoint_latest(s, cp, ns, agent, session, err);
+		if (rc == BRIG_ENOTFOUND) {
+			brig__error_clear(err);
+			*cp = NULL;
+			return 0;
+		}
+		if (rc)
+			return rc;
 	}
-	if (rc)
-		return rc;
 	cleanup_free char *path = xasprintf("%s/%s", cdir, (*cp)->blob);
 	brig_tar_restore *chk = NULL;
 	rc = brig_tar_restore_open(&chk, AT_FDCWD, path, (*cp)->digest, err);
 	brig_tar_restore_free(chk);
 	if (rc)
-		brig__error_prefix(err, rc, "recover %s/%s/%s: latest checkpoint %lld is unusable; nothing was changed",
-				   ns, agent, session, (long long)(*cp)->id);
+		brig__error_prefix(err, rc, "recover %s/%s/%s: %scheckpoint %lld is unusable; nothing was changed", ns,
+				   agent, session, id > 0 ? "" : "latest ", (long long)(*cp)->id);
 	return rc;
 }
 
@@ -516,14 +697,23 @@ static void remove_older(brig_engine *e, const char *old_name, const char *ns, c
 int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns,
 			 const char *agent, const char *session, const char *dir, brig_error **err)
 {
-	return recover(e, s, out, ns, agent, session, dir, 0, err);
+	return recover(e, s, out, ns, agent, session, dir, 0, 0, err);
+}
+
+int brig_session_recover_at(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns, const char *agent,
+			    const char *session, const char *dir, int64_t checkpoint_id, brig_error **err)
+{
+	if (checkpoint_id < 0)
+		return brig__error_set(err, BRIG_EINVAL, 0,
+				       "checkpoint id: must be 0 (the latest) or a checkpoint's id");
+	return recover(e, s, out, ns, agent, session, dir, 0, checkpoint_id, err);
 }
 
 /* lost_gen > 0: the caller found that generation's computer had lost its
  * files (brig_computer_check_files), so it is recovered although it may
  * still run, empty. */
 static int recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns, const char *agent,
-		   const char *session, const char *dir, int64_t lost_gen, brig_error **err)
+		   const char *session, const char *dir, int64_t lost_gen, int64_t checkpoint_id, brig_error **err)
 {
 	memset(out, 0, sizeof *out);
 	brig_store_session *r = NULL;
@@ -558,16 +748,19 @@ static int recover(brig_engine *e, brig_store *s, brig_recover_result *out, cons
 	}
 	if (r->state != BRIG_STORE_FAILED && r->state != BRIG_STORE_CREATING && gen != lost_gen &&
 	    container_alive(e, old_name)) {
-		rc = brig__error_set(err, BRIG_ESTATE, 0,
-				     "session %s/%s/%s generation %lld is running; nothing to recover", ns, agent,
-				     session, (long long)gen);
+		rc = brig__error_set(
+			err, BRIG_ESTATE, 0, "session %s/%s/%s generation %lld is running; nothing to recover%s", ns,
+			agent, session, (long long)gen,
+			checkpoint_id ? " (to go back to an older checkpoint, take one of what it has now, "
+					"then brig stop it and recover again)"
+				      : "");
 		goto out;
 	}
 	if (dir)
 		cdir = xstrdup(dir);
 	else if ((rc = brig_checkpoint_dir(&cdir, s, err)) != 0)
 		goto out;
-	if ((rc = latest_usable_checkpoint(s, &cp, cdir, ns, agent, session, err)) != 0)
+	if ((rc = usable_checkpoint(s, &cp, cdir, ns, agent, session, checkpoint_id, err)) != 0)
 		goto out;
 	if ((rc = recorded_spec(&spec, r, err)) != 0)
 		goto out;

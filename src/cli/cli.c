@@ -100,6 +100,35 @@ int cli_store_open(brig_store **out, const char *url)
 	return 0;
 }
 
+int cli_store_open_existing(brig_store **out, const char *url)
+{
+	*out = NULL;
+	cleanup_free char *dflt = NULL;
+	if (!url || !*url) {
+		const char *env = getenv("BRIG_STORE");
+		url = env && *env ? env : NULL;
+	}
+	if (!url) {
+		brig_error *err = NULL;
+		if (brig_store_default_url(&dflt, &err) != 0) {
+			brig_error_free(err);
+			return 0; /* no default store (no $HOME): nothing to update */
+		}
+		url = dflt;
+	}
+	if (strncmp(url, "postgresql://", 13) != 0 && strncmp(url, "postgres://", 11) != 0) {
+		const char *path = url;
+		if (strncmp(path, "sqlite://", 9) == 0)
+			path += 9;
+		else if (strncmp(path, "sqlite:", 7) == 0)
+			path += 7;
+		struct stat sb;
+		if (stat(path, &sb) != 0 && errno == ENOENT)
+			return 0;
+	}
+	return cli_store_open(out, url);
+}
+
 int cli_session_ref(char **out, brig_store *s, const char *ns, const char *agent, const char *session, bool fallback)
 {
 	brig_error *err = NULL;
@@ -156,6 +185,43 @@ int cli_target_check(const char *cmd, const cli_target *t)
 	return 0;
 }
 
+int cli_name_expand(char **out, const char *name)
+{
+	*out = NULL;
+	size_t len = strlen(name);
+	if (strncmp(name, "brig-", 5) != 0 || len >= 5 + 64)
+		return 0;
+	for (size_t i = 5; i < len; i++)
+		if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
+			return 0;
+	/* Whatever fails here, the command itself reports with the name as given. */
+	brig_engine *e = NULL;
+	if (brig_engine_open(&e, NULL, NULL) != 0)
+		return 0;
+	brig_computer **cs = NULL;
+	size_t n = 0;
+	if (brig_computer_list(e, &cs, &n, NULL, NULL, NULL) != 0) {
+		brig_engine_free(e);
+		return 0;
+	}
+	size_t hits = 0, first = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (cs[i]->name && strncmp(cs[i]->name, name, len) == 0) {
+			if (!hits)
+				first = i;
+			hits++;
+		}
+	}
+	int rc = 0;
+	if (hits == 1)
+		*out = xstrdup(cs[first]->name);
+	else if (hits > 1)
+		rc = cli_fail("%s is ambiguous: %zu computers' names start with it; give more of the name", name, hits);
+	brig_computer_free_array(cs, n);
+	brig_engine_free(e);
+	return rc;
+}
+
 int cli_target_name(char **out, const char *cmd, const cli_target *t, const char *name, brig_store *s, bool fallback)
 {
 	*out = NULL;
@@ -164,7 +230,10 @@ int cli_target_name(char **out, const char *cmd, const cli_target *t, const char
 	if (!name && !t->id_given)
 		return cli_usage(cmd, "NAME (or --ns/--agent/--session) is required");
 	if (name) {
-		*out = xstrdup(name);
+		if (cli_name_expand(out, name) != 0)
+			return CLI_EXIT_FAIL;
+		if (!*out)
+			*out = xstrdup(name);
 		return 0;
 	}
 	if (!t->id.ns || !t->id.agent || !t->id.session)
@@ -188,6 +257,31 @@ int cli_target_name(char **out, const char *cmd, const cli_target *t, const char
 	int rc = cli_session_ref(out, s, t->id.ns, t->id.agent, t->id.session, fallback);
 	brig_store_close(own);
 	return rc;
+}
+
+void cli_up_report(const brig_up_result *ur)
+{
+	if (ur->recorded && ur->computer)
+		cli_note("%s/%s/%s was not in this session store; its computer %s (generation %u) was, in Docker: "
+			 "recorded it here and adopted it (checkpoints taken with another store stay in that store)",
+			 ur->computer->ns, ur->computer->agent, ur->computer->session, ur->computer->name,
+			 ur->computer->generation);
+	if (!ur->lost || !ur->computer)
+		return;
+	if (ur->checkpoint_id) {
+		char when[32] = "an unknown time";
+		time_t t = (time_t)(ur->checkpoint_created_ms / 1000);
+		struct tm tm;
+		if (ur->checkpoint_created_ms > 0 && localtime_r(&t, &tm))
+			strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+		cli_note("the computer of generation %lld %s: restored checkpoint %lld from %s into generation %u",
+			 (long long)ur->old_generation, ur->lost, (long long)ur->checkpoint_id, when,
+			 ur->computer->generation);
+	} else {
+		cli_note("the computer of generation %lld %s and there was no checkpoint: generation %u starts "
+			 "EMPTY (--fresh)",
+			 (long long)ur->old_generation, ur->lost, ur->computer->generation);
+	}
 }
 
 int cli_print_json(json_t *j)
@@ -292,7 +386,10 @@ void cli_tty_remember(const struct termios *t)
 	tty_saved_set = 1;
 }
 
-void cli_tty_forget(void) { tty_saved_set = 0; }
+void cli_tty_forget(void)
+{
+	tty_saved_set = 0;
+}
 
 static void on_cancel_signal(int sig)
 {
@@ -405,11 +502,15 @@ static void explain_stop(const char *what, const brig_exec_result *res, brig_err
 			 what, w->noun, w->computer);
 		return;
 	}
-	if (cli_debug || !res->container_stopped || res->uncertain)
+	if (cli_debug || !res->container_stopped || res->uncertain || res->stop_checkpoint_failed)
 		cli_error(err, NULL);
 	else
 		brig_error_free(err);
-	if (res->container_stopped)
+	if (res->container_stopped && res->stop_checkpoint_id)
+		cli_note("%s; computer %s was stopped to end %s (Docker cannot kill an exec), after checkpoint %lld "
+			 "kept what it had in /workspace and /runtime: `%s` restores it into a new generation",
+			 what, w->computer, w->noun, (long long)res->stop_checkpoint_id, w->recover);
+	else if (res->container_stopped)
 		cli_note("%s; computer %s was stopped to end %s (Docker cannot kill an exec), so its processes and "
 			 "/workspace contents are gone: recover the session from its last checkpoint with `%s`",
 			 what, w->computer, w->noun, w->recover);

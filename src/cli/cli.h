@@ -57,6 +57,8 @@ int cmd_kill(int argc, char **argv);
 int cmd_attach(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
 int cmd_port(int argc, char **argv);
+int cmd_sessions(int argc, char **argv);
+int cmd_history(int argc, char **argv);
 
 /* --debug: error messages also carry the code name and HTTP status. */
 extern bool cli_debug;
@@ -206,6 +208,9 @@ int cli_spec_finish(brig_spec *spec, bool image_given);
  * failure and returns CLI_EXIT_FAIL. */
 struct brig_store;
 int cli_store_open(struct brig_store **out, const char *url);
+/* As cli_store_open, but a SQLite store whose file does not exist is not
+ * made: *out stays NULL and 0 is returned (nothing to update there). */
+int cli_store_open_existing(struct brig_store **out, const char *url);
 /* The current generation's container name of a session, from the store;
  * with fallback, a session the store does not know (s may be NULL) gets
  * its generation-1 name. *out is malloc'd. Returns 0 or CLI_EXIT_FAIL
@@ -269,7 +274,14 @@ int cli_target_opt(cli_target *t, int opt, const char *arg, int *rc);
 /* The session flags, all three and valid. Returns 0 or CLI_EXIT_FAIL
  * (usage of cmd printed). */
 int cli_target_check(const char *cmd, const cli_target *t);
-/* Names the computer of cmd: NAME (may be NULL) or the session flags,
+/* A NAME that is a strict prefix of a computer's name ("brig-" and hex
+ * digits, as Docker takes id prefixes): *out gets the one computer's full
+ * name, or stays NULL (not a prefix, no match, or Docker not reachable: the
+ * command then reports the name as given). More than one match is refused.
+ * Returns 0 or CLI_EXIT_FAIL (message printed). */
+int cli_name_expand(char **out, const char *name);
+/* Names the computer of cmd: NAME (may be NULL; a unique prefix is
+ * expanded by cli_name_expand) or the session flags,
  * exactly one of them. With --gen the name follows from the identity;
  * otherwise the store's current generation (s, may be NULL: then it is
  * opened from t->store for the look-up), with fallback the generation-1
@@ -277,6 +289,13 @@ int cli_target_check(const char *cmd, const cli_target *t);
  * or CLI_EXIT_FAIL (message printed). */
 int cli_target_name(char **out, const char *cmd, const cli_target *t, const char *name, struct brig_store *s,
 		    bool fallback);
+
+/* What brig_session_open did beyond the usual (recorded a computer found
+ * in Docker, or replaced a lost one: ur->lost set): the checkpoint restored
+ * into which generation, or that it started empty; one note on stderr.
+ * Prints nothing when nothing was lost. */
+struct brig_up_result;
+void cli_up_report(const struct brig_up_result *ur);
 
 /* ---- the end of a command in a computer (brig exec, brig agent) ---- */
 
@@ -293,6 +312,21 @@ typedef struct cli_exec_words {
  * otherwise. A command that did not run to its end gets a note on what
  * happened to the computer and how to recover. Takes err. */
 int cli_exec_end(int r, const brig_exec_result *res, brig_error *err, const cli_exec_words *w);
+
+/* ---- periodic checkpoints (cli_every.c) ---- */
+
+/* --checkpoint-every: a thread that checkpoints computer name (a session's)
+ * into s every interval_ms, noting each (or its failure) on stderr, until
+ * cli_every_stop. e and s are shared (both are thread-safe). NULL (nothing
+ * started) when interval_ms is 0 or s is NULL. */
+typedef struct cli_every cli_every;
+cli_every *cli_every_start(brig_engine *e, struct brig_store *s, const char *name, int64_t interval_ms);
+/* Stops the thread, after a checkpoint in progress; accepts NULL. */
+void cli_every_stop(cli_every *ev);
+/* Help line for --checkpoint-every, written once. */
+#define CLI_HELP_EVERY                                                                                     \
+	"      --checkpoint-every D  While it runs, checkpoint the session's computer every D (90s,\n" \
+	"                          10m; at least 1s); each is a full copy: brig checkpoint --keep prunes\n"
 
 /* ---- terminals (cli_tty.c) ---- */
 

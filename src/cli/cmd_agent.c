@@ -7,15 +7,22 @@
 
 #include "brig/image.h"
 #include "brig/sandbox.h"
+#include "brig/session.h"
+#include "brig/store.h"
 #include "cli/cli.h"
 #include "util/util.h"
 
 static const char usage[] =
 	"Usage: brig agent claude|codex --ns NS --session S [OPTIONS] [-- ARG...]\n"
 	"\n"
-	"Bring up the session's computer (agent claude or codex, generation 1) on the agents\n"
-	"image and run `claude ARG...` or `codex ARG...` in /workspace as uid 1000, streaming\n"
-	"its output; brig exits with its exit code. The computer stays up for the next call.\n"
+	"Bring up the session's computer (agent claude or codex) on the agents image, as\n"
+	"`brig up` does, and run `claude ARG...` or `codex ARG...` in /workspace as uid 1000,\n"
+	"streaming its output; brig exits with its exit code. The computer stays up for the\n"
+	"next call. The session lives in the session store like any other: `brig checkpoint`,\n"
+	"`brig recover` and `brig history` work on it, and after a recover brig agent uses the\n"
+	"recovered generation. A computer that lost its files (stopped, killed, removed) is\n"
+	"restored from the latest checkpoint into a new generation; with none, brig agent\n"
+	"refuses unless --fresh.\n"
 	"\n"
 	"The model credential is forwarded from brig's environment with the exec, never in\n"
 	"an argument list or the container's configuration: ANTHROPIC_API_KEY or\n"
@@ -34,13 +41,27 @@ static const char usage[] =
 	"  -e, --env KEY=VALUE     Environment entry of the computer; repeatable\n"
 	"      --label KEY=VALUE   Extra label of the computer; repeatable\n"
 	"  -i, --interactive       Pass brig's stdin to the agent\n"
+	"      --fresh             When the computer lost its files and there is no checkpoint,\n"
+	"                          go on in a new, empty generation\n"
+	"      --no-checkpoint     Do not checkpoint /workspace and /runtime when the agent ends\n"
+	"                          (by default each run that leaves the computer running is\n"
+	"                          checkpointed: `brig checkpoints` lists them)\n" CLI_HELP_EVERY CLI_HELP_STORE
 	"      --timeout D         Deadline (30, 90s, 15m, 2h; default none); exit 124 when it passes\n"
 	"  -h, --help              Print this help\n"
 	"\n"
 	"Exit codes: the agent's; 124 timed out; 125 brig failed; 126 cannot invoke;\n"
 	"127 not found (the image lacks the CLI); 130 interrupted.\n";
 
-enum { OPT_IMAGE = CLI_OPT_TARGET_END, OPT_NETWORK, OPT_SUBNET, OPT_TIMEOUT, OPT_LABEL };
+enum {
+	OPT_IMAGE = CLI_OPT_TARGET_END,
+	OPT_NETWORK,
+	OPT_SUBNET,
+	OPT_TIMEOUT,
+	OPT_LABEL,
+	OPT_FRESH,
+	OPT_NO_CHECKPOINT,
+	OPT_EVERY
+};
 
 typedef struct agent_args {
 	const char *agent; /* "claude" or "codex" */
@@ -50,6 +71,9 @@ typedef struct agent_args {
 	const char *image, *network;
 	int64_t timeout_ms;
 	bool interactive;
+	bool fresh;
+	bool no_checkpoint;
+	int64_t every_ms;
 	brig_spec spec;
 	char **args; /* the agent's argv: its CLI, then what follows the options */
 } agent_args;
@@ -62,6 +86,10 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 	static const struct option longopts[] = {
 		{"ns", required_argument, NULL, CLI_OPT_NS},
 		{"session", required_argument, NULL, CLI_OPT_SESSION},
+		{"store", required_argument, NULL, CLI_OPT_STORE},
+		{"fresh", no_argument, NULL, OPT_FRESH},
+		{"no-checkpoint", no_argument, NULL, OPT_NO_CHECKPOINT},
+		{"checkpoint-every", required_argument, NULL, OPT_EVERY},
 		{"image", required_argument, NULL, OPT_IMAGE},
 		{"network", required_argument, NULL, OPT_NETWORK},
 		{"subnet", required_argument, NULL, OPT_SUBNET},
@@ -100,6 +128,12 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 		case 'e': rc = cli_spec_set(&a->spec, "env", optarg); break;
 		case OPT_LABEL: rc = cli_spec_set(&a->spec, "label", optarg); break;
 		case 'i': a->interactive = true; break;
+		case OPT_FRESH: a->fresh = true; break;
+		case OPT_NO_CHECKPOINT: a->no_checkpoint = true; break;
+		case OPT_EVERY:
+			rc = cli_parse_duration_ms("--checkpoint-every", optarg, 1000, 366LL * 86400 * 1000,
+						   &a->every_ms);
+			break;
 		case OPT_TIMEOUT:
 			rc = cli_parse_duration_ms("--timeout", optarg, 0, 366LL * 86400 * 1000, &a->timeout_ms);
 			break;
@@ -187,8 +221,10 @@ static int prepare_runtime(brig_engine *e, const char *name)
 	return rc;
 }
 
-/* Runs the agent, streaming its output; returns brig's exit code. */
-static int run_agent(brig_engine *e, const char *name, const agent_args *a)
+/* Runs the agent, streaming its output, through the session (an audit row;
+ * a stopped computer marks the session failed); returns brig's exit code.
+ * *keep_going is set when the computer still runs with the agent's work. */
+static int run_agent(brig_engine *e, brig_store *s, const char *name, const agent_args *a, bool *keep_going)
 {
 	cli_output outp = {.stdout_live = true, .stderr_live = true};
 	brig_exec_opts opts = {
@@ -204,15 +240,19 @@ static int run_agent(brig_engine *e, const char *name, const agent_args *a)
 	brig_exec_result res;
 	memset(&res, 0, sizeof res);
 	brig_error *err = NULL;
-	int r = brig_computer_exec(e, name, &opts, &res, &err);
-	char recover[512];
-	snprintf(recover, sizeof recover, "brig recover --ns %s --agent %s --session %s", a->t.id.ns, a->agent,
-		 a->t.id.session);
+	cli_every *every = cli_every_start(e, s, name, a->every_ms);
+	int r = brig_session_exec_keep(e, s, name, &opts, NULL, &res, &err);
+	cli_every_stop(every);
+	char recover[1024];
+	/* The store as shown (a password redacted): the user's own --store. */
+	snprintf(recover, sizeof recover, "brig recover --ns %s --agent %s --session %s%s%s", a->t.id.ns, a->agent,
+		 a->t.id.session, a->t.store ? " --store " : "", a->t.store ? brig_store_display_url(s) : "");
 	cli_exec_words w = {.label = a->agent,
 			    .noun = "the agent",
 			    .computer = name,
 			    .recover = recover,
 			    .timeout_ms = a->timeout_ms};
+	*keep_going = (r == 0 || res.timed_out || res.canceled) && !res.container_stopped && !res.uncertain;
 	int rc = cli_exec_end(r, &res, err, &w); /* takes err */
 	if (r == 0 && rc == CLI_EXIT_NOTFOUND)
 		cli_note("exit 127: is %s in image %s? build it with `brig image build --profile agents`", a->agent,
@@ -221,32 +261,57 @@ static int run_agent(brig_engine *e, const char *name, const agent_args *a)
 	return rc;
 }
 
+/* The agent's work, kept when it ends (its exit code stays brig's: a
+ * failed checkpoint is said, loudly, but does not hide how the agent
+ * ended). */
+static void checkpoint_after(brig_engine *e, brig_store *s, const char *name)
+{
+	brig_store_checkpoint *cp = NULL;
+	brig_error *err = NULL;
+	if (brig_checkpoint_create(e, s, &cp, name, NULL, &err) != 0) {
+		cli_error(err, "the agent's work was NOT checkpointed");
+		return;
+	}
+	cli_note("checkpoint %lld of %s/%s/%s generation %lld (brig recover --checkpoint %lld goes back to it)",
+		 (long long)cp->id, cp->ns, cp->agent, cp->session, (long long)cp->generation, (long long)cp->id);
+	brig_store_checkpoint_free(cp);
+}
+
 int cmd_agent(int argc, char **argv)
 {
 	agent_args a = {0};
 	brig_spec_init(&a.spec);
 	brig_engine *e = NULL;
-	brig_computer *c = NULL;
+	brig_store *s = NULL;
 	brig_error *err = NULL;
+	brig_up_result ur;
+	memset(&ur, 0, sizeof ur);
 	bool done;
 	int rc = parse_agent(&a, argc, argv, &done);
 	if (done)
 		goto out;
 	agent_notes(&a);
 	rc = CLI_EXIT_FAIL;
-	if (cli_engine_open(&e) != 0)
+	if (cli_store_open(&s, a.t.store) != 0 || cli_engine_open(&e) != 0)
 		goto out;
-	if (brig_computer_create(e, &c, &a.t.id, &a.spec, &err) != 0) {
+	brig_up_opts uo = BRIG_UP_OPTS_INIT;
+	uo.fresh = a.fresh;
+	if (brig_session_open(e, s, &ur, &a.t.id, &a.spec, &uo, &err) != 0) {
 		cli_error(err, NULL); /* takes err */
 		goto out;
 	}
-	if (prepare_runtime(e, c->name) != 0)
+	cli_up_report(&ur);
+	if (prepare_runtime(e, ur.computer->name) != 0)
 		goto out;
-	rc = run_agent(e, c->name, &a);
+	bool keep_going = false;
+	rc = run_agent(e, s, ur.computer->name, &a, &keep_going);
+	if (keep_going && !a.no_checkpoint)
+		checkpoint_after(e, s, ur.computer->name);
 out:
 	free(a.args);
-	brig_computer_free(c);
+	brig_up_result_clear(&ur);
 	brig_engine_free(e);
+	brig_store_close(s);
 	brig_spec_clear(&a.spec);
 	return rc;
 }

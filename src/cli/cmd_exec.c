@@ -7,7 +7,9 @@
 
 #include "brig/sandbox.h"
 #include "brig/session.h"
+#include "brig/store.h"
 #include "cli/cli.h"
+#include "util/util.h"
 
 static const char usage[] =
 	"Usage: brig exec [OPTIONS] NAME [--] CMD [ARG...]\n"
@@ -20,6 +22,9 @@ static const char usage[] =
 	"\n"
 	"A timeout, an interrupt (SIGINT/SIGTERM) or a broken daemon connection stops the\n"
 	"computer (Docker cannot kill an exec): recover the session with `brig recover`.\n"
+	"Named by --ns/--agent/--session, a session whose computer lost its files (stopped,\n"
+	"killed, removed, restarted) is first restored from its latest checkpoint into a\n"
+	"new generation, as `brig up` does, and brig says so on stderr.\n"
 	"\n"
 	"Options:\n"
 	"      --timeout D         Deadline (30, 90s, 15m, 2h; default none); exit 124 when it passes\n" CLI_HELP_ENV
@@ -28,7 +33,7 @@ static const char usage[] =
 	"  -d, --detach            Start it in the background and print its id (brig ps, attach, kill)\n"
 	"  -t, --tty               Give the command a terminal (with -i: yours, in raw mode)\n"
 	"      --json              Capture stdout and print the result as JSON at the end\n"
-	"                          (stderr still streams live)\n" CLI_HELP_TARGET
+	"                          (stderr still streams live)\n" CLI_HELP_EVERY CLI_HELP_TARGET
 	"                          A session the store does not know names its generation 1; the\n"
 	"                          command is audited in the store and a timeout marks the session failed\n"
 	"  -h, --help              Print this help\n"
@@ -36,7 +41,7 @@ static const char usage[] =
 	"Exit codes: the command's; 124 timed out; 125 brig failed; 126 cannot invoke;\n"
 	"127 not found; 130 interrupted.\n";
 
-enum { OPT_TIMEOUT = CLI_OPT_TARGET_END, OPT_JSON };
+enum { OPT_TIMEOUT = CLI_OPT_TARGET_END, OPT_JSON, OPT_EVERY };
 
 static const struct option longopts[] = {
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -47,6 +52,7 @@ static const struct option longopts[] = {
 	{"detach", no_argument, NULL, 'd'},
 	{"tty", no_argument, NULL, 't'},
 	{"json", no_argument, NULL, OPT_JSON},
+	{"checkpoint-every", required_argument, NULL, OPT_EVERY},
 	CLI_TARGET_LONGOPTS,
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
@@ -54,6 +60,7 @@ static const struct option longopts[] = {
 
 typedef struct exec_args {
 	int64_t timeout_ms;
+	int64_t every_ms;
 	cli_strv env;
 	cli_strv env_file; /* owns the --env-file entries env borrows */
 	const char *workdir;
@@ -88,6 +95,11 @@ static int parse_pass(exec_args *a, int argc, char **argv, bool *dashdash)
 				cli_strv_add(&a->env, a->env_file.v[i]);
 			break;
 		}
+		case OPT_EVERY:
+			if (cli_parse_duration_ms("--checkpoint-every", optarg, 1000, 366LL * 86400 * 1000,
+						  &a->every_ms) != 0)
+				return CLI_EXIT_FAIL;
+			break;
 		case 'w': a->workdir = optarg; break;
 		case 'i': a->interactive = true; break;
 		case 'd': a->detach = true; break;
@@ -97,6 +109,42 @@ static int parse_pass(exec_args *a, int argc, char **argv, bool *dashdash)
 		default: return CLI_EXIT_FAIL;
 		}
 	}
+	return 0;
+}
+
+/* A session named by identity whose computer lost its files is restored
+ * (as brig up does) before the command runs in it: *ref then names the new
+ * generation. Returns 0 or CLI_EXIT_FAIL (message printed). */
+static int restore_if_lost(brig_engine *e, brig_store *s, const brig_identity *id, char **ref)
+{
+	brig_store_session *r = NULL;
+	brig_error *err = NULL;
+	int g = brig_store_session_get(s, &r, id->ns, id->agent, id->session, &err);
+	if (g == BRIG_ENOTFOUND) { /* not the store's: named as before */
+		brig_error_free(err);
+		return 0;
+	}
+	if (g)
+		return cli_error(err, NULL);
+	bool lost = r->state == BRIG_STORE_DESTROYED;
+	if (!lost && (r->state == BRIG_STORE_RUNNING || r->state == BRIG_STORE_PAUSED) && r->container_name) {
+		cleanup_free char *why = NULL;
+		if (brig_computer_check_files(e, r->container_name, &lost, &why, &err) != 0) {
+			brig_store_session_free(r);
+			return cli_error(err, NULL);
+		}
+	}
+	brig_store_session_free(r);
+	if (!lost)
+		return 0;
+	brig_identity base = {id->ns, id->agent, id->session, 1};
+	brig_up_result ur;
+	if (brig_session_open(e, s, &ur, &base, NULL, NULL, &err) != 0)
+		return cli_error(err, NULL);
+	cli_up_report(&ur);
+	free(*ref);
+	*ref = xstrdup(ur.computer->name);
+	brig_up_result_clear(&ur);
 	return 0;
 }
 
@@ -144,6 +192,10 @@ int cmd_exec(int argc, char **argv)
 		cli_usage("exec", "a command is required (brig exec NAME -- CMD [ARG...])");
 		goto out;
 	}
+	if (a.every_ms && a.detach) {
+		cli_usage("exec", "--checkpoint-every needs the command in the foreground (not -d)");
+		goto out;
+	}
 	if (cli_target_name(&resolved, "exec", &a.t, ref, NULL, true) != 0)
 		goto out;
 	ref = resolved;
@@ -152,6 +204,9 @@ int cmd_exec(int argc, char **argv)
 
 	if (cli_engine_open(&e) != 0)
 		goto out;
+	if (a.t.id_given && !a.t.id.generation && restore_if_lost(e, store, &a.t.id, &resolved) != 0)
+		goto out;
+	ref = resolved;
 
 	if (a.detach) {
 		brig_exec_opts dopts = {.version = BRIG_EXEC_OPTS_VERSION,
@@ -185,9 +240,12 @@ int cmd_exec(int argc, char **argv)
 		.on_output = cli_output_cb,
 		.payload = &out,
 	};
+	cli_every *every = cli_every_start(e, store, ref, a.every_ms);
 	/* Audited in the store; a timeout, cancel or uncertain end marks the
 	 * session failed there. */
-	int r = a.tty ? cli_exec_tty(e, ref, &opts, &res, &err) : brig_session_exec(e, store, ref, &opts, &res, &err);
+	int r = a.tty ? cli_exec_tty(e, ref, &opts, &res, &err)
+		      : brig_session_exec_keep(e, store, ref, &opts, NULL, &res, &err);
+	cli_every_stop(every);
 	bool started = r == 0 || r == BRIG_ETIMEDOUT || r == BRIG_ECANCELED || r == BRIG_EUNCERTAIN;
 	char recover[512];
 	if (a.t.id_given)

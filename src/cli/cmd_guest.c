@@ -10,41 +10,49 @@
 #include "brig/sandbox.h"
 #include "cli/cli.h"
 
-static const char ps_usage[] = "Usage: brig ps [OPTIONS] NAME\n"
-			       "\n"
-			       "List the commands brig-init runs in computer NAME, running and recently\n"
-			       "ended: id, pid, state, exit code, start time and argv.\n"
-			       "\n"
-			       "Options:\n"
-			       "      --json   Print a JSON array\n"
-			       "  -h, --help   Print this help\n";
+static const char ps_usage[] =
+	"Usage: brig ps [OPTIONS] NAME\n"
+	"       brig ps [OPTIONS] --ns NS --agent A --session S [--gen N]\n"
+	"\n"
+	"List the commands brig-init runs in computer NAME, running and recently\n"
+	"ended: id, pid, state, exit code, start time and argv.\n"
+	"\n"
+	"Options:\n"
+	"      --json              Print a JSON array\n" CLI_HELP_TARGET "  -h, --help              Print this help\n";
 
-static const char kill_usage[] = "Usage: brig kill [OPTIONS] NAME ID\n"
-				 "\n"
-				 "End command ID in computer NAME and everything it started (setsid'd and\n"
-				 "double-forked processes too); returns once they are gone. With -s, send\n"
-				 "one signal to the command's process group instead.\n"
-				 "\n"
-				 "Options:\n"
-				 "  -s, --signal SIG   TERM, SIGTERM, 15… (default: end the whole tree)\n"
-				 "  -h, --help         Print this help\n";
+static const char kill_usage[] =
+	"Usage: brig kill [OPTIONS] NAME ID\n"
+	"       brig kill [OPTIONS] --ns NS --agent A --session S [--gen N] ID\n"
+	"\n"
+	"End command ID in computer NAME and everything it started (setsid'd and\n"
+	"double-forked processes too); returns once they are gone. With -s, send\n"
+	"one signal to the command's process group instead.\n"
+	"\n"
+	"Options:\n"
+	"  -s, --signal SIG        TERM, SIGTERM, 15… (default: end the whole tree)\n" CLI_HELP_TARGET
+	"  -h, --help              Print this help\n";
 
 static const char attach_usage[] = "Usage: brig attach [OPTIONS] NAME ID\n"
+				   "       brig attach [OPTIONS] --ns NS --agent A --session S [--gen N] ID\n"
 				   "\n"
 				   "Print background command ID's kept output (its first and last bytes), then\n"
 				   "follow it live until it ends; brig exits with its exit code. An interrupt\n"
 				   "(SIGINT/SIGTERM) detaches and leaves the command running.\n"
 				   "\n"
 				   "Options:\n"
-				   "  -i, --interactive   Pass brig's stdin to the command\n"
-				   "  -h, --help          Print this help\n";
+				   "  -i, --interactive       Pass brig's stdin to the command\n" CLI_HELP_TARGET
+				   "  -h, --help              Print this help\n";
 
 static const struct option ps_opts[] = {
-	{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-static const struct option kill_opts[] = {
-	{"signal", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-static const struct option attach_opts[] = {
-	{"interactive", no_argument, NULL, 'i'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+	{"json", no_argument, NULL, 'j'}, CLI_TARGET_LONGOPTS, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+static const struct option kill_opts[] = {{"signal", required_argument, NULL, 's'},
+					  CLI_TARGET_LONGOPTS,
+					  {"help", no_argument, NULL, 'h'},
+					  {NULL, 0, NULL, 0}};
+static const struct option attach_opts[] = {{"interactive", no_argument, NULL, 'i'},
+					    CLI_TARGET_LONGOPTS,
+					    {"help", no_argument, NULL, 'h'},
+					    {NULL, 0, NULL, 0}};
 
 static int parse_signal(const char *s, int *out)
 {
@@ -68,14 +76,25 @@ static int parse_signal(const char *s, int *out)
 	return 0;
 }
 
-/* NAME [ID] after the options; returns 0 or CLI_EXIT_FAIL. */
-static int operands(const char *cmd, int argc, char **argv, int want, const char **name, int64_t *id)
+/* NAME (or the session flags of t) and, when want_id, ID after the
+ * options. *name is malloc'd. Returns 0 or CLI_EXIT_FAIL. */
+static int operands(const char *cmd, int argc, char **argv, const cli_target *t, bool want_id, char **name, int64_t *id)
 {
-	if (argc - optind != want)
-		return cli_usage(cmd, "%s", want == 1 ? "NAME is required" : "NAME and ID are required");
-	*name = argv[optind];
-	if (want == 2 && cli_parse_i64("ID", argv[optind + 1], 1, INT64_MAX, id) != 0)
+	int want = (t->id_given ? 0 : 1) + (want_id ? 1 : 0);
+	if (argc - optind != want) {
+		if (t->id_given)
+			return cli_usage(cmd, "%s",
+					 want_id ? "ID is required, and nothing else after the options"
+						 : "no operand with --ns/--agent/--session");
+		return cli_usage(cmd, "%s", want_id ? "NAME and ID are required" : "NAME is required");
+	}
+	if (cli_target_name(name, cmd, t, t->id_given ? NULL : argv[optind], NULL, true) != 0)
 		return CLI_EXIT_FAIL;
+	if (want_id && cli_parse_i64("ID", argv[argc - 1], 1, INT64_MAX, id) != 0) {
+		free(*name);
+		*name = NULL;
+		return CLI_EXIT_FAIL;
+	}
 	return 0;
 }
 
@@ -92,9 +111,15 @@ static int open_guest(brig_engine **e, brig_guest **g, const char *name)
 int cmd_ps(int argc, char **argv)
 {
 	bool json = false;
-	int opt;
+	cli_target t = {0};
+	int opt, trc = 0;
 	optind = 0;
 	while ((opt = cli_getopt("ps", argc, argv, ":h", ps_opts, NULL)) != -1) {
+		if (cli_target_opt(&t, opt, optarg, &trc)) {
+			if (trc)
+				return trc;
+			continue;
+		}
 		if (opt == 'h')
 			return cli_help(ps_usage);
 		if (opt == 'j')
@@ -102,8 +127,8 @@ int cmd_ps(int argc, char **argv)
 		else
 			return CLI_EXIT_FAIL;
 	}
-	const char *name = NULL;
-	if (operands("ps", argc, argv, 1, &name, NULL) != 0)
+	char *name = NULL;
+	if (operands("ps", argc, argv, &t, false, &name, NULL) != 0)
 		return CLI_EXIT_FAIL;
 	brig_engine *e = NULL;
 	brig_guest *g = NULL;
@@ -149,23 +174,30 @@ int cmd_ps(int argc, char **argv)
 	}
 	brig_guest_free(g);
 	brig_engine_free(e);
+	free(name);
 	return rc;
 }
 
 int cmd_kill(int argc, char **argv)
 {
 	int sig = 0;
-	int opt;
+	cli_target t = {0};
+	int opt, trc = 0;
 	optind = 0;
 	while ((opt = cli_getopt("kill", argc, argv, ":hs:", kill_opts, NULL)) != -1) {
+		if (cli_target_opt(&t, opt, optarg, &trc)) {
+			if (trc)
+				return trc;
+			continue;
+		}
 		if (opt == 'h')
 			return cli_help(kill_usage);
 		if (opt != 's' || parse_signal(optarg, &sig) != 0)
 			return CLI_EXIT_FAIL;
 	}
-	const char *name = NULL;
+	char *name = NULL;
 	int64_t id = 0;
-	if (operands("kill", argc, argv, 2, &name, &id) != 0)
+	if (operands("kill", argc, argv, &t, true, &name, &id) != 0)
 		return CLI_EXIT_FAIL;
 	brig_engine *e = NULL;
 	brig_guest *g = NULL;
@@ -178,15 +210,22 @@ int cmd_kill(int argc, char **argv)
 		rc = cli_error(err, NULL);
 	brig_guest_free(g);
 	brig_engine_free(e);
+	free(name);
 	return rc;
 }
 
 int cmd_attach(int argc, char **argv)
 {
 	bool interactive = false;
-	int opt;
+	cli_target t = {0};
+	int opt, trc = 0;
 	optind = 0;
 	while ((opt = cli_getopt("attach", argc, argv, ":hi", attach_opts, NULL)) != -1) {
+		if (cli_target_opt(&t, opt, optarg, &trc)) {
+			if (trc)
+				return trc;
+			continue;
+		}
 		if (opt == 'h')
 			return cli_help(attach_usage);
 		if (opt == 'i')
@@ -194,9 +233,9 @@ int cmd_attach(int argc, char **argv)
 		else
 			return CLI_EXIT_FAIL;
 	}
-	const char *name = NULL;
+	char *name = NULL;
 	int64_t id = 0;
-	if (operands("attach", argc, argv, 2, &name, &id) != 0)
+	if (operands("attach", argc, argv, &t, true, &name, &id) != 0)
 		return CLI_EXIT_FAIL;
 	brig_engine *e = NULL;
 	brig_guest *g = NULL;
@@ -224,5 +263,6 @@ int cmd_attach(int argc, char **argv)
 	}
 	brig_guest_free(g);
 	brig_engine_free(e);
+	free(name);
 	return rc;
 }

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "brig/sandbox.h"
+#include "brig/session.h"
 #include "brig/store.h"
 #include "cli/cli.h"
 #include "util/util.h"
@@ -32,7 +33,29 @@ static int exists(brig_engine *e, const char *ref)
  * each in turn, prints the names it handled and exits 125 when any failed.
  * destroy looks first, as `docker rm` does: a computer that does not exist
  * is an error (exit 1) unless --force; the library call stays idempotent. */
-static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const char *usage, bool must_exist)
+/* Tells the session store what a verb did to a session's computer (c, as
+ * it was before). Returns 0 or CLI_EXIT_FAIL (message printed: the
+ * computer changed, the store did not). */
+static int mark_store(const cli_target *t, const brig_computer *c, brig_store_state state)
+{
+	if (!c || !c->ns || !c->agent || !c->session || !c->generation)
+		return 0;
+	brig_store *s = NULL;
+	int rc = cli_store_open_existing(&s, t->store);
+	if (rc == 0 && !s)
+		return 0;
+	brig_error *err = NULL;
+	if (rc == 0 && brig_session_mark(s, c->ns, c->agent, c->session, c->generation, state, &err) != 0)
+		rc = cli_error(err, NULL);
+	if (rc)
+		cli_note("%s: the session store still has %s/%s/%s as it was; the next brig up finds out", c->name,
+			 c->ns, c->agent, c->session);
+	brig_store_close(s);
+	return rc;
+}
+
+static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const char *usage, bool must_exist,
+		     brig_store_state mark)
 {
 	static const struct option longopts[] = {
 		{"force", no_argument, NULL, 'f'},
@@ -72,6 +95,13 @@ static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const 
 	bool missing = false;
 	for (int i = 0; i < n; i++) {
 		const char *ref = resolved ? resolved : argv[optind + i];
+		cleanup_free char *full = NULL;
+		if (!resolved && cli_name_expand(&full, ref) != 0) {
+			rc = CLI_EXIT_FAIL;
+			continue;
+		}
+		if (full)
+			ref = full;
 		brig_error *err = NULL;
 		if (must_exist && !force) {
 			int x = exists(e, ref);
@@ -87,10 +117,18 @@ static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const 
 				continue;
 			}
 		}
+		/* Who it was, before destroy makes that unknowable. */
+		brig_computer *before = NULL;
+		brig_computer_get(e, &before, ref, NULL, NULL);
 		if (fn(e, ref, &err) != 0) {
 			rc = cli_error(err, NULL);
+			brig_computer_free(before);
 			continue;
 		}
+		int mrc = mark_store(&t, before, mark);
+		brig_computer_free(before);
+		if (mrc)
+			rc = mrc;
 		printf("%s\n", ref);
 		fflush(stdout);
 	}
@@ -114,7 +152,7 @@ int cmd_pause(int argc, char **argv)
 		VERB_USAGE("pause") "Freeze computers with the cgroup freezer: memory, processes and files are kept,\n"
 				    "nothing runs until `brig resume`. Exec into a paused computer is refused.\n"
 				    "Pausing a paused computer succeeds.\n" VERB_OPTIONS,
-		false);
+		false, BRIG_STORE_PAUSED);
 }
 
 int cmd_resume(int argc, char **argv)
@@ -122,7 +160,7 @@ int cmd_resume(int argc, char **argv)
 	return name_verb(argc, argv, "resume", brig_computer_resume,
 			 VERB_USAGE("resume") "Thaw paused computers; their processes go on where they stopped.\n"
 					      "Resuming a running computer succeeds.\n" VERB_OPTIONS,
-			 false);
+			 false, BRIG_STORE_RUNNING);
 }
 
 int cmd_stop(int argc, char **argv)
@@ -131,8 +169,11 @@ int cmd_stop(int argc, char **argv)
 		argc, argv, "stop", brig_computer_stop,
 		VERB_USAGE("stop") "Stop computers. Their processes end and their /workspace and /runtime volumes\n"
 				   "lose their contents (checkpoint first to keep them). Stopping a stopped computer\n"
-				   "succeeds.\n" VERB_OPTIONS,
-		false);
+				   "succeeds.\n"
+				   "A session's computer is recorded as destroyed in the session store: the next\n"
+				   "`brig up`, `brig agent` or `brig exec --session` restores the session's latest\n"
+				   "checkpoint into a new generation.\n" VERB_OPTIONS,
+		false, BRIG_STORE_DESTROYED);
 }
 
 int cmd_destroy(int argc, char **argv)
@@ -142,12 +183,14 @@ int cmd_destroy(int argc, char **argv)
 			 "       brig destroy [-f] --ns NS --agent A --session S [--gen N] [--store URL]\n"
 			 "\n"
 			 "Remove computers: the container and its volumes. A computer that does not exist\n"
-			 "is an error (exit 1, as `docker rm`) unless --force.\n"
+			 "is an error (exit 1, as `docker rm`) unless --force. A session's computer is\n"
+			 "recorded as destroyed in the session store (--store, $BRIG_STORE or the default):\n"
+			 "the next `brig up` restores the session's latest checkpoint into a new generation.\n"
 			 "\n"
 			 "Options:\n" CLI_HELP_TARGET
 			 "  -f, --force             Succeed for computers that do not exist (their volumes still go)\n"
 			 "  -h, --help              Print this help\n",
-			 true);
+			 true, BRIG_STORE_DESTROYED);
 }
 
 /* ---- inspect ---- */

@@ -18,6 +18,7 @@ enum {
 	OPT_JSON = CLI_OPT_TARGET_END,
 	OPT_KEEP,
 	OPT_FRESH,
+	OPT_CHECKPOINT,
 };
 
 #define SESSION_LONGOPTS                                             \
@@ -152,23 +153,12 @@ int cmd_up(int argc, char **argv)
 		cli_error(err, NULL);
 		goto out;
 	}
+	cli_up_report(&ur);
 	c = ur.computer;
 	ur.computer = NULL;
-	if (ur.lost && ur.checkpoint_id) {
-		char when[32] = "an unknown time";
-		time_t t = (time_t)(ur.checkpoint_created_ms / 1000);
-		struct tm tm;
-		if (ur.checkpoint_created_ms > 0 && localtime_r(&t, &tm))
-			strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-		cli_note("the computer of generation %lld %s: restored checkpoint %lld from %s into generation %u",
-			 (long long)ur.old_generation, ur.lost, (long long)ur.checkpoint_id, when, c->generation);
-	} else if (ur.lost) {
-		cli_note("the computer of generation %lld %s and there was no checkpoint: generation %u starts "
-			 "EMPTY (--fresh)",
-			 (long long)ur.old_generation, ur.lost, c->generation);
-	} else if (c->adopted) {
-		cli_note("adopted generation %u of %s/%s/%s (%s)", c->generation, a.t.id.ns, a.t.id.agent, a.t.id.session,
-			 c->state ? c->state : "state unknown");
+	if (!ur.lost && c->adopted) {
+		cli_note("adopted generation %u of %s/%s/%s (%s)", c->generation, a.t.id.ns, a.t.id.agent,
+			 a.t.id.session, c->state ? c->state : "state unknown");
 	}
 	brig_up_result_clear(&ur);
 	if (a.json) {
@@ -384,7 +374,7 @@ out:
 /* ---- brig recover ---- */
 
 static const char recover_usage[] =
-	"Usage: brig recover --ns NS --agent A --session S [--store URL] [--json]\n"
+	"Usage: brig recover --ns NS --agent A --session S [--checkpoint ID] [--store URL] [--json]\n"
 	"\n"
 	"Recover a session whose current generation failed (a timeout, a cancel, an\n"
 	"uncertain answer), stopped or is gone: verify the latest checkpoint, create\n"
@@ -394,18 +384,27 @@ static const char recover_usage[] =
 	"processes recovering one session at once make exactly one new generation.\n"
 	"A corrupt checkpoint is refused and nothing changes.\n"
 	"\n" CLI_HELP_SESSION
+	"      --checkpoint ID     Restore this checkpoint of the session (see brig checkpoints)\n"
+	"                          instead of the latest\n"
 	"      --json              Print {name, old_generation, new_generation, checkpoint_id, won, computer}\n"
 	"  -h, --help              Print this help\n";
 
 int cmd_recover(int argc, char **argv)
 {
-	static const struct option longopts[] = {SESSION_LONGOPTS, {NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {
+		SESSION_LONGOPTS, {"checkpoint", required_argument, NULL, OPT_CHECKPOINT}, {NULL, 0, NULL, 0}};
 	session_args a = {0};
+	int64_t checkpoint = 0;
 	int opt;
 	optind = 0;
 	while ((opt = cli_getopt("recover", argc, argv, ":h", longopts, NULL)) != -1) {
 		if (session_opt(&a, opt, optarg))
 			continue;
+		if (opt == OPT_CHECKPOINT) {
+			if (cli_parse_i64("--checkpoint", optarg, 1, INT64_MAX, &checkpoint) != 0)
+				return CLI_EXIT_FAIL;
+			continue;
+		}
 		if (opt == 'h')
 			return cli_help(recover_usage);
 		return CLI_EXIT_FAIL;
@@ -422,7 +421,7 @@ int cmd_recover(int argc, char **argv)
 	int rc = CLI_EXIT_FAIL;
 	if (cli_store_open(&s, a.t.store) != 0 || cli_engine_open(&e) != 0)
 		goto out;
-	if (brig_session_recover(e, s, &r, a.t.id.ns, a.t.id.agent, a.t.id.session, NULL, &err) != 0) {
+	if (brig_session_recover_at(e, s, &r, a.t.id.ns, a.t.id.agent, a.t.id.session, NULL, checkpoint, &err) != 0) {
 		cli_error(err, NULL);
 		goto out;
 	}

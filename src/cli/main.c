@@ -32,6 +32,8 @@ static const cli_command commands[] = {
 	{"checkpoint", cmd_checkpoint, "Checkpoint a computer's /workspace and /runtime (or rm one)"},
 	{"checkpoints", cmd_checkpoints, "List a session's checkpoints"},
 	{"recover", cmd_recover, "Recover a failed session into a new generation from its checkpoint"},
+	{"sessions", cmd_sessions, "List the session store's sessions (ls) or remove one (rm)"},
+	{"history", cmd_history, "Show a session's commands and checkpoints from the store"},
 	{"run", cmd_run, "Run one command in a fresh disposable container"},
 	{"gc", cmd_gc, "Remove brig's leftovers"},
 	{"mcp", cmd_mcp, "Serve a session's computer to MCP clients on stdin/stdout"},

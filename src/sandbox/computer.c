@@ -750,7 +750,7 @@ int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *op
 		res->uncertain = rc == BRIG_EUNCERTAIN;
 		res->exit_code = res->timed_out ? 124 : res->canceled ? 130 : -1;
 		brig_error *stop_err = NULL;
-		int src = brig_sandbox__stop_now(e, id, &stop_err);
+		int src = brig_sandbox__stop_after(e, id, opts, &stop_err);
 		res->container_stopped = src == 0;
 		if (src) /* the command may run on: not the certain end brig-init gives */
 			res->uncertain = true;

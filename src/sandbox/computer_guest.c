@@ -243,7 +243,7 @@ int brig_sandbox__guest_exec(brig_engine *e, const char *ref, const char *id, co
 	res->uncertain = true;
 	res->exit_code = -1;
 	brig_error *stop_err = NULL;
-	int sr = brig_sandbox__stop_now(e, id, &stop_err);
+	int sr = brig_sandbox__stop_after(e, id, opts, &stop_err);
 	res->container_stopped = sr == 0;
 	rc = brig__error_set(err, BRIG_EUNCERTAIN, 0,
 			     "command in %s: %s; brig-init cannot be reached; the computer was %s; it is not retried: "
@@ -298,8 +298,9 @@ int brig_computer_guest(brig_engine *e, brig_guest **out, const char *ref, brig_
 
 int brig_computer_start(brig_engine *e, const char *ref, const brig_exec_opts *opts, int64_t *proc, brig_error **err)
 {
-	if (!opts || opts->version != BRIG_EXEC_OPTS_VERSION)
-		return brig__error_set(err, BRIG_EINVAL, 0, "exec options: version must be %d", BRIG_EXEC_OPTS_VERSION);
+	if (!opts || opts->version < 1 || opts->version > BRIG_EXEC_OPTS_VERSION)
+		return brig__error_set(err, BRIG_EINVAL, 0, "exec options: version must be 1..%d",
+				       BRIG_EXEC_OPTS_VERSION);
 	if (!opts->argv || !opts->argv[0] || !*opts->argv[0])
 		return brig__error_set(err, BRIG_EINVAL, 0, "exec: a command is required (argv is empty)");
 	cleanup_free char *id = NULL;
@@ -340,8 +341,9 @@ int brig_computer_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts
 {
 	memset(res, 0, sizeof *res);
 	res->exit_code = -1;
-	if (!opts || opts->version != BRIG_EXEC_OPTS_VERSION)
-		return brig__error_set(err, BRIG_EINVAL, 0, "exec options: version must be %d", BRIG_EXEC_OPTS_VERSION);
+	if (!opts || opts->version < 1 || opts->version > BRIG_EXEC_OPTS_VERSION)
+		return brig__error_set(err, BRIG_EINVAL, 0, "exec options: version must be 1..%d",
+				       BRIG_EXEC_OPTS_VERSION);
 	if (!opts->argv || !opts->argv[0] || !*opts->argv[0])
 		return brig__error_set(err, BRIG_EINVAL, 0, "exec: a command is required (argv is empty)");
 	if (rows < 1 || rows > 1000 || cols < 1 || cols > 1000)

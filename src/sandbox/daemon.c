@@ -18,6 +18,13 @@ int brig_sandbox__stop_now(brig_engine *e, const char *id, brig_error **err)
 	return rc;
 }
 
+int brig_sandbox__stop_after(brig_engine *e, const char *id, const brig_exec_opts *opts, brig_error **err)
+{
+	if (opts && opts->version >= 2 && opts->before_stop)
+		opts->before_stop(e, id, opts->stop_payload);
+	return brig_sandbox__stop_now(e, id, err);
+}
+
 int64_t brig_sandbox__parse_time(const char *s)
 {
 	if (!s)
@@ -73,8 +80,7 @@ void brig_sandbox__pad_secret_body(json_t *cfg)
 	size_t i;
 	json_t *v;
 	bool secret = false;
-	json_array_foreach(json_object_get(cfg, "Env"), i, v)
-	{
+	json_array_foreach (json_object_get(cfg, "Env"), i, v) {
 		if (brig_env_is_credential(json_string_value(v)))
 			secret = true;
 	}
@@ -106,8 +112,8 @@ int brig_sandbox__resolve_image(brig_engine *e, char **out, bool *etc_hosts, con
 	else if (out)
 		*out = xstrdup(id);
 	if (!rc && etc_hosts) {
-		const char *v = json_string_value(
-			json_object_get(json_object_get(json_object_get(img, "Config"), "Labels"), BRIG_LABEL_ETC_HOSTS));
+		const char *v = json_string_value(json_object_get(
+			json_object_get(json_object_get(img, "Config"), "Labels"), BRIG_LABEL_ETC_HOSTS));
 		*etc_hosts = v && strcmp(v, BRIG_ETC_HOSTS_OPTIONAL) == 0;
 	}
 	json_decref(img);

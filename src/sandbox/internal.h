@@ -13,6 +13,8 @@
 /* The container-level part of ending a command that Docker cannot kill:
  * stop the container right away. Returns 0 or the stop's error. */
 int brig_sandbox__stop_now(brig_engine *e, const char *id, brig_error **err);
+/* stop_now, after opts->before_stop (version 2; may be NULL) had its say. */
+int brig_sandbox__stop_after(brig_engine *e, const char *id, const brig_exec_opts *opts, brig_error **err);
 
 /* Docker reports an exec whose program does not exist as 126; the shell
  * convention (and docker run's) is 127. Fixes res->exit_code from the

@@ -178,7 +178,7 @@ static void test_session_commands(void **state)
 	assert_non_null(strstr(r.out, "ID"));
 	run_free(&r);
 
-	/* The newest goes: recovery will use the first. */
+	/* The newest goes. */
 	char idbuf[32];
 	snprintf(idbuf, sizeof idbuf, "%lld", id2);
 	r = brig_expect(0, (const char *[]){"checkpoint", "rm", idbuf, NULL});
@@ -197,9 +197,15 @@ static void test_session_commands(void **state)
 	r = brig_expect(0, (const char *[]){"resume", ID, NULL});
 	run_free(&r);
 
-	/* A timeout stops the computer and fails the session in the store. */
+	/* A timeout stops the computer and fails the session in the store,
+	 * after a checkpoint of what it had (g, written since checkpoint 1). */
 	r = brig_expect(124, (const char *[]){"exec", ID, "--timeout", "1", "--", "sleep", "60", NULL});
 	assert_non_null(strstr(r.err, "brig recover --ns"));
+	long long id3 = 0;
+	const char *after = strstr(r.err, "after checkpoint ");
+	assert_non_null(after);
+	assert_int_equal(sscanf(after, "after checkpoint %lld", &id3), 1);
+	assert_true(id3 > id2);
 	run_free(&r);
 	brig_store_session *rec = store_session(S);
 	assert_int_equal(rec->state, BRIG_STORE_FAILED);
@@ -211,7 +217,7 @@ static void test_session_commands(void **state)
 	r = brig_expect(0, (const char *[]){"recover", ID, NULL});
 	assert_string_equal(chomp(r.out), g2);
 	char want[128];
-	snprintf(want, sizeof want, "into generation 2 from checkpoint %lld", (long long)id1);
+	snprintf(want, sizeof want, "into generation 2 from checkpoint %lld", id3);
 	if (!strstr(r.err, want))
 		fail_msg("recover said: %s", r.err);
 	run_free(&r);
@@ -219,10 +225,11 @@ static void test_session_commands(void **state)
 	assert_non_null(strstr(r.err, "nothing to recover"));
 	run_free(&r);
 
-	/* exec by identity now reaches generation 2, with checkpoint 1's files. */
+	/* exec by identity now reaches generation 2, with the files of the
+	 * checkpoint taken before the stop. */
 	r = brig_expect(0, (const char *[]){"exec", ID, "--", "sh", "-c",
 					    "ls /workspace; cat /workspace/l; stat -c '%a %u:%g' /workspace/f", NULL});
-	assert_string_equal(r.out, "f\nl\nv1\n700 1000:1000\n");
+	assert_string_equal(r.out, "f\ng\nl\nv1\n700 1000:1000\n");
 	run_free(&r);
 	r = brig_expect(0, (const char *[]){"up", ID, NULL});
 	assert_string_equal(chomp(r.out), g2);

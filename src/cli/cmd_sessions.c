@@ -1,0 +1,423 @@
+/* cmd_sessions.c — the session store as a user sees it: `brig sessions ls`
+ * (with what Docker says of each computer), `brig sessions rm` and `brig
+ * history` (the commands and checkpoints the store recorded). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "brig/session.h"
+#include "brig/store.h"
+#include "cli/cli.h"
+#include "util/util.h"
+
+enum { OPT_JSON = CLI_OPT_TARGET_END, OPT_FORCE, OPT_CHECKPOINTS, OPT_LIMIT };
+
+/* A session record without its spec: the spec holds env values. */
+static json_t *session_json(const brig_store_session *r, const char *computer_state)
+{
+	json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:s,s:I,s:I,s:I}", "ns", r->ns, "agent", r->agent, "session",
+			      r->session, "generation", (json_int_t)r->generation, "state",
+			      brig_store_state_to_string(r->state), "revision", (json_int_t)r->revision, "created_ms",
+			      (json_int_t)r->created_ms, "updated_ms", (json_int_t)r->updated_ms);
+	json_object_set_new(j, "container_name", r->container_name ? json_string(r->container_name) : json_null());
+	json_object_set_new(j, "container_id", r->container_id ? json_string(r->container_id) : json_null());
+	if (computer_state)
+		json_object_set_new(j, "computer_state", json_string(computer_state));
+	return j;
+}
+
+static void format_ms(char *out, size_t n, int64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	if (ms <= 0 || !localtime_r(&t, &tm) || strftime(out, n, "%Y-%m-%d %H:%M:%S", &tm) == 0)
+		snprintf(out, n, "-");
+}
+
+/* What Docker says of a session's current computer: its State.Status
+ * ("running", "paused", "exited"…), "gone", or "unknown" (no daemon). */
+static const char *docker_state(brig_engine *e, const char *name, char *buf, size_t n)
+{
+	if (!e || !name)
+		return e ? "gone" : "unknown";
+	json_t *j = NULL;
+	int rc = brig_engine_container_inspect(e, &j, name, NULL);
+	const char *st = NULL;
+	if (rc == 0)
+		st = json_string_value(json_object_get(json_object_get(j, "State"), "Status"));
+	snprintf(buf, n, "%s", rc == BRIG_ENOTFOUND ? "gone" : st ? st : "unknown");
+	json_decref(j);
+	return buf;
+}
+
+/* ---- brig sessions ls ---- */
+
+static const char sessions_usage[] =
+	"Usage: brig sessions ls [--ns NS] [--store URL] [--json]\n"
+	"       brig sessions rm [--force] [--checkpoints] --ns NS --agent A --session S [--store URL]\n"
+	"\n"
+	"ls lists the sessions of the session store with what Docker says of each current\n"
+	"computer (COMPUTER: running, paused, exited, gone). When the store says running but\n"
+	"the computer is exited or gone, brig says so and records it as destroyed; the next\n"
+	"`brig up` restores the session's latest checkpoint.\n"
+	"\n"
+	"rm removes a session from the store. It refuses while any computer of the session\n"
+	"exists (--force destroys them first), and while the session has checkpoints\n"
+	"(--checkpoints removes them and their blobs too). Its command history stays.\n"
+	"\n"
+	"Options:\n"
+	"      --ns NS             ls: only this namespace; rm: the session, with --agent, --session\n" CLI_HELP_STORE
+	"      --json              ls: print a JSON array\n"
+	"  -f, --force             rm: destroy the session's computers first\n"
+	"      --checkpoints       rm: remove the session's checkpoints too\n"
+	"  -h, --help              Print this help\n";
+
+static int sessions_ls(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"ns", required_argument, NULL, CLI_OPT_NS},
+		{"store", required_argument, NULL, CLI_OPT_STORE},
+		{"json", no_argument, NULL, OPT_JSON},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *ns = NULL, *store = NULL;
+	bool json = false;
+	int opt;
+	optind = 0;
+	while ((opt = cli_getopt("sessions ls", argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case CLI_OPT_NS: ns = optarg; break;
+		case CLI_OPT_STORE: store = optarg; break;
+		case OPT_JSON: json = true; break;
+		case 'h': return cli_help(sessions_usage);
+		default: return CLI_EXIT_FAIL;
+		}
+	}
+	if (optind < argc)
+		return cli_usage("sessions ls", "unexpected argument '%s'", argv[optind]);
+	brig_error *err = NULL;
+	if (ns && brig_identity_check_name("ns", ns, &err) != 0)
+		return cli_error(err, NULL);
+	brig_store *s = NULL;
+	if (cli_store_open(&s, store) != 0)
+		return CLI_EXIT_FAIL;
+	brig_store_session *rs = NULL;
+	size_t n = 0;
+	int rc = CLI_EXIT_FAIL;
+	brig_engine *e = NULL;
+	if (brig_store_session_list(s, &rs, &n, ns, &err) != 0) {
+		cli_error(err, NULL);
+		goto out;
+	}
+	/* Without a daemon the listing still shows what the store has. */
+	if (n && brig_engine_open(&e, NULL, &err) != 0) {
+		cli_error(err, "cannot ask Docker about the computers (COMPUTER shows unknown)");
+		err = NULL;
+		e = NULL;
+	}
+	json_t *arr = json ? json_array() : NULL;
+	if (!json)
+		printf("%-16s %-16s %-16s %-4s %-10s %-10s %s\n", "NS", "AGENT", "SESSION", "GEN", "STATE", "COMPUTER",
+		       "UPDATED");
+	rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		brig_store_session *r = &rs[i];
+		char buf[32];
+		const char *ds = docker_state(e, r->container_name, buf, sizeof buf);
+		bool live = r->state == BRIG_STORE_RUNNING || r->state == BRIG_STORE_PAUSED;
+		if (e && live && (strcmp(ds, "gone") == 0 || strcmp(ds, "exited") == 0 || strcmp(ds, "dead") == 0)) {
+			cli_note("%s/%s/%s: the store said %s, but its computer %s is %s (its files are gone): "
+				 "recorded as destroyed; `brig up` restores its latest checkpoint",
+				 r->ns, r->agent, r->session, brig_store_state_to_string(r->state),
+				 r->container_name ? r->container_name : "-", ds);
+			if (brig_session_mark(s, r->ns, r->agent, r->session, r->generation, BRIG_STORE_DESTROYED,
+					      &err) != 0) {
+				rc = cli_error(err, NULL);
+				err = NULL;
+			} else {
+				r->state = BRIG_STORE_DESTROYED;
+			}
+		}
+		if (json) {
+			json_array_append_new(arr, session_json(r, ds));
+			continue;
+		}
+		char when[32];
+		format_ms(when, sizeof when, r->updated_ms);
+		cli_put_safe(r->ns);
+		printf("%*s ", (int)(strlen(r->ns) < 16 ? 16 - strlen(r->ns) : 0), "");
+		cli_put_safe(r->agent);
+		printf("%*s ", (int)(strlen(r->agent) < 16 ? 16 - strlen(r->agent) : 0), "");
+		cli_put_safe(r->session);
+		printf("%*s ", (int)(strlen(r->session) < 16 ? 16 - strlen(r->session) : 0), "");
+		printf("%-4" PRId64 " %-10s %-10s %s\n", r->generation, brig_store_state_to_string(r->state), ds, when);
+	}
+	if (json) {
+		int prc = cli_print_json(arr);
+		if (prc)
+			rc = prc;
+	}
+out:
+	brig_engine_free(e);
+	brig_store_session_free_array(rs, n);
+	brig_store_close(s);
+	return rc;
+}
+
+/* ---- brig sessions rm ---- */
+
+static int sessions_rm(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		CLI_SESSION_LONGOPTS,
+		{"force", no_argument, NULL, 'f'},
+		{"checkpoints", no_argument, NULL, OPT_CHECKPOINTS},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	cli_target t = {0};
+	bool force = false, checkpoints = false;
+	int opt, trc = 0;
+	optind = 0;
+	while ((opt = cli_getopt("sessions rm", argc, argv, ":hf", longopts, NULL)) != -1) {
+		if (cli_target_opt(&t, opt, optarg, &trc))
+			continue;
+		switch (opt) {
+		case 'f': force = true; break;
+		case OPT_CHECKPOINTS: checkpoints = true; break;
+		case 'h': return cli_help(sessions_usage);
+		default: return CLI_EXIT_FAIL;
+		}
+	}
+	if (optind < argc)
+		return cli_usage("sessions rm", "unexpected argument '%s'", argv[optind]);
+	if (cli_target_check("sessions rm", &t) != 0)
+		return CLI_EXIT_FAIL;
+	const char *ns = t.id.ns, *agent = t.id.agent, *session = t.id.session;
+	brig_store *s = NULL;
+	brig_engine *e = NULL;
+	brig_computer **cs = NULL;
+	size_t n = 0;
+	brig_error *err = NULL;
+	brig_store_session *r = NULL;
+	char *label = NULL;
+	int rc = CLI_EXIT_FAIL;
+	if (cli_store_open(&s, t.store) != 0)
+		goto out;
+	if (brig_store_session_get(s, &r, ns, agent, session, &err) != 0) {
+		cli_error(err, "sessions rm");
+		goto out;
+	}
+	/* Refused before anything goes: not a destroyed computer and a kept session. */
+	brig_store_checkpoint *cps = NULL;
+	size_t ncp = 0;
+	if (brig_store_checkpoint_list(s, &cps, &ncp, ns, agent, session, &err) != 0) {
+		cli_error(err, NULL);
+		goto out;
+	}
+	brig_store_checkpoint_free_array(cps, ncp);
+	if (ncp && !checkpoints) {
+		cli_fail("session %s/%s/%s has %zu checkpoint%s; removing the session removes them too: pass "
+			 "--checkpoints to do that, or keep the session; nothing was removed",
+			 ns, agent, session, ncp, ncp == 1 ? "" : "s");
+		goto out;
+	}
+	if (cli_engine_open(&e) != 0)
+		goto out;
+	label = xasprintf(BRIG_LABEL_SESSION "=%s", session);
+	if (brig_computer_list(e, &cs, &n, ns, label, &err) != 0) {
+		cli_error(err, NULL);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!cs[i]->agent || strcmp(cs[i]->agent, agent) != 0)
+			continue;
+		if (!force) {
+			cli_fail("session %s/%s/%s still has computer %s (generation %u, %s): destroy it first, or "
+				 "pass --force to destroy it with the session; nothing was removed",
+				 ns, agent, session, cs[i]->name, cs[i]->generation,
+				 cs[i]->state ? cs[i]->state : "state unknown");
+			goto out;
+		}
+		if (brig_computer_destroy(e, cs[i]->name, &err) != 0) {
+			cli_error(err, "sessions rm: the session stays in the store");
+			goto out;
+		}
+		cli_note("destroyed %s (generation %u)", cs[i]->name, cs[i]->generation);
+	}
+	size_t removed = 0;
+	if (brig_session_remove(s, NULL, ns, agent, session, checkpoints, &removed, &err) != 0) {
+		cli_error(err, NULL);
+		goto out;
+	}
+	if (removed)
+		cli_note("removed %zu checkpoint%s of %s/%s/%s", removed, removed == 1 ? "" : "s", ns, agent, session);
+	printf("%s/%s/%s\n", ns, agent, session);
+	rc = 0;
+out:
+	free(label);
+	brig_store_session_free(r);
+	brig_computer_free_array(cs, n);
+	brig_engine_free(e);
+	brig_store_close(s);
+	return rc;
+}
+
+int cmd_sessions(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "ls") == 0)
+		return sessions_ls(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "rm") == 0)
+		return sessions_rm(argc - 1, argv + 1);
+	if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0))
+		return cli_help(sessions_usage);
+	if (argc > 1)
+		return cli_usage("sessions", "unknown subcommand '%.32s' (ls or rm)", argv[1]);
+	return cli_usage("sessions", "a subcommand is required: ls or rm");
+}
+
+/* ---- brig history ---- */
+
+static const char history_usage[] =
+	"Usage: brig history --ns NS --agent A --session S [--store URL] [--limit N] [--json]\n"
+	"\n"
+	"Show what the session store recorded of a session, oldest first: each command run\n"
+	"through brig exec or brig agent (time, generation, exit code, outcome, duration,\n"
+	"argv — never environment values) and each checkpoint. Commands outlive the session:\n"
+	"the history of a removed session is still shown.\n"
+	"\n" CLI_HELP_SESSION "      --limit N           Only the newest N commands (default all)\n"
+	"      --json              Print {session, commands, checkpoints}\n"
+	"  -h, --help              Print this help\n";
+
+/* argv_json as words separated by spaces, for a terminal. */
+static void put_argv(const char *argv_json)
+{
+	json_t *a = json_loads(argv_json ? argv_json : "[]", 0, NULL);
+	size_t i;
+	json_t *v;
+	json_array_foreach (a, i, v) {
+		if (i)
+			putchar(' ');
+		cli_put_safe(json_string_value(v) ? json_string_value(v) : "?");
+	}
+	json_decref(a);
+}
+
+int cmd_history(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		CLI_SESSION_LONGOPTS,
+		{"limit", required_argument, NULL, OPT_LIMIT},
+		{"json", no_argument, NULL, OPT_JSON},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	cli_target t = {0};
+	bool json = false;
+	int64_t limit = 0;
+	int opt, trc = 0;
+	optind = 0;
+	while ((opt = cli_getopt("history", argc, argv, ":h", longopts, NULL)) != -1) {
+		if (cli_target_opt(&t, opt, optarg, &trc))
+			continue;
+		switch (opt) {
+		case OPT_LIMIT:
+			if (cli_parse_i64("--limit", optarg, 1, 1000000, &limit) != 0)
+				return CLI_EXIT_FAIL;
+			break;
+		case OPT_JSON: json = true; break;
+		case 'h': return cli_help(history_usage);
+		default: return CLI_EXIT_FAIL;
+		}
+	}
+	if (optind < argc)
+		return cli_usage("history", "unexpected argument '%s'", argv[optind]);
+	if (cli_target_check("history", &t) != 0)
+		return CLI_EXIT_FAIL;
+	const char *ns = t.id.ns, *agent = t.id.agent, *session = t.id.session;
+	brig_store *s = NULL;
+	brig_store_session *r = NULL;
+	brig_store_audit *au = NULL;
+	brig_store_checkpoint *cps = NULL;
+	size_t nau = 0, ncp = 0;
+	brig_error *err = NULL;
+	int rc = CLI_EXIT_FAIL;
+	if (cli_store_open(&s, t.store) != 0)
+		goto out;
+	int g = brig_store_session_get(s, &r, ns, agent, session, &err);
+	if (g != 0 && g != BRIG_ENOTFOUND) {
+		cli_error(err, NULL);
+		goto out;
+	}
+	brig_error_free(err);
+	err = NULL;
+	if (brig_store_audit_list(s, &au, &nau, ns, agent, session, (size_t)limit, &err) != 0 ||
+	    brig_store_checkpoint_list(s, &cps, &ncp, ns, agent, session, &err) != 0) {
+		cli_error(err, NULL);
+		goto out;
+	}
+	if (!r && nau == 0) {
+		cli_fail("no session %s/%s/%s in the store (%s) and no command recorded for it", ns, agent, session,
+			 brig_store_display_url(s));
+		goto out;
+	}
+	if (json) {
+		json_t *cmds = json_array(), *cks = json_array();
+		for (size_t i = nau; i-- > 0;) {
+			const brig_store_audit *a = &au[i];
+			json_t *argvj = json_loads(a->argv_json ? a->argv_json : "[]", 0, NULL);
+			json_t *o = json_pack(
+				"{s:I,s:I,s:o,s:i,s:b,s:s,s:I,s:I,s:I,s:I}", "id", (json_int_t)a->id, "generation",
+				(json_int_t)a->generation, "argv", argvj ? argvj : json_array(), "exit_code",
+				a->exit_code, "timed_out", a->timed_out, "outcome", a->outcome ? a->outcome : "",
+				"duration_ms", (json_int_t)a->duration_ms, "stdout_bytes", (json_int_t)a->stdout_bytes,
+				"stderr_bytes", (json_int_t)a->stderr_bytes, "created_ms", (json_int_t)a->created_ms);
+			json_array_append_new(cmds, o);
+		}
+		for (size_t i = ncp; i-- > 0;)
+			json_array_append_new(cks, json_pack("{s:I,s:I,s:s,s:I,s:I,s:I}", "id", (json_int_t)cps[i].id,
+							     "generation", (json_int_t)cps[i].generation, "digest",
+							     cps[i].digest, "bytes_raw", (json_int_t)cps[i].bytes_raw,
+							     "bytes_stored", (json_int_t)cps[i].bytes_stored,
+							     "created_ms", (json_int_t)cps[i].created_ms));
+		json_t *o = json_pack("{s:o,s:o,s:o}", "session", r ? session_json(r, NULL) : json_null(), "commands",
+				      cmds, "checkpoints", cks);
+		rc = cli_print_json(o);
+		goto out;
+	}
+	if (r)
+		printf("# %s/%s/%s: generation %" PRId64 ", %s\n", ns, agent, session, r->generation,
+		       brig_store_state_to_string(r->state));
+	else
+		printf("# %s/%s/%s: removed from the store; its commands remain\n", ns, agent, session);
+	printf("%-19s %-4s %-10s %s\n", "TIME", "GEN", "EVENT", "DETAIL");
+	/* Both lists are newest first: merge them oldest first. */
+	size_t ia = nau, ic = ncp;
+	while (ia > 0 || ic > 0) {
+		bool take_cp = ic > 0 && (ia == 0 || cps[ic - 1].created_ms < au[ia - 1].created_ms);
+		char when[32];
+		if (take_cp) {
+			const brig_store_checkpoint *c = &cps[--ic];
+			format_ms(when, sizeof when, c->created_ms);
+			printf("%-19s %-4" PRId64 " %-10s %" PRId64 " (%" PRId64 " bytes archived, %.12s)\n", when,
+			       c->generation, "checkpoint", c->id, c->bytes_raw, c->digest);
+			continue;
+		}
+		const brig_store_audit *a = &au[--ia];
+		format_ms(when, sizeof when, a->created_ms);
+		printf("%-19s %-4" PRId64 " %-10s exit %d, %s, %" PRId64 " ms: ", when, a->generation, "exec",
+		       a->exit_code, a->outcome ? a->outcome : "-", a->duration_ms);
+		put_argv(a->argv_json);
+		putchar('\n');
+	}
+	rc = 0;
+out:
+	brig_store_checkpoint_free_array(cps, ncp);
+	brig_store_audit_free_array(au, nau);
+	brig_store_session_free(r);
+	brig_store_close(s);
+	return rc;
+}
