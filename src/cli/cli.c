@@ -185,43 +185,6 @@ int cli_target_check(const char *cmd, const cli_target *t)
 	return 0;
 }
 
-int cli_name_expand(char **out, const char *name)
-{
-	*out = NULL;
-	size_t len = strlen(name);
-	if (strncmp(name, "brig-", 5) != 0 || len >= 5 + 64)
-		return 0;
-	for (size_t i = 5; i < len; i++)
-		if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
-			return 0;
-	/* Whatever fails here, the command itself reports with the name as given. */
-	brig_engine *e = NULL;
-	if (brig_engine_open(&e, NULL, NULL) != 0)
-		return 0;
-	brig_computer **cs = NULL;
-	size_t n = 0;
-	if (brig_computer_list(e, &cs, &n, NULL, NULL, NULL) != 0) {
-		brig_engine_free(e);
-		return 0;
-	}
-	size_t hits = 0, first = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (cs[i]->name && strncmp(cs[i]->name, name, len) == 0) {
-			if (!hits)
-				first = i;
-			hits++;
-		}
-	}
-	int rc = 0;
-	if (hits == 1)
-		*out = xstrdup(cs[first]->name);
-	else if (hits > 1)
-		rc = cli_fail("%s is ambiguous: %zu computers' names start with it; give more of the name", name, hits);
-	brig_computer_free_array(cs, n);
-	brig_engine_free(e);
-	return rc;
-}
-
 int cli_target_name(char **out, const char *cmd, const cli_target *t, const char *name, brig_store *s, bool fallback)
 {
 	*out = NULL;
@@ -230,10 +193,7 @@ int cli_target_name(char **out, const char *cmd, const cli_target *t, const char
 	if (!name && !t->id_given)
 		return cli_usage(cmd, "NAME (or --ns/--agent/--session) is required");
 	if (name) {
-		if (cli_name_expand(out, name) != 0)
-			return CLI_EXIT_FAIL;
-		if (!*out)
-			*out = xstrdup(name);
+		*out = xstrdup(name);
 		return 0;
 	}
 	if (!t->id.ns || !t->id.agent || !t->id.session)

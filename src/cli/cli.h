@@ -274,14 +274,7 @@ int cli_target_opt(cli_target *t, int opt, const char *arg, int *rc);
 /* The session flags, all three and valid. Returns 0 or CLI_EXIT_FAIL
  * (usage of cmd printed). */
 int cli_target_check(const char *cmd, const cli_target *t);
-/* A NAME that is a strict prefix of a computer's name ("brig-" and hex
- * digits, as Docker takes id prefixes): *out gets the one computer's full
- * name, or stays NULL (not a prefix, no match, or Docker not reachable: the
- * command then reports the name as given). More than one match is refused.
- * Returns 0 or CLI_EXIT_FAIL (message printed). */
-int cli_name_expand(char **out, const char *name);
-/* Names the computer of cmd: NAME (may be NULL; a unique prefix is
- * expanded by cli_name_expand) or the session flags,
+/* Names the computer of cmd: NAME (may be NULL) or the session flags,
  * exactly one of them. With --gen the name follows from the identity;
  * otherwise the store's current generation (s, may be NULL: then it is
  * opened from t->store for the look-up), with fallback the generation-1

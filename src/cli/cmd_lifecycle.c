@@ -95,13 +95,6 @@ static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const 
 	bool missing = false;
 	for (int i = 0; i < n; i++) {
 		const char *ref = resolved ? resolved : argv[optind + i];
-		cleanup_free char *full = NULL;
-		if (!resolved && cli_name_expand(&full, ref) != 0) {
-			rc = CLI_EXIT_FAIL;
-			continue;
-		}
-		if (full)
-			ref = full;
 		brig_error *err = NULL;
 		if (must_exist && !force) {
 			int x = exists(e, ref);

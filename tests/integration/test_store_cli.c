@@ -821,38 +821,6 @@ static void test_guest_commands_by_session(void **state)
 #undef ID
 }
 
-/* A unique prefix of a computer's name names it, as Docker takes id
- * prefixes; an ambiguous one is refused. */
-static void test_name_prefix(void **state)
-{
-	(void)state;
-	const char *url = STORES[0];
-	cleanup_free char *g1 = gen_name("agent", "pfx", 1);
-	expect(0, NULL,
-	       (const char *[]){"up", "--ns", NS, "--agent", "agent", "--session", "pfx", "--store", url, "--label",
-				LABEL, NULL});
-	expect(0, NULL,
-	       (const char *[]){"up", "--ns", NS, "--agent", "agent", "--session", "pfx2", "--store", url, "--label",
-				LABEL, NULL});
-	char prefix[32];
-	snprintf(prefix, sizeof prefix, "%.17s", g1); /* brig- and 12 hex digits */
-	run_out r = brig_expect(0, NULL, (const char *[]){"inspect", prefix, "--json", NULL});
-	json_t *j = json_loads(r.out, 0, NULL);
-	assert_string_equal(json_string_value(json_object_get(j, "name")), g1);
-	json_decref(j);
-	run_free(&r);
-	r = brig_expect(0, NULL, (const char *[]){"exec", prefix, "--", "echo", "by-prefix", NULL});
-	assert_string_equal(r.out, "by-prefix\n");
-	run_free(&r);
-	r = brig_expect(0, NULL, (const char *[]){"pause", prefix, "--store", url, NULL});
-	assert_non_null(strstr(r.out, g1));
-	run_free(&r);
-	expect(0, NULL, (const char *[]){"resume", prefix, "--store", url, NULL});
-	expect(125, "is ambiguous", (const char *[]){"inspect", "brig-", NULL});
-	expect(125, "is ambiguous", (const char *[]){"destroy", "brig-", NULL});
-	expect(125, NULL, (const char *[]){"inspect", "brig-zz", NULL});
-}
-
 /* Runs sql on the SQLite store at path (a test's way to break a store). */
 static void sql(const char *path, const char *stmt)
 {
@@ -907,7 +875,6 @@ int main(void)
 		cmocka_unit_test(test_checkpoint_before_stop),
 		cmocka_unit_test(test_checkpoint_every),
 		cmocka_unit_test(test_guest_commands_by_session),
-		cmocka_unit_test(test_name_prefix),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
