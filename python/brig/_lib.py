@@ -95,6 +95,7 @@ class UpResult(Structure):
         ("old_generation", c_int64),
         ("checkpoint_id", c_int64),
         ("checkpoint_created_ms", c_int64),
+        ("recorded", c_bool),
     ]
 
 
@@ -194,6 +195,8 @@ class ExecResult(Structure):
         ("duration_ms", c_int64),
         ("out", Capture),
         ("err", Capture),
+        ("stop_checkpoint_id", c_int64),
+        ("stop_checkpoint_failed", c_bool),
     ]
 
 

@@ -33,6 +33,7 @@ int main(void)
 	F(brig_up_result, old_generation);
 	F(brig_up_result, checkpoint_id);
 	F(brig_up_result, checkpoint_created_ms);
+	F(brig_up_result, recorded);
 	S(brig_recover_result);
 	F(brig_recover_result, computer);
 	F(brig_recover_result, old_generation);
@@ -109,6 +110,8 @@ int main(void)
 	F(brig_exec_result, duration_ms);
 	F(brig_exec_result, out);
 	F(brig_exec_result, err);
+	F(brig_exec_result, stop_checkpoint_id);
+	F(brig_exec_result, stop_checkpoint_failed);
 	S(brig_run_opts);
 	F(brig_run_opts, version);
 	F(brig_run_opts, spec);
