@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	/* 2. Strings for JSON: always valid UTF-8 out. */
-	json_t *s = mcp__string(in, size);
+	json_t *s = ops_string(in, size);
 	if (!s)
 		abort();
 	json_decref(s);

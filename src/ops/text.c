@@ -1,0 +1,67 @@
+/* text.c — bytes from a computer as JSON text, for every surface that sends
+ * command output or file names on (ops.h). */
+#include <stdint.h>
+
+#include "ops/ops.h"
+#include "util/util.h"
+
+static size_t utf8_seq(const unsigned char *p, size_t n)
+{
+	if (p[0] < 0x80)
+		return p[0] ? 1 : 0;
+	size_t len;
+	uint32_t cp;
+	if ((p[0] & 0xe0) == 0xc0)
+		len = 2, cp = p[0] & 0x1f;
+	else if ((p[0] & 0xf0) == 0xe0)
+		len = 3, cp = p[0] & 0x0f;
+	else if ((p[0] & 0xf8) == 0xf0)
+		len = 4, cp = p[0] & 0x07;
+	else
+		return 0;
+	if (len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3f);
+	}
+	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+bool ops_is_text(const char *data, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)data;
+	for (size_t i = 0; i < len;) {
+		size_t l = utf8_seq(p + i, len - i);
+		if (!l)
+			return false;
+		i += l;
+	}
+	return true;
+}
+
+json_t *ops_string(const char *data, size_t len)
+{
+	if (ops_is_text(data, len))
+		return json_stringn(data, len);
+	brig_buf b;
+	brig_buf_init(&b, len * 3 + 1);
+	const unsigned char *p = (const unsigned char *)data;
+	for (size_t i = 0; i < len;) {
+		size_t l = utf8_seq(p + i, len - i);
+		if (l) {
+			brig_buf_put(&b, p + i, l);
+			i += l;
+		} else {
+			brig_buf_put(&b, "\xef\xbf\xbd", 3);
+			i++;
+		}
+	}
+	json_t *s = json_stringn(b.data ? b.data : "", b.len);
+	brig_buf_free(&b);
+	return s;
+}
