@@ -56,6 +56,7 @@ int cmd_ps(int argc, char **argv);
 int cmd_kill(int argc, char **argv);
 int cmd_attach(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* --debug: error messages also carry the code name and HTTP status. */
 extern bool cli_debug;

@@ -1,0 +1,103 @@
+/* internal.h — between the server (server.c: connections, auth, replies,
+ * logs, metrics, the computers' brig-init handles) and the routes
+ * (routes.c: the table and each endpoint). Private to src/serve/. */
+#ifndef BRIG_SERVE_INTERNAL_H
+#define BRIG_SERVE_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "brig/guest.h"
+#include "brig/sandbox.h"
+#include "ops/ops.h"
+#include "serve/serve.h"
+
+#define SERVE_MAX_PARAMS 6
+
+typedef struct serve_server serve_server;
+typedef struct serve_req serve_req;
+
+/* What a handler answers. Exactly one of json, data or stream is used. */
+typedef struct serve_reply {
+	int status;
+	json_t *json; /* consumed */
+	char *data;   /* malloc'd, consumed */
+	size_t len;
+	const char *type; /* content type of data */
+	/* Streaming (chunked): read is called on the connection's thread
+	 * until it returns 0 (end) or -1 (abort); done once after. */
+	ssize_t (*read)(void *payload, char *buf, size_t max);
+	void (*done)(void *payload);
+	void *payload;
+	const char *extra_header, *extra_value; /* one more header, or NULL */
+} serve_reply;
+
+typedef void (*serve_handler)(serve_req *r, serve_reply *out);
+
+enum {
+	ROUTE_PUBLIC = 1,   /* no token needed (health) */
+	ROUTE_RAW_BODY = 2, /* the body is bytes, not JSON */
+	ROUTE_ALL_NS = 4,   /* needs a token of every namespace (metrics) */
+};
+
+typedef struct serve_route {
+	const char *method;
+	const char *path; /* template: {name} matches one segment */
+	serve_handler fn;
+	unsigned flags;
+} serve_route;
+
+extern const serve_route serve__routes[];
+extern const size_t serve__route_count;
+
+struct serve_req {
+	serve_server *srv;
+	void *conn; /* struct MHD_Connection */
+	char *method, *url;
+	const serve_route *route; /* NULL: none matched */
+	bool method_mismatch;     /* the path matched another method */
+	const char *param_name[SERVE_MAX_PARAMS];
+	char *param[SERVE_MAX_PARAMS];
+	size_t n_params;
+	const void *token; /* serve_tokens entry; NULL: all namespaces */
+	char *body;
+	size_t body_len, body_cap;
+	json_t *json; /* the parsed body (JSON routes) */
+	bool over, answered;
+	int status;
+	int64_t started_us; /* monotonic, for the log line */
+};
+
+/* ---- from server.c, for the routes ---- */
+
+brig_engine *serve__engine(serve_req *r);
+brig_store *serve__store(serve_req *r);
+const serve_config *serve__config(serve_req *r);
+/* A path parameter by name, or NULL. */
+const char *serve__param(serve_req *r, const char *name);
+/* A query parameter; *len its decoded length (NUL bytes count). NULL when absent. */
+const char *serve__query(serve_req *r, const char *name, size_t *len);
+/* Whether the request's token may touch namespace ns. */
+bool serve__allowed(serve_req *r, const char *ns);
+bool serve__all_ns(serve_req *r);
+
+void serve__reply_json(serve_reply *out, int status, json_t *j);
+/* An error answer {"code","message"} from err (consumed), context may be NULL. */
+void serve__reply_error(serve_reply *out, brig_error *err);
+void serve__reply_fail(serve_reply *out, int status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* The brig-init handle of container name, opened once and kept (borrowed:
+ * valid while the server runs); *out NULL when the computer has none. */
+int serve__guest(serve_server *s, const char *name, brig_guest **out, brig_error **err);
+/* Forgets the handle of name (its computer stopped, was recovered…). */
+void serve__guest_forget(serve_server *s, const char *name);
+
+/* Notes one exec's latency (metrics). */
+void serve__exec_observe(serve_server *s, int64_t ms);
+/* Prometheus text of the server's counters (appended to b). */
+void serve__metrics_write(serve_server *s, void *b);
+
+#endif

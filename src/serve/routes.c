@@ -1,0 +1,895 @@
+/* routes.c — the API's one route table (what the server dispatches from,
+ * what `brig serve --routes` prints, what docs/openapi.json must match) and
+ * each endpoint: computers, exec, processes, files, checkpoints, recover,
+ * health, metrics, the OpenAPI document. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "brig/session.h"
+#include "brig/version.h"
+#include "ops/fs.h"
+#include "ops/procs.h"
+#include "serve/internal.h"
+#include "util/util.h"
+
+/* ---- shared steps ---- */
+
+/* The identity in the path, validated. */
+static bool path_identity(serve_req *r, serve_reply *out, brig_identity *id)
+{
+	*id = (brig_identity){serve__param(r, "ns"), serve__param(r, "agent"), serve__param(r, "session"), 1};
+	brig_error *err = NULL;
+	if (brig_identity_validate(id, &err) != 0) {
+		serve__reply_error(out, err);
+		return false;
+	}
+	return true;
+}
+
+/* The container name of the path's session: its current generation, else
+ * (not a session of the store) its first. *name is malloc'd. */
+static bool path_computer(serve_req *r, serve_reply *out, char **name)
+{
+	brig_identity id;
+	if (!path_identity(r, out, &id))
+		return false;
+	brig_error *err = NULL;
+	int rc = brig_session_resolve(serve__store(r), name, id.ns, id.agent, id.session, &err);
+	if (rc == 0)
+		return true;
+	if (rc != BRIG_ENOTFOUND) {
+		serve__reply_error(out, err);
+		return false;
+	}
+	brig_error_free(err);
+	err = NULL;
+	char n[BRIG_NAME_SIZE];
+	if (brig_identity_name(n, &id, &err) != 0) {
+		serve__reply_error(out, err);
+		return false;
+	}
+	*name = xstrdup(n);
+	return true;
+}
+
+/* A boolean query parameter ("true"/"1"). */
+static bool query_bool(serve_req *r, const char *name)
+{
+	const char *v = serve__query(r, name, NULL);
+	return v && (strcmp(v, "true") == 0 || strcmp(v, "1") == 0);
+}
+
+static bool query_i64(serve_req *r, serve_reply *out, const char *name, int64_t min, int64_t max, int64_t *v)
+{
+	const char *s = serve__query(r, name, NULL);
+	if (!s)
+		return true;
+	char *end;
+	long long x = strtoll(s, &end, 10);
+	if (!*s || *end || x < min || x > max) {
+		serve__reply_fail(out, 400, "invalid", "%s: give an integer from %" PRId64 " to %" PRId64, name, min,
+				  max);
+		return false;
+	}
+	*v = x;
+	return true;
+}
+
+/* ?path=…, checked and made absolute (relative: under /workspace). */
+static char *query_path(serve_req *r, serve_reply *out, const char *name)
+{
+	size_t len = 0;
+	const char *p = serve__query(r, name, &len);
+	brig_error *err = NULL;
+	char *abs = NULL;
+	if (serve_path_check(p, p ? len : 0, &err) != 0 || !(abs = ops_fs_path(p, &err))) {
+		serve__reply_error(out, err);
+		return NULL;
+	}
+	return abs;
+}
+
+static char *body_path(serve_req *r, serve_reply *out, const char *name)
+{
+	json_t *v = json_object_get(r->json, name);
+	brig_error *err = NULL;
+	char *abs = NULL;
+	if (!json_is_string(v)) {
+		serve__reply_fail(out, 400, "invalid", "%s: give a path", name);
+		return NULL;
+	}
+	if (serve_path_check(json_string_value(v), json_string_length(v), &err) != 0 ||
+	    !(abs = ops_fs_path(json_string_value(v), &err))) {
+		serve__reply_error(out, err);
+		return NULL;
+	}
+	return abs;
+}
+
+/* ---- the target ops/ works on: one computer, reached through the kept
+ * brig-init handle, commands audited like brig exec ---- */
+
+typedef struct target {
+	ops_target t;
+	serve_req *r;
+	const char *name;
+} target;
+
+static int target_guest(ops_target *t, brig_guest **out, brig_error **err)
+{
+	target *tg = t->payload;
+	return serve__guest(tg->r->srv, tg->name, out, err);
+}
+
+static int target_exec(ops_target *t, const char *const *argv, const char *const *env, size_t env_count,
+		       const char *workdir, const char *stdin_data, size_t stdin_len, size_t capture_max,
+		       int64_t timeout_ms, brig_exec_result *res, brig_error **err)
+{
+	target *tg = t->payload;
+	brig_exec_opts o = BRIG_EXEC_OPTS_INIT;
+	o.argv = argv;
+	o.env = env;
+	o.env_count = env_count;
+	o.workdir = workdir;
+	o.stdin_data = stdin_data;
+	o.stdin_len = stdin_len;
+	o.capture_max = capture_max;
+	o.timeout_ms = timeout_ms;
+	return brig_session_exec(serve__engine(tg->r), serve__store(tg->r), tg->name, &o, res, err);
+}
+
+static void target_init(target *tg, serve_req *r, const char *name)
+{
+	*tg = (target){.t = {.guest = target_guest, .exec = target_exec, .payload = tg}, .r = r, .name = name};
+}
+
+/* ---- health, metrics, the document ---- */
+
+static void h_health(serve_req *r, serve_reply *out)
+{
+	(void)r;
+	serve__reply_json(out, 200, json_pack("{s:s,s:s}", "status", "ok", "version", BRIG_VERSION));
+}
+
+static void h_openapi(serve_req *r, serve_reply *out)
+{
+	(void)r;
+	/* The document ships in the source tree and is installed beside the
+	 * binary's data; $BRIG_OPENAPI names another copy. */
+	const char *path = getenv("BRIG_OPENAPI");
+	json_error_t je;
+	json_t *doc = json_load_file(path && *path ? path : BRIG_SOURCE_DIR "/docs/openapi.json", 0, &je);
+	if (!doc) {
+		serve__reply_fail(out, 500, "internal", "the OpenAPI document cannot be read: %s", je.text);
+		return;
+	}
+	serve__reply_json(out, 200, doc);
+}
+
+static void h_metrics(serve_req *r, serve_reply *out)
+{
+	brig_buf b;
+	brig_buf_init(&b, 1 << 20);
+	serve__metrics_write(r->srv, &b);
+	brig_computer **cs = NULL;
+	size_t n = 0;
+	brig_error *err = NULL;
+	if (brig_computer_list(serve__engine(r), &cs, &n, NULL, NULL, &err) == 0) {
+		static const char *const states[] = {"running",    "paused", "exited", "created",
+						     "restarting", "dead",   NULL};
+		brig_buf_puts(&b, "# HELP brig_computers Computers Docker reports, by state.\n"
+				  "# TYPE brig_computers gauge\n");
+		for (size_t k = 0; states[k]; k++) {
+			size_t c = 0;
+			for (size_t i = 0; i < n; i++)
+				c += cs[i]->state && strcmp(cs[i]->state, states[k]) == 0;
+			brig_buf_putf(&b, "brig_computers{state=\"%s\"} %zu\n", states[k], c);
+		}
+		brig_computer_free_array(cs, n);
+	}
+	brig_error_free(err);
+	out->status = 200;
+	out->type = "text/plain; version=0.0.4";
+	out->data = brig_buf_steal(&b, &out->len);
+}
+
+/* ---- computers ---- */
+
+static void h_computers_list(serve_req *r, serve_reply *out)
+{
+	const char *ns = serve__query(r, "ns", NULL);
+	const char *label = serve__query(r, "label", NULL);
+	if (ns && !serve__allowed(r, ns)) {
+		serve__reply_fail(out, 403, "forbidden", "the token does not cover this namespace");
+		return;
+	}
+	brig_computer **cs = NULL;
+	size_t n = 0;
+	brig_error *err = NULL;
+	if (brig_computer_list(serve__engine(r), &cs, &n, ns, label, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		if (serve__allowed(r, cs[i]->ns))
+			json_array_append_new(arr, brig_computer_to_json(cs[i]));
+	brig_computer_free_array(cs, n);
+	serve__reply_json(out, 200, json_pack("{s:o}", "computers", arr));
+}
+
+static void h_computers_create(serve_req *r, serve_reply *out)
+{
+	json_t *b = r->json;
+	const char *key;
+	json_t *v;
+	json_object_foreach (b, key, v) {
+		if (strcmp(key, "ns") && strcmp(key, "agent") && strcmp(key, "session") && strcmp(key, "spec") &&
+		    strcmp(key, "fresh")) {
+			serve__reply_fail(out, 400, "invalid", "unknown field '%.64s'", key);
+			return;
+		}
+	}
+	brig_identity id = {json_string_value(json_object_get(b, "ns")), json_string_value(json_object_get(b, "agent")),
+			    json_string_value(json_object_get(b, "session")), 1};
+	brig_error *err = NULL;
+	if (!id.ns || !id.agent || !id.session) {
+		serve__reply_fail(out, 400, "invalid", "ns, agent and session are required strings");
+		return;
+	}
+	if (brig_identity_validate(&id, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	if (!serve__allowed(r, id.ns)) {
+		serve__reply_fail(out, 403, "forbidden", "the token does not cover this namespace");
+		return;
+	}
+	json_t *fresh = json_object_get(b, "fresh");
+	json_t *js = json_object_get(b, "spec");
+	if ((fresh && !json_is_boolean(fresh)) || (js && !json_is_object(js) && !json_is_null(js))) {
+		serve__reply_fail(out, 400, "invalid", "spec must be an object and fresh a boolean");
+		return;
+	}
+	brig_spec spec;
+	brig_spec_init(&spec);
+	bool use_spec = true;
+	const serve_config *cfg = serve__config(r);
+	if (json_is_object(js)) {
+		json_t *copy = json_deep_copy(js);
+		if (!json_object_get(copy, "image") && cfg->image)
+			json_object_set_new(copy, "image", json_string(cfg->image));
+		int rc = brig_spec_from_json(&spec, copy, &err);
+		json_decref(copy);
+		if (rc) {
+			brig_spec_clear(&spec);
+			serve__reply_error(out, err);
+			return;
+		}
+	} else {
+		/* As brig up without spec flags: an existing session keeps its
+		 * recorded spec; a new one gets the defaults. */
+		brig_store_session *rec = NULL;
+		if (brig_store_session_get(serve__store(r), &rec, id.ns, id.agent, id.session, NULL) == 0 &&
+		    rec->spec_json)
+			use_spec = false;
+		brig_store_session_free(rec);
+		if (use_spec && cfg->image && brig_spec_set(&spec, "image", cfg->image, &err) != 0) {
+			brig_spec_clear(&spec);
+			serve__reply_error(out, err);
+			return;
+		}
+	}
+	brig_up_opts o = BRIG_UP_OPTS_INIT;
+	o.fresh = json_is_true(fresh);
+	brig_up_result res = {0};
+	int rc = brig_session_open(serve__engine(r), serve__store(r), &res, &id, use_spec ? &spec : NULL, &o, &err);
+	brig_spec_clear(&spec);
+	if (rc) {
+		brig_up_result_clear(&res);
+		serve__reply_error(out, err);
+		return;
+	}
+	json_t *j = brig_computer_to_json(res.computer);
+	if (res.lost)
+		json_object_set_new(j, "lost",
+				    json_pack("{s:s,s:I,s:I}", "why", res.lost, "old_generation",
+					      (json_int_t)res.old_generation, "checkpoint_id",
+					      (json_int_t)res.checkpoint_id));
+	serve__reply_json(out, res.computer->adopted ? 200 : 201, j);
+	brig_up_result_clear(&res);
+}
+
+static void h_computer_get(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!path_computer(r, out, &name))
+		return;
+	brig_computer *c = NULL;
+	brig_error *err = NULL;
+	if (brig_computer_get(serve__engine(r), &c, name, NULL, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 200, brig_computer_to_json(c));
+	brig_computer_free(c);
+}
+
+static void lifecycle(serve_req *r, serve_reply *out, int (*fn)(brig_engine *, const char *, brig_error **),
+		      bool forget)
+{
+	cleanup_free char *name = NULL;
+	if (!path_computer(r, out, &name))
+		return;
+	brig_error *err = NULL;
+	if (fn(serve__engine(r), name, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	if (forget)
+		serve__guest_forget(r->srv, name);
+	brig_computer *c = NULL;
+	if (brig_computer_get(serve__engine(r), &c, name, NULL, &err) != 0) {
+		brig_error_free(err);
+		serve__reply_json(out, 200, json_pack("{s:s}", "name", name));
+		return;
+	}
+	serve__reply_json(out, 200, brig_computer_to_json(c));
+	brig_computer_free(c);
+}
+
+static void h_pause(serve_req *r, serve_reply *out)
+{
+	lifecycle(r, out, brig_computer_pause, false);
+}
+
+static void h_resume(serve_req *r, serve_reply *out)
+{
+	lifecycle(r, out, brig_computer_resume, false);
+}
+
+static void h_stop(serve_req *r, serve_reply *out)
+{
+	lifecycle(r, out, brig_computer_stop, true);
+}
+
+static void h_destroy(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!path_computer(r, out, &name))
+		return;
+	brig_error *err = NULL;
+	if (brig_computer_destroy(serve__engine(r), name, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__guest_forget(r->srv, name);
+	out->status = 204;
+}
+
+/* ---- exec ---- */
+
+/* The answer of a finished command: a timeout or cancel that brig-init
+ * ended (certain, the computer runs on) is a result, not an error. */
+static bool exec_result_ok(int rc, const brig_exec_result *res)
+{
+	return rc == 0 || ((rc == BRIG_ETIMEDOUT || rc == BRIG_ECANCELED) && !res->container_stopped);
+}
+
+typedef struct exec_stream {
+	serve_server *srv;
+	brig_engine *e;
+	brig_store *s;
+	char *name;
+	json_t *body; /* keeps the strings of req alive */
+	serve_exec_req req;
+	int cancel[2];
+	int pipe[2]; /* NDJSON lines: the thread writes, the reader reads */
+	pthread_t th;
+	bool started;
+} exec_stream;
+
+static int stream_output(int stream, const char *data, size_t len, void *payload)
+{
+	exec_stream *x = payload;
+	json_t *ev = json_pack("{s:s,s:o}", "type", stream == 2 ? "stderr" : "stdout", "data", ops_string(data, len));
+	char *line = json_dumps(ev, JSON_COMPACT);
+	json_decref(ev);
+	int rc = 0;
+	if (line) {
+		size_t n = strlen(line);
+		line[n] = '\n';
+		rc = brig_write_all(x->pipe[1], line, n + 1) ? -1 : 0;
+		free(line);
+	}
+	return rc;
+}
+
+static void *exec_thread(void *arg)
+{
+	exec_stream *x = arg;
+	brig_exec_opts o = BRIG_EXEC_OPTS_INIT;
+	o.argv = x->req.argv;
+	o.env = x->req.env;
+	o.env_count = x->req.env_count;
+	o.workdir = x->req.workdir;
+	o.stdin_data = x->req.stdin_data;
+	o.stdin_len = x->req.stdin_len;
+	o.timeout_ms = x->req.timeout_ms;
+	o.capture_max = x->req.capture_max;
+	o.cancel_fd = x->cancel[0];
+	o.on_output = stream_output;
+	o.payload = x;
+	brig_exec_result res = {0};
+	brig_error *err = NULL;
+	int64_t t0 = brig_now_ms();
+	int rc = brig_session_exec(x->e, x->s, x->name, &o, &res, &err);
+	serve__exec_observe(x->srv, brig_now_ms() - t0);
+	json_t *ev;
+	if (exec_result_ok(rc, &res)) {
+		ev = brig_exec_result_to_json(&res);
+		json_object_set_new(ev, "type", json_string("exit"));
+	} else {
+		const char *code;
+		serve__status(rc, &code);
+		const char *m = brig_error_message(err);
+		ev = json_pack("{s:s,s:s,s:o}", "type", "error", "code", code, "message", ops_string(m, strlen(m)));
+	}
+	char *line = json_dumps(ev, JSON_COMPACT);
+	json_decref(ev);
+	if (line) {
+		size_t n = strlen(line);
+		line[n] = '\n';
+		(void)brig_write_all(x->pipe[1], line, n + 1);
+		free(line);
+	}
+	brig_error_free(err);
+	brig_exec_result_clear(&res);
+	close(x->pipe[1]);
+	x->pipe[1] = -1;
+	return NULL;
+}
+
+static ssize_t exec_stream_read(void *payload, char *buf, size_t max)
+{
+	exec_stream *x = payload;
+	for (;;) {
+		ssize_t n = read(x->pipe[0], buf, max);
+		if (n >= 0)
+			return n;
+		if (errno != EINTR)
+			return -1;
+	}
+}
+
+static void exec_stream_done(void *payload)
+{
+	exec_stream *x = payload;
+	/* The client may have left mid-command: cancel ends its tree. */
+	(void)!write(x->cancel[1], "x", 1);
+	close(x->pipe[0]); /* the thread's writes now fail: it stops reading output */
+	if (x->started)
+		pthread_join(x->th, NULL);
+	if (x->pipe[1] >= 0)
+		close(x->pipe[1]);
+	close(x->cancel[0]);
+	close(x->cancel[1]);
+	serve_exec_req_clear(&x->req);
+	json_decref(x->body);
+	free(x->name);
+	free(x);
+}
+
+static void h_exec(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!path_computer(r, out, &name))
+		return;
+	serve_exec_req req;
+	brig_error *err = NULL;
+	if (serve_exec_req_parse(&req, r->json, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	if (query_bool(r, "stream")) {
+		exec_stream *x = xcalloc(1, sizeof *x);
+		x->srv = r->srv;
+		x->e = serve__engine(r);
+		x->s = serve__store(r);
+		x->name = steal_pointer(&name);
+		x->body = json_incref(r->json);
+		x->req = req;
+		x->pipe[1] = -1;
+		if (pipe2(x->cancel, O_CLOEXEC) != 0 || pipe2(x->pipe, O_CLOEXEC) != 0) {
+			serve__reply_fail(out, 500, "io", "pipe: %s", strerror(errno));
+			serve_exec_req_clear(&x->req);
+			json_decref(x->body);
+			free(x->name);
+			free(x);
+			return;
+		}
+		x->started = pthread_create(&x->th, NULL, exec_thread, x) == 0;
+		if (!x->started) {
+			close(x->pipe[1]);
+			x->pipe[1] = -1;
+		}
+		out->status = 200;
+		out->read = exec_stream_read;
+		out->done = exec_stream_done;
+		out->payload = x;
+		return;
+	}
+	brig_exec_opts o = BRIG_EXEC_OPTS_INIT;
+	o.argv = req.argv;
+	o.env = req.env;
+	o.env_count = req.env_count;
+	o.workdir = req.workdir;
+	o.stdin_data = req.stdin_data;
+	o.stdin_len = req.stdin_len;
+	o.timeout_ms = req.timeout_ms;
+	o.capture_max = req.capture_max;
+	brig_exec_result res = {0};
+	int64_t t0 = brig_now_ms();
+	int rc = brig_session_exec(serve__engine(r), serve__store(r), name, &o, &res, &err);
+	serve__exec_observe(r->srv, brig_now_ms() - t0);
+	serve_exec_req_clear(&req);
+	if (exec_result_ok(rc, &res)) {
+		brig_error_free(err);
+		serve__reply_json(out, 200, brig_exec_result_to_json(&res));
+	} else {
+		if (res.container_stopped)
+			serve__guest_forget(r->srv, name);
+		serve__reply_error(out, err);
+	}
+	brig_exec_result_clear(&res);
+}
+
+/* ---- background processes ---- */
+
+static void h_procs_start(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!path_computer(r, out, &name))
+		return;
+	serve_exec_req req;
+	brig_error *err = NULL;
+	if (serve_exec_req_parse(&req, r->json, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	target tg;
+	target_init(&tg, r, name);
+	char *id = NULL;
+	cleanup_free char *wd = NULL;
+	int rc = 0;
+	if (req.workdir && !(wd = ops_fs_path(req.workdir, &err)))
+		rc = BRIG_EINVAL;
+	if (!rc)
+		rc = ops_proc_start(&tg.t, req.argv, wd, req.env, req.env_count, &id, &err);
+	serve_exec_req_clear(&req);
+	if (rc) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 201, json_pack("{s:s}", "id", id));
+	free(id);
+}
+
+static void h_procs_list(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!path_computer(r, out, &name))
+		return;
+	target tg;
+	target_init(&tg, r, name);
+	json_t *arr = NULL;
+	brig_error *err = NULL;
+	if (ops_proc_list(&tg.t, &arr, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 200, json_pack("{s:o}", "processes", arr));
+}
+
+static void h_procs_get(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!path_computer(r, out, &name))
+		return;
+	int64_t so = 0, eo = 0, max = 65536;
+	if (!query_i64(r, out, "stdout_offset", 0, INT64_MAX, &so) ||
+	    !query_i64(r, out, "stderr_offset", 0, INT64_MAX, &eo) || !query_i64(r, out, "max_bytes", 1, 1 << 20, &max))
+		return;
+	target tg;
+	target_init(&tg, r, name);
+	json_t *st = NULL;
+	brig_error *err = NULL;
+	if (ops_proc_read(&tg.t, serve__param(r, "id"), (uint64_t)so, (uint64_t)eo, (size_t)max, &st, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 200, st);
+}
+
+static void h_procs_input(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!path_computer(r, out, &name))
+		return;
+	json_t *data = json_object_get(r->json, "data"), *close_in = json_object_get(r->json, "close");
+	if ((data && !json_is_string(data)) || (close_in && !json_is_boolean(close_in))) {
+		serve__reply_fail(out, 400, "invalid", "give {\"data\": string, \"close\": boolean}");
+		return;
+	}
+	target tg;
+	target_init(&tg, r, name);
+	brig_error *err = NULL;
+	if (ops_proc_input(&tg.t, serve__param(r, "id"), data ? json_string_value(data) : "",
+			   data ? json_string_length(data) : 0, json_is_true(close_in), &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 204;
+}
+
+static void h_procs_kill(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!path_computer(r, out, &name))
+		return;
+	json_t *sig = json_object_get(r->json, "signal");
+	if (sig && !json_is_string(sig)) {
+		serve__reply_fail(out, 400, "invalid", "signal: give TERM, KILL, INT or HUP");
+		return;
+	}
+	target tg;
+	target_init(&tg, r, name);
+	brig_error *err = NULL;
+	if (ops_proc_kill(&tg.t, serve__param(r, "id"), sig ? json_string_value(sig) : "TERM", &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 204;
+}
+
+/* ---- files ---- */
+
+static void h_file_read(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *path = NULL;
+	if (!path_computer(r, out, &name) || !(path = query_path(r, out, "path")))
+		return;
+	int64_t off = 0, len = (int64_t)OPS_FS_MAX;
+	if (!query_i64(r, out, "offset", 0, INT64_MAX, &off) ||
+	    !query_i64(r, out, "length", 0, (int64_t)OPS_FS_MAX, &len))
+		return;
+	target tg;
+	target_init(&tg, r, name);
+	char *data = NULL;
+	size_t n = 0;
+	uint64_t size = 0;
+	brig_error *err = NULL;
+	if (ops_fs_read(&tg.t, path, (uint64_t)off, (size_t)len, &data, &n, &size, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	static __thread char sizebuf[24];
+	snprintf(sizebuf, sizeof sizebuf, "%" PRIu64, size);
+	out->status = 200;
+	out->data = data;
+	out->len = n;
+	out->type = "application/octet-stream";
+	out->extra_header = "X-Brig-File-Size";
+	out->extra_value = sizebuf;
+}
+
+static void h_file_write(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *path = NULL;
+	if (!path_computer(r, out, &name) || !(path = query_path(r, out, "path")))
+		return;
+	if (r->body_len > OPS_FS_MAX) {
+		serve__reply_fail(out, 413, "too_big", "a file written at once is at most %zu bytes", OPS_FS_MAX);
+		return;
+	}
+	target tg;
+	target_init(&tg, r, name);
+	brig_error *err = NULL;
+	if (ops_fs_write(&tg.t, path, r->body ? r->body : "", r->body_len, query_bool(r, "append"), &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 204;
+}
+
+static void h_file_remove(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *path = NULL;
+	if (!path_computer(r, out, &name) || !(path = query_path(r, out, "path")))
+		return;
+	target tg;
+	target_init(&tg, r, name);
+	brig_error *err = NULL;
+	if (ops_fs_remove(&tg.t, path, query_bool(r, "recursive"), &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 204;
+}
+
+static void h_file_list(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *path = NULL;
+	if (!path_computer(r, out, &name) || !(path = query_path(r, out, "path")))
+		return;
+	int64_t depth = 1;
+	if (!query_i64(r, out, "depth", 1, 10, &depth))
+		return;
+	target tg;
+	target_init(&tg, r, name);
+	json_t *entries = NULL;
+	bool truncated = false;
+	brig_error *err = NULL;
+	if (ops_fs_list(&tg.t, path, (int)depth, &entries, &truncated, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 200, json_pack("{s:o,s:b}", "entries", entries, "truncated", truncated));
+}
+
+static void h_file_stat(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *path = NULL;
+	if (!path_computer(r, out, &name) || !(path = query_path(r, out, "path")))
+		return;
+	target tg;
+	target_init(&tg, r, name);
+	json_t *st = NULL;
+	brig_error *err = NULL;
+	if (ops_fs_stat(&tg.t, path, &st, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 200, st);
+}
+
+static void h_file_move(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *from = NULL, *to = NULL;
+	if (!path_computer(r, out, &name) || !(from = body_path(r, out, "from")) || !(to = body_path(r, out, "to")))
+		return;
+	json_t *ow = json_object_get(r->json, "overwrite");
+	target tg;
+	target_init(&tg, r, name);
+	brig_error *err = NULL;
+	if (ops_fs_move(&tg.t, from, to, json_is_true(ow), &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 204;
+}
+
+static void h_file_mkdir(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *path = NULL;
+	if (!path_computer(r, out, &name) || !(path = body_path(r, out, "path")))
+		return;
+	target tg;
+	target_init(&tg, r, name);
+	brig_error *err = NULL;
+	if (ops_fs_mkdir(&tg.t, path, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 204;
+}
+
+/* ---- checkpoints, recover ---- */
+
+static json_t *checkpoint_json(const brig_store_checkpoint *c)
+{
+	return json_pack("{s:I,s:I,s:s,s:I,s:I,s:I}", "id", (json_int_t)c->id, "generation", (json_int_t)c->generation,
+			 "digest", c->digest ? c->digest : "", "bytes_raw", (json_int_t)c->bytes_raw, "bytes_stored",
+			 (json_int_t)c->bytes_stored, "created_ms", (json_int_t)c->created_ms);
+}
+
+static void h_checkpoint_create(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!path_computer(r, out, &name))
+		return;
+	brig_store_checkpoint *cp = NULL;
+	brig_error *err = NULL;
+	if (brig_checkpoint_create(serve__engine(r), serve__store(r), &cp, name, NULL, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 201, checkpoint_json(cp));
+	brig_store_checkpoint_free(cp);
+}
+
+static void h_checkpoint_list(serve_req *r, serve_reply *out)
+{
+	brig_identity id;
+	if (!path_identity(r, out, &id))
+		return;
+	brig_store_checkpoint *cps = NULL;
+	size_t n = 0;
+	brig_error *err = NULL;
+	if (brig_store_checkpoint_list(serve__store(r), &cps, &n, id.ns, id.agent, id.session, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, checkpoint_json(&cps[i]));
+	brig_store_checkpoint_free_array(cps, n);
+	serve__reply_json(out, 200, json_pack("{s:o}", "checkpoints", arr));
+}
+
+static void h_recover(serve_req *r, serve_reply *out)
+{
+	brig_identity id;
+	if (!path_identity(r, out, &id))
+		return;
+	cleanup_free char *old = NULL;
+	brig_error *err = NULL;
+	if (brig_session_resolve(serve__store(r), &old, id.ns, id.agent, id.session, &err) != 0) {
+		brig_error_free(err);
+		err = NULL;
+	}
+	brig_recover_result res = {0};
+	if (brig_session_recover(serve__engine(r), serve__store(r), &res, id.ns, id.agent, id.session, NULL, &err) !=
+	    0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	if (old)
+		serve__guest_forget(r->srv, old);
+	serve__reply_json(out, 200,
+			  json_pack("{s:o,s:I,s:I,s:I,s:b}", "computer", brig_computer_to_json(res.computer),
+				    "old_generation", (json_int_t)res.old_generation, "new_generation",
+				    (json_int_t)res.new_generation, "checkpoint_id", (json_int_t)res.checkpoint_id,
+				    "won", res.won));
+	brig_recover_result_clear(&res);
+}
+
+/* ---- the table ---- */
+
+#define C "/v1/computers/{ns}/{agent}/{session}"
+
+const serve_route serve__routes[] = {
+	{"GET", "/v1/health", h_health, ROUTE_PUBLIC},
+	{"GET", "/v1/openapi.json", h_openapi, ROUTE_PUBLIC},
+	{"GET", "/metrics", h_metrics, ROUTE_ALL_NS},
+	{"GET", "/v1/computers", h_computers_list, 0},
+	{"POST", "/v1/computers", h_computers_create, 0},
+	{"GET", C, h_computer_get, 0},
+	{"DELETE", C, h_destroy, 0},
+	{"POST", C "/pause", h_pause, 0},
+	{"POST", C "/resume", h_resume, 0},
+	{"POST", C "/stop", h_stop, 0},
+	{"POST", C "/exec", h_exec, 0},
+	{"POST", C "/processes", h_procs_start, 0},
+	{"GET", C "/processes", h_procs_list, 0},
+	{"GET", C "/processes/{id}", h_procs_get, 0},
+	{"POST", C "/processes/{id}/input", h_procs_input, 0},
+	{"POST", C "/processes/{id}/kill", h_procs_kill, 0},
+	{"GET", C "/files", h_file_read, 0},
+	{"PUT", C "/files", h_file_write, ROUTE_RAW_BODY},
+	{"DELETE", C "/files", h_file_remove, 0},
+	{"GET", C "/files/list", h_file_list, 0},
+	{"GET", C "/files/stat", h_file_stat, 0},
+	{"POST", C "/files/move", h_file_move, 0},
+	{"POST", C "/files/mkdir", h_file_mkdir, 0},
+	{"POST", C "/checkpoints", h_checkpoint_create, 0},
+	{"GET", C "/checkpoints", h_checkpoint_list, 0},
+	{"POST", C "/recover", h_recover, 0},
+};
+
+const size_t serve__route_count = sizeof serve__routes / sizeof serve__routes[0];
