@@ -66,6 +66,9 @@ struct serve_req {
 	size_t body_len, body_cap;
 	json_t *json; /* the parsed body (JSON routes) */
 	bool over, answered;
+	int refused; /* status of a refusal answered once the body is in */
+	const char *refused_code, *refused_msg;
+	bool refused_close;
 	int status;
 	int64_t started_us; /* monotonic, for the log line */
 };

@@ -424,51 +424,22 @@ static enum MHD_Result query_token_it(void *cls, enum MHD_ValueKind kind, const 
 	return MHD_YES;
 }
 
-/* The checks made before any body is read. Returns true when it answered. */
+/* A refusal decided before the body is read; answered once the body was
+ * read (and dropped), so the client is not cut off mid-send and the
+ * connection stays usable. */
+static void refuse(serve_req *r, int status, const char *code, const char *msg, bool close)
+{
+	r->refused = status;
+	r->refused_code = code;
+	r->refused_msg = msg;
+	r->refused_close = close;
+}
+
+/* The checks made before any body is read. Returns true when it answered
+ * at once (a body too large to read). */
 static bool early_checks(serve_req *r, enum MHD_Result *ret)
 {
 	serve_server *s = r->srv;
-	pthread_mutex_lock(&s->lock);
-	bool draining = s->draining;
-	pthread_mutex_unlock(&s->lock);
-	if (draining) {
-		*ret = answer_fail(r, 503, "shutting_down", "the server is shutting down; retry on another", true);
-		return true;
-	}
-	bool qtok = false;
-	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, query_token_it, &qtok);
-	if (qtok) {
-		*ret = answer_fail(r, 401, "unauthorized",
-				   "a token in the query string is refused (it would end up in logs): send "
-				   "\"Authorization: Bearer TOKEN\"",
-				   true);
-		return true;
-	}
-	if (s->tokens && !(r->route && (r->route->flags & ROUTE_PUBLIC))) {
-		const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
-		r->token = serve_tokens_match(s->tokens, h);
-		if (!r->token) {
-			*ret = answer_fail(r, 401, "unauthorized",
-					   h ? "the token is not valid" : "send \"Authorization: Bearer TOKEN\"",
-					   false);
-			return true;
-		}
-	}
-	if (!r->route) {
-		*ret = r->method_mismatch
-			       ? answer_fail(r, 405, "method_not_allowed", "this path does not take that method", false)
-			       : answer_fail(r, 404, "no_route", "no such route (see /v1/openapi.json)", false);
-		return true;
-	}
-	if ((r->route->flags & ROUTE_ALL_NS) && !serve_tokens_all(r->token)) {
-		*ret = answer_fail(r, 403, "forbidden", "this route needs a token of every namespace (*)", false);
-		return true;
-	}
-	const char *ns = serve__param(r, "ns");
-	if (ns && !serve_tokens_allows(r->token, ns)) {
-		*ret = answer_fail(r, 403, "forbidden", "the token does not cover this namespace", false);
-		return true;
-	}
 	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
 	if (cl) {
 		char *end;
@@ -481,6 +452,45 @@ static bool early_checks(serve_req *r, enum MHD_Result *ret)
 			return true;
 		}
 	}
+	pthread_mutex_lock(&s->lock);
+	bool draining = s->draining;
+	pthread_mutex_unlock(&s->lock);
+	if (draining) {
+		refuse(r, 503, "shutting_down", "the server is shutting down; retry on another", true);
+		return false;
+	}
+	bool qtok = false;
+	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, query_token_it, &qtok);
+	if (qtok) {
+		refuse(r, 401, "unauthorized",
+		       "a token in the query string is refused (it would end up in logs): send "
+		       "\"Authorization: Bearer TOKEN\"",
+		       false);
+		return false;
+	}
+	if (s->tokens && !(r->route && (r->route->flags & ROUTE_PUBLIC))) {
+		const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+		r->token = serve_tokens_match(s->tokens, h);
+		if (!r->token) {
+			refuse(r, 401, "unauthorized",
+			       h ? "the token is not valid" : "send \"Authorization: Bearer TOKEN\"", false);
+			return false;
+		}
+	}
+	if (!r->route) {
+		if (r->method_mismatch)
+			refuse(r, 405, "method_not_allowed", "this path does not take that method", false);
+		else
+			refuse(r, 404, "no_route", "no such route (see /v1/openapi.json)", false);
+		return false;
+	}
+	if ((r->route->flags & ROUTE_ALL_NS) && !serve_tokens_all(r->token)) {
+		refuse(r, 403, "forbidden", "this route needs a token of every namespace (*)", false);
+		return false;
+	}
+	const char *ns = serve__param(r, "ns");
+	if (ns && !serve_tokens_allows(r->token, ns))
+		refuse(r, 403, "forbidden", "the token does not cover this namespace", false);
 	return false;
 }
 
@@ -527,6 +537,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (*upload_size) {
 		size_t n = *upload_size;
 		*upload_size = 0;
+		if (r->refused)
+			return MHD_YES; /* dropped unread */
 		if (r->over || r->body_len + n > s->cfg.body_max) {
 			r->over = true;
 			return MHD_YES;
@@ -542,6 +554,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->body[r->body_len] = 0;
 		return MHD_YES;
 	}
+	if (r->refused)
+		return answer_fail(r, r->refused, r->refused_code, r->refused_msg, r->refused_close);
 	if (r->over) {
 		char m[96];
 		snprintf(m, sizeof m, "the body is larger than %zu bytes", s->cfg.body_max);
