@@ -219,7 +219,8 @@ void serve_tokens_free(serve_tokens *t)
 			free(t->v[i].ns[k]);
 		free(t->v[i].ns);
 	}
-	explicit_bzero(t->v, t->n * sizeof *t->v);
+	if (t->v)
+		explicit_bzero(t->v, t->n * sizeof *t->v);
 	free(t->v);
 	free(t);
 }

@@ -264,6 +264,7 @@ static void h_computers_create(serve_req *r, serve_reply *out)
 		json_t *copy = json_deep_copy(js);
 		if (!json_object_get(copy, "image") && cfg->image)
 			json_object_set_new(copy, "image", json_string(cfg->image));
+		brig_spec_clear(&spec); /* from_json overwrites without freeing */
 		int rc = brig_spec_from_json(&spec, copy, &err);
 		json_decref(copy);
 		if (rc) {
