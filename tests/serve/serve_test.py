@@ -150,7 +150,8 @@ class Server:
         raise RuntimeError("brig serve did not start: " + self.logtext())
 
     def logtext(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return open(self.log.name, "rb").read().decode(errors="replace")
 
     def stop(self, sig=signal.SIGTERM):
@@ -202,7 +203,7 @@ class Api(unittest.TestCase):
             rc = cls.srv.stop()
             docker_cleanup()
             cls.tmpdir.cleanup()
-        assert rc == 0, "brig serve exited %s" % rc
+        assert rc == 0, "brig serve exited %s:\n%s" % (rc, cls.srv.logtext()[-4000:])
 
     def cpath(self, ns, session, tail=""):
         return "/v1/computers/%s/agent/%s%s" % (ns, session, tail)
@@ -412,6 +413,89 @@ class Api(unittest.TestCase):
         s.close()
         st, _, b = PyClient(self.srv.sock).call("GET", "/v1/health")
         self.assertEqual(st, 200)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Tcp(unittest.TestCase):
+    """tcp:// needs TLS and tokens; with them, HTTPS with a bearer token."""
+
+    def test_tcp_needs_tls_and_tokens(self):
+        p = subprocess.run([BRIG, "serve", "--listen", "tcp://127.0.0.1:%d" % free_port()], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(p.returncode, 125, p.stderr)
+        self.assertIn("needs --tls-cert, --tls-key and --tokens", p.stderr)
+
+    def test_tokens_file_mode(self):
+        with tempfile.TemporaryDirectory() as d:
+            tf = os.path.join(d, "tokens")
+            with open(tf, "w") as f:
+                f.write("%s *\n" % TOK_ALL)
+            os.chmod(tf, 0o644)
+            p = subprocess.run([BRIG, "serve", "--listen", "unix://" + os.path.join(d, "s"), "--tokens", tf],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 125, p.stderr)
+            self.assertIn("chmod 600", p.stderr)
+            self.assertNotIn(TOK_ALL, p.stderr)
+            os.chmod(tf, 0o600)
+            with open(tf, "w") as f:
+                f.write("short *\n")
+            p = subprocess.run([BRIG, "serve", "--listen", "unix://" + os.path.join(d, "s"), "--tokens", tf],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 125, p.stderr)
+            self.assertIn("line 1", p.stderr)
+            self.assertNotIn("short", p.stderr)
+
+    def test_https_with_token(self):
+        with tempfile.TemporaryDirectory() as d:
+            cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                            "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                           check=True, capture_output=True)
+            tf = os.path.join(d, "tokens")
+            with open(tf, "w") as f:
+                f.write("%s %s\n" % (TOK_A, NS_A))
+            os.chmod(tf, 0o600)
+            port = free_port()
+            log = open(os.path.join(d, "log"), "wb")
+            srv = subprocess.Popen([BRIG, "serve", "--listen", "tcp://127.0.0.1:%d" % port, "--tls-cert", cert,
+                                    "--tls-key", key, "--tokens", tf, "--store", "sqlite://" + os.path.join(d, "db")],
+                                   stdout=log, stderr=log)
+            try:
+                import ssl
+                ctx = ssl.create_default_context(cafile=cert)
+                for _ in range(100):
+                    try:
+                        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=30)
+                        conn.request("GET", "/v1/health")
+                        r = conn.getresponse()
+                        break
+                    except (ConnectionRefusedError, ssl.SSLError):
+                        time.sleep(0.05)
+                self.assertEqual((r.status, json.loads(r.read())["status"]), (200, "ok"))
+                conn.request("GET", "/v1/computers?ns=" + NS_A)
+                r = conn.getresponse()
+                self.assertEqual(r.status, 401, r.read())
+                conn.request("GET", "/v1/computers?ns=" + NS_A, headers={"Authorization": "Bearer " + TOK_A})
+                r = conn.getresponse()
+                self.assertEqual((r.status, json.loads(r.read())["computers"]), (200, []))
+                # Plain HTTP on the TLS port gets no API answer.
+                s = socket.create_connection(("127.0.0.1", port))
+                s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+                s.settimeout(10)
+                self.assertNotIn(b'"ok"', s.recv(4096))
+                s.close()
+            finally:
+                srv.terminate()
+                self.assertEqual(srv.wait(30), 0)
+                log.close()
+            self.assertNotIn(TOK_A, open(os.path.join(d, "log")).read())
 
 
 class Lifecycle(unittest.TestCase):
