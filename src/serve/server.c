@@ -592,6 +592,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	free(r);
 }
 
+static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	(void)cls;
