@@ -15,6 +15,7 @@
 #include "ops/fs.h"
 #include "ops/procs.h"
 #include "serve/internal.h"
+#include "tar/tar.h"
 #include "util/util.h"
 
 /* ---- shared steps ---- */
@@ -790,6 +791,100 @@ static void h_file_mkdir(serve_req *r, serve_reply *out)
 	out->status = 204;
 }
 
+/* ---- tar in and out ---- */
+
+#define ARCHIVE_MAX ((size_t)256 << 20) /* bytes of one tar sent out */
+
+/* Every tar passes brig's copier both ways: entries are checked (no "..",
+ * no absolute names, no links leaving the tree, no devices), re-written
+ * plainly, and owned by the computer's user 1000:1000 on the way in. */
+static int buf_writer(const void *data, size_t len, void *payload, brig_error **err)
+{
+	if (brig_buf_add(payload, data, len) != 0)
+		return brig__error_set(err, BRIG_ETOOBIG, 0, "the archive is larger than %zu bytes", ARCHIVE_MAX);
+	return 0;
+}
+
+typedef struct mem_reader {
+	const char *data;
+	size_t len, off;
+} mem_reader;
+
+static ssize_t mem_read(char *buf, size_t len, void *payload, brig_error **err)
+{
+	(void)err;
+	mem_reader *m = payload;
+	size_t n = m->len - m->off < len ? m->len - m->off : len;
+	memcpy(buf, m->data + m->off, n);
+	m->off += n;
+	return (ssize_t)n;
+}
+
+static void h_archive_get(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *path = NULL;
+	if (!path_computer(r, out, &name) || !(path = query_path(r, out, "path")))
+		return;
+	brig_buf b;
+	brig_buf_init(&b, ARCHIVE_MAX);
+	brig_tar_copy_opts o = BRIG_TAR_COPY_OPTS_INIT;
+	o.allow_symlinks = true;
+	o.allow_absolute_symlinks = true;
+	brig_tar_copy *c = NULL;
+	brig_error *err = NULL;
+	int rc = brig_tar_copy_new(&c, &o, buf_writer, &b, &err);
+	if (!rc)
+		rc = brig_engine_archive_get(serve__engine(r), name, path, NULL, brig_tar_copy_data_cb, c, &err);
+	if (!rc)
+		rc = brig_tar_copy_finish(c, NULL, &err);
+	else if (c) {
+		brig_error *ferr = NULL;
+		if (brig_tar_copy_finish(c, NULL, &ferr) != 0 && ferr && !err)
+			err = ferr;
+		else
+			brig_error_free(ferr);
+	}
+	brig_tar_copy_free(c);
+	if (rc) {
+		brig_buf_free(&b);
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 200;
+	out->type = "application/x-tar";
+	out->data = brig_buf_steal(&b, &out->len);
+}
+
+static void h_archive_put(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *path = NULL;
+	if (!path_computer(r, out, &name) || !(path = query_path(r, out, "path")))
+		return;
+	brig_buf b;
+	brig_buf_init(&b, ARCHIVE_MAX);
+	brig_tar_copy_opts o = BRIG_TAR_COPY_OPTS_INIT;
+	o.allow_symlinks = true;
+	o.rewrite_owner = true;
+	o.uid = o.gid = 1000;
+	brig_tar_copy *c = NULL;
+	brig_error *err = NULL;
+	mem_reader m = {r->body ? r->body : "", r->body_len, 0};
+	int rc = brig_tar_copy_new(&c, &o, buf_writer, &b, &err);
+	if (!rc)
+		rc = brig_tar_copy_from_reader(c, mem_read, &m, &err);
+	if (!rc)
+		rc = brig_tar_copy_finish(c, NULL, &err);
+	brig_tar_copy_free(c);
+	if (!rc)
+		rc = brig_engine_archive_put_buf(serve__engine(r), name, path, b.data, b.len, &err);
+	brig_buf_free(&b);
+	if (rc) {
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 204;
+}
+
 /* ---- checkpoints, recover ---- */
 
 static json_t *checkpoint_json(const brig_store_checkpoint *c)
@@ -888,6 +983,8 @@ const serve_route serve__routes[] = {
 	{"GET", C "/files/stat", h_file_stat, 0},
 	{"POST", C "/files/move", h_file_move, 0},
 	{"POST", C "/files/mkdir", h_file_mkdir, 0},
+	{"GET", C "/archive", h_archive_get, 0},
+	{"PUT", C "/archive", h_archive_put, ROUTE_RAW_BODY},
 	{"POST", C "/checkpoints", h_checkpoint_create, 0},
 	{"GET", C "/checkpoints", h_checkpoint_list, 0},
 	{"POST", C "/recover", h_recover, 0},

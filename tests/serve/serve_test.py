@@ -10,6 +10,7 @@ Environment: BRIG_BIN (the brig binary), BRIG_TEST_IMAGE (default
 brig-test:local).
 """
 import http.client
+import io
 import json
 import os
 import secrets
@@ -17,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -294,6 +296,26 @@ class Api(unittest.TestCase):
         st, _, b = call("DELETE", C + "/files", p("/files?path=e&recursive=true"))
         self.assertEqual(st, 204, b)
         self.assertError(call("GET", C + "/files/stat", p("/files/stat?path=e")), 404, "not_found")
+        tb = io.BytesIO()
+        with tarfile.open(fileobj=tb, mode="w") as tf:
+            data = b"from a tar"
+            ti = tarfile.TarInfo("t/in.txt")
+            ti.size, ti.uid, ti.gid = len(data), 0, 0
+            tf.addfile(ti, io.BytesIO(data))
+        st, _, b = call("PUT", C + "/archive", p("/archive?path=/workspace"), raw=tb.getvalue())
+        self.assertEqual(st, 204, b)
+        st, _, b = call("GET", C + "/archive", p("/archive?path=t"))
+        self.assertEqual(st, 200, b)
+        with tarfile.open(fileobj=io.BytesIO(b)) as tf:
+            m = tf.getmember("t/in.txt")
+            self.assertEqual((tf.extractfile(m).read(), m.uid), (b"from a tar", 1000))
+        tb = io.BytesIO()
+        with tarfile.open(fileobj=tb, mode="w") as tf:
+            ti = tarfile.TarInfo("../evil")
+            ti.size = 1
+            tf.addfile(ti, io.BytesIO(b"x"))
+        st, _, b = c.call("PUT", p("/archive?path=/workspace"), raw=tb.getvalue(), token=tok)
+        self.assertEqual((st, json.loads(b)["code"]), (400, "unsafe"), b)
         st, _, b = c.call("PUT", p("/files?path=keep.txt"), raw=b"kept across recovery", token=tok)
         self.assertEqual(st, 204, b)
         st, _, b = call("POST", C + "/checkpoints", p("/checkpoints"))
@@ -344,7 +366,7 @@ class Api(unittest.TestCase):
                     continue
                 path = tmpl.replace("{ns}", NS_B).replace("{agent}", "agent").replace("{session}", "iso")
                 path = path.replace("{id}", "pAAAAAA")
-                if "/files" in path and method in ("GET", "PUT", "DELETE"):
+                if ("/files" in path or "/archive" in path) and method in ("GET", "PUT", "DELETE"):
                     path += "?path=x"
                 self.assertError(c.call(method, path, body={}, token=TOK_A), 403, "forbidden")
             self.assertError(c.call("POST", "/v1/computers", {"ns": NS_B, "agent": "agent", "session": "x"},
