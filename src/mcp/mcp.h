@@ -117,9 +117,4 @@ void mcp__output_seen(mcp_call *c, size_t n);
  * asked for that level; also logs to stderr. */
 void mcp__log(mcp_call *c, const char *level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Standard base64 (RFC 4648 §4). */
-char *mcp__b64encode(const unsigned char *in, size_t len);
-/* Strict decoding (padding required, no whitespace); NULL when invalid. */
-unsigned char *mcp__b64decode(const char *in, size_t len, size_t *out_len);
-
 #endif

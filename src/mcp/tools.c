@@ -20,57 +20,6 @@
 #define RUN_OUTPUT_MAX ((size_t)1 << 20)
 #define READ_DEFAULT ((size_t)1 << 20)
 
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *mcp__b64encode(const unsigned char *in, size_t len)
-{
-	char *out = xmalloc((len + 2) / 3 * 4 + 1), *o = out;
-	size_t i = 0;
-	for (; i + 2 < len; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
-		*o++ = b64[v >> 18], *o++ = b64[(v >> 12) & 63], *o++ = b64[(v >> 6) & 63], *o++ = b64[v & 63];
-	}
-	if (i < len) {
-		uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < len ? (uint32_t)in[i + 1] << 8 : 0);
-		*o++ = b64[v >> 18], *o++ = b64[(v >> 12) & 63];
-		*o++ = i + 1 < len ? b64[(v >> 6) & 63] : '=';
-		*o++ = '=';
-	}
-	*o = 0;
-	return out;
-}
-
-static int b64val(char c)
-{
-	const char *p = c ? strchr(b64, c) : NULL;
-	return p ? (int)(p - b64) : -1;
-}
-
-unsigned char *mcp__b64decode(const char *in, size_t len, size_t *out_len)
-{
-	if (len % 4)
-		return NULL;
-	unsigned char *out = xmalloc(len / 4 * 3 + 1);
-	size_t o = 0;
-	for (size_t i = 0; i < len; i += 4) {
-		int v[4];
-		for (int k = 0; k < 4; k++)
-			v[k] = in[i + k] == '=' && i + 4 == len && k >= 2 ? -2 : b64val(in[i + k]);
-		if (v[0] < 0 || v[1] < 0 || v[2] == -1 || v[3] == -1 || (v[2] == -2 && v[3] != -2)) {
-			free(out);
-			return NULL;
-		}
-		out[o++] = (unsigned char)(v[0] << 2 | v[1] >> 4);
-		if (v[2] >= 0)
-			out[o++] = (unsigned char)((v[1] & 15) << 4 | v[2] >> 2);
-		if (v[3] >= 0)
-			out[o++] = (unsigned char)((v[2] & 3) << 6 | v[3]);
-	}
-	out[o] = 0;
-	*out_len = o;
-	return out;
-}
-
 /* ---- arguments ---- */
 
 /* Checks that args has only the keys in allowed (NULL-terminated). */
@@ -388,7 +337,7 @@ static int tool_read_file(mcp_call *c, json_t *args, json_t **out, char **text, 
 		as_b64 = !ops_is_text(data, len);
 	json_t *content;
 	if (as_b64) {
-		char *e = mcp__b64encode((const unsigned char *)data, len);
+		char *e = ops_b64encode((const unsigned char *)data, len);
 		content = json_string(e);
 		free(e);
 	} else {
@@ -424,7 +373,7 @@ static int tool_write_file(mcp_call *c, json_t *args, json_t **out, char **text,
 	const char *data = content;
 	size_t len = clen;
 	if (enc && strcmp(enc, "base64") == 0) {
-		if (!(bytes = mcp__b64decode(content, clen, &len)))
+		if (!(bytes = ops_b64decode(content, clen, &len)))
 			return brig__error_set(err, BRIG_EINVAL, 0,
 					       "argument \"content\" is not valid base64 (standard alphabet, padded)");
 		data = (const char *)bytes;

@@ -58,4 +58,9 @@ json_t *ops_string(const char *data, size_t len);
 /* True when data is valid UTF-8 without NUL bytes. */
 bool ops_is_text(const char *data, size_t len);
 
+/* Standard base64 (RFC 4648 §4), malloc'd. */
+char *ops_b64encode(const unsigned char *in, size_t len);
+/* Strict decoding (padding required, no whitespace); NULL when invalid. */
+unsigned char *ops_b64decode(const char *in, size_t len, size_t *out_len);
+
 #endif

@@ -1,6 +1,7 @@
 /* text.c — bytes from a computer as JSON text, for every surface that sends
  * command output or file names on (ops.h). */
 #include <stdint.h>
+#include <string.h>
 
 #include "ops/ops.h"
 #include "util/util.h"
@@ -64,4 +65,55 @@ json_t *ops_string(const char *data, size_t len)
 	json_t *s = json_stringn(b.data ? b.data : "", b.len);
 	brig_buf_free(&b);
 	return s;
+}
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *ops_b64encode(const unsigned char *in, size_t len)
+{
+	char *out = xmalloc((len + 2) / 3 * 4 + 1), *o = out;
+	size_t i = 0;
+	for (; i + 2 < len; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+		*o++ = b64[v >> 18], *o++ = b64[(v >> 12) & 63], *o++ = b64[(v >> 6) & 63], *o++ = b64[v & 63];
+	}
+	if (i < len) {
+		uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < len ? (uint32_t)in[i + 1] << 8 : 0);
+		*o++ = b64[v >> 18], *o++ = b64[(v >> 12) & 63];
+		*o++ = i + 1 < len ? b64[(v >> 6) & 63] : '=';
+		*o++ = '=';
+	}
+	*o = 0;
+	return out;
+}
+
+static int b64val(char c)
+{
+	const char *p = c ? strchr(b64, c) : NULL;
+	return p ? (int)(p - b64) : -1;
+}
+
+unsigned char *ops_b64decode(const char *in, size_t len, size_t *out_len)
+{
+	if (len % 4)
+		return NULL;
+	unsigned char *out = xmalloc(len / 4 * 3 + 1);
+	size_t o = 0;
+	for (size_t i = 0; i < len; i += 4) {
+		int v[4];
+		for (int k = 0; k < 4; k++)
+			v[k] = in[i + k] == '=' && i + 4 == len && k >= 2 ? -2 : b64val(in[i + k]);
+		if (v[0] < 0 || v[1] < 0 || v[2] == -1 || v[3] == -1 || (v[2] == -2 && v[3] != -2)) {
+			free(out);
+			return NULL;
+		}
+		out[o++] = (unsigned char)(v[0] << 2 | v[1] >> 4);
+		if (v[2] >= 0)
+			out[o++] = (unsigned char)((v[1] & 15) << 4 | v[2] >> 2);
+		if (v[3] >= 0)
+			out[o++] = (unsigned char)((v[2] & 3) << 6 | v[3]);
+	}
+	out[o] = 0;
+	*out_len = o;
+	return out;
 }

@@ -2,14 +2,18 @@
  * what `brig serve --routes` prints, what docs/openapi.json must match) and
  * each endpoint: computers, exec, processes, files, checkpoints, recover,
  * health, metrics, the OpenAPI document. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "brig/run.h"
 #include "brig/session.h"
 #include "brig/version.h"
 #include "ops/fs.h"
@@ -885,6 +889,176 @@ static void h_archive_put(serve_req *r, serve_reply *out)
 	out->status = 204;
 }
 
+/* ---- disposable runs ---- */
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb, (void)flag, (void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* Unpacks base64 tar b64 into dir (entries checked; no links out). */
+static int unpack_inputs(const char *dir, json_t *b64, brig_error **err)
+{
+	size_t n = 0;
+	unsigned char *tar = ops_b64decode(json_string_value(b64), json_string_length(b64), &n);
+	if (!tar)
+		return brig__error_set(err, BRIG_EINVAL, 0, "inputs_tar: not valid base64");
+	brig_tar_extract_opts o = BRIG_TAR_EXTRACT_OPTS_INIT;
+	o.allow_symlinks = true;
+	brig_tar_extract *x = NULL;
+	int rc = brig_tar_extract_new(&x, AT_FDCWD, dir, &o, err);
+	if (!rc)
+		rc = brig_tar_extract_feed(x, tar, n, err);
+	if (!rc)
+		rc = brig_tar_extract_finish(x, err);
+	brig_tar_extract_free(x);
+	free(tar);
+	return rc;
+}
+
+/* The tar of dir's contents, base64. */
+static int pack_outputs(char **out, const char *dir, brig_error **err)
+{
+	brig_tar_builder *b = NULL;
+	brig_buf buf;
+	brig_buf_init(&buf, ARCHIVE_MAX);
+	int rc = brig_tar_builder_new(&b, NULL, err);
+	DIR *d = rc ? NULL : opendir(dir);
+	struct dirent *de;
+	while (d && !rc && (de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		cleanup_free char *p = xasprintf("%s/%s", dir, de->d_name);
+		rc = brig_tar_builder_add_path(b, p, de->d_name, err);
+	}
+	if (d)
+		closedir(d);
+	char chunk[65536];
+	ssize_t n;
+	while (!rc && (n = brig_tar_builder_read(b, chunk, sizeof chunk, err)) != 0) {
+		if (n < 0)
+			rc = (int)n;
+		else if (brig_buf_add(&buf, chunk, (size_t)n) != 0)
+			rc = brig__error_set(err, BRIG_ETOOBIG, 0, "the outputs are larger than %zu bytes",
+					     ARCHIVE_MAX);
+	}
+	brig_tar_builder_free(b);
+	if (!rc)
+		*out = ops_b64encode((const unsigned char *)(buf.data ? buf.data : ""), buf.len);
+	brig_buf_free(&buf);
+	return rc;
+}
+
+static void h_runs(serve_req *r, serve_reply *out)
+{
+	json_t *b = r->json;
+	const char *key;
+	json_t *v;
+	json_object_foreach (b, key, v) {
+		if (strcmp(key, "spec") && strcmp(key, "argv") && strcmp(key, "timeout_s") &&
+		    strcmp(key, "inputs_tar") && strcmp(key, "outputs") && strcmp(key, "capture_max")) {
+			serve__reply_fail(out, 400, "invalid", "unknown field '%.64s'", key);
+			return;
+		}
+	}
+	json_t *js = json_object_get(b, "spec"), *to = json_object_get(b, "timeout_s");
+	json_t *in = json_object_get(b, "inputs_tar"), *outs = json_object_get(b, "outputs");
+	if ((js && !json_is_object(js)) ||
+	    (to && (!json_is_integer(to) || json_integer_value(to) < 1 || json_integer_value(to) > 86400)) ||
+	    (in && !json_is_string(in)) || (outs && !json_is_boolean(outs))) {
+		serve__reply_fail(
+			out, 400, "invalid",
+			"spec: an object; timeout_s: 1..86400; inputs_tar: base64 of a tar; outputs: a boolean");
+		return;
+	}
+	/* argv and capture_max as an exec's. */
+	json_t *ej = json_pack("{s:O*,s:O*}", "argv", json_object_get(b, "argv"), "capture_max",
+			       json_object_get(b, "capture_max"));
+	serve_exec_req req;
+	brig_error *err = NULL;
+	int rc = serve_exec_req_parse(&req, ej, &err);
+	if (rc) {
+		json_decref(ej);
+		serve__reply_error(out, err);
+		return;
+	}
+	brig_spec spec;
+	brig_spec_init(&spec);
+	json_t *copy = js ? json_deep_copy(js) : json_object();
+	if (!json_object_get(copy, "image") && serve__config(r)->image)
+		json_object_set_new(copy, "image", json_string(serve__config(r)->image));
+	brig_spec_clear(&spec);
+	rc = brig_spec_from_json(&spec, copy, &err);
+	json_decref(copy);
+	char tmpl[] = "/tmp/brig-serve-run-XXXXXX";
+	char *dir = NULL;
+	cleanup_free char *indir = NULL, *outdir = NULL;
+	if (!rc && !(dir = mkdtemp(tmpl)))
+		rc = brig__error_set(&err, BRIG_EIO, errno, "mkdtemp: %s", strerror(errno));
+	if (!rc) {
+		indir = xasprintf("%s/in", dir);
+		outdir = xasprintf("%s/out", dir);
+		if (mkdir(indir, 0700) != 0)
+			rc = brig__error_set(&err, BRIG_EIO, errno, "mkdir: %s", strerror(errno));
+	}
+	if (!rc && in)
+		rc = unpack_inputs(indir, in, &err);
+	char **inputs = NULL;
+	size_t n_in = 0;
+	DIR *d = !rc && in ? opendir(indir) : NULL;
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		inputs = xrealloc(inputs, (n_in + 1) * sizeof *inputs);
+		inputs[n_in++] = xasprintf("%s/%s", indir, de->d_name);
+	}
+	if (d)
+		closedir(d);
+	brig_run_result res = {0};
+	if (!rc) {
+		brig_run_opts o = BRIG_RUN_OPTS_INIT;
+		o.spec = &spec;
+		o.argv = req.argv;
+		o.inputs = (const char *const *)inputs;
+		o.input_count = n_in;
+		o.out_dir = json_is_true(outs) ? outdir : NULL;
+		o.timeout_s = to ? json_integer_value(to) : 0;
+		o.capture_max = req.capture_max;
+		rc = brig_run(serve__engine(r), &o, &res, &err);
+		if (!rc)
+			serve__exec_observe(r->srv, res.run_ms);
+	}
+	char *tar64 = NULL;
+	if (!rc && json_is_true(outs)) {
+		struct stat st;
+		if (stat(outdir, &st) == 0)
+			rc = pack_outputs(&tar64, outdir, &err);
+		else
+			tar64 = xstrdup("");
+	}
+	if (rc) {
+		serve__reply_error(out, err);
+	} else {
+		json_t *j = brig_run_result_to_json(&res);
+		if (tar64)
+			json_object_set_new(j, "outputs_tar", json_string(tar64));
+		serve__reply_json(out, 200, j);
+	}
+	free(tar64);
+	brig_run_result_clear(&res);
+	for (size_t i = 0; i < n_in; i++)
+		free(inputs[i]);
+	free(inputs);
+	if (dir)
+		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	brig_spec_clear(&spec);
+	serve_exec_req_clear(&req);
+	json_decref(ej);
+}
+
 /* ---- checkpoints, recover ---- */
 
 static json_t *checkpoint_json(const brig_store_checkpoint *c)
@@ -965,6 +1139,7 @@ const serve_route serve__routes[] = {
 	{"GET", "/metrics", h_metrics, ROUTE_ALL_NS},
 	{"GET", "/v1/computers", h_computers_list, 0},
 	{"POST", "/v1/computers", h_computers_create, 0},
+	{"POST", "/v1/runs", h_runs, 0},
 	{"GET", C, h_computer_get, 0},
 	{"DELETE", C, h_destroy, 0},
 	{"POST", C "/pause", h_pause, 0},
