@@ -84,7 +84,7 @@ static int env_add(serve_exec_req *r, const char *key, const char *val, brig_err
 {
 	if (r->env_count >= SERVE_MAX_ARGS)
 		return brig__error_set(err, BRIG_EINVAL, 0, "env: more than %d entries", SERVE_MAX_ARGS);
-	if (!*key || strchr(key, '='))
+	if (val && (!*key || strchr(key, '=')))
 		return brig__error_set(err, BRIG_EINVAL, 0, "env: a key is empty or holds '='");
 	r->env = xrealloc(r->env, (r->env_count + 1) * sizeof *r->env);
 	r->env[r->env_count++] = val ? xasprintf("%s=%s", key, val) : xstrdup(key);
