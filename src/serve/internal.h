@@ -82,6 +82,8 @@ const serve_config *serve__config(serve_req *r);
 const char *serve__param(serve_req *r, const char *name);
 /* A query parameter; *len its decoded length (NUL bytes count). NULL when absent. */
 const char *serve__query(serve_req *r, const char *name, size_t *len);
+/* The connection's socket (to notice the client leaving), or -1. */
+int serve__client_fd(serve_req *r);
 /* Whether the request's token may touch namespace ns. */
 bool serve__allowed(serve_req *r, const char *ns);
 bool serve__all_ns(serve_req *r);

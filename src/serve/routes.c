@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -396,6 +397,7 @@ typedef struct exec_stream {
 	serve_exec_req req;
 	int cancel[2];
 	int pipe[2]; /* NDJSON lines: the thread writes, the reader reads */
+	int client;  /* the connection's socket (polled for the client leaving), or -1 */
 	pthread_t th;
 	bool started;
 } exec_stream;
@@ -464,6 +466,20 @@ static void *exec_thread(void *arg)
 static ssize_t exec_stream_read(void *payload, char *buf, size_t max)
 {
 	exec_stream *x = payload;
+	/* A client that leaves while the command is silent is noticed by its
+	 * socket's hang-up: the stream ends and done cancels the command. */
+	struct pollfd p[2] = {{.fd = x->pipe[0], .events = POLLIN}, {.fd = x->client, .events = POLLRDHUP}};
+	for (;;) {
+		int n = poll(p, x->client >= 0 ? 2 : 1, -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (p[0].revents)
+			break;
+		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))
+			return -1;
+	}
 	for (;;) {
 		ssize_t n = read(x->pipe[0], buf, max);
 		if (n >= 0)
@@ -511,6 +527,7 @@ static void h_exec(serve_req *r, serve_reply *out)
 		x->body = json_incref(r->json);
 		x->req = req;
 		x->pipe[1] = -1;
+		x->client = serve__client_fd(r);
 		if (pipe2(x->cancel, O_CLOEXEC) != 0 || pipe2(x->pipe, O_CLOEXEC) != 0) {
 			serve__reply_fail(out, 500, "io", "pipe: %s", strerror(errno));
 			serve_exec_req_clear(&x->req);

@@ -87,6 +87,12 @@ const char *serve__query(serve_req *r, const char *name, size_t *len)
 	return v ? v : "";
 }
 
+int serve__client_fd(serve_req *r)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	return ci ? (int)ci->connect_fd : -1;
+}
+
 bool serve__allowed(serve_req *r, const char *ns)
 {
 	return serve_tokens_allows(r->token, ns);

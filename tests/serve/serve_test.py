@@ -591,6 +591,36 @@ class Lifecycle(unittest.TestCase):
         self.assertIn("stopping:", log)
         self.srv = None
 
+    def test_stream_client_leaves(self):
+        self.srv = Server(self.tmpdir.name)
+        c = PyClient(self.srv.sock)
+        self.create(c, "leave")
+        path = "/v1/computers/%s/agent/leave" % NS_A
+        marker = "sleep 4343"
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(self.srv.sock)
+        body = json.dumps({"argv": ["sh", "-c", marker]}).encode()
+        s.sendall(b"POST %s/exec?stream=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                  % (path.encode(), TOK_A.encode(), len(body), body))
+        ps = {"argv": ["ps", "-o", "args"]}
+        for _ in range(100):
+            st, _, b = c.call("POST", path + "/exec", ps, token=TOK_A)
+            if marker in json.loads(b)["stdout"]["text"]:
+                break
+            time.sleep(0.05)
+        else:
+            self.fail("the command did not start")
+        s.close()  # the client leaves mid-command, which prints nothing
+        for _ in range(100):
+            st, _, b = c.call("POST", path + "/exec", ps, token=TOK_A)
+            if marker not in json.loads(b)["stdout"]["text"]:
+                break
+            time.sleep(0.1)
+        else:
+            self.fail("the command of a client that left still runs")
+        c.call("DELETE", path, token=TOK_A)
+
     def test_kill9_mid_exec_restart(self):
         self.srv = Server(self.tmpdir.name)
         c = PyClient(self.srv.sock)
