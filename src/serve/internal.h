@@ -100,6 +100,8 @@ int serve__guest(serve_server *s, const char *name, brig_guest **out, brig_error
 /* Forgets the handle of name (its computer stopped, was recovered…). */
 void serve__guest_forget(serve_server *s, const char *name);
 
+/* docs/openapi.json as built in (borrowed). */
+void serve__openapi(const char **data, size_t *len);
 /* Notes one exec's latency (metrics). */
 void serve__exec_observe(serve_server *s, int64_t ms);
 /* Prometheus text of the server's counters (appended to b). */

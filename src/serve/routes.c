@@ -165,16 +165,13 @@ static void h_health(serve_req *r, serve_reply *out)
 static void h_openapi(serve_req *r, serve_reply *out)
 {
 	(void)r;
-	/* The document ships in the source tree and is installed beside the
-	 * binary's data; $BRIG_OPENAPI names another copy. */
-	const char *path = getenv("BRIG_OPENAPI");
-	json_error_t je;
-	json_t *doc = json_load_file(path && *path ? path : BRIG_SOURCE_DIR "/docs/openapi.json", 0, &je);
-	if (!doc) {
-		serve__reply_fail(out, 500, "internal", "the OpenAPI document cannot be read: %s", je.text);
-		return;
-	}
-	serve__reply_json(out, 200, doc);
+	const char *doc;
+	size_t len;
+	serve__openapi(&doc, &len);
+	out->status = 200;
+	out->type = "application/json";
+	out->data = xstrndup(doc, len);
+	out->len = len;
 }
 
 static void h_metrics(serve_req *r, serve_reply *out)
