@@ -1143,6 +1143,89 @@ static void h_recover(serve_req *r, serve_reply *out)
 	brig_recover_result_clear(&res);
 }
 
+/* ---- sessions and history (the store) ---- */
+
+static json_t *session_json(const brig_store_session *x)
+{
+	json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:s,s:s?,s:I,s:I,s:I}", "ns", x->ns, "agent", x->agent, "session",
+			      x->session, "generation", (json_int_t)x->generation, "state",
+			      brig_store_state_to_string(x->state), "container", x->container_name, "revision",
+			      (json_int_t)x->revision, "created_ms", (json_int_t)x->created_ms, "updated_ms",
+			      (json_int_t)x->updated_ms);
+	json_error_t je;
+	json_t *spec = x->spec_json ? json_loads(x->spec_json, 0, &je) : NULL;
+	if (json_is_object(spec)) {
+		/* Env values stay in the store: keys only, as brig_spec_to_json. */
+		json_t *env = json_object_get(spec, "env"), *keys = json_array();
+		size_t i;
+		json_t *e;
+		json_array_foreach (env, i, e) {
+			const char *t = json_string_value(e);
+			const char *eq = t ? strchr(t, '=') : NULL;
+			if (t)
+				json_array_append_new(keys, json_stringn(t, eq ? (size_t)(eq - t) : strlen(t)));
+		}
+		json_object_set_new(spec, "env", keys);
+		json_object_set_new(j, "spec", spec);
+	} else {
+		json_decref(spec);
+	}
+	return j;
+}
+
+static void h_sessions(serve_req *r, serve_reply *out)
+{
+	const char *ns = serve__query(r, "ns", NULL);
+	if (ns && !serve__allowed(r, ns)) {
+		serve__reply_fail(out, 403, "forbidden", "the token does not cover this namespace");
+		return;
+	}
+	brig_store_session *v = NULL;
+	size_t n = 0;
+	brig_error *err = NULL;
+	if (brig_store_session_list(serve__store(r), &v, &n, ns, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		if (serve__allowed(r, v[i].ns))
+			json_array_append_new(arr, session_json(&v[i]));
+	brig_store_session_free_array(v, n);
+	serve__reply_json(out, 200, json_pack("{s:o}", "sessions", arr));
+}
+
+static void h_history(serve_req *r, serve_reply *out)
+{
+	brig_identity id;
+	if (!path_identity(r, out, &id))
+		return;
+	int64_t limit = 100;
+	if (!query_i64(r, out, "limit", 1, 10000, &limit))
+		return;
+	brig_store_audit *v = NULL;
+	size_t n = 0;
+	brig_error *err = NULL;
+	if (brig_store_audit_list(serve__store(r), &v, &n, id.ns, id.agent, id.session, (size_t)limit, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_error_t je;
+		json_t *argv = v[i].argv_json ? json_loads(v[i].argv_json, 0, &je) : NULL;
+		json_array_append_new(
+			arr, json_pack("{s:I,s:I,s:o,s:i,s:b,s:s,s:I,s:I,s:I,s:I}", "id", (json_int_t)v[i].id,
+				       "generation", (json_int_t)v[i].generation, "argv", argv ? argv : json_array(),
+				       "exit_code", v[i].exit_code, "timed_out", v[i].timed_out, "outcome",
+				       v[i].outcome ? v[i].outcome : "", "duration_ms", (json_int_t)v[i].duration_ms,
+				       "stdout_bytes", (json_int_t)v[i].stdout_bytes, "stderr_bytes",
+				       (json_int_t)v[i].stderr_bytes, "created_ms", (json_int_t)v[i].created_ms));
+	}
+	brig_store_audit_free_array(v, n);
+	serve__reply_json(out, 200, json_pack("{s:o}", "history", arr));
+}
+
 /* ---- the table ---- */
 
 #define C "/v1/computers/{ns}/{agent}/{session}"
@@ -1154,6 +1237,7 @@ const serve_route serve__routes[] = {
 	{"GET", "/v1/computers", h_computers_list, 0},
 	{"POST", "/v1/computers", h_computers_create, 0},
 	{"POST", "/v1/runs", h_runs, 0},
+	{"GET", "/v1/sessions", h_sessions, 0},
 	{"GET", C, h_computer_get, 0},
 	{"DELETE", C, h_destroy, 0},
 	{"POST", C "/pause", h_pause, 0},
@@ -1177,6 +1261,7 @@ const serve_route serve__routes[] = {
 	{"POST", C "/checkpoints", h_checkpoint_create, 0},
 	{"GET", C "/checkpoints", h_checkpoint_list, 0},
 	{"POST", C "/recover", h_recover, 0},
+	{"GET", C "/history", h_history, 0},
 };
 
 const size_t serve__route_count = sizeof serve__routes / sizeof serve__routes[0];

@@ -333,6 +333,11 @@ class Api(unittest.TestCase):
         self.assertEqual((st, json.loads(b)["code"]), (400, "unsafe"), b)
         st, _, b = c.call("PUT", p("/files?path=keep.txt"), raw=b"kept across recovery", token=tok)
         self.assertEqual(st, 204, b)
+        st, _, b = call("GET", C + "/history", p("/history?limit=50"))
+        self.assertEqual(st, 200, b)
+        self.assertIn(["sh", "-c", "echo out; echo err >&2; exit 3"], [x["argv"] for x in json.loads(b)["history"]])
+        st, _, b = call("GET", "/v1/sessions", "/v1/sessions?ns=" + ns)
+        self.assertIn(session, [x["session"] for x in json.loads(b)["sessions"]])
         st, _, b = call("POST", C + "/checkpoints", p("/checkpoints"))
         self.assertEqual(st, 201, b)
         cp = json.loads(b)["id"]
@@ -389,6 +394,9 @@ class Api(unittest.TestCase):
             self.assertError(c.call("GET", "/v1/computers?ns=" + NS_B, token=TOK_A), 403, "forbidden")
             st, _, b = c.call("GET", "/v1/computers?label=" + urllib.parse.quote(LABEL), token=TOK_A)
             self.assertNotIn(NS_B, [x["ns"] for x in json.loads(b)["computers"]])
+            self.assertError(c.call("GET", "/v1/sessions?ns=" + NS_B, token=TOK_A), 403, "forbidden")
+            st, _, b = c.call("GET", "/v1/sessions", token=TOK_A)
+            self.assertNotIn(NS_B, [x["ns"] for x in json.loads(b)["sessions"]])
             st, _, b = c.call("GET", "/v1/computers?label=" + urllib.parse.quote(LABEL), token=TOK_B)
             self.assertIn(NS_B, [x["ns"] for x in json.loads(b)["computers"]])
             # B's computer is untouched.
