@@ -107,4 +107,38 @@ void serve__exec_observe(serve_server *s, int64_t ms);
 /* Prometheus text of the server's counters (appended to b). */
 void serve__metrics_write(serve_server *s, void *b);
 
+/* ---- routes.c's steps, for routes_files.c ---- */
+
+/* The identity in the path, validated (else *out is the 400). */
+bool serve__path_identity(serve_req *r, serve_reply *out, brig_identity *id);
+/* The container name of the path's session: its current generation, else
+ * (not a session of the store) its first. *name is malloc'd. */
+bool serve__path_computer(serve_req *r, serve_reply *out, char **name);
+/* A boolean query parameter ("true"/"1"). */
+bool serve__query_bool(serve_req *r, const char *name);
+/* An integer query parameter in min..max into *v (absent: *v kept). */
+bool serve__query_i64(serve_req *r, serve_reply *out, const char *name, int64_t min, int64_t max, int64_t *v);
+/* ?name=…, checked (no '..', no NUL) and made absolute, malloc'd; NULL with *out the 400. */
+char *serve__query_path(serve_req *r, serve_reply *out, const char *name);
+/* The same for a string field of the JSON body. */
+char *serve__body_path(serve_req *r, serve_reply *out, const char *name);
+
+/* ---- routes_files.c's endpoints, for the table ---- */
+
+void serve__h_procs_start(serve_req *r, serve_reply *out);
+void serve__h_procs_list(serve_req *r, serve_reply *out);
+void serve__h_procs_get(serve_req *r, serve_reply *out);
+void serve__h_procs_input(serve_req *r, serve_reply *out);
+void serve__h_procs_kill(serve_req *r, serve_reply *out);
+void serve__h_file_read(serve_req *r, serve_reply *out);
+void serve__h_file_write(serve_req *r, serve_reply *out);
+void serve__h_file_remove(serve_req *r, serve_reply *out);
+void serve__h_file_list(serve_req *r, serve_reply *out);
+void serve__h_file_stat(serve_req *r, serve_reply *out);
+void serve__h_file_move(serve_req *r, serve_reply *out);
+void serve__h_file_mkdir(serve_req *r, serve_reply *out);
+void serve__h_archive_get(serve_req *r, serve_reply *out);
+void serve__h_archive_put(serve_req *r, serve_reply *out);
+void serve__h_runs(serve_req *r, serve_reply *out);
+
 #endif
