@@ -680,6 +680,147 @@ static void h_history(serve_req *r, serve_reply *out)
 	serve__reply_json(out, 200, json_pack("{s:o}", "history", arr));
 }
 
+/* ---- the event stream ---- */
+
+typedef struct event_stream {
+	brig_engine *e;
+	const void *token; /* the request's tokens entry (the server's: outlives the stream) */
+	char *ns;          /* ?ns=, or NULL */
+	int pipe[2];
+	int client;
+	pthread_t th;
+	bool started;
+	volatile int stop; /* set by done: the thread ends within a second */
+	int64_t last_nano; /* the newest event sent (re-subscribing overlaps by a second) */
+} event_stream;
+
+static int event_cb(json_t *ev, void *payload)
+{
+	event_stream *x = payload;
+	if (x->stop)
+		return 1;
+	json_int_t nano = json_integer_value(json_object_get(ev, "timeNano"));
+	if (nano && nano <= x->last_nano)
+		return 0;
+	x->last_nano = nano;
+	json_t *attrs = json_object_get(json_object_get(ev, "Actor"), "Attributes");
+	const char *ns = json_string_value(json_object_get(attrs, BRIG_LABEL_NS));
+	if (!ns || !serve_tokens_allows(x->token, ns) || (x->ns && strcmp(x->ns, ns) != 0))
+		return 0;
+	const char *action = json_string_value(json_object_get(ev, "Action"));
+	const char *gen = json_string_value(json_object_get(attrs, BRIG_LABEL_GENERATION));
+	json_t *o = json_pack("{s:s,s:s,s:s?,s:s,s:s?,s:s?,s:I,s:I}", "type", "computer", "action",
+			      action ? action : "", "name", json_string_value(json_object_get(attrs, "name")), "ns", ns,
+			      "agent", json_string_value(json_object_get(attrs, BRIG_LABEL_AGENT)), "session",
+			      json_string_value(json_object_get(attrs, BRIG_LABEL_SESSION)), "generation",
+			      (json_int_t)(gen ? strtoll(gen, NULL, 10) : 0), "time_ms", (json_int_t)(nano / 1000000));
+	char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	int rc = 0;
+	if (line) {
+		size_t n = strlen(line);
+		line[n] = '\n';
+		rc = brig_write_all(x->pipe[1], line, n + 1) ? 1 : 0;
+		free(line);
+	}
+	return rc;
+}
+
+static void *event_thread(void *arg)
+{
+	event_stream *x = arg;
+	/* Lifecycle changes only: not exec_*, not archive copies. */
+	json_t *filters = json_pack("{s:[s],s:[s,s],s:[s,s,s,s,s,s,s,s,s,s]}", "type", "container", "label",
+				    BRIG_LABEL_MANAGED "=1", BRIG_LABEL_KIND "=computer", "event", "create", "start",
+				    "pause", "unpause", "stop", "kill", "die", "destroy", "restart", "oom");
+	int64_t since = brig_wall_s();
+	while (!x->stop) {
+		/* One second at a time, so a client that left is noticed. */
+		brig_error *err = NULL;
+		int64_t started = brig_wall_s();
+		int rc = brig_engine_events(x->e, since, 0, filters, brig_now_ms() + 1000, event_cb, x, &err);
+		brig_error_free(err);
+		if (rc > 0)
+			break; /* the reader is gone */
+		if (rc < 0) {
+			const char *code;
+			serve__status(rc, &code);
+			char *line = xasprintf("{\"type\":\"error\",\"code\":\"%s\"}\n", code);
+			(void)brig_write_all(x->pipe[1], line, strlen(line));
+			free(line);
+			break;
+		}
+		since = started;
+	}
+	json_decref(filters);
+	close(x->pipe[1]);
+	x->pipe[1] = -1;
+	return NULL;
+}
+
+static ssize_t event_stream_read(void *payload, char *buf, size_t max)
+{
+	event_stream *x = payload;
+	struct pollfd p[2] = {{.fd = x->pipe[0], .events = POLLIN}, {.fd = x->client, .events = POLLRDHUP}};
+	for (;;) {
+		int n = poll(p, x->client >= 0 ? 2 : 1, -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (p[0].revents)
+			break;
+		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))
+			return -1;
+	}
+	ssize_t n;
+	while ((n = read(x->pipe[0], buf, max)) < 0 && errno == EINTR)
+		;
+	return n;
+}
+
+static void event_stream_done(void *payload)
+{
+	event_stream *x = payload;
+	x->stop = 1;
+	close(x->pipe[0]);
+	if (x->started)
+		pthread_join(x->th, NULL);
+	if (x->pipe[1] >= 0)
+		close(x->pipe[1]);
+	free(x->ns);
+	free(x);
+}
+
+static void h_events(serve_req *r, serve_reply *out)
+{
+	const char *ns = serve__query(r, "ns", NULL);
+	if (ns && !serve__allowed(r, ns)) {
+		serve__reply_fail(out, 403, "forbidden", "the token does not cover this namespace");
+		return;
+	}
+	event_stream *x = xcalloc(1, sizeof *x);
+	x->e = serve__engine(r);
+	x->token = r->token;
+	x->ns = ns ? xstrdup(ns) : NULL;
+	x->client = serve__client_fd(r);
+	if (pipe2(x->pipe, O_CLOEXEC) != 0) {
+		serve__reply_fail(out, 500, "io", "pipe: %s", strerror(errno));
+		free(x->ns);
+		free(x);
+		return;
+	}
+	x->started = pthread_create(&x->th, NULL, event_thread, x) == 0;
+	if (!x->started) {
+		close(x->pipe[1]);
+		x->pipe[1] = -1;
+	}
+	out->status = 200;
+	out->read = event_stream_read;
+	out->done = event_stream_done;
+	out->payload = x;
+}
+
 /* ---- the table ---- */
 
 #define C "/v1/computers/{ns}/{agent}/{session}"
@@ -692,6 +833,7 @@ const serve_route serve__routes[] = {
 	{"POST", "/v1/computers", h_computers_create, 0},
 	{"POST", "/v1/runs", serve__h_runs, 0},
 	{"GET", "/v1/sessions", h_sessions, 0},
+	{"GET", "/v1/events", h_events, 0},
 	{"GET", C, h_computer_get, 0},
 	{"DELETE", C, h_destroy, 0},
 	{"POST", C "/pause", h_pause, 0},

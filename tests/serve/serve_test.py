@@ -227,6 +227,41 @@ class Api(unittest.TestCase):
         for t in (TOK_A, TOK_B, TOK_ALL):
             self.assertNotIn(t, b.decode(errors="replace"))
 
+    def watch_events(self, c, tok, ns, action, until="pause"):
+        """Events of GET /v1/events?ns= while action() runs, through c's kind of client."""
+        path = "/v1/events" + ("?ns=" + ns if ns else "")
+        if c.name == "curl":
+            with tempfile.TemporaryDirectory() as d:
+                auth = os.path.join(d, "auth")
+                with open(auth, "w") as f:
+                    f.write("Authorization: Bearer %s\n" % tok)
+                p = subprocess.Popen(["curl", "-sN", "--max-time", "6", "--unix-socket", self.srv.sock,
+                                      "-H", "@" + auth, "http://localhost" + path], stdout=subprocess.PIPE)
+                time.sleep(1.0)
+                action()
+                out = p.communicate(timeout=30)[0]
+            return [json.loads(x) for x in out.decode().splitlines() if x]
+        conn = UnixConnection(self.srv.sock, timeout=10)
+        conn.request("GET", path, headers={"Authorization": "Bearer " + tok})
+        r = conn.getresponse()
+        self.assertEqual(r.status, 200)
+        time.sleep(1.0)
+        action()
+        events = []
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            try:
+                line = r.readline()
+            except socket.timeout:
+                break
+            if not line:
+                break
+            events.append(json.loads(line))
+            if events[-1]["action"] == until:
+                break
+        conn.close()
+        return events
+
     def walk(self, c, session):
         """Every route of the table once, through client c."""
         tok, ns = TOK_A, NS_A
@@ -343,8 +378,9 @@ class Api(unittest.TestCase):
         cp = json.loads(b)["id"]
         st, _, b = call("GET", C + "/checkpoints", p("/checkpoints"))
         self.assertEqual(json.loads(b)["checkpoints"][0]["id"], cp)
-        st, _, b = call("POST", C + "/pause", p("/pause"))
-        self.assertEqual((st, json.loads(b)["state"]), (200, "paused"), b)
+        seen.add(("GET", "/v1/events"))
+        events = self.watch_events(c, tok, ns, lambda: call("POST", C + "/pause", p("/pause")))
+        self.assertIn(("pause", comp["name"]), [(e["action"], e["name"]) for e in events])
         self.assertError(call("POST", C + "/exec", p("/exec"), body={"argv": ["true"]}), 409, "state")
         st, _, b = call("POST", C + "/resume", p("/resume"))
         self.assertEqual((st, json.loads(b)["state"]), (200, "running"), b)
@@ -395,6 +431,11 @@ class Api(unittest.TestCase):
             st, _, b = c.call("GET", "/v1/computers?label=" + urllib.parse.quote(LABEL), token=TOK_A)
             self.assertNotIn(NS_B, [x["ns"] for x in json.loads(b)["computers"]])
             self.assertError(c.call("GET", "/v1/sessions?ns=" + NS_B, token=TOK_A), 403, "forbidden")
+            self.assertError(c.call("GET", "/v1/events?ns=" + NS_B, token=TOK_A), 403, "forbidden")
+            seen_by_a = self.watch_events(c, TOK_A, None, lambda: (
+                c.call("POST", self.cpath(NS_B, "iso", "/pause"), token=TOK_B),
+                c.call("POST", self.cpath(NS_B, "iso", "/resume"), token=TOK_B)), until="never")
+            self.assertEqual([e for e in seen_by_a if e["ns"] == NS_B], [])
             st, _, b = c.call("GET", "/v1/sessions", token=TOK_A)
             self.assertNotIn(NS_B, [x["ns"] for x in json.loads(b)["sessions"]])
             st, _, b = c.call("GET", "/v1/computers?label=" + urllib.parse.quote(LABEL), token=TOK_B)
