@@ -11,8 +11,10 @@
  *    fitting status (serve__status maps brig's codes in one place). A
  *    message never holds a token or an env value.
  *  - A request body over body_max is answered 413 (from Content-Length
- *    before anything is read, else once the cap is passed); headers have
- *    header_timeout_s of inactivity, then the connection is dropped.
+ *    before anything is read, else once the cap is passed); a connection
+ *    that has not completed a request's headers header_timeout_s after it
+ *    opened or its last request ended (idle, dribbling bytes, a slow TLS
+ *    handshake) is cut.
  *  - Tokens (--tokens FILE): "Authorization: Bearer T" only; each token is
  *    limited to a list of namespaces ("*": all); compared as SHA-256
  *    digests in constant time, never logged. A token-like query parameter

@@ -30,6 +30,18 @@ typedef struct kept_guest {
 	bool none; /* the computer has no brig-init */
 } kept_guest;
 
+/* A connection, watched so that one that takes longer than
+ * header_timeout_s to finish a request's headers (dribbling bytes, which
+ * libmicrohttpd's idle timeout does not catch; or a slow TLS handshake) is
+ * cut. */
+typedef struct conn_track {
+	struct conn_track *next;
+	int fd;
+	int64_t phase_ms; /* connected, or the last request ended */
+	bool in_headers;  /* between those and a request's headers */
+	bool cut;
+} conn_track;
+
 struct serve_server {
 	serve_config cfg;
 	serve_tokens *tokens;
@@ -49,7 +61,12 @@ struct serve_server {
 	size_t n_guests;
 	brig_guest **old; /* retired: another call may still hold them */
 	size_t n_old;
+	conn_track *conns;
+	pthread_t watchdog;
+	bool watchdog_started, watchdog_stop;
 };
+
+static void track_phase(serve_server *s, struct MHD_Connection *conn, bool in_headers);
 
 /* ---- what routes ask ---- */
 
@@ -527,6 +544,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->url = xstrdup(url);
 		r->started_us = now_us();
 		*con_cls = r;
+		track_phase(s, conn, false);
 		pthread_mutex_lock(&s->lock);
 		s->inflight++;
 		pthread_mutex_unlock(&s->lock);
@@ -574,9 +592,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-	(void)conn;
 	serve_server *s = cls;
 	serve_req *r = *con_cls;
+	track_phase(s, conn, true);
 	if (!r)
 		return;
 	*con_cls = NULL;
@@ -608,6 +626,80 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	size_t n = strlen(fmt);
 	if (!n || fmt[n - 1] != '\n')
 		fputc('\n', stderr);
+}
+
+/* ---- the header deadline ---- */
+
+static conn_track *track_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+static void track_phase(serve_server *s, struct MHD_Connection *conn, bool in_headers)
+{
+	conn_track *t = track_of(conn);
+	if (!t)
+		return;
+	pthread_mutex_lock(&s->lock);
+	t->in_headers = in_headers;
+	t->phase_ms = brig_now_ms();
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **ctx, enum MHD_ConnectionNotificationCode toe)
+{
+	serve_server *s = cls;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		conn_track *t = xcalloc(1, sizeof *t);
+		t->fd = ci ? (int)ci->connect_fd : -1;
+		t->phase_ms = brig_now_ms();
+		t->in_headers = true;
+		pthread_mutex_lock(&s->lock);
+		t->next = s->conns;
+		s->conns = t;
+		pthread_mutex_unlock(&s->lock);
+		*ctx = t;
+		return;
+	}
+	conn_track *t = *ctx;
+	*ctx = NULL;
+	pthread_mutex_lock(&s->lock);
+	for (conn_track **pp = &s->conns; *pp; pp = &(*pp)->next)
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	pthread_mutex_unlock(&s->lock);
+	free(t);
+}
+
+static void *watchdog_thread(void *arg)
+{
+	serve_server *s = arg;
+	int64_t limit = (int64_t)s->cfg.header_timeout_s * 1000;
+	pthread_mutex_lock(&s->lock);
+	while (!s->watchdog_stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += 250000000;
+		if (ts.tv_nsec >= 1000000000)
+			ts.tv_sec++, ts.tv_nsec -= 1000000000;
+		pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+		int64_t now = brig_now_ms();
+		for (conn_track *t = s->conns; t; t = t->next)
+			if (t->in_headers && !t->cut && t->fd >= 0 && now - t->phase_ms > limit) {
+				/* libmicrohttpd's thread sees the error and closes it. */
+				shutdown(t->fd, SHUT_RDWR);
+				t->cut = true;
+				fprintf(stderr,
+					"brig: serve: dropped a connection that sent no complete request in %us\n",
+					s->cfg.header_timeout_s);
+			}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
 }
 
 /* ---- listening ---- */
@@ -787,6 +879,7 @@ int serve_run(const serve_config *cfg, brig_error **err)
 		{MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL},
 		{MHD_OPTION_LISTEN_SOCKET, fd, NULL},
 		{MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
+		{MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s},
 		{MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)s->cfg.header_timeout_s, NULL},
 		{MHD_OPTION_CONNECTION_LIMIT, SERVE_MAX_CONNECTIONS, NULL},
 		{MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)SERVE_HEADER_MAX, NULL},
@@ -802,6 +895,7 @@ int serve_run(const serve_config *cfg, brig_error **err)
 				     listen);
 		goto out;
 	}
+	s->watchdog_started = pthread_create(&s->watchdog, NULL, watchdog_thread, s) == 0;
 	fprintf(stderr, "brig: serve: listening on %s%s\n", listen, s->tokens ? " (tokens required)" : "");
 
 	struct pollfd p = {.fd = cfg->stop_fd, .events = POLLIN};
@@ -834,6 +928,13 @@ int serve_run(const serve_config *cfg, brig_error **err)
 		fprintf(stderr, "brig: serve: %zu request(s) still running after %us: closing them\n", left,
 			s->cfg.drain_s);
 	MHD_stop_daemon(s->d);
+	if (s->watchdog_started) {
+		pthread_mutex_lock(&s->lock);
+		s->watchdog_stop = true;
+		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+		pthread_join(s->watchdog, NULL);
+	}
 	fprintf(stderr, "brig: serve: stopped\n");
 	rc = 0;
 out:

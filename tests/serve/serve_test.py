@@ -488,6 +488,35 @@ class Api(unittest.TestCase):
         finally:
             c.call("DELETE", self.cpath(NS_A, "bad"), token=TOK_A)
 
+    def test_dribbled_headers(self):
+        """A byte every 0.3 s keeps the connection busy but never ends the
+        headers: cut after the header timeout (2 s here), the server serves on."""
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(self.srv.sock)
+        t0 = time.monotonic()
+        cut = False
+        for ch in b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100:
+            try:
+                s.sendall(bytes([ch]))
+            except OSError:
+                cut = True
+                break
+            time.sleep(0.3)
+            if time.monotonic() - t0 > 12:
+                break
+        if not cut:
+            s.settimeout(5)
+            try:
+                cut = s.recv(100) == b""
+            except OSError:
+                cut = True
+        self.assertTrue(cut, "a client dribbling its headers was not cut")
+        self.assertIn("sent no complete request", self.srv.logtext())
+        self.assertLess(time.monotonic() - t0, 8)
+        s.close()
+        st, _, b = PyClient(self.srv.sock).call("GET", "/v1/health")
+        self.assertEqual(st, 200)
+
     def test_slow_headers(self):
         s = socket.socket(socket.AF_UNIX)
         s.connect(self.srv.sock)
