@@ -32,6 +32,10 @@ typedef struct serve_reply {
 	void (*done)(void *payload);
 	void *payload;
 	const char *extra_header, *extra_value; /* one more header, or NULL */
+	/* A file: has_fd, fd (consumed, closed by the server) of fd_size bytes. */
+	bool has_fd;
+	int fd;
+	uint64_t fd_size;
 } serve_reply;
 
 typedef void (*serve_handler)(serve_req *r, serve_reply *out);

@@ -24,6 +24,7 @@
 	X(MHD_add_response_header)           \
 	X(MHD_create_response_from_buffer)   \
 	X(MHD_create_response_from_callback) \
+	X(MHD_create_response_from_fd)       \
 	X(MHD_destroy_response)              \
 	X(MHD_get_connection_info)           \
 	X(MHD_get_connection_values)         \
@@ -49,6 +50,7 @@ int brig__mhd_load(brig_error **err) __attribute__((visibility("hidden")));
 #define MHD_add_response_header (brig__mhd.MHD_add_response_header)
 #define MHD_create_response_from_buffer (brig__mhd.MHD_create_response_from_buffer)
 #define MHD_create_response_from_callback (brig__mhd.MHD_create_response_from_callback)
+#define MHD_create_response_from_fd (brig__mhd.MHD_create_response_from_fd)
 #define MHD_destroy_response (brig__mhd.MHD_destroy_response)
 #define MHD_get_connection_info (brig__mhd.MHD_get_connection_info)
 #define MHD_get_connection_values (brig__mhd.MHD_get_connection_values)

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "brig/session.h"
@@ -570,6 +571,55 @@ static void h_checkpoint_list(serve_req *r, serve_reply *out)
 	serve__reply_json(out, 200, json_pack("{s:o}", "checkpoints", arr));
 }
 
+/* The checkpoint's blob (zstd-compressed tar, as brig stores it), with its
+ * SHA-256 in X-Brig-Digest. Only a checkpoint of the path's session. */
+static void h_checkpoint_export(serve_req *r, serve_reply *out)
+{
+	brig_identity id;
+	if (!serve__path_identity(r, out, &id))
+		return;
+	const char *ids = serve__param(r, "id");
+	char *end;
+	long long cid = strtoll(ids, &end, 10);
+	if (!*ids || *end || cid < 1) {
+		serve__reply_fail(out, 400, "invalid", "a checkpoint id is a positive integer");
+		return;
+	}
+	brig_store_checkpoint *cp = NULL;
+	brig_error *err = NULL;
+	int rc = brig_store_checkpoint_get(serve__store(r), &cp, cid, &err);
+	if (rc == 0 && (strcmp(cp->ns, id.ns) || strcmp(cp->agent, id.agent) || strcmp(cp->session, id.session) ||
+			strchr(cp->blob, '/'))) {
+		/* Another session's: as absent, so nothing is learnt of it. */
+		rc = brig__error_set(&err, BRIG_ENOTFOUND, 0, "no checkpoint %lld in this session", cid);
+	}
+	cleanup_free char *dir = NULL, *path = NULL;
+	if (rc == 0 && (rc = brig_checkpoint_dir(&dir, serve__store(r), &err)) == 0)
+		path = xasprintf("%s/%s", dir, cp->blob);
+	int fd = -1;
+	struct stat st;
+	if (rc == 0 && ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0 || fstat(fd, &st) != 0))
+		rc = brig__error_set(&err, errno == ENOENT ? BRIG_ENOTFOUND : BRIG_EIO, errno,
+				     "checkpoint %lld: its blob cannot be read: %s", cid, strerror(errno));
+	if (rc) {
+		if (fd >= 0)
+			close(fd);
+		brig_store_checkpoint_free(cp);
+		serve__reply_error(out, err);
+		return;
+	}
+	static __thread char digest[80];
+	snprintf(digest, sizeof digest, "sha256:%s", cp->digest);
+	brig_store_checkpoint_free(cp);
+	out->status = 200;
+	out->has_fd = true;
+	out->fd = fd;
+	out->fd_size = (uint64_t)st.st_size;
+	out->type = "application/zstd";
+	out->extra_header = "X-Brig-Digest";
+	out->extra_value = digest;
+}
+
 static void h_recover(serve_req *r, serve_reply *out)
 {
 	brig_identity id;
@@ -856,6 +906,7 @@ const serve_route serve__routes[] = {
 	{"PUT", C "/archive", serve__h_archive_put, ROUTE_RAW_BODY},
 	{"POST", C "/checkpoints", h_checkpoint_create, 0},
 	{"GET", C "/checkpoints", h_checkpoint_list, 0},
+	{"GET", C "/checkpoints/{id}/export", h_checkpoint_export, 0},
 	{"POST", C "/recover", h_recover, 0},
 	{"GET", C "/history", h_history, 0},
 };

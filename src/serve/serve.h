@@ -61,7 +61,8 @@ typedef struct serve_config {
 	int stop_fd;                    /* readable → drain and return */
 } serve_config;
 
-/* Serves until stop_fd is readable, then drains. Errors: BRIG_EINVAL
+/* Serves until stop_fd is readable, then drains. Sets SIGPIPE to be
+ * ignored (a client that leaves must not end the process). Errors: BRIG_EINVAL
  * (listen address, TLS files, tokens file; libmicrohttpd missing),
  * BRIG_EIO (cannot bind: the message names the address). */
 int serve_run(const serve_config *cfg, brig_error **err);

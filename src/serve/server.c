@@ -8,6 +8,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -382,7 +383,7 @@ static void stream_free(void *cls)
 	free(c);
 }
 
-static enum MHD_Result send_reply(serve_req *r, serve_reply *rep, bool close)
+static enum MHD_Result send_reply(serve_req *r, serve_reply *rep, bool close_after)
 {
 	struct MHD_Response *resp;
 	if (rep->read) {
@@ -394,6 +395,12 @@ static enum MHD_Result send_reply(serve_req *r, serve_reply *rep, bool close)
 			return MHD_NO;
 		}
 		MHD_add_response_header(resp, "Content-Type", rep->type ? rep->type : "application/x-ndjson");
+	} else if (rep->has_fd) {
+		resp = MHD_create_response_from_fd(rep->fd_size, rep->fd); /* owns the fd now */
+		if (!resp)
+			close(rep->fd);
+		else if (rep->type)
+			MHD_add_response_header(resp, "Content-Type", rep->type);
 	} else if (rep->json) {
 		char *text = json_dumps(rep->json, JSON_COMPACT | JSON_ENCODE_ANY);
 		size_t n = text ? strlen(text) : 0;
@@ -416,7 +423,7 @@ static enum MHD_Result send_reply(serve_req *r, serve_reply *rep, bool close)
 		return MHD_NO;
 	if (rep->extra_header)
 		MHD_add_response_header(resp, rep->extra_header, rep->extra_value);
-	if (close)
+	if (close_after)
 		MHD_add_response_header(resp, "Connection", "close");
 	r->status = rep->status ? rep->status : 200;
 	r->answered = true;
@@ -837,6 +844,9 @@ int serve_run(const serve_config *cfg, brig_error **err)
 	if (tcp && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
 		return brig__error_set(err, BRIG_EINVAL, 0, "this libmicrohttpd was built without TLS");
 
+	/* A client that left must not kill the server: writes to a gone
+	 * stream's pipe fail with EPIPE instead. */
+	signal(SIGPIPE, SIG_IGN);
 	serve_server *s = xcalloc(1, sizeof *s);
 	s->cfg = *cfg;
 	if (!s->cfg.body_max)

@@ -10,6 +10,7 @@ Environment: BRIG_BIN (the brig binary), BRIG_TEST_IMAGE (default
 brig-test:local).
 """
 import base64
+import hashlib
 import http.client
 import io
 import json
@@ -378,6 +379,12 @@ class Api(unittest.TestCase):
         cp = json.loads(b)["id"]
         st, _, b = call("GET", C + "/checkpoints", p("/checkpoints"))
         self.assertEqual(json.loads(b)["checkpoints"][0]["id"], cp)
+        st, h, b = call("GET", C + "/checkpoints/{id}/export", p("/checkpoints/%d/export" % cp))
+        self.assertEqual(st, 200, b)
+        self.assertEqual(h.get("X-Brig-Digest"), "sha256:" + hashlib.sha256(b).hexdigest())
+        other = self.cpath(ns, session + "x", "/checkpoints/%d/export" % cp)
+        self.assertError(c.call("GET", other, token=tok), 404, "not_found")
+        self.assertError(c.call("GET", p("/checkpoints/0/export"), token=tok), 400, "invalid")
         seen.add(("GET", "/v1/events"))
         events = self.watch_events(c, tok, ns, lambda: call("POST", C + "/pause", p("/pause")))
         self.assertIn(("pause", comp["name"]), [(e["action"], e["name"]) for e in events])
