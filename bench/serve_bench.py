@@ -5,7 +5,9 @@ over the unix socket), against `brig exec NAME -- true` as a process
 (direct, today's CLI) and `docker exec NAME true`, in interleaved rounds.
 Median and p95 in ms, table on stdout, progress on stderr.
 
-Usage: bench/serve_bench.py [-n N] [-w WARMUP] [--brig PATH] [--image IMG]
+Usage: bench/serve_bench.py [-n N] [-w WARMUP] [--brig PATH] [--image IMG] [--flood]
+--flood: instead, 50 clients (a connection each) x 20 commands over 10
+computers: throughput, p50/p99 and errors.
 Needs dockerd, the docker CLI and the image (default brig-test:local). It
 starts its own server on a temporary socket and store, creates one computer
 (namespace brigbench-…, label brig.bench=1) and removes it on every exit.
@@ -44,6 +46,7 @@ def main():
     ap.add_argument("-w", type=int, default=20)
     ap.add_argument("--brig", default=os.path.join(os.path.dirname(__file__), "..", "build", "brig"))
     ap.add_argument("--image", default="brig-test:local")
+    ap.add_argument("--flood", action="store_true")
     ap.add_argument("--store-dir", default=None, help="directory of the SQLite store (default: a temporary one)")
     a = ap.parse_args()
     tmp = tempfile.TemporaryDirectory()
@@ -67,6 +70,8 @@ def main():
             if os.path.exists(sock):
                 break
             time.sleep(0.05)
+        if a.flood:
+            return flood(a, sock, ns, call)
         st, b = call("POST", "/v1/computers", {"ns": ns, "agent": "a", "session": "s",
                                                 "spec": {"labels": {"brig.bench": "1"}}})
         if st not in (200, 201):
@@ -111,6 +116,56 @@ def main():
                 subprocess.run(["docker", "rm", "-f", "-v", name], capture_output=True)
         srv.terminate()
         srv.wait(30)
+
+
+def flood(a, sock, ns, call):
+    import threading
+    sessions = ["s%d" % i for i in range(10)]
+    try:
+        for sname in sessions:
+            st, b = call("POST", "/v1/computers", {"ns": ns, "agent": "a", "session": sname,
+                                                    "spec": {"labels": {"brig.bench": "1"}}})
+            if st not in (200, 201):
+                sys.exit("create failed: %s" % b.decode())
+        lat, errors, lock = [], [], threading.Lock()
+
+        def client(i):
+            conn = UnixConnection(sock)
+            path = "/v1/computers/%s/a/%s/exec" % (ns, sessions[i % 10])
+            for _ in range(20):
+                t0 = time.perf_counter()
+                try:
+                    conn.request("POST", path, body=json.dumps({"argv": ["true"]}),
+                                 headers={"Content-Type": "application/json"})
+                    r = conn.getresponse()
+                    body = r.read()
+                    ok = r.status == 200 and json.loads(body)["exit_code"] == 0
+                except Exception as e:  # noqa: BLE001
+                    ok, body = False, str(e).encode()
+                dt = (time.perf_counter() - t0) * 1000
+                with lock:
+                    lat.append(dt)
+                    if not ok:
+                        errors.append(body[:200])
+
+        t0 = time.perf_counter()
+        ts = [threading.Thread(target=client, args=(i,)) for i in range(50)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        total = time.perf_counter() - t0
+        print("50 clients x 20 exec of true over 10 computers: %d commands in %.2f s = %.0f/s; "
+              "p50 %.1f ms, p99 %.1f ms; %d errors" % (len(lat), total, len(lat) / total, statistics.median(lat),
+                                                      pct(lat, 99), len(errors)))
+        for e in errors[:5]:
+            print("  error:", e, file=sys.stderr)
+    finally:
+        for sname in sessions:
+            try:
+                call("DELETE", "/v1/computers/%s/a/%s" % (ns, sname))
+            except Exception:  # noqa: BLE001
+                pass
 
 
 if __name__ == "__main__":
