@@ -28,6 +28,7 @@
 	X(MHD_destroy_response)              \
 	X(MHD_get_connection_info)           \
 	X(MHD_get_connection_values)         \
+	X(MHD_http_unescape)                 \
 	X(MHD_is_feature_supported)          \
 	X(MHD_lookup_connection_value)       \
 	X(MHD_lookup_connection_value_n)     \
@@ -54,6 +55,7 @@ int brig__mhd_load(brig_error **err) __attribute__((visibility("hidden")));
 #define MHD_destroy_response (brig__mhd.MHD_destroy_response)
 #define MHD_get_connection_info (brig__mhd.MHD_get_connection_info)
 #define MHD_get_connection_values (brig__mhd.MHD_get_connection_values)
+#define MHD_http_unescape (brig__mhd.MHD_http_unescape)
 #define MHD_is_feature_supported (brig__mhd.MHD_is_feature_supported)
 #define MHD_lookup_connection_value (brig__mhd.MHD_lookup_connection_value)
 #define MHD_lookup_connection_value_n (brig__mhd.MHD_lookup_connection_value_n)

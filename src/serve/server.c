@@ -41,6 +41,7 @@ typedef struct conn_track {
 	int64_t phase_ms; /* connected, or the last request ended */
 	bool in_headers;  /* between those and a request's headers */
 	bool cut;
+	bool nul; /* the request's URL decoded to a NUL byte (%00) */
 } conn_track;
 
 struct serve_server {
@@ -68,6 +69,7 @@ struct serve_server {
 };
 
 static void track_phase(serve_server *s, struct MHD_Connection *conn, bool in_headers);
+static conn_track *track_of(struct MHD_Connection *conn);
 
 /* ---- what routes ask ---- */
 
@@ -482,9 +484,16 @@ static bool early_checks(serve_req *r, enum MHD_Result *ret)
 			return true;
 		}
 	}
+	conn_track *t = track_of(r->conn);
 	pthread_mutex_lock(&s->lock);
-	bool draining = s->draining;
+	bool draining = s->draining, nul = t && t->nul;
+	if (t)
+		t->nul = false;
 	pthread_mutex_unlock(&s->lock);
+	if (nul) {
+		refuse(r, 400, "invalid", "the URL holds a NUL byte (%00)", false);
+		return false;
+	}
 	if (draining) {
 		refuse(r, 503, "shutting_down", "the server is shutting down; retry on another", true);
 		return false;
@@ -680,6 +689,21 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **ctx, en
 		}
 	pthread_mutex_unlock(&s->lock);
 	free(t);
+}
+
+/* libmicrohttpd's own decoding, noting a %00: the path the routes see is a
+ * C string, so "/v1/x/s%00y" would act on "/v1/x/s". */
+static size_t on_unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+	serve_server *srv = cls;
+	size_t n = MHD_http_unescape(s);
+	conn_track *t = strlen(s) != n ? track_of(conn) : NULL;
+	if (t) {
+		pthread_mutex_lock(&srv->lock);
+		t->nul = true;
+		pthread_mutex_unlock(&srv->lock);
+	}
+	return n;
 }
 
 static void *watchdog_thread(void *arg)
@@ -890,6 +914,7 @@ int serve_run(const serve_config *cfg, brig_error **err)
 		{MHD_OPTION_LISTEN_SOCKET, fd, NULL},
 		{MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
 		{MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s},
+		{MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)on_unescape, s},
 		{MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)s->cfg.header_timeout_s, NULL},
 		{MHD_OPTION_CONNECTION_LIMIT, SERVE_MAX_CONNECTIONS, NULL},
 		{MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)SERVE_HEADER_MAX, NULL},

@@ -468,6 +468,11 @@ class Api(unittest.TestCase):
             self.assertError(c.call("GET", p + "/files?path=/workspace/a/../../etc", token=TOK_A), 400, "invalid")
             self.assertError(c.call("GET", p + "/files?path=a%00b", token=TOK_A), 400, "invalid")
             self.assertError(c.call("GET", p + "/files", token=TOK_A), 400, "invalid")
+            # A %00 in the path would cut it short: "…/bad%00x" is not "…/bad".
+            self.assertError(c.call("GET", p + "%00x", token=TOK_A), 400, "invalid")
+            self.assertError(c.call("GET", "/v1/health%00", token=TOK_A), 400, "invalid")
+            st, _, b = c.call("GET", p, token=TOK_A)  # the same connection serves on
+            self.assertEqual(st, 200, b)
             self.assertError(c.call("POST", p + "/files/move", body={"from": "a", "to": "../b"}, token=TOK_A), 400)
             self.assertError(c.call("GET", "/v1/computers/%s/ag$nt/s" % NS_A, token=TOK_A), 400, "invalid")
             self.assertError(c.call("POST", "/v1/computers", {"ns": NS_A, "agent": "a b", "session": "s"},
