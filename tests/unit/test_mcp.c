@@ -213,8 +213,8 @@ static void test_line_cap(void **state)
 static void test_text(void **state)
 {
 	json_t *j = ops_string("a\xff"
-				"b\xe2\x82",
-				5);
+			       "b\xe2\x82",
+			       5);
 	assert_string_equal(json_string_value(j), "a\xef\xbf\xbd"
 						  "b\xef\xbf\xbd\xef\xbf\xbd");
 	json_decref(j);
