@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -620,6 +621,38 @@ static void h_checkpoint_export(serve_req *r, serve_reply *out)
 	out->extra_value = digest;
 }
 
+/* A blob (as export sends it) in the body becomes the session's newest
+ * checkpoint; recover then restores it. */
+static void h_checkpoint_import(serve_req *r, serve_reply *out)
+{
+	brig_identity id;
+	if (!serve__path_identity(r, out, &id))
+		return;
+	brig_error *err = NULL;
+	int fd = memfd_create("brig-import", MFD_CLOEXEC);
+	if (fd < 0 || brig_write_all(fd, r->body ? r->body : "", r->body_len) != 0) {
+		serve__reply_fail(out, 500, "io", "cannot hold the blob: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	brig_store_checkpoint *cp = NULL;
+	int rc = brig_checkpoint_import(serve__store(r), &cp, id.ns, id.agent, id.session, fd, NULL, &err);
+	close(fd);
+	if (rc == BRIG_EPROTO) {
+		/* The client's bytes, not a peer's: a bad request. */
+		serve__reply_fail(out, 400, "invalid", "%s", brig_error_message(err));
+		brig_error_free(err);
+		return;
+	}
+	if (rc) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 201, checkpoint_json(cp));
+	brig_store_checkpoint_free(cp);
+}
+
 static void h_recover(serve_req *r, serve_reply *out)
 {
 	brig_identity id;
@@ -907,6 +940,7 @@ const serve_route serve__routes[] = {
 	{"POST", C "/checkpoints", h_checkpoint_create, 0},
 	{"GET", C "/checkpoints", h_checkpoint_list, 0},
 	{"GET", C "/checkpoints/{id}/export", h_checkpoint_export, 0},
+	{"POST", C "/checkpoints/import", h_checkpoint_import, ROUTE_RAW_BODY},
 	{"POST", C "/recover", h_recover, 0},
 	{"GET", C "/history", h_history, 0},
 };

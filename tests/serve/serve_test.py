@@ -385,6 +385,23 @@ class Api(unittest.TestCase):
         other = self.cpath(ns, session + "x", "/checkpoints/%d/export" % cp)
         self.assertError(c.call("GET", other, token=tok), 404, "not_found")
         self.assertError(c.call("GET", p("/checkpoints/0/export"), token=tok), 400, "invalid")
+
+        def tar_of(files):
+            tb = io.BytesIO()
+            with tarfile.open(fileobj=tb, mode="w") as tf:
+                for name, data in files:
+                    ti = tarfile.TarInfo(name)
+                    ti.size = len(data)
+                    tf.addfile(ti, io.BytesIO(data))
+            return tb.getvalue()
+
+        st, _, b = call("POST", C + "/checkpoints/import", p("/checkpoints/import"), raw=tar_of(
+            [("workspace/keep.txt", b"kept across recovery"), ("workspace/imported.txt", b"imported")]))
+        self.assertEqual(st, 201, b)
+        cp = json.loads(b)["id"]
+        self.assertError(c.call("POST", p("/checkpoints/import"), raw=tar_of([("etc/passwd", b"x")]), token=tok),
+                         400, "unsafe")
+        self.assertError(c.call("POST", p("/checkpoints/import"), raw=b"not a tar at all" * 64, token=tok), 400)
         seen.add(("GET", "/v1/events"))
         events = self.watch_events(c, tok, ns, lambda: call("POST", C + "/pause", p("/pause")))
         self.assertIn(("pause", comp["name"]), [(e["action"], e["name"]) for e in events])
@@ -399,6 +416,8 @@ class Api(unittest.TestCase):
         self.assertEqual((r["new_generation"], r["checkpoint_id"]), (2, cp))
         st, _, b = call("POST", C + "/exec", p("/exec"), body={"argv": ["cat", "/workspace/keep.txt"]})
         self.assertEqual(json.loads(b)["stdout"]["text"], "kept across recovery", b)
+        st, _, b = c.call("GET", p("/files?path=imported.txt"), token=tok)
+        self.assertEqual((st, b), (200, b"imported"))
         st, _, b = call("DELETE", C, p())
         self.assertEqual(st, 204, b)
         self.assertEqual(seen, server_routes(), "the walk missed a route")
