@@ -497,6 +497,8 @@ class Api(unittest.TestCase):
             self.assertError(c.call("POST", "/v1/computers", {"ns": NS_A, "agent": "a b", "session": "s"},
                                     token=TOK_A), 400, "invalid")
             self.assertError(c.call("GET", "/v1/nothing", token=TOK_A), 404, "no_route")
+            self.assertError(c.call("POST", self.cpath(NS_A, "nosuchsession", "/checkpoints/import"), raw=b"x",
+                                    token=TOK_A), 404, "not_found")
             self.assertError(c.call("PATCH", p, token=TOK_A), 405, "method_not_allowed")
             # A chunked body over the cap (no Content-Length).
             s = socket.socket(socket.AF_UNIX)
