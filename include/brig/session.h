@@ -153,6 +153,21 @@ typedef struct brig_checkpoint_opts {
 BRIG_PUBLIC int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint **out, const char *ref,
 				       const brig_checkpoint_opts *opts, brig_error **err);
 
+/* Imports a checkpoint blob read from fd (from its start; as
+ * brig_checkpoint_create stores it: a zstd-compressed, or plain, tar of
+ * workspace/ and runtime/) into the session (ns, agent, session), recorded
+ * as a checkpoint of its current generation: the newest one, which
+ * brig_session_recover restores. Every entry is checked and re-written
+ * (owned by 1000:1000) into a new content-addressed blob, as a checkpoint
+ * taken of a computer. opts may be NULL (defaults; keep prunes as for
+ * create). *out (may be NULL) gets the record. Errors: BRIG_ENOTFOUND (no
+ * such session), BRIG_EUNSAFE (an entry broke a rule, or lies outside
+ * workspace/ and runtime/), BRIG_ETOOBIG, BRIG_EPROTO (not a tar),
+ * BRIG_EIO, BRIG_ESTORE. */
+BRIG_PUBLIC int brig_checkpoint_import(brig_store *s, brig_store_checkpoint **out, const char *ns, const char *agent,
+				       const char *session, int fd, const brig_checkpoint_opts *opts,
+				       brig_error **err);
+
 /* Removes checkpoint id: its record, and its blob when no other record
  * names it. Errors: BRIG_ENOTFOUND, BRIG_ESTORE, BRIG_EIO. */
 BRIG_PUBLIC int brig_checkpoint_remove(brig_store *s, const char *dir, int64_t id, brig_error **err);

@@ -339,6 +339,98 @@ out:
 	return rc ? brig__error_prefix(err, rc, "checkpoint %s", ref) : 0;
 }
 
+/* An imported blob holds a session's files: "workspace" and "runtime"
+ * and what is under them, nothing else (restore puts nothing else
+ * anywhere). */
+static void import_entry(const char *path, int type, uint64_t size, void *payload)
+{
+	(void)type, (void)size;
+	bool *stray = payload;
+	size_t n = strcspn(path, "/");
+	if (!((n == 9 && strncmp(path, "workspace", 9) == 0) || (n == 7 && strncmp(path, "runtime", 7) == 0)))
+		*stray = true;
+}
+
+int brig_checkpoint_import(brig_store *s, brig_store_checkpoint **out, const char *ns, const char *agent,
+			   const char *session, int fd, const brig_checkpoint_opts *opts, brig_error **err)
+{
+	brig_checkpoint_opts defaults = BRIG_CHECKPOINT_OPTS_INIT;
+	if (!opts)
+		opts = &defaults;
+	int rc = brig__opts_check(opts->version, BRIG_CHECKPOINT_OPTS_VERSION, "checkpoint options", err);
+	if (rc)
+		return rc;
+	brig_store_session *sess = NULL;
+	if ((rc = brig_store_session_get(s, &sess, ns, agent, session, err)) != 0)
+		return rc == BRIG_ENOTFOUND ? brig__error_set(err, BRIG_ENOTFOUND, 0,
+							      "no session %s/%s/%s in the store: start it with brig up",
+							      ns, agent, session)
+					    : rc;
+	brig_computer c = {.ns = sess->ns,
+			   .agent = sess->agent,
+			   .session = sess->session,
+			   .name = (char *)"import",
+			   .generation = (uint32_t)sess->generation};
+	ck_job j = {.c = &c, .ref = "import", .fd = -1};
+	brig_tar_restore *r = NULL;
+	brig_tar_copy *cp = NULL;
+	bool stray = false;
+	char sha[65];
+	uint64_t size = 0;
+	if (lseek(fd, 0, SEEK_SET) < 0) {
+		rc = brig__error_set(err, BRIG_EIO, errno, "cannot read the blob: %s", strerror(errno));
+		goto out;
+	}
+	if ((rc = brig_tar_sha256_fd(fd, sha, &size, err)) != 0 ||
+	    (rc = brig_tar_restore_open(&r, fd, NULL, sha, err)) != 0)
+		goto out;
+	if (opts->dir)
+		j.dir = xstrdup(opts->dir);
+	else if ((rc = brig_checkpoint_dir(&j.dir, s, err)) != 0)
+		goto out;
+	if ((rc = open_blob(&j, err)) != 0)
+		goto out;
+	/* The same copier as a checkpoint of a computer: every entry checked
+	 * and re-written, owned by 1000:1000. */
+	brig_tar_copy_opts co = BRIG_TAR_COPY_OPTS_INIT;
+	co.allow_symlinks = true;
+	co.allow_absolute_symlinks = true;
+	co.allow_hardlinks = true;
+	co.rewrite_owner = true;
+	co.uid = 1000;
+	co.gid = 1000;
+	co.compression = BRIG_TAR_COMPRESS_ZSTD;
+	co.zstd_level = opts->zstd_level;
+	co.limits.max_entries = 2000000;
+	co.on_entry = import_entry;
+	co.payload = &stray;
+	static const char *const exclude[] = {"runtime/.brig", NULL};
+	co.exclude = exclude;
+	if ((rc = brig_tar_copy_new(&cp, &co, brig_tar_write_fd, &j.fd, err)) != 0 ||
+	    (rc = brig_tar_copy_from_reader(cp, brig_tar_restore_reader, r, err)) != 0 ||
+	    (rc = brig_tar_copy_finish(cp, &j.result, err)) != 0)
+		goto out;
+	if (stray) {
+		rc = brig__error_set(err, BRIG_EUNSAFE, 0,
+				     "the blob holds entries outside workspace/ and runtime/: not a brig checkpoint");
+		goto out;
+	}
+	if ((rc = verify_and_link(&j, err)) == 0)
+		rc = record_and_prune(s, &j, opts->keep, out, err);
+out:
+	brig_tar_copy_free(cp);
+	brig_tar_restore_free(r);
+	if (j.fd >= 0)
+		close(j.fd);
+	if (j.tmp)
+		unlink(j.tmp);
+	free(j.tmp);
+	free(j.final);
+	free(j.dir);
+	brig_store_session_free(sess);
+	return rc ? brig__error_prefix(err, rc, "checkpoint import into %s/%s/%s", ns, agent, session) : 0;
+}
+
 int brig_checkpoint_remove(brig_store *s, const char *dir, int64_t id, brig_error **err)
 {
 	cleanup_free char *d = NULL;

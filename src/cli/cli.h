@@ -59,6 +59,7 @@ int cmd_mcp(int argc, char **argv);
 int cmd_port(int argc, char **argv);
 int cmd_sessions(int argc, char **argv);
 int cmd_history(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* --debug: error messages also carry the code name and HTTP status. */
 extern bool cli_debug;

@@ -37,6 +37,7 @@ static const cli_command commands[] = {
 	{"run", cmd_run, "Run one command in a fresh disposable container"},
 	{"gc", cmd_gc, "Remove brig's leftovers"},
 	{"mcp", cmd_mcp, "Serve a session's computer to MCP clients on stdin/stdout"},
+	{"serve", cmd_serve, "Serve brig's HTTP API on a unix socket or TCP with TLS"},
 	{"network", cmd_network, "Manage the isolated bridge (brig-sandbox)"},
 	{"image", cmd_image, "Build the runtime images (brig image build) and list them"},
 	{"agent", cmd_agent, "Run Claude Code or Codex in a session's computer"},

@@ -33,6 +33,7 @@
 #include "brig/sandbox.h"
 #include "brig/spec.h"
 #include "brig/store.h"
+#include "ops/ops.h"
 
 #define MCP_MAX_LINE ((size_t)16 << 20) /* one request, bytes */
 #define MCP_MAX_CALLS 64                /* tools/call in flight */
@@ -96,6 +97,16 @@ int mcp__computer(mcp_call *c, char **out, brig_error **err);
 int mcp__guest(mcp_call *c, brig_guest **out, brig_error **err);
 /* Forgets the known computer (after recover, or an exec that stopped it). */
 void mcp__computer_forget(mcp_call *c);
+/* The call as ops/ sees it (files, processes); borrowed, lives with c. */
+ops_target *mcp__target(mcp_call *c);
+/* Runs argv in the computer (created or adopted first), with stdin data,
+ * cancel through the call, output counted for progress. res is filled. */
+int mcp__exec(mcp_call *c, const char *const *argv, const char *stdin_data, size_t stdin_len, size_t capture_max,
+	      int64_t timeout_ms, brig_exec_result *res, brig_error **err);
+/* The same with env ("KEY=VALUE") and workdir (NULL: /workspace). */
+int mcp__exec_env(mcp_call *c, const char *const *argv, const char *const *env, size_t env_count, const char *workdir,
+		  const char *stdin_data, size_t stdin_len, size_t capture_max, int64_t timeout_ms,
+		  brig_exec_result *res, brig_error **err);
 /* The call's cancel fd (readable once the client cancelled), or -1. */
 int mcp__cancel_fd(mcp_call *c);
 /* Notes that a background process was started: shutdown ends them all. */
@@ -105,15 +116,5 @@ void mcp__output_seen(mcp_call *c, size_t n);
 /* Sends notifications/message at level ("info", "warning"…) when the client
  * asked for that level; also logs to stderr. */
 void mcp__log(mcp_call *c, const char *level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* Text as a JSON string: invalid UTF-8 becomes U+FFFD (output of commands
- * is arbitrary bytes). New reference. */
-json_t *mcp__string(const char *data, size_t len);
-/* True when data is valid UTF-8 without NUL bytes. */
-bool mcp__is_text(const char *data, size_t len);
-/* Standard base64 (RFC 4648 §4). */
-char *mcp__b64encode(const unsigned char *in, size_t len);
-/* Strict decoding (padding required, no whitespace); NULL when invalid. */
-unsigned char *mcp__b64decode(const char *in, size_t len, size_t *out_len);
 
 #endif

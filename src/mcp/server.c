@@ -14,7 +14,7 @@
 #include "brig/guest.h"
 #include "brig/session.h"
 #include "mcp/mcp.h"
-#include "mcp/procs.h"
+#include "ops/procs.h"
 #include "util/util.h"
 
 const char *const mcp_protocol_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
@@ -41,8 +41,9 @@ struct mcp_call {
 	int cancel[2]; /* pipe: a byte in cancel[1] cancels */
 	bool canceled; /* notifications/cancelled came: no answer */
 	int64_t started_ms;
-	int64_t progress; /* last progress value sent */
-	size_t output;    /* bytes of output seen */
+	int64_t progress;  /* last progress value sent */
+	ops_target target; /* what ops/ sees of this call */
+	size_t output;     /* bytes of output seen */
 	mcp_call *next;
 };
 
@@ -109,7 +110,7 @@ static void send_error(mcp_server *s, json_t *id, int code, const char *fmt, ...
 		m = NULL;
 	va_end(ap);
 	send_msg(s, json_pack("{s:O,s:{s:i,s:o}}", "id", id ? id : json_null(), "error", "code", code, "message",
-			      mcp__string(m ? m : "error", m ? strlen(m) : 5)));
+			      ops_string(m ? m : "error", m ? strlen(m) : 5)));
 	free(m);
 }
 
@@ -130,7 +131,7 @@ static void vlog(mcp_server *s, const char *level, const char *fmt, va_list ap)
 	pthread_mutex_unlock(&s->lock);
 	if (wanted)
 		send_msg(s, json_pack("{s:s,s:{s:s,s:s,s:o}}", "method", "notifications/message", "params", "level",
-				      level, "logger", "brig", "data", mcp__string(m, strlen(m))));
+				      level, "logger", "brig", "data", ops_string(m, strlen(m))));
 	free(m);
 }
 
@@ -159,6 +160,25 @@ void mcp__identity(mcp_call *c, const char **ns, const char **agent, const char 
 	*ns = c->srv->cfg.ns;
 	*agent = c->srv->cfg.agent;
 	*session = c->srv->cfg.session;
+}
+
+static int target_guest(ops_target *t, brig_guest **out, brig_error **err)
+{
+	return mcp__guest(t->payload, out, err);
+}
+
+static int target_exec(ops_target *t, const char *const *argv, const char *const *env, size_t env_count,
+		       const char *workdir, const char *stdin_data, size_t stdin_len, size_t capture_max,
+		       int64_t timeout_ms, brig_exec_result *res, brig_error **err)
+{
+	return mcp__exec_env(t->payload, argv, env, env_count, workdir, stdin_data, stdin_len, capture_max, timeout_ms,
+			     res, err);
+}
+
+ops_target *mcp__target(mcp_call *c)
+{
+	c->target = (ops_target){.guest = target_guest, .exec = target_exec, .payload = c};
+	return &c->target;
 }
 
 int mcp__cancel_fd(mcp_call *c)
@@ -647,7 +667,7 @@ void mcp_server_shutdown(mcp_server *s)
 		 * them (a computer that stopped meanwhile took them along). */
 		mcp_call c = {.srv = s, .cancel = {-1, -1}};
 		brig_error *err = NULL;
-		if (mcp_proc_kill(&c, NULL, "TERM", &err) != 0)
+		if (ops_proc_kill(mcp__target(&c), NULL, "TERM", &err) != 0)
 			fprintf(stderr, "brig: mcp: cannot end the background processes: %s\n",
 				brig_error_message(err));
 		brig_error_free(err);

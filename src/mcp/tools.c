@@ -8,9 +8,10 @@
 #include <string.h>
 
 #include "brig/session.h"
-#include "mcp/fs.h"
 #include "mcp/mcp.h"
-#include "mcp/procs.h"
+#include "ops/fs.h"
+#include "ops/ops.h"
+#include "ops/procs.h"
 #include "util/util.h"
 
 #define RUN_TIMEOUT_DEFAULT_S 120
@@ -18,120 +19,6 @@
 #define RUN_OUTPUT_DEFAULT 65536
 #define RUN_OUTPUT_MAX ((size_t)1 << 20)
 #define READ_DEFAULT ((size_t)1 << 20)
-
-/* ---- text helpers ---- */
-
-static size_t utf8_seq(const unsigned char *p, size_t n)
-{
-	if (p[0] < 0x80)
-		return p[0] ? 1 : 0;
-	size_t len;
-	uint32_t cp;
-	if ((p[0] & 0xe0) == 0xc0)
-		len = 2, cp = p[0] & 0x1f;
-	else if ((p[0] & 0xf0) == 0xe0)
-		len = 3, cp = p[0] & 0x0f;
-	else if ((p[0] & 0xf8) == 0xf0)
-		len = 4, cp = p[0] & 0x07;
-	else
-		return 0;
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (p[i] & 0x3f);
-	}
-	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
-bool mcp__is_text(const char *data, size_t len)
-{
-	const unsigned char *p = (const unsigned char *)data;
-	for (size_t i = 0; i < len;) {
-		size_t l = utf8_seq(p + i, len - i);
-		if (!l)
-			return false;
-		i += l;
-	}
-	return true;
-}
-
-json_t *mcp__string(const char *data, size_t len)
-{
-	if (mcp__is_text(data, len))
-		return json_stringn(data, len);
-	brig_buf b;
-	brig_buf_init(&b, len * 3 + 1);
-	const unsigned char *p = (const unsigned char *)data;
-	for (size_t i = 0; i < len;) {
-		size_t l = utf8_seq(p + i, len - i);
-		if (l) {
-			brig_buf_put(&b, p + i, l);
-			i += l;
-		} else {
-			brig_buf_put(&b, "\xef\xbf\xbd", 3);
-			i++;
-		}
-	}
-	json_t *s = json_stringn(b.data ? b.data : "", b.len);
-	brig_buf_free(&b);
-	return s;
-}
-
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *mcp__b64encode(const unsigned char *in, size_t len)
-{
-	char *out = xmalloc((len + 2) / 3 * 4 + 1), *o = out;
-	size_t i = 0;
-	for (; i + 2 < len; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
-		*o++ = b64[v >> 18], *o++ = b64[(v >> 12) & 63], *o++ = b64[(v >> 6) & 63], *o++ = b64[v & 63];
-	}
-	if (i < len) {
-		uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < len ? (uint32_t)in[i + 1] << 8 : 0);
-		*o++ = b64[v >> 18], *o++ = b64[(v >> 12) & 63];
-		*o++ = i + 1 < len ? b64[(v >> 6) & 63] : '=';
-		*o++ = '=';
-	}
-	*o = 0;
-	return out;
-}
-
-static int b64val(char c)
-{
-	const char *p = c ? strchr(b64, c) : NULL;
-	return p ? (int)(p - b64) : -1;
-}
-
-unsigned char *mcp__b64decode(const char *in, size_t len, size_t *out_len)
-{
-	if (len % 4)
-		return NULL;
-	unsigned char *out = xmalloc(len / 4 * 3 + 1);
-	size_t o = 0;
-	for (size_t i = 0; i < len; i += 4) {
-		int v[4];
-		for (int k = 0; k < 4; k++)
-			v[k] = in[i + k] == '=' && i + 4 == len && k >= 2 ? -2 : b64val(in[i + k]);
-		if (v[0] < 0 || v[1] < 0 || v[2] == -1 || v[3] == -1 || (v[2] == -2 && v[3] != -2)) {
-			free(out);
-			return NULL;
-		}
-		out[o++] = (unsigned char)(v[0] << 2 | v[1] >> 4);
-		if (v[2] >= 0)
-			out[o++] = (unsigned char)((v[1] & 15) << 4 | v[2] >> 2);
-		if (v[3] >= 0)
-			out[o++] = (unsigned char)((v[2] & 3) << 6 | v[3]);
-	}
-	out[o] = 0;
-	*out_len = o;
-	return out;
-}
 
 /* ---- arguments ---- */
 
@@ -208,7 +95,7 @@ static int arg_path(json_t *args, const char *key, bool required, char **out, br
 		return BRIG_EINVAL;
 	if (!p)
 		return 0;
-	*out = mcp_fs_path(p, err);
+	*out = ops_fs_path(p, err);
 	return *out ? 0 : BRIG_EINVAL;
 }
 
@@ -290,14 +177,14 @@ typedef int (*tool_fn)(mcp_call *c, json_t *args, json_t **out, char **text, bri
 static json_t *capture_text(const brig_capture *cap)
 {
 	if (!cap->dropped)
-		return mcp__string(cap->data ? cap->data : "", cap->len);
+		return ops_string(cap->data ? cap->data : "", cap->len);
 	size_t half = cap->len / 2;
 	brig_buf b;
 	brig_buf_init(&b, cap->len + 64);
 	brig_buf_put(&b, cap->data, half);
 	brig_buf_putf(&b, "\n[%" PRIu64 " bytes omitted]\n", cap->dropped);
 	brig_buf_put(&b, cap->data + half, cap->len - half);
-	json_t *s = mcp__string(b.data, b.len);
+	json_t *s = ops_string(b.data, b.len);
 	brig_buf_free(&b);
 	return s;
 }
@@ -326,7 +213,7 @@ static int tool_run(mcp_call *c, json_t *args, json_t **out, char **text, brig_e
 	if (envo && !json_is_null(envo) && !json_is_object(envo))
 		return brig__error_set(err, BRIG_EINVAL, 0, "argument \"env\" must be an object of strings");
 	cleanup_free char *wd = NULL;
-	if (workdir && !(wd = mcp_fs_path(workdir, err)))
+	if (workdir && !(wd = ops_fs_path(workdir, err)))
 		return BRIG_EINVAL;
 
 	/* With brig-init the deadline is its own (certain: the tree ends, the
@@ -434,7 +321,7 @@ static int tool_read_file(mcp_call *c, json_t *args, json_t **out, char **text, 
 	int64_t offset, length;
 	if (args_known(args, keys, err) || arg_path(args, "path", true, &path, err) ||
 	    arg_int(args, "offset", 0, 0, INT64_MAX / 2, &offset, err) ||
-	    arg_int(args, "length", (int64_t)READ_DEFAULT, 0, (int64_t)MCP_FS_MAX, &length, err) ||
+	    arg_int(args, "length", (int64_t)READ_DEFAULT, 0, (int64_t)OPS_FS_MAX, &length, err) ||
 	    arg_str(args, "encoding", false, &enc, err))
 		return BRIG_EINVAL;
 	if (enc && strcmp(enc, "auto") && strcmp(enc, "text") && strcmp(enc, "base64"))
@@ -442,19 +329,19 @@ static int tool_read_file(mcp_call *c, json_t *args, json_t **out, char **text, 
 	cleanup_free char *data = NULL;
 	size_t len = 0;
 	uint64_t size = 0;
-	int rc = mcp_fs_read(c, path, (uint64_t)offset, (size_t)length, &data, &len, &size, err);
+	int rc = ops_fs_read(mcp__target(c), path, (uint64_t)offset, (size_t)length, &data, &len, &size, err);
 	if (rc != 0)
 		return rc;
 	bool as_b64 = enc ? strcmp(enc, "base64") == 0 : false;
 	if (!enc || strcmp(enc, "auto") == 0)
-		as_b64 = !mcp__is_text(data, len);
+		as_b64 = !ops_is_text(data, len);
 	json_t *content;
 	if (as_b64) {
-		char *e = mcp__b64encode((const unsigned char *)data, len);
+		char *e = ops_b64encode((const unsigned char *)data, len);
 		content = json_string(e);
 		free(e);
 	} else {
-		content = mcp__string(data, len);
+		content = ops_string(data, len);
 	}
 	bool eof = (uint64_t)offset + len >= size;
 	*out = json_pack("{s:s,s:s,s:o,s:I,s:I,s:I,s:b}", "path", path, "encoding", as_b64 ? "base64" : "text",
@@ -486,17 +373,17 @@ static int tool_write_file(mcp_call *c, json_t *args, json_t **out, char **text,
 	const char *data = content;
 	size_t len = clen;
 	if (enc && strcmp(enc, "base64") == 0) {
-		if (!(bytes = mcp__b64decode(content, clen, &len)))
+		if (!(bytes = ops_b64decode(content, clen, &len)))
 			return brig__error_set(err, BRIG_EINVAL, 0,
 					       "argument \"content\" is not valid base64 (standard alphabet, padded)");
 		data = (const char *)bytes;
 	}
-	if (len > MCP_FS_MAX)
+	if (len > OPS_FS_MAX)
 		return brig__error_set(err, BRIG_ETOOBIG, 0,
 				       "content is %zu bytes; one write takes at most %zu (append "
 				       "the rest with append: true)",
-				       len, MCP_FS_MAX);
-	int rc = mcp_fs_write(c, path, data, len, append, err);
+				       len, OPS_FS_MAX);
+	int rc = ops_fs_write(mcp__target(c), path, data, len, append, err);
 	if (rc != 0)
 		return rc;
 	*out = json_pack("{s:s,s:I,s:b}", "path", path, "bytes_written", (json_int_t)len, "appended", append);
@@ -523,14 +410,14 @@ static int tool_edit_file(mcp_call *c, json_t *args, json_t **out, char **text, 
 	cleanup_free char *data = NULL;
 	size_t len = 0;
 	uint64_t size = 0;
-	int rc = mcp_fs_read(c, path, 0, MCP_FS_MAX + 1, &data, &len, &size, err);
+	int rc = ops_fs_read(mcp__target(c), path, 0, OPS_FS_MAX + 1, &data, &len, &size, err);
 	if (rc != 0)
 		return rc;
-	if (size > MCP_FS_MAX)
+	if (size > OPS_FS_MAX)
 		return brig__error_set(err, BRIG_ETOOBIG, 0,
 				       "%s is %" PRIu64 " bytes; edit_file handles up to %zu "
 				       "(use run with sed, or write_file)",
-				       path, size, MCP_FS_MAX);
+				       path, size, OPS_FS_MAX);
 	size_t count = 0;
 	for (const char *p = data; (p = memmem(p, len - (size_t)(p - data), olds, ol)); p += ol)
 		count++;
@@ -552,11 +439,11 @@ static int tool_edit_file(mcp_call *c, json_t *args, json_t **out, char **text, 
 		brig_buf_put(&b, news, nl);
 	}
 	brig_buf_put(&b, p, (size_t)(end - p));
-	if (b.len > MCP_FS_MAX)
+	if (b.len > OPS_FS_MAX)
 		rc = brig__error_set(err, BRIG_ETOOBIG, 0, "the edited file would be %zu bytes; at most %zu", b.len,
-				     MCP_FS_MAX);
+				     OPS_FS_MAX);
 	else
-		rc = mcp_fs_write(c, path, b.data ? b.data : "", b.len, false, err);
+		rc = ops_fs_write(mcp__target(c), path, b.data ? b.data : "", b.len, false, err);
 	size_t newlen = b.len;
 	brig_buf_free(&b);
 	if (rc != 0)
@@ -579,7 +466,7 @@ static int tool_list_directory(mcp_call *c, json_t *args, json_t **out, char **t
 		path = xstrdup("/workspace");
 	json_t *entries = NULL;
 	bool truncated = false;
-	int rc = mcp_fs_list(c, path, (int)depth, &entries, &truncated, err);
+	int rc = ops_fs_list(mcp__target(c), path, (int)depth, &entries, &truncated, err);
 	if (rc != 0)
 		return rc;
 	brig_buf b;
@@ -590,10 +477,10 @@ static int tool_list_directory(mcp_call *c, json_t *args, json_t **out, char **t
 	json_array_foreach (entries, i, e) {
 		const char *t = json_string_value(json_object_get(e, "type"));
 		brig_buf_putf(&b, "%s%s %" JSON_INTEGER_FORMAT "\n", json_string_value(json_object_get(e, "name")),
-				strcmp(t, "directory") == 0 ? "/"
-				: strcmp(t, "symlink") == 0 ? "@"
-							    : "",
-				json_integer_value(json_object_get(e, "size")));
+			      strcmp(t, "directory") == 0 ? "/"
+			      : strcmp(t, "symlink") == 0 ? "@"
+							  : "",
+			      json_integer_value(json_object_get(e, "size")));
 	}
 	*text = brig_buf_steal(&b, NULL);
 	*out = json_pack("{s:s,s:o,s:b}", "path", path, "entries", entries, "truncated", truncated);
@@ -607,7 +494,7 @@ static int tool_stat(mcp_call *c, json_t *args, json_t **out, char **text, brig_
 	if (args_known(args, keys, err) || arg_path(args, "path", true, &path, err))
 		return BRIG_EINVAL;
 	json_t *st = NULL;
-	int rc = mcp_fs_stat(c, path, &st, err);
+	int rc = ops_fs_stat(mcp__target(c), path, &st, err);
 	if (rc == BRIG_ENOTFOUND) {
 		brig__error_clear(err);
 		*out = json_pack("{s:s,s:b}", "path", path, "exists", 0);
@@ -634,7 +521,7 @@ static int tool_move(mcp_call *c, json_t *args, json_t **out, char **text, brig_
 	if (args_known(args, keys, err) || arg_path(args, "source", true, &src, err) ||
 	    arg_path(args, "destination", true, &dst, err) || arg_bool(args, "overwrite", &ow, err))
 		return BRIG_EINVAL;
-	int rc = mcp_fs_move(c, src, dst, ow, err);
+	int rc = ops_fs_move(mcp__target(c), src, dst, ow, err);
 	if (rc != 0)
 		return rc;
 	*out = json_pack("{s:s,s:s}", "source", src, "destination", dst);
@@ -650,7 +537,7 @@ static int tool_remove(mcp_call *c, json_t *args, json_t **out, char **text, bri
 	if (args_known(args, keys, err) || arg_path(args, "path", true, &path, err) ||
 	    arg_bool(args, "recursive", &rec, err))
 		return BRIG_EINVAL;
-	int rc = mcp_fs_remove(c, path, rec, err);
+	int rc = ops_fs_remove(mcp__target(c), path, rec, err);
 	if (rc != 0)
 		return rc;
 	*out = json_pack("{s:s,s:b}", "path", path, "removed", 1);
@@ -664,7 +551,7 @@ static int tool_make_directory(mcp_call *c, json_t *args, json_t **out, char **t
 	cleanup_free char *path = NULL;
 	if (args_known(args, keys, err) || arg_path(args, "path", true, &path, err))
 		return BRIG_EINVAL;
-	int rc = mcp_fs_mkdir(c, path, err);
+	int rc = ops_fs_mkdir(mcp__target(c), path, err);
 	if (rc != 0)
 		return rc;
 	*out = json_pack("{s:s}", "path", path);
@@ -722,7 +609,7 @@ static int tool_list_checkpoints(mcp_call *c, json_t *args, json_t **out, char *
 	for (size_t i = 0; i < n; i++) {
 		json_array_append_new(arr, checkpoint_json(&cps[i]));
 		brig_buf_putf(&b, "%" PRId64 " generation %" PRId64 " %" PRId64 " bytes %.12s\n", cps[i].id,
-				cps[i].generation, cps[i].bytes_raw, cps[i].digest);
+			      cps[i].generation, cps[i].bytes_raw, cps[i].digest);
 	}
 	brig_store_checkpoint_free_array(cps, n);
 	*out = json_pack("{s:o}", "checkpoints", arr);
@@ -826,7 +713,7 @@ static int tool_start_process(mcp_call *c, json_t *args, json_t **out, char **te
 	if (envo && !json_is_null(envo) && !json_is_object(envo))
 		return brig__error_set(err, BRIG_EINVAL, 0, "argument \"env\" must be an object of strings");
 	cleanup_free char *wd = NULL;
-	if (workdir && !(wd = mcp_fs_path(workdir, err)))
+	if (workdir && !(wd = ops_fs_path(workdir, err)))
 		return BRIG_EINVAL;
 	size_t n = av ? json_array_size(av) : 3;
 	cleanup_free const char **argv = xcalloc(n + 1, sizeof *argv);
@@ -859,7 +746,7 @@ static int tool_start_process(mcp_call *c, json_t *args, json_t **out, char **te
 	}
 	char *id = NULL;
 	mcp__note_background(c);
-	int rc = mcp_proc_start(c, argv, wd, (const char *const *)env, ei, &id, err);
+	int rc = ops_proc_start(mcp__target(c), argv, wd, (const char *const *)env, ei, &id, err);
 	free_env(env, ei);
 	if (rc != 0)
 		return rc;
@@ -877,7 +764,7 @@ static int tool_list_processes(mcp_call *c, json_t *args, json_t **out, char **t
 	if (args_known(args, keys, err))
 		return BRIG_EINVAL;
 	json_t *arr = NULL;
-	int rc = mcp_proc_list(c, &arr, err);
+	int rc = ops_proc_list(mcp__target(c), &arr, err);
 	if (rc != 0)
 		return rc;
 	brig_buf b;
@@ -889,12 +776,12 @@ static int tool_list_processes(mcp_call *c, json_t *args, json_t **out, char **t
 		json_t *code = json_object_get(p, "exit_code");
 		if (json_is_true(json_object_get(p, "running")))
 			brig_buf_putf(&b, "%s running  %s\n", json_string_value(json_object_get(p, "id")),
-					json_string_value(json_object_get(p, "command")));
+				      json_string_value(json_object_get(p, "command")));
 		else
 			brig_buf_putf(&b, "%s exited %" JSON_INTEGER_FORMAT "  %s\n",
-					json_string_value(json_object_get(p, "id")),
-					json_is_integer(code) ? json_integer_value(code) : (json_int_t)-1,
-					json_string_value(json_object_get(p, "command")));
+				      json_string_value(json_object_get(p, "id")),
+				      json_is_integer(code) ? json_integer_value(code) : (json_int_t)-1,
+				      json_string_value(json_object_get(p, "command")));
 	}
 	*text = brig_buf_steal(&b, NULL);
 	*out = json_pack("{s:o}", "processes", arr);
@@ -912,7 +799,7 @@ static int tool_read_process_output(mcp_call *c, json_t *args, json_t **out, cha
 	    arg_int(args, "max_bytes", 65536, 1, (int64_t)1 << 20, &max, err))
 		return BRIG_EINVAL;
 	json_t *st = NULL;
-	int rc = mcp_proc_read(c, id, (uint64_t)oo, (uint64_t)eo, (size_t)max, &st, err);
+	int rc = ops_proc_read(mcp__target(c), id, (uint64_t)oo, (uint64_t)eo, (size_t)max, &st, err);
 	if (rc != 0)
 		return rc;
 	json_t *code = json_object_get(st, "exit_code");
@@ -941,7 +828,7 @@ static int tool_send_input(mcp_call *c, json_t *args, json_t **out, char **text,
 	    arg_str(args, "text", false, &in, err) || arg_bool(args, "close", &close_input, err))
 		return BRIG_EINVAL;
 	size_t len = in ? json_string_length(json_object_get(args, "text")) : 0;
-	int rc = mcp_proc_input(c, id, in ? in : "", len, close_input, err);
+	int rc = ops_proc_input(mcp__target(c), id, in ? in : "", len, close_input, err);
 	if (rc != 0)
 		return rc;
 	*out = json_pack("{s:s,s:I,s:b}", "id", id, "bytes", (json_int_t)len, "closed", close_input);
@@ -960,7 +847,7 @@ static int tool_kill_process(mcp_call *c, json_t *args, json_t **out, char **tex
 		sig = "TERM";
 	if (strcmp(sig, "TERM") && strcmp(sig, "KILL") && strcmp(sig, "INT") && strcmp(sig, "HUP"))
 		return brig__error_set(err, BRIG_EINVAL, 0, "argument \"signal\" must be TERM, KILL, INT or HUP");
-	int rc = mcp_proc_kill(c, id, sig, err);
+	int rc = ops_proc_kill(mcp__target(c), id, sig, err);
 	if (rc != 0)
 		return rc;
 	*out = json_pack("{s:s,s:s}", "id", id, "signal", sig);
@@ -1237,7 +1124,7 @@ json_t *mcp__tools_list(void)
 
 static json_t *text_content(const char *s)
 {
-	return json_pack("[{s:s,s:o}]", "type", "text", "text", mcp__string(s, strlen(s)));
+	return json_pack("[{s:s,s:o}]", "type", "text", "text", ops_string(s, strlen(s)));
 }
 
 json_t *mcp__tool_call(mcp_call *c, const char *name, json_t *args)

@@ -1,7 +1,8 @@
 /* test_lazy_load.c — libbrig opens libarchive, libpq, SQLite and OpenSSL only
  * when a tar, a store, a digest or a TLS connection first needs them
  * (src/tar/archive_dl.c, src/store/pq_dl.c, src/store/sqlite_dl.c,
- * src/util/openssl_dl.c). This program links none of them, so what
+ * src/util/openssl_dl.c), and libmicrohttpd only when brig serve starts
+ * (src/serve/mhd_dl.c). This program links none of them, so what
  * /proc/self/maps shows is libbrig's doing. The tests run in order: each one
  * relies on what the earlier ones loaded. */
 #include "testutil.h"
@@ -20,6 +21,7 @@
 
 #include "brig/store.h"
 #include "http/http.h"
+#include "serve/mhd_dl.h"
 #include "tar/tar.h"
 #include "util/dl.h"
 #include "util/util.h"
@@ -33,6 +35,7 @@ static const char *const pq_libs[] = {"/libpq.so", "/libkrb5.so", "/libldap", "/
 static const char *const sqlite_libs[] = {"/libsqlite3.so"};
 static const char *const crypto_libs[] = {"/libcrypto.so"};
 static const char *const ssl_libs[] = {"/libssl.so"};
+static const char *const mhd_libs[] = {"/libmicrohttpd.so"};
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 static char tmp[] = "/tmp/brig-lazy-XXXXXX";
@@ -66,6 +69,7 @@ static void test_nothing_loaded_at_start(void **state)
 	assert_mapped(sqlite_libs, N(sqlite_libs), false);
 	assert_mapped(crypto_libs, N(crypto_libs), false);
 	assert_mapped(ssl_libs, N(ssl_libs), false);
+	assert_mapped(mhd_libs, N(mhd_libs), false);
 	/* The check itself works: something this program does link is seen. */
 	assert_true(mapped("/libjansson.so"));
 }
@@ -307,6 +311,17 @@ static void expect_load_error(brig__dl *d, const char *want1, const char *want2)
 	assert_int_equal(filled, 0);
 }
 
+/* ---- brig serve loads libmicrohttpd ---- */
+
+static void test_serve_loads_microhttpd(void **state)
+{
+	assert_mapped(mhd_libs, N(mhd_libs), false);
+	brig_error *err = NULL;
+	ASSERT_OK(brig__mhd_load(&err), err);
+	assert_mapped(mhd_libs, N(mhd_libs), true);
+	assert_int_equal(MHD_is_feature_supported(MHD_FEATURE_TLS), MHD_YES); /* Debian builds it with GnuTLS */
+}
+
 static void test_load_errors_name_library_and_package(void **state)
 {
 	static const char *const names[] = {"strlen", "brig_no_such_function"};
@@ -347,6 +362,7 @@ int main(void)
 		cmocka_unit_test(test_tar_round_trip_loads_libarchive_and_libcrypto),
 		cmocka_unit_test(test_tls_connect_loads_libssl),
 		cmocka_unit_test(test_pg_store_loads_libpq),
+		cmocka_unit_test(test_serve_loads_microhttpd),
 		cmocka_unit_test(test_load_errors_name_library_and_package),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

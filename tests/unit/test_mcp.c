@@ -212,26 +212,26 @@ static void test_line_cap(void **state)
 
 static void test_text(void **state)
 {
-	json_t *j = mcp__string("a\xff"
-				"b\xe2\x82",
-				5);
+	json_t *j = ops_string("a\xff"
+			       "b\xe2\x82",
+			       5);
 	assert_string_equal(json_string_value(j), "a\xef\xbf\xbd"
 						  "b\xef\xbf\xbd\xef\xbf\xbd");
 	json_decref(j);
-	assert_true(mcp__is_text("h\xc3\xa9", 3));
-	assert_false(mcp__is_text("a\0b", 3));
-	assert_false(mcp__is_text("\xed\xa0\x80", 3)); /* a surrogate */
-	char *e = mcp__b64encode((const unsigned char *)"hello", 5);
+	assert_true(ops_is_text("h\xc3\xa9", 3));
+	assert_false(ops_is_text("a\0b", 3));
+	assert_false(ops_is_text("\xed\xa0\x80", 3)); /* a surrogate */
+	char *e = ops_b64encode((const unsigned char *)"hello", 5);
 	assert_string_equal(e, "aGVsbG8=");
 	size_t n;
-	unsigned char *d = mcp__b64decode(e, strlen(e), &n);
+	unsigned char *d = ops_b64decode(e, strlen(e), &n);
 	assert_int_equal(n, 5);
 	assert_memory_equal(d, "hello", 5);
 	free(d);
 	free(e);
-	assert_null(mcp__b64decode("aGVsbG8", 7, &n));
-	assert_null(mcp__b64decode("aG=sbG8=", 8, &n));
-	assert_null(mcp__b64decode("aGVs\nG8=", 8, &n));
+	assert_null(ops_b64decode("aGVsbG8", 7, &n));
+	assert_null(ops_b64decode("aG=sbG8=", 8, &n));
+	assert_null(ops_b64decode("aGVs\nG8=", 8, &n));
 }
 
 int main(void)

@@ -4,7 +4,7 @@
  * holder feeds to the command, out, err, exit; the offsets of
  * read_process_output are offsets in out and err).
  *
- * With brig-init (mcp__guest gives a handle) each is a detached guest proc
+ * With brig-init (ops_guest gives a handle) each is a detached guest proc
  * tagged "brig-mcp-<id>": started, listed and signalled through the guest,
  * its files read natively, and killed as a whole tree. Computers created
  * before brig-init run the same files through fixed exec scripts with "$1"
@@ -18,8 +18,8 @@
 #include <sys/random.h>
 
 #include "brig/guest.h"
-#include "mcp/fs.h"
-#include "mcp/procs.h"
+#include "ops/fs.h"
+#include "ops/procs.h"
 #include "util/util.h"
 
 #define PROC_TIMEOUT_MS 30000
@@ -27,15 +27,15 @@
 #define PROC_READ_MAX ((int64_t)1 << 20)
 
 /* The script, then "sh" ($0), then its arguments. */
-static int proc_run(mcp_call *c, const char *script, const char *const *args, const char *in, size_t in_len, size_t cap,
-		    brig_exec_result *res, brig_error **err)
+static int proc_run(ops_target *c, const char *script, const char *const *args, const char *in, size_t in_len,
+		    size_t cap, brig_exec_result *res, brig_error **err)
 {
 	const char *argv[4100] = {"sh", "-c", script, "sh"};
 	size_t n = 4;
 	for (size_t i = 0; args[i] && n < 4099; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	int rc = mcp__exec(c, argv, in, in_len, cap, PROC_TIMEOUT_MS, res, err);
+	int rc = ops_exec(c, argv, in, in_len, cap, PROC_TIMEOUT_MS, res, err);
 	if (rc != 0)
 		return rc;
 	if (res->exit_code == 0)
@@ -61,7 +61,7 @@ static bool valid_id(const char *id)
 	return true;
 }
 
-static int exec_start(mcp_call *c, const char *const *argv, const char *workdir, const char *const *env,
+static int exec_start(ops_target *c, const char *const *argv, const char *workdir, const char *const *env,
 		      size_t env_count, char **id, brig_error **err)
 {
 	/* stdin is a regular file that `tail -f` follows (a FIFO would break
@@ -94,7 +94,7 @@ static int exec_start(mcp_call *c, const char *const *argv, const char *workdir,
 	for (size_t i = 0; args[i]; i++)
 		full[k++] = args[i];
 	full[k] = NULL;
-	int rc = mcp__exec_env(c, full, env, env_count, NULL, NULL, 0, 4096, PROC_TIMEOUT_MS, &res, err);
+	int rc = ops_exec_env(c, full, env, env_count, NULL, NULL, 0, 4096, PROC_TIMEOUT_MS, &res, err);
 	free(args);
 	if (rc == 0 && res.exit_code != 0)
 		rc = brig__error_set(err, BRIG_EINVAL, 0, "the process could not be started: %.200s",
@@ -125,7 +125,7 @@ static json_t *parse_state(const char *id, const char *line, size_t len)
 	*bar1 = *bar2 = 0;
 	bool running = strcmp(l, "1") == 0;
 	json_t *o = json_pack("{s:s,s:b,s:o}", "id", id, "running", running, "command",
-			      mcp__string(bar2 + 1, strlen(bar2 + 1)));
+			      ops_string(bar2 + 1, strlen(bar2 + 1)));
 	if (!running && *(bar1 + 1))
 		json_object_set_new(o, "exit_code", json_integer(strtol(bar1 + 1, NULL, 10)));
 	else
@@ -137,7 +137,7 @@ static json_t *parse_state(const char *id, const char *line, size_t len)
 	"st() { r=0; [ -f \"$1/exit\" ] || { kill -0 $(cat \"$1/pid\") 2>/dev/null && r=1; };" \
 	" printf '%s|%s|%s\\n' $r \"$(cat \"$1/exit\" 2>/dev/null)\" \"$(head -n1 \"$1/cmd\")\"; }\n"
 
-static int exec_list(mcp_call *c, json_t **out, brig_error **err)
+static int exec_list(ops_target *c, json_t **out, brig_error **err)
 {
 	static const char script[] = STATE_SH "for d in /runtime/.brig-mcp/p*; do [ -d \"$d\" ] || continue;"
 					      " printf '%s|' \"${d##*/}\"; st \"$d\"; done\n";
@@ -166,7 +166,7 @@ static int exec_list(mcp_call *c, json_t **out, brig_error **err)
 	return rc;
 }
 
-static int exec_read(mcp_call *c, const char *id, uint64_t out_off, uint64_t err_off, size_t max, json_t **out,
+static int exec_read(ops_target *c, const char *id, uint64_t out_off, uint64_t err_off, size_t max, json_t **out,
 		     brig_error **err)
 {
 	if (!valid_id(id))
@@ -209,8 +209,8 @@ static int exec_read(mcp_call *c, const char *id, uint64_t out_off, uint64_t err
 		return brig__error_set(err, BRIG_EPROTO, 0, "the computer's answer was not understood");
 	}
 	const char *po = nl2 + 1, *pe = po + ol;
-	json_object_set_new(st, "stdout", mcp__string(po, ol));
-	json_object_set_new(st, "stderr", mcp__string(pe, el));
+	json_object_set_new(st, "stdout", ops_string(po, ol));
+	json_object_set_new(st, "stderr", ops_string(pe, el));
 	json_object_set_new(st, "stdout_next_offset", json_integer((json_int_t)(out_off + ol)));
 	json_object_set_new(st, "stderr_next_offset", json_integer((json_int_t)(err_off + el)));
 	json_object_set_new(st, "stdout_size", json_integer((json_int_t)os));
@@ -220,7 +220,7 @@ static int exec_read(mcp_call *c, const char *id, uint64_t out_off, uint64_t err
 	return 0;
 }
 
-static int exec_input(mcp_call *c, const char *id, const char *data, size_t len, bool close_input, brig_error **err)
+static int exec_input(ops_target *c, const char *id, const char *data, size_t len, bool close_input, brig_error **err)
 {
 	if (!valid_id(id))
 		return brig__error_set(err, BRIG_EINVAL, 0, "\"%.16s\" is not a process id (list_processes shows them)",
@@ -239,7 +239,7 @@ static int exec_input(mcp_call *c, const char *id, const char *data, size_t len,
 	return rc;
 }
 
-static int exec_kill(mcp_call *c, const char *id, const char *sig, brig_error **err)
+static int exec_kill(ops_target *c, const char *id, const char *sig, brig_error **err)
 {
 	if (id && !valid_id(id))
 		return brig__error_set(err, BRIG_EINVAL, 0, "\"%.16s\" is not a process id (list_processes shows them)",
@@ -308,7 +308,7 @@ static json_t *guest_state(const char *id, json_t *p)
 	bool running = !state || strcmp(state, "exited") != 0;
 	json_t *code = json_object_get(p, "exit_code");
 	json_t *o = json_pack("{s:s,s:b,s:o,s:O}", "id", id, "running", running, "command",
-			      mcp__string(b.data ? b.data : "", n), "exit_code",
+			      ops_string(b.data ? b.data : "", n), "exit_code",
 			      !running && json_is_integer(code) ? code : json_null());
 	brig_buf_free(&b);
 	return o;
@@ -335,8 +335,8 @@ static int guest_find(brig_guest *g, const char *id, json_t **ps, json_t **entry
 	return brig__error_set(err, BRIG_ENOTFOUND, 0, "no process %s (list_processes shows them)", id);
 }
 
-static int guest_start(mcp_call *c, brig_guest *g, const char *const *argv, const char *workdir, const char *const *env,
-		       size_t env_count, char **id, brig_error **err)
+static int guest_start(ops_target *c, brig_guest *g, const char *const *argv, const char *workdir,
+		       const char *const *env, size_t env_count, char **id, brig_error **err)
 {
 	static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 	unsigned char r[6];
@@ -471,8 +471,8 @@ static int guest_read(brig_guest *g, const char *id, uint64_t out_off, uint64_t 
 	if (!rc)
 		rc = guest_piece(g, pe, err_off, max, &be, &es, err);
 	if (!rc) {
-		json_object_set_new(st, "stdout", mcp__string(bo.data ? bo.data : "", bo.len));
-		json_object_set_new(st, "stderr", mcp__string(be.data ? be.data : "", be.len));
+		json_object_set_new(st, "stdout", ops_string(bo.data ? bo.data : "", bo.len));
+		json_object_set_new(st, "stderr", ops_string(be.data ? be.data : "", be.len));
 		json_object_set_new(st, "stdout_next_offset", json_integer((json_int_t)(out_off + bo.len)));
 		json_object_set_new(st, "stderr_next_offset", json_integer((json_int_t)(err_off + be.len)));
 		json_object_set_new(st, "stdout_size", json_integer((json_int_t)os));
@@ -582,56 +582,56 @@ static int check_id(const char *id, brig_error **err)
 	return 0;
 }
 
-int mcp_proc_start(mcp_call *c, const char *const *argv, const char *workdir, const char *const *env, size_t env_count,
-		   char **id, brig_error **err)
+int ops_proc_start(ops_target *c, const char *const *argv, const char *workdir, const char *const *env,
+		   size_t env_count, char **id, brig_error **err)
 {
 	brig_guest *g = NULL;
-	int rc = mcp__guest(c, &g, err);
+	int rc = ops_guest(c, &g, err);
 	if (rc)
 		return rc;
 	return g ? guest_start(c, g, argv, workdir, env, env_count, id, err)
 		 : exec_start(c, argv, workdir, env, env_count, id, err);
 }
 
-int mcp_proc_list(mcp_call *c, json_t **out, brig_error **err)
+int ops_proc_list(ops_target *c, json_t **out, brig_error **err)
 {
 	brig_guest *g = NULL;
-	int rc = mcp__guest(c, &g, err);
+	int rc = ops_guest(c, &g, err);
 	if (rc)
 		return rc;
 	return g ? guest_list(g, out, err) : exec_list(c, out, err);
 }
 
-int mcp_proc_read(mcp_call *c, const char *id, uint64_t out_off, uint64_t err_off, size_t max, json_t **out,
+int ops_proc_read(ops_target *c, const char *id, uint64_t out_off, uint64_t err_off, size_t max, json_t **out,
 		  brig_error **err)
 {
 	if (check_id(id, err))
 		return BRIG_EINVAL;
 	brig_guest *g = NULL;
-	int rc = mcp__guest(c, &g, err);
+	int rc = ops_guest(c, &g, err);
 	if (rc)
 		return rc;
 	return g ? guest_read(g, id, out_off, err_off, max, out, err)
 		 : exec_read(c, id, out_off, err_off, max, out, err);
 }
 
-int mcp_proc_input(mcp_call *c, const char *id, const char *data, size_t len, bool close_input, brig_error **err)
+int ops_proc_input(ops_target *c, const char *id, const char *data, size_t len, bool close_input, brig_error **err)
 {
 	if (check_id(id, err))
 		return BRIG_EINVAL;
 	brig_guest *g = NULL;
-	int rc = mcp__guest(c, &g, err);
+	int rc = ops_guest(c, &g, err);
 	if (rc)
 		return rc;
 	return g ? guest_input(g, id, data, len, close_input, err) : exec_input(c, id, data, len, close_input, err);
 }
 
-int mcp_proc_kill(mcp_call *c, const char *id, const char *sig, brig_error **err)
+int ops_proc_kill(ops_target *c, const char *id, const char *sig, brig_error **err)
 {
 	if (id && check_id(id, err))
 		return BRIG_EINVAL;
 	brig_guest *g = NULL;
-	int rc = mcp__guest(c, &g, err);
+	int rc = ops_guest(c, &g, err);
 	if (rc)
 		return rc;
 	return g ? guest_kill(g, id, sig, err) : exec_kill(c, id, sig, err);

@@ -1,4 +1,4 @@
-/* fs.c — the MCP file tools. With brig-init (mcp__guest gives a handle)
+/* fs.c — file operations (MCP tools, HTTP API). With brig-init (ops_guest gives a handle)
  * they use its native file API (stat, list, read, write, mkdir, remove,
  * rename). Computers created before brig-init run one fixed sh script per
  * operation through exec, with paths and numbers as positional parameters
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "brig/guest.h"
-#include "mcp/fs.h"
+#include "ops/fs.h"
 #include "util/util.h"
 
 /* Each operation ends inside the computer after FS_DEADLINE seconds
@@ -17,7 +17,7 @@
 #define FS_DEADLINE "60"
 #define FS_TIMEOUT_MS 90000
 
-char *mcp_fs_path(const char *path, brig_error **err)
+char *ops_fs_path(const char *path, brig_error **err)
 {
 	if (!path || !*path) {
 		brig__error_set(err, BRIG_EINVAL, 0,
@@ -49,7 +49,7 @@ static char *last_line(const brig_capture *cap)
 
 /* Runs script with args; a non-zero exit becomes an error named after what
  * stderr says. */
-static int fs_run(mcp_call *c, const char *what, const char *script, const char *const *args, const char *in,
+static int fs_run(ops_target *c, const char *what, const char *script, const char *const *args, const char *in,
 		  size_t in_len, size_t cap, brig_exec_result *res, brig_error **err)
 {
 	const char *argv[16] = {"timeout", "-k", "5", FS_DEADLINE, "sh", "-c", script, "sh"};
@@ -57,7 +57,7 @@ static int fs_run(mcp_call *c, const char *what, const char *script, const char 
 	for (size_t i = 0; args[i] && n < 15; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	int rc = mcp__exec(c, argv, in, in_len, cap, FS_TIMEOUT_MS, res, err);
+	int rc = ops_exec(c, argv, in, in_len, cap, FS_TIMEOUT_MS, res, err);
 	if (rc != 0)
 		return brig__error_prefix(err, rc, "%s", what);
 	if (res->exit_code == 0)
@@ -83,7 +83,7 @@ static int fs_run(mcp_call *c, const char *what, const char *script, const char 
 			       *why ? why : "the command failed without saying why");
 }
 
-static int exec_read(mcp_call *c, const char *path, uint64_t offset, size_t length, char **data, size_t *len,
+static int exec_read(ops_target *c, const char *path, uint64_t offset, size_t length, char **data, size_t *len,
 		     uint64_t *size, brig_error **err)
 {
 	/* The size on the first line, then the bytes. */
@@ -116,7 +116,7 @@ static int exec_read(mcp_call *c, const char *path, uint64_t offset, size_t leng
 	return rc;
 }
 
-static int exec_write(mcp_call *c, const char *path, const char *data, size_t len, bool append, brig_error **err)
+static int exec_write(ops_target *c, const char *path, const char *data, size_t len, bool append, brig_error **err)
 {
 	static const char script[] = "mkdir -p -- \"$(dirname -- \"$1\")\" || exit 1\n"
 				     "[ -d \"$1\" ] && { echo \"$1: is a directory\" >&2; exit 21; }\n"
@@ -160,13 +160,13 @@ static json_t *parse_meta(const char *meta, size_t len)
 	json_t *o = json_pack("{s:s,s:I,s:s,s:I}", "type", type_name(f[0]), "size", (json_int_t)strtoll(f[1], NULL, 10),
 			      "mode", f[2], "mtime", (json_int_t)strtoll(f[3], NULL, 10));
 	if (n >= 6) {
-		json_object_set_new(o, "owner", mcp__string(f[4], strlen(f[4])));
-		json_object_set_new(o, "group", mcp__string(f[5], strlen(f[5])));
+		json_object_set_new(o, "owner", ops_string(f[4], strlen(f[4])));
+		json_object_set_new(o, "group", ops_string(f[5], strlen(f[5])));
 	}
 	return o;
 }
 
-static int exec_list(mcp_call *c, const char *path, int depth, json_t **out, bool *truncated, brig_error **err)
+static int exec_list(ops_target *c, const char *path, int depth, json_t **out, bool *truncated, brig_error **err)
 {
 	/* Per entry: the metadata line, then the name ended by NUL (names may
 	 * hold newlines). */
@@ -209,8 +209,8 @@ static int exec_list(mcp_call *c, const char *path, int depth, json_t **out, boo
 				name++, nlen--;
 		}
 		if (o) {
-			json_object_set_new(o, "name", mcp__string(name, nlen));
-			if (json_array_size(arr) < MCP_FS_MAX_ENTRIES)
+			json_object_set_new(o, "name", ops_string(name, nlen));
+			if (json_array_size(arr) < OPS_FS_MAX_ENTRIES)
 				json_array_append_new(arr, o);
 			else {
 				json_decref(o);
@@ -234,7 +234,7 @@ static int exec_list(mcp_call *c, const char *path, int depth, json_t **out, boo
 	return 0;
 }
 
-static int exec_stat(mcp_call *c, const char *path, json_t **out, brig_error **err)
+static int exec_stat(ops_target *c, const char *path, json_t **out, brig_error **err)
 {
 	static const char script[] = "stat -c '%F|%s|%a|%Y|%U|%G' -- \"$1\"\n";
 	const char *args[] = {path, NULL};
@@ -252,7 +252,7 @@ static int exec_stat(mcp_call *c, const char *path, json_t **out, brig_error **e
 	return rc;
 }
 
-static int exec_move(mcp_call *c, const char *src, const char *dst, bool overwrite, brig_error **err)
+static int exec_move(ops_target *c, const char *src, const char *dst, bool overwrite, brig_error **err)
 {
 	static const char script[] =
 		"[ -e \"$1\" ] || [ -L \"$1\" ] || { echo \"$1: No such file or directory\" >&2; exit 2; }\n"
@@ -266,7 +266,7 @@ static int exec_move(mcp_call *c, const char *src, const char *dst, bool overwri
 	return rc;
 }
 
-static int exec_remove(mcp_call *c, const char *path, bool recursive, brig_error **err)
+static int exec_remove(ops_target *c, const char *path, bool recursive, brig_error **err)
 {
 	static const char script[] =
 		"[ -e \"$1\" ] || [ -L \"$1\" ] || { echo \"$1: No such file or directory\" >&2; exit 2; }\n"
@@ -282,7 +282,7 @@ static int exec_remove(mcp_call *c, const char *path, bool recursive, brig_error
 	return rc;
 }
 
-static int exec_mkdir(mcp_call *c, const char *path, brig_error **err)
+static int exec_mkdir(ops_target *c, const char *path, brig_error **err)
 {
 	static const char script[] = "mkdir -p -- \"$1\"\n";
 	const char *args[] = {path, NULL};
@@ -380,7 +380,8 @@ static int gcap_cb(int stream, const char *data, size_t len, void *payload)
 {
 	struct gcap *g = payload;
 	if (stream == BRIG_STREAM_STDERR && g->err.len < 4096)
-		brig_buf_put(&g->err, data, len < 4096 - g->err.len ? len : 4096 - g->err.len); /* clamped to the room */
+		brig_buf_put(&g->err, data,
+			     len < 4096 - g->err.len ? len : 4096 - g->err.len); /* clamped to the room */
 	return 0;
 }
 
@@ -514,14 +515,14 @@ static int guest_list(brig_guest *g, const char *path, int depth, json_t **out, 
 	json_array_foreach (list, i, e) {
 		const char *name = json_string_value(json_object_get(e, "name")) ?: "";
 		v[i] = meta_json(e);
-		json_object_set_new(v[i], "name", mcp__string(name, strlen(name)));
+		json_object_set_new(v[i], "name", ops_string(name, strlen(name)));
 	}
 	json_decref(list);
 	qsort(v, n, sizeof *v, entry_cmp);
-	*truncated = n > MCP_FS_MAX_ENTRIES;
+	*truncated = n > OPS_FS_MAX_ENTRIES;
 	json_t *arr = json_array();
 	for (i = 0; i < n; i++) {
-		if (i < MCP_FS_MAX_ENTRIES)
+		if (i < OPS_FS_MAX_ENTRIES)
 			json_array_append_new(arr, v[i]);
 		else
 			json_decref(v[i]);
@@ -541,7 +542,8 @@ static json_t *id_name(brig_guest *g, const char *file, json_int_t id)
 	json_t *name = NULL;
 	if (brig_guest_read(g, file, 0, 1 << 20, buf_cb, &b, fs_deadline(), NULL) == 0 && b.data) {
 		char *save = NULL;
-		for (char *line = strtok_r((char *)brig_buf_cstr(&b), "\n", &save); line && !name; line = strtok_r(NULL, "\n", &save)) {
+		for (char *line = strtok_r((char *)brig_buf_cstr(&b), "\n", &save); line && !name;
+		     line = strtok_r(NULL, "\n", &save)) {
 			char *f[4] = {0};
 			size_t k = 0;
 			for (char *p = line; k < 4; k++) {
@@ -553,7 +555,7 @@ static json_t *id_name(brig_guest *g, const char *file, json_int_t id)
 				p = colon + 1;
 			}
 			if (k >= 3 && f[2] && strcmp(f[2], num) == 0 && *f[0])
-				name = mcp__string(f[0], strlen(f[0]));
+				name = ops_string(f[0], strlen(f[0]));
 		}
 	}
 	brig_buf_free(&b);
@@ -651,46 +653,46 @@ static int guest_mkdir(brig_guest *g, const char *path, brig_error **err)
 #define DISPATCH(guest_call, exec_call)                                 \
 	do {                                                            \
 		brig_guest *g = NULL;                                   \
-		int rc = mcp__guest(c, &g, err);                        \
+		int rc = ops_guest(c, &g, err);                         \
 		if (rc)                                                 \
 			return brig__error_prefix(err, rc, "%s", path); \
 		return g ? guest_call : exec_call;                      \
 	} while (0)
 
-int mcp_fs_read(mcp_call *c, const char *path, uint64_t offset, size_t length, char **data, size_t *len, uint64_t *size,
-		brig_error **err)
+int ops_fs_read(ops_target *c, const char *path, uint64_t offset, size_t length, char **data, size_t *len,
+		uint64_t *size, brig_error **err)
 {
 	DISPATCH(guest_read(g, path, offset, length, data, len, size, err),
 		 exec_read(c, path, offset, length, data, len, size, err));
 }
 
-int mcp_fs_write(mcp_call *c, const char *path, const char *data, size_t len, bool append, brig_error **err)
+int ops_fs_write(ops_target *c, const char *path, const char *data, size_t len, bool append, brig_error **err)
 {
 	DISPATCH(guest_write(g, path, data, len, append, err), exec_write(c, path, data, len, append, err));
 }
 
-int mcp_fs_list(mcp_call *c, const char *path, int depth, json_t **out, bool *truncated, brig_error **err)
+int ops_fs_list(ops_target *c, const char *path, int depth, json_t **out, bool *truncated, brig_error **err)
 {
 	DISPATCH(guest_list(g, path, depth, out, truncated, err), exec_list(c, path, depth, out, truncated, err));
 }
 
-int mcp_fs_stat(mcp_call *c, const char *path, json_t **out, brig_error **err)
+int ops_fs_stat(ops_target *c, const char *path, json_t **out, brig_error **err)
 {
 	DISPATCH(guest_stat(g, path, out, err), exec_stat(c, path, out, err));
 }
 
-int mcp_fs_move(mcp_call *c, const char *src, const char *dst, bool overwrite, brig_error **err)
+int ops_fs_move(ops_target *c, const char *src, const char *dst, bool overwrite, brig_error **err)
 {
 	const char *path = src;
 	DISPATCH(guest_move(g, src, dst, overwrite, err), exec_move(c, src, dst, overwrite, err));
 }
 
-int mcp_fs_remove(mcp_call *c, const char *path, bool recursive, brig_error **err)
+int ops_fs_remove(ops_target *c, const char *path, bool recursive, brig_error **err)
 {
 	DISPATCH(guest_remove(g, path, recursive, err), exec_remove(c, path, recursive, err));
 }
 
-int mcp_fs_mkdir(mcp_call *c, const char *path, brig_error **err)
+int ops_fs_mkdir(ops_target *c, const char *path, brig_error **err)
 {
 	DISPATCH(guest_mkdir(g, path, err), exec_mkdir(c, path, err));
 }

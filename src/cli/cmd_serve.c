@@ -1,0 +1,118 @@
+/* cmd_serve.c — `brig serve`: brig's HTTP API (src/serve/) in the
+ * foreground, logs on stderr; SIGTERM or SIGINT drains and exits. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "brig/store.h"
+#include "cli/cli.h"
+#include "serve/serve.h"
+
+static const char serve_usage[] =
+	"Usage: brig serve [OPTIONS]\n"
+	"\n"
+	"Serve brig's HTTP API (/v1/…, JSON; the OpenAPI document is at /v1/openapi.json)\n"
+	"in the foreground, one log line per request on stderr. SIGTERM drains: no new\n"
+	"connections, calls in flight finish (up to --drain), then the server exits.\n"
+	"\n"
+	"      --listen ADDR       unix:///PATH (default unix://" SERVE_DEFAULT_SOCKET ", mode 0660 group\n"
+	"                          brig when that group exists, else 0600) or tcp://HOST:PORT\n"
+	"                          (needs --tls-cert, --tls-key and --tokens)\n"
+	"      --tls-cert FILE, --tls-key FILE\n"
+	"                          PEM certificate and key for tcp://\n"
+	"      --tokens FILE       One \"TOKEN NS[,NS…]\" a line (* for every namespace); the\n"
+	"                          file must be mode 0600. Clients send Authorization: Bearer\n"
+	"      --image IMG         Image of new computers whose spec names none\n"
+	"                          (default $BRIG_IMAGE, then the spec's default)\n"
+	"      --store URL         Session store (default $BRIG_STORE, then brig's data dir)\n"
+	"      --body-max BYTES    Largest request body (default 16 MiB)\n"
+	"      --header-timeout S  Idle seconds before a connection is dropped (default 30)\n"
+	"      --drain S           Seconds calls in flight get on stop (default 60)\n"
+	"      --routes            Print the route table and exit\n"
+	"  -h, --help              Print this help\n";
+
+enum {
+	OPT_LISTEN = 1000,
+	OPT_CERT,
+	OPT_KEY,
+	OPT_TOKENS,
+	OPT_IMAGE,
+	OPT_STORE,
+	OPT_BODY,
+	OPT_HTO,
+	OPT_DRAIN,
+	OPT_ROUTES
+};
+
+int cmd_serve(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"listen", required_argument, NULL, OPT_LISTEN},
+		{"tls-cert", required_argument, NULL, OPT_CERT},
+		{"tls-key", required_argument, NULL, OPT_KEY},
+		{"tokens", required_argument, NULL, OPT_TOKENS},
+		{"image", required_argument, NULL, OPT_IMAGE},
+		{"store", required_argument, NULL, OPT_STORE},
+		{"body-max", required_argument, NULL, OPT_BODY},
+		{"header-timeout", required_argument, NULL, OPT_HTO},
+		{"drain", required_argument, NULL, OPT_DRAIN},
+		{"routes", no_argument, NULL, OPT_ROUTES},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	serve_config cfg = {.stop_fd = -1};
+	const char *store = NULL;
+	int64_t v;
+	int opt;
+	optind = 0;
+	while ((opt = cli_getopt("serve", argc, argv, "+:h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case OPT_LISTEN: cfg.listen = optarg; break;
+		case OPT_CERT: cfg.tls_cert = optarg; break;
+		case OPT_KEY: cfg.tls_key = optarg; break;
+		case OPT_TOKENS: cfg.tokens = optarg; break;
+		case OPT_IMAGE: cfg.image = optarg; break;
+		case OPT_STORE: store = optarg; break;
+		case OPT_BODY:
+			if (cli_parse_i64("--body-max", optarg, 1024, (int64_t)1 << 32, &v) != 0)
+				return CLI_EXIT_FAIL;
+			cfg.body_max = (size_t)v;
+			break;
+		case OPT_HTO:
+			if (cli_parse_i64("--header-timeout", optarg, 1, 3600, &v) != 0)
+				return CLI_EXIT_FAIL;
+			cfg.header_timeout_s = (unsigned)v;
+			break;
+		case OPT_DRAIN:
+			if (cli_parse_i64("--drain", optarg, 1, 86400, &v) != 0)
+				return CLI_EXIT_FAIL;
+			cfg.drain_s = (unsigned)v;
+			break;
+		case OPT_ROUTES: serve_routes_write(stdout); return 0;
+		case 'h': return cli_help(serve_usage);
+		default: return CLI_EXIT_FAIL;
+		}
+	}
+	if (optind < argc)
+		return cli_usage("serve", "unexpected argument '%s'", argv[optind]);
+	if (!cfg.image) {
+		const char *img = getenv("BRIG_IMAGE");
+		cfg.image = img && *img ? img : NULL;
+	}
+	brig_store *s = NULL;
+	brig_engine *e = NULL;
+	int rc = CLI_EXIT_FAIL;
+	if (cli_store_open(&s, store) != 0 || cli_engine_open(&e) != 0)
+		goto out;
+	cfg.engine = e;
+	cfg.store = s;
+	/* A client that left must not kill the server mid-answer. */
+	signal(SIGPIPE, SIG_IGN);
+	cfg.stop_fd = cli_cancel_install();
+	brig_error *err = NULL;
+	rc = serve_run(&cfg, &err) == 0 ? 0 : cli_error(err, "serve");
+out:
+	brig_store_close(s);
+	brig_engine_free(e);
+	return rc;
+}

@@ -1,0 +1,148 @@
+/* internal.h — between the server (server.c: connections, auth, replies,
+ * logs, metrics, the computers' brig-init handles) and the routes
+ * (routes.c: the table and each endpoint). Private to src/serve/. */
+#ifndef BRIG_SERVE_INTERNAL_H
+#define BRIG_SERVE_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "brig/guest.h"
+#include "brig/sandbox.h"
+#include "ops/ops.h"
+#include "serve/serve.h"
+
+#define SERVE_MAX_PARAMS 6
+
+typedef struct serve_server serve_server;
+typedef struct serve_req serve_req;
+
+/* What a handler answers. Exactly one of json, data or stream is used. */
+typedef struct serve_reply {
+	int status;
+	json_t *json; /* consumed */
+	char *data;   /* malloc'd, consumed */
+	size_t len;
+	const char *type; /* content type of data */
+	/* Streaming (chunked): read is called on the connection's thread
+	 * until it returns 0 (end) or -1 (abort); done once after. */
+	ssize_t (*read)(void *payload, char *buf, size_t max);
+	void (*done)(void *payload);
+	void *payload;
+	const char *extra_header, *extra_value; /* one more header, or NULL */
+	/* A file: has_fd, fd (consumed, closed by the server) of fd_size bytes. */
+	bool has_fd;
+	int fd;
+	uint64_t fd_size;
+} serve_reply;
+
+typedef void (*serve_handler)(serve_req *r, serve_reply *out);
+
+enum {
+	ROUTE_PUBLIC = 1,   /* no token needed (health) */
+	ROUTE_RAW_BODY = 2, /* the body is bytes, not JSON */
+	ROUTE_ALL_NS = 4,   /* needs a token of every namespace (metrics) */
+};
+
+typedef struct serve_route {
+	const char *method;
+	const char *path; /* template: {name} matches one segment */
+	serve_handler fn;
+	unsigned flags;
+} serve_route;
+
+extern const serve_route serve__routes[];
+extern const size_t serve__route_count;
+
+struct serve_req {
+	serve_server *srv;
+	void *conn; /* struct MHD_Connection */
+	char *method, *url;
+	const serve_route *route; /* NULL: none matched */
+	bool method_mismatch;     /* the path matched another method */
+	const char *param_name[SERVE_MAX_PARAMS];
+	char *param[SERVE_MAX_PARAMS];
+	size_t n_params;
+	const void *token; /* serve_tokens entry; NULL: all namespaces */
+	char *body;
+	size_t body_len, body_cap;
+	json_t *json; /* the parsed body (JSON routes) */
+	bool over, answered;
+	int refused; /* status of a refusal answered once the body is in */
+	const char *refused_code, *refused_msg;
+	bool refused_close;
+	int status;
+	int64_t started_us; /* monotonic, for the log line */
+};
+
+/* ---- from server.c, for the routes ---- */
+
+brig_engine *serve__engine(serve_req *r);
+brig_store *serve__store(serve_req *r);
+const serve_config *serve__config(serve_req *r);
+/* A path parameter by name, or NULL. */
+const char *serve__param(serve_req *r, const char *name);
+/* A query parameter; *len its decoded length (NUL bytes count). NULL when absent. */
+const char *serve__query(serve_req *r, const char *name, size_t *len);
+/* The connection's socket (to notice the client leaving), or -1. */
+int serve__client_fd(serve_req *r);
+/* Whether the request's token may touch namespace ns. */
+bool serve__allowed(serve_req *r, const char *ns);
+bool serve__all_ns(serve_req *r);
+
+void serve__reply_json(serve_reply *out, int status, json_t *j);
+/* An error answer {"code","message"} from err (consumed), context may be NULL. */
+void serve__reply_error(serve_reply *out, brig_error *err);
+void serve__reply_fail(serve_reply *out, int status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* The brig-init handle of container name, opened once and kept (borrowed:
+ * valid while the server runs); *out NULL when the computer has none. */
+int serve__guest(serve_server *s, const char *name, brig_guest **out, brig_error **err);
+/* Forgets the handle of name (its computer stopped, was recovered…). */
+void serve__guest_forget(serve_server *s, const char *name);
+
+/* docs/openapi.json as built in (borrowed). */
+void serve__openapi(const char **data, size_t *len);
+/* Notes one exec's latency (metrics). */
+void serve__exec_observe(serve_server *s, int64_t ms);
+/* Prometheus text of the server's counters (appended to b). */
+void serve__metrics_write(serve_server *s, void *b);
+
+/* ---- routes.c's steps, for routes_files.c ---- */
+
+/* The identity in the path, validated (else *out is the 400). */
+bool serve__path_identity(serve_req *r, serve_reply *out, brig_identity *id);
+/* The container name of the path's session: its current generation, else
+ * (not a session of the store) its first. *name is malloc'd. */
+bool serve__path_computer(serve_req *r, serve_reply *out, char **name);
+/* A boolean query parameter ("true"/"1"). */
+bool serve__query_bool(serve_req *r, const char *name);
+/* An integer query parameter in min..max into *v (absent: *v kept). */
+bool serve__query_i64(serve_req *r, serve_reply *out, const char *name, int64_t min, int64_t max, int64_t *v);
+/* ?name=…, checked (no '..', no NUL) and made absolute, malloc'd; NULL with *out the 400. */
+char *serve__query_path(serve_req *r, serve_reply *out, const char *name);
+/* The same for a string field of the JSON body. */
+char *serve__body_path(serve_req *r, serve_reply *out, const char *name);
+
+/* ---- routes_files.c's endpoints, for the table ---- */
+
+void serve__h_procs_start(serve_req *r, serve_reply *out);
+void serve__h_procs_list(serve_req *r, serve_reply *out);
+void serve__h_procs_get(serve_req *r, serve_reply *out);
+void serve__h_procs_input(serve_req *r, serve_reply *out);
+void serve__h_procs_kill(serve_req *r, serve_reply *out);
+void serve__h_file_read(serve_req *r, serve_reply *out);
+void serve__h_file_write(serve_req *r, serve_reply *out);
+void serve__h_file_remove(serve_req *r, serve_reply *out);
+void serve__h_file_list(serve_req *r, serve_reply *out);
+void serve__h_file_stat(serve_req *r, serve_reply *out);
+void serve__h_file_move(serve_req *r, serve_reply *out);
+void serve__h_file_mkdir(serve_req *r, serve_reply *out);
+void serve__h_archive_get(serve_req *r, serve_reply *out);
+void serve__h_archive_put(serve_req *r, serve_reply *out);
+void serve__h_runs(serve_req *r, serve_reply *out);
+
+#endif

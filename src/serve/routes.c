@@ -1,0 +1,948 @@
+/* routes.c — the API's one route table (what the server dispatches from,
+ * what `brig serve --routes` prints, what docs/openapi.json must match), the
+ * steps the endpoints share, and the endpoints of computers, exec,
+ * checkpoints, recover, sessions, history, health, metrics and the OpenAPI
+ * document (processes, files, tar and runs: routes_files.c). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "brig/session.h"
+#include "brig/version.h"
+#include "ops/fs.h"
+#include "serve/internal.h"
+#include "util/util.h"
+
+/* ---- shared steps ---- */
+
+/* The identity in the path, validated. */
+bool serve__path_identity(serve_req *r, serve_reply *out, brig_identity *id)
+{
+	*id = (brig_identity){serve__param(r, "ns"), serve__param(r, "agent"), serve__param(r, "session"), 1};
+	brig_error *err = NULL;
+	if (brig_identity_validate(id, &err) != 0) {
+		serve__reply_error(out, err);
+		return false;
+	}
+	return true;
+}
+
+/* The container name of the path's session: its current generation, else
+ * (not a session of the store) its first. *name is malloc'd. */
+bool serve__path_computer(serve_req *r, serve_reply *out, char **name)
+{
+	brig_identity id;
+	if (!serve__path_identity(r, out, &id))
+		return false;
+	brig_error *err = NULL;
+	int rc = brig_session_resolve(serve__store(r), name, id.ns, id.agent, id.session, &err);
+	if (rc == 0)
+		return true;
+	if (rc != BRIG_ENOTFOUND) {
+		serve__reply_error(out, err);
+		return false;
+	}
+	brig_error_free(err);
+	err = NULL;
+	char n[BRIG_NAME_SIZE];
+	if (brig_identity_name(n, &id, &err) != 0) {
+		serve__reply_error(out, err);
+		return false;
+	}
+	*name = xstrdup(n);
+	return true;
+}
+
+/* A boolean query parameter ("true"/"1"). */
+bool serve__query_bool(serve_req *r, const char *name)
+{
+	const char *v = serve__query(r, name, NULL);
+	return v && (strcmp(v, "true") == 0 || strcmp(v, "1") == 0);
+}
+
+bool serve__query_i64(serve_req *r, serve_reply *out, const char *name, int64_t min, int64_t max, int64_t *v)
+{
+	const char *s = serve__query(r, name, NULL);
+	if (!s)
+		return true;
+	char *end;
+	long long x = strtoll(s, &end, 10);
+	if (!*s || *end || x < min || x > max) {
+		serve__reply_fail(out, 400, "invalid", "%s: give an integer from %" PRId64 " to %" PRId64, name, min,
+				  max);
+		return false;
+	}
+	*v = x;
+	return true;
+}
+
+/* ?path=…, checked and made absolute (relative: under /workspace). */
+char *serve__query_path(serve_req *r, serve_reply *out, const char *name)
+{
+	size_t len = 0;
+	const char *p = serve__query(r, name, &len);
+	brig_error *err = NULL;
+	char *abs = NULL;
+	if (serve_path_check(p, p ? len : 0, &err) != 0 || !(abs = ops_fs_path(p, &err))) {
+		serve__reply_error(out, err);
+		return NULL;
+	}
+	return abs;
+}
+
+char *serve__body_path(serve_req *r, serve_reply *out, const char *name)
+{
+	json_t *v = json_object_get(r->json, name);
+	brig_error *err = NULL;
+	char *abs = NULL;
+	if (!json_is_string(v)) {
+		serve__reply_fail(out, 400, "invalid", "%s: give a path", name);
+		return NULL;
+	}
+	if (serve_path_check(json_string_value(v), json_string_length(v), &err) != 0 ||
+	    !(abs = ops_fs_path(json_string_value(v), &err))) {
+		serve__reply_error(out, err);
+		return NULL;
+	}
+	return abs;
+}
+
+/* ---- health, metrics, the document ---- */
+
+static void h_health(serve_req *r, serve_reply *out)
+{
+	(void)r;
+	serve__reply_json(out, 200, json_pack("{s:s,s:s}", "status", "ok", "version", BRIG_VERSION));
+}
+
+static void h_openapi(serve_req *r, serve_reply *out)
+{
+	(void)r;
+	const char *doc;
+	size_t len;
+	serve__openapi(&doc, &len);
+	out->status = 200;
+	out->type = "application/json";
+	out->data = xstrndup(doc, len);
+	out->len = len;
+}
+
+static void h_metrics(serve_req *r, serve_reply *out)
+{
+	brig_buf b;
+	brig_buf_init(&b, 1 << 20);
+	serve__metrics_write(r->srv, &b);
+	brig_computer **cs = NULL;
+	size_t n = 0;
+	brig_error *err = NULL;
+	if (brig_computer_list(serve__engine(r), &cs, &n, NULL, NULL, &err) == 0) {
+		static const char *const states[] = {"running",    "paused", "exited", "created",
+						     "restarting", "dead",   NULL};
+		brig_buf_puts(&b, "# HELP brig_computers Computers Docker reports, by state.\n"
+				  "# TYPE brig_computers gauge\n");
+		for (size_t k = 0; states[k]; k++) {
+			size_t c = 0;
+			for (size_t i = 0; i < n; i++)
+				c += cs[i]->state && strcmp(cs[i]->state, states[k]) == 0;
+			brig_buf_putf(&b, "brig_computers{state=\"%s\"} %zu\n", states[k], c);
+		}
+		brig_computer_free_array(cs, n);
+	}
+	brig_error_free(err);
+	out->status = 200;
+	out->type = "text/plain; version=0.0.4";
+	out->data = brig_buf_steal(&b, &out->len);
+}
+
+/* ---- computers ---- */
+
+static void h_computers_list(serve_req *r, serve_reply *out)
+{
+	const char *ns = serve__query(r, "ns", NULL);
+	const char *label = serve__query(r, "label", NULL);
+	if (ns && !serve__allowed(r, ns)) {
+		serve__reply_fail(out, 403, "forbidden", "the token does not cover this namespace");
+		return;
+	}
+	brig_computer **cs = NULL;
+	size_t n = 0;
+	brig_error *err = NULL;
+	if (brig_computer_list(serve__engine(r), &cs, &n, ns, label, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		if (serve__allowed(r, cs[i]->ns))
+			json_array_append_new(arr, brig_computer_to_json(cs[i]));
+	brig_computer_free_array(cs, n);
+	serve__reply_json(out, 200, json_pack("{s:o}", "computers", arr));
+}
+
+static void h_computers_create(serve_req *r, serve_reply *out)
+{
+	json_t *b = r->json;
+	const char *key;
+	json_t *v;
+	json_object_foreach (b, key, v) {
+		if (strcmp(key, "ns") && strcmp(key, "agent") && strcmp(key, "session") && strcmp(key, "spec") &&
+		    strcmp(key, "fresh")) {
+			serve__reply_fail(out, 400, "invalid", "unknown field '%.64s'", key);
+			return;
+		}
+	}
+	brig_identity id = {json_string_value(json_object_get(b, "ns")), json_string_value(json_object_get(b, "agent")),
+			    json_string_value(json_object_get(b, "session")), 1};
+	brig_error *err = NULL;
+	if (!id.ns || !id.agent || !id.session) {
+		serve__reply_fail(out, 400, "invalid", "ns, agent and session are required strings");
+		return;
+	}
+	if (brig_identity_validate(&id, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	if (!serve__allowed(r, id.ns)) {
+		serve__reply_fail(out, 403, "forbidden", "the token does not cover this namespace");
+		return;
+	}
+	json_t *fresh = json_object_get(b, "fresh");
+	json_t *js = json_object_get(b, "spec");
+	if ((fresh && !json_is_boolean(fresh)) || (js && !json_is_object(js) && !json_is_null(js))) {
+		serve__reply_fail(out, 400, "invalid", "spec must be an object and fresh a boolean");
+		return;
+	}
+	brig_spec spec;
+	brig_spec_init(&spec);
+	bool use_spec = true;
+	const serve_config *cfg = serve__config(r);
+	if (json_is_object(js)) {
+		json_t *copy = json_deep_copy(js);
+		if (!json_object_get(copy, "image") && cfg->image)
+			json_object_set_new(copy, "image", json_string(cfg->image));
+		brig_spec_clear(&spec); /* from_json overwrites without freeing */
+		int rc = brig_spec_from_json(&spec, copy, &err);
+		json_decref(copy);
+		if (rc) {
+			brig_spec_clear(&spec);
+			serve__reply_error(out, err);
+			return;
+		}
+	} else {
+		/* As brig up without spec flags: an existing session keeps its
+		 * recorded spec; a new one gets the defaults. */
+		brig_store_session *rec = NULL;
+		if (brig_store_session_get(serve__store(r), &rec, id.ns, id.agent, id.session, NULL) == 0 &&
+		    rec->spec_json)
+			use_spec = false;
+		brig_store_session_free(rec);
+		if (use_spec && cfg->image && brig_spec_set(&spec, "image", cfg->image, &err) != 0) {
+			brig_spec_clear(&spec);
+			serve__reply_error(out, err);
+			return;
+		}
+	}
+	brig_up_opts o = BRIG_UP_OPTS_INIT;
+	o.fresh = json_is_true(fresh);
+	brig_up_result res = {0};
+	int rc = brig_session_open(serve__engine(r), serve__store(r), &res, &id, use_spec ? &spec : NULL, &o, &err);
+	brig_spec_clear(&spec);
+	if (rc) {
+		brig_up_result_clear(&res);
+		serve__reply_error(out, err);
+		return;
+	}
+	json_t *j = brig_computer_to_json(res.computer);
+	if (res.lost)
+		json_object_set_new(j, "lost",
+				    json_pack("{s:s,s:I,s:I}", "why", res.lost, "old_generation",
+					      (json_int_t)res.old_generation, "checkpoint_id",
+					      (json_int_t)res.checkpoint_id));
+	serve__reply_json(out, res.computer->adopted ? 200 : 201, j);
+	brig_up_result_clear(&res);
+}
+
+static void h_computer_get(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!serve__path_computer(r, out, &name))
+		return;
+	brig_computer *c = NULL;
+	brig_error *err = NULL;
+	if (brig_computer_get(serve__engine(r), &c, name, NULL, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 200, brig_computer_to_json(c));
+	brig_computer_free(c);
+}
+
+static void lifecycle(serve_req *r, serve_reply *out, int (*fn)(brig_engine *, const char *, brig_error **),
+		      bool forget)
+{
+	cleanup_free char *name = NULL;
+	if (!serve__path_computer(r, out, &name))
+		return;
+	brig_error *err = NULL;
+	if (fn(serve__engine(r), name, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	if (forget)
+		serve__guest_forget(r->srv, name);
+	brig_computer *c = NULL;
+	if (brig_computer_get(serve__engine(r), &c, name, NULL, &err) != 0) {
+		brig_error_free(err);
+		serve__reply_json(out, 200, json_pack("{s:s}", "name", name));
+		return;
+	}
+	serve__reply_json(out, 200, brig_computer_to_json(c));
+	brig_computer_free(c);
+}
+
+static void h_pause(serve_req *r, serve_reply *out)
+{
+	lifecycle(r, out, brig_computer_pause, false);
+}
+
+static void h_resume(serve_req *r, serve_reply *out)
+{
+	lifecycle(r, out, brig_computer_resume, false);
+}
+
+static void h_stop(serve_req *r, serve_reply *out)
+{
+	lifecycle(r, out, brig_computer_stop, true);
+}
+
+static void h_destroy(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!serve__path_computer(r, out, &name))
+		return;
+	brig_error *err = NULL;
+	if (brig_computer_destroy(serve__engine(r), name, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__guest_forget(r->srv, name);
+	out->status = 204;
+}
+
+/* ---- exec ---- */
+
+/* The answer of a finished command: a timeout or cancel that brig-init
+ * ended (certain, the computer runs on) is a result, not an error. */
+static bool exec_result_ok(int rc, const brig_exec_result *res)
+{
+	return rc == 0 || ((rc == BRIG_ETIMEDOUT || rc == BRIG_ECANCELED) && !res->container_stopped);
+}
+
+typedef struct exec_stream {
+	serve_server *srv;
+	brig_engine *e;
+	brig_store *s;
+	char *name;
+	json_t *body; /* keeps the strings of req alive */
+	serve_exec_req req;
+	int cancel[2];
+	int pipe[2]; /* NDJSON lines: the thread writes, the reader reads */
+	int client;  /* the connection's socket (polled for the client leaving), or -1 */
+	pthread_t th;
+	bool started;
+} exec_stream;
+
+static int stream_output(int stream, const char *data, size_t len, void *payload)
+{
+	exec_stream *x = payload;
+	json_t *ev = json_pack("{s:s,s:o}", "type", stream == 2 ? "stderr" : "stdout", "data", ops_string(data, len));
+	char *line = json_dumps(ev, JSON_COMPACT);
+	json_decref(ev);
+	int rc = 0;
+	if (line) {
+		size_t n = strlen(line);
+		line[n] = '\n';
+		rc = brig_write_all(x->pipe[1], line, n + 1) ? -1 : 0;
+		free(line);
+	}
+	return rc;
+}
+
+static void *exec_thread(void *arg)
+{
+	exec_stream *x = arg;
+	brig_exec_opts o = BRIG_EXEC_OPTS_INIT;
+	o.argv = x->req.argv;
+	o.env = x->req.env;
+	o.env_count = x->req.env_count;
+	o.workdir = x->req.workdir;
+	o.stdin_data = x->req.stdin_data;
+	o.stdin_len = x->req.stdin_len;
+	o.timeout_ms = x->req.timeout_ms;
+	o.capture_max = x->req.capture_max;
+	o.cancel_fd = x->cancel[0];
+	o.on_output = stream_output;
+	o.payload = x;
+	brig_exec_result res = {0};
+	brig_error *err = NULL;
+	int64_t t0 = brig_now_ms();
+	int rc = brig_session_exec(x->e, x->s, x->name, &o, &res, &err);
+	serve__exec_observe(x->srv, brig_now_ms() - t0);
+	json_t *ev;
+	if (exec_result_ok(rc, &res)) {
+		ev = brig_exec_result_to_json(&res);
+		json_object_set_new(ev, "type", json_string("exit"));
+	} else {
+		const char *code;
+		serve__status(rc, &code);
+		const char *m = brig_error_message(err);
+		ev = json_pack("{s:s,s:s,s:o}", "type", "error", "code", code, "message", ops_string(m, strlen(m)));
+	}
+	char *line = json_dumps(ev, JSON_COMPACT);
+	json_decref(ev);
+	if (line) {
+		size_t n = strlen(line);
+		line[n] = '\n';
+		(void)brig_write_all(x->pipe[1], line, n + 1);
+		free(line);
+	}
+	brig_error_free(err);
+	brig_exec_result_clear(&res);
+	close(x->pipe[1]);
+	x->pipe[1] = -1;
+	return NULL;
+}
+
+static ssize_t exec_stream_read(void *payload, char *buf, size_t max)
+{
+	exec_stream *x = payload;
+	/* A client that leaves while the command is silent is noticed by its
+	 * socket's hang-up: the stream ends and done cancels the command. */
+	struct pollfd p[2] = {{.fd = x->pipe[0], .events = POLLIN}, {.fd = x->client, .events = POLLRDHUP}};
+	for (;;) {
+		int n = poll(p, x->client >= 0 ? 2 : 1, -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (p[0].revents)
+			break;
+		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))
+			return -1;
+	}
+	for (;;) {
+		ssize_t n = read(x->pipe[0], buf, max);
+		if (n >= 0)
+			return n;
+		if (errno != EINTR)
+			return -1;
+	}
+}
+
+static void exec_stream_done(void *payload)
+{
+	exec_stream *x = payload;
+	/* The client may have left mid-command: cancel ends its tree. */
+	(void)!write(x->cancel[1], "x", 1);
+	close(x->pipe[0]); /* the thread's writes now fail: it stops reading output */
+	if (x->started)
+		pthread_join(x->th, NULL);
+	if (x->pipe[1] >= 0)
+		close(x->pipe[1]);
+	close(x->cancel[0]);
+	close(x->cancel[1]);
+	serve_exec_req_clear(&x->req);
+	json_decref(x->body);
+	free(x->name);
+	free(x);
+}
+
+static void h_exec(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!serve__path_computer(r, out, &name))
+		return;
+	serve_exec_req req;
+	brig_error *err = NULL;
+	if (serve_exec_req_parse(&req, r->json, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	if (serve__query_bool(r, "stream")) {
+		exec_stream *x = xcalloc(1, sizeof *x);
+		x->srv = r->srv;
+		x->e = serve__engine(r);
+		x->s = serve__store(r);
+		x->name = steal_pointer(&name);
+		x->body = json_incref(r->json);
+		x->req = req;
+		x->pipe[1] = -1;
+		x->client = serve__client_fd(r);
+		if (pipe2(x->cancel, O_CLOEXEC) != 0 || pipe2(x->pipe, O_CLOEXEC) != 0) {
+			serve__reply_fail(out, 500, "io", "pipe: %s", strerror(errno));
+			serve_exec_req_clear(&x->req);
+			json_decref(x->body);
+			free(x->name);
+			free(x);
+			return;
+		}
+		x->started = pthread_create(&x->th, NULL, exec_thread, x) == 0;
+		if (!x->started) {
+			close(x->pipe[1]);
+			x->pipe[1] = -1;
+		}
+		out->status = 200;
+		out->read = exec_stream_read;
+		out->done = exec_stream_done;
+		out->payload = x;
+		return;
+	}
+	brig_exec_opts o = BRIG_EXEC_OPTS_INIT;
+	o.argv = req.argv;
+	o.env = req.env;
+	o.env_count = req.env_count;
+	o.workdir = req.workdir;
+	o.stdin_data = req.stdin_data;
+	o.stdin_len = req.stdin_len;
+	o.timeout_ms = req.timeout_ms;
+	o.capture_max = req.capture_max;
+	brig_exec_result res = {0};
+	int64_t t0 = brig_now_ms();
+	int rc = brig_session_exec(serve__engine(r), serve__store(r), name, &o, &res, &err);
+	serve__exec_observe(r->srv, brig_now_ms() - t0);
+	serve_exec_req_clear(&req);
+	if (exec_result_ok(rc, &res)) {
+		brig_error_free(err);
+		serve__reply_json(out, 200, brig_exec_result_to_json(&res));
+	} else {
+		if (res.container_stopped)
+			serve__guest_forget(r->srv, name);
+		serve__reply_error(out, err);
+	}
+	brig_exec_result_clear(&res);
+}
+
+/* ---- checkpoints, recover ---- */
+
+static json_t *checkpoint_json(const brig_store_checkpoint *c)
+{
+	return json_pack("{s:I,s:I,s:s,s:I,s:I,s:I}", "id", (json_int_t)c->id, "generation", (json_int_t)c->generation,
+			 "digest", c->digest ? c->digest : "", "bytes_raw", (json_int_t)c->bytes_raw, "bytes_stored",
+			 (json_int_t)c->bytes_stored, "created_ms", (json_int_t)c->created_ms);
+}
+
+static void h_checkpoint_create(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!serve__path_computer(r, out, &name))
+		return;
+	brig_store_checkpoint *cp = NULL;
+	brig_error *err = NULL;
+	if (brig_checkpoint_create(serve__engine(r), serve__store(r), &cp, name, NULL, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 201, checkpoint_json(cp));
+	brig_store_checkpoint_free(cp);
+}
+
+static void h_checkpoint_list(serve_req *r, serve_reply *out)
+{
+	brig_identity id;
+	if (!serve__path_identity(r, out, &id))
+		return;
+	brig_store_checkpoint *cps = NULL;
+	size_t n = 0;
+	brig_error *err = NULL;
+	if (brig_store_checkpoint_list(serve__store(r), &cps, &n, id.ns, id.agent, id.session, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, checkpoint_json(&cps[i]));
+	brig_store_checkpoint_free_array(cps, n);
+	serve__reply_json(out, 200, json_pack("{s:o}", "checkpoints", arr));
+}
+
+/* The checkpoint's blob (zstd-compressed tar, as brig stores it), with its
+ * SHA-256 in X-Brig-Digest. Only a checkpoint of the path's session. */
+static void h_checkpoint_export(serve_req *r, serve_reply *out)
+{
+	brig_identity id;
+	if (!serve__path_identity(r, out, &id))
+		return;
+	const char *ids = serve__param(r, "id");
+	char *end;
+	long long cid = strtoll(ids, &end, 10);
+	if (!*ids || *end || cid < 1) {
+		serve__reply_fail(out, 400, "invalid", "a checkpoint id is a positive integer");
+		return;
+	}
+	brig_store_checkpoint *cp = NULL;
+	brig_error *err = NULL;
+	int rc = brig_store_checkpoint_get(serve__store(r), &cp, cid, &err);
+	if (rc == 0 && (strcmp(cp->ns, id.ns) || strcmp(cp->agent, id.agent) || strcmp(cp->session, id.session) ||
+			strchr(cp->blob, '/'))) {
+		/* Another session's: as absent, so nothing is learnt of it. */
+		rc = brig__error_set(&err, BRIG_ENOTFOUND, 0, "no checkpoint %lld in this session", cid);
+	}
+	cleanup_free char *dir = NULL, *path = NULL;
+	if (rc == 0 && (rc = brig_checkpoint_dir(&dir, serve__store(r), &err)) == 0)
+		path = xasprintf("%s/%s", dir, cp->blob);
+	int fd = -1;
+	struct stat st;
+	if (rc == 0 && ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0 || fstat(fd, &st) != 0))
+		rc = brig__error_set(&err, errno == ENOENT ? BRIG_ENOTFOUND : BRIG_EIO, errno,
+				     "checkpoint %lld: its blob cannot be read: %s", cid, strerror(errno));
+	if (rc) {
+		if (fd >= 0)
+			close(fd);
+		brig_store_checkpoint_free(cp);
+		serve__reply_error(out, err);
+		return;
+	}
+	static __thread char digest[80];
+	snprintf(digest, sizeof digest, "sha256:%s", cp->digest);
+	brig_store_checkpoint_free(cp);
+	out->status = 200;
+	out->has_fd = true;
+	out->fd = fd;
+	out->fd_size = (uint64_t)st.st_size;
+	out->type = "application/zstd";
+	out->extra_header = "X-Brig-Digest";
+	out->extra_value = digest;
+}
+
+/* A blob (as export sends it) in the body becomes the session's newest
+ * checkpoint; recover then restores it. */
+static void h_checkpoint_import(serve_req *r, serve_reply *out)
+{
+	brig_identity id;
+	if (!serve__path_identity(r, out, &id))
+		return;
+	brig_error *err = NULL;
+	int fd = memfd_create("brig-import", MFD_CLOEXEC);
+	if (fd < 0 || brig_write_all(fd, r->body ? r->body : "", r->body_len) != 0) {
+		serve__reply_fail(out, 500, "io", "cannot hold the blob: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	brig_store_checkpoint *cp = NULL;
+	int rc = brig_checkpoint_import(serve__store(r), &cp, id.ns, id.agent, id.session, fd, NULL, &err);
+	close(fd);
+	if (rc == BRIG_EPROTO) {
+		/* The client's bytes, not a peer's: a bad request. */
+		serve__reply_fail(out, 400, "invalid", "%s", brig_error_message(err));
+		brig_error_free(err);
+		return;
+	}
+	if (rc) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 201, checkpoint_json(cp));
+	brig_store_checkpoint_free(cp);
+}
+
+static void h_recover(serve_req *r, serve_reply *out)
+{
+	brig_identity id;
+	if (!serve__path_identity(r, out, &id))
+		return;
+	cleanup_free char *old = NULL;
+	brig_error *err = NULL;
+	if (brig_session_resolve(serve__store(r), &old, id.ns, id.agent, id.session, &err) != 0) {
+		brig_error_free(err);
+		err = NULL;
+	}
+	brig_recover_result res = {0};
+	if (brig_session_recover(serve__engine(r), serve__store(r), &res, id.ns, id.agent, id.session, NULL, &err) !=
+	    0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	if (old)
+		serve__guest_forget(r->srv, old);
+	serve__reply_json(out, 200,
+			  json_pack("{s:o,s:I,s:I,s:I,s:b}", "computer", brig_computer_to_json(res.computer),
+				    "old_generation", (json_int_t)res.old_generation, "new_generation",
+				    (json_int_t)res.new_generation, "checkpoint_id", (json_int_t)res.checkpoint_id,
+				    "won", res.won));
+	brig_recover_result_clear(&res);
+}
+
+/* ---- sessions and history (the store) ---- */
+
+static json_t *session_json(const brig_store_session *x)
+{
+	json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:s,s:s?,s:I,s:I,s:I}", "ns", x->ns, "agent", x->agent, "session",
+			      x->session, "generation", (json_int_t)x->generation, "state",
+			      brig_store_state_to_string(x->state), "container", x->container_name, "revision",
+			      (json_int_t)x->revision, "created_ms", (json_int_t)x->created_ms, "updated_ms",
+			      (json_int_t)x->updated_ms);
+	json_error_t je;
+	json_t *spec = x->spec_json ? json_loads(x->spec_json, 0, &je) : NULL;
+	if (json_is_object(spec)) {
+		/* Env values stay in the store: keys only, as brig_spec_to_json. */
+		json_t *env = json_object_get(spec, "env"), *keys = json_array();
+		size_t i;
+		json_t *e;
+		json_array_foreach (env, i, e) {
+			const char *t = json_string_value(e);
+			const char *eq = t ? strchr(t, '=') : NULL;
+			if (t)
+				json_array_append_new(keys, json_stringn(t, eq ? (size_t)(eq - t) : strlen(t)));
+		}
+		json_object_set_new(spec, "env", keys);
+		json_object_set_new(j, "spec", spec);
+	} else {
+		json_decref(spec);
+	}
+	return j;
+}
+
+static void h_sessions(serve_req *r, serve_reply *out)
+{
+	const char *ns = serve__query(r, "ns", NULL);
+	if (ns && !serve__allowed(r, ns)) {
+		serve__reply_fail(out, 403, "forbidden", "the token does not cover this namespace");
+		return;
+	}
+	brig_store_session *v = NULL;
+	size_t n = 0;
+	brig_error *err = NULL;
+	if (brig_store_session_list(serve__store(r), &v, &n, ns, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		if (serve__allowed(r, v[i].ns))
+			json_array_append_new(arr, session_json(&v[i]));
+	brig_store_session_free_array(v, n);
+	serve__reply_json(out, 200, json_pack("{s:o}", "sessions", arr));
+}
+
+static void h_history(serve_req *r, serve_reply *out)
+{
+	brig_identity id;
+	if (!serve__path_identity(r, out, &id))
+		return;
+	int64_t limit = 100;
+	if (!serve__query_i64(r, out, "limit", 1, 10000, &limit))
+		return;
+	brig_store_audit *v = NULL;
+	size_t n = 0;
+	brig_error *err = NULL;
+	if (brig_store_audit_list(serve__store(r), &v, &n, id.ns, id.agent, id.session, (size_t)limit, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_error_t je;
+		json_t *argv = v[i].argv_json ? json_loads(v[i].argv_json, 0, &je) : NULL;
+		json_array_append_new(
+			arr, json_pack("{s:I,s:I,s:o,s:i,s:b,s:s,s:I,s:I,s:I,s:I}", "id", (json_int_t)v[i].id,
+				       "generation", (json_int_t)v[i].generation, "argv", argv ? argv : json_array(),
+				       "exit_code", v[i].exit_code, "timed_out", v[i].timed_out, "outcome",
+				       v[i].outcome ? v[i].outcome : "", "duration_ms", (json_int_t)v[i].duration_ms,
+				       "stdout_bytes", (json_int_t)v[i].stdout_bytes, "stderr_bytes",
+				       (json_int_t)v[i].stderr_bytes, "created_ms", (json_int_t)v[i].created_ms));
+	}
+	brig_store_audit_free_array(v, n);
+	serve__reply_json(out, 200, json_pack("{s:o}", "history", arr));
+}
+
+/* ---- the event stream ---- */
+
+typedef struct event_stream {
+	brig_engine *e;
+	const void *token; /* the request's tokens entry (the server's: outlives the stream) */
+	char *ns;          /* ?ns=, or NULL */
+	int pipe[2];
+	int client;
+	pthread_t th;
+	bool started;
+	volatile int stop; /* set by done: the thread ends within a second */
+	int64_t last_nano; /* the newest event sent (re-subscribing overlaps by a second) */
+} event_stream;
+
+static int event_cb(json_t *ev, void *payload)
+{
+	event_stream *x = payload;
+	if (x->stop)
+		return 1;
+	json_int_t nano = json_integer_value(json_object_get(ev, "timeNano"));
+	if (nano && nano <= x->last_nano)
+		return 0;
+	x->last_nano = nano;
+	json_t *attrs = json_object_get(json_object_get(ev, "Actor"), "Attributes");
+	const char *ns = json_string_value(json_object_get(attrs, BRIG_LABEL_NS));
+	if (!ns || !serve_tokens_allows(x->token, ns) || (x->ns && strcmp(x->ns, ns) != 0))
+		return 0;
+	const char *action = json_string_value(json_object_get(ev, "Action"));
+	const char *gen = json_string_value(json_object_get(attrs, BRIG_LABEL_GENERATION));
+	json_t *o = json_pack("{s:s,s:s,s:s?,s:s,s:s?,s:s?,s:I,s:I}", "type", "computer", "action",
+			      action ? action : "", "name", json_string_value(json_object_get(attrs, "name")), "ns", ns,
+			      "agent", json_string_value(json_object_get(attrs, BRIG_LABEL_AGENT)), "session",
+			      json_string_value(json_object_get(attrs, BRIG_LABEL_SESSION)), "generation",
+			      (json_int_t)(gen ? strtoll(gen, NULL, 10) : 0), "time_ms", (json_int_t)(nano / 1000000));
+	char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	int rc = 0;
+	if (line) {
+		size_t n = strlen(line);
+		line[n] = '\n';
+		rc = brig_write_all(x->pipe[1], line, n + 1) ? 1 : 0;
+		free(line);
+	}
+	return rc;
+}
+
+static void *event_thread(void *arg)
+{
+	event_stream *x = arg;
+	/* Lifecycle changes only: not exec_*, not archive copies. */
+	json_t *filters = json_pack("{s:[s],s:[s,s],s:[s,s,s,s,s,s,s,s,s,s]}", "type", "container", "label",
+				    BRIG_LABEL_MANAGED "=1", BRIG_LABEL_KIND "=computer", "event", "create", "start",
+				    "pause", "unpause", "stop", "kill", "die", "destroy", "restart", "oom");
+	int64_t since = brig_wall_s();
+	while (!x->stop) {
+		/* One second at a time, so a client that left is noticed. */
+		brig_error *err = NULL;
+		int64_t started = brig_wall_s();
+		int rc = brig_engine_events(x->e, since, 0, filters, brig_now_ms() + 1000, event_cb, x, &err);
+		brig_error_free(err);
+		if (rc > 0)
+			break; /* the reader is gone */
+		if (rc < 0) {
+			const char *code;
+			serve__status(rc, &code);
+			char *line = xasprintf("{\"type\":\"error\",\"code\":\"%s\"}\n", code);
+			(void)brig_write_all(x->pipe[1], line, strlen(line));
+			free(line);
+			break;
+		}
+		since = started;
+	}
+	json_decref(filters);
+	close(x->pipe[1]);
+	x->pipe[1] = -1;
+	return NULL;
+}
+
+static ssize_t event_stream_read(void *payload, char *buf, size_t max)
+{
+	event_stream *x = payload;
+	struct pollfd p[2] = {{.fd = x->pipe[0], .events = POLLIN}, {.fd = x->client, .events = POLLRDHUP}};
+	for (;;) {
+		int n = poll(p, x->client >= 0 ? 2 : 1, -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (p[0].revents)
+			break;
+		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))
+			return -1;
+	}
+	ssize_t n;
+	while ((n = read(x->pipe[0], buf, max)) < 0 && errno == EINTR)
+		;
+	return n;
+}
+
+static void event_stream_done(void *payload)
+{
+	event_stream *x = payload;
+	x->stop = 1;
+	close(x->pipe[0]);
+	if (x->started)
+		pthread_join(x->th, NULL);
+	if (x->pipe[1] >= 0)
+		close(x->pipe[1]);
+	free(x->ns);
+	free(x);
+}
+
+static void h_events(serve_req *r, serve_reply *out)
+{
+	const char *ns = serve__query(r, "ns", NULL);
+	if (ns && !serve__allowed(r, ns)) {
+		serve__reply_fail(out, 403, "forbidden", "the token does not cover this namespace");
+		return;
+	}
+	event_stream *x = xcalloc(1, sizeof *x);
+	x->e = serve__engine(r);
+	x->token = r->token;
+	x->ns = ns ? xstrdup(ns) : NULL;
+	x->client = serve__client_fd(r);
+	if (pipe2(x->pipe, O_CLOEXEC) != 0) {
+		serve__reply_fail(out, 500, "io", "pipe: %s", strerror(errno));
+		free(x->ns);
+		free(x);
+		return;
+	}
+	x->started = pthread_create(&x->th, NULL, event_thread, x) == 0;
+	if (!x->started) {
+		close(x->pipe[1]);
+		x->pipe[1] = -1;
+	}
+	out->status = 200;
+	out->read = event_stream_read;
+	out->done = event_stream_done;
+	out->payload = x;
+}
+
+/* ---- the table ---- */
+
+#define C "/v1/computers/{ns}/{agent}/{session}"
+
+const serve_route serve__routes[] = {
+	{"GET", "/v1/health", h_health, ROUTE_PUBLIC},
+	{"GET", "/v1/openapi.json", h_openapi, ROUTE_PUBLIC},
+	{"GET", "/metrics", h_metrics, ROUTE_ALL_NS},
+	{"GET", "/v1/computers", h_computers_list, 0},
+	{"POST", "/v1/computers", h_computers_create, 0},
+	{"POST", "/v1/runs", serve__h_runs, 0},
+	{"GET", "/v1/sessions", h_sessions, 0},
+	{"GET", "/v1/events", h_events, 0},
+	{"GET", C, h_computer_get, 0},
+	{"DELETE", C, h_destroy, 0},
+	{"POST", C "/pause", h_pause, 0},
+	{"POST", C "/resume", h_resume, 0},
+	{"POST", C "/stop", h_stop, 0},
+	{"POST", C "/exec", h_exec, 0},
+	{"POST", C "/processes", serve__h_procs_start, 0},
+	{"GET", C "/processes", serve__h_procs_list, 0},
+	{"GET", C "/processes/{id}", serve__h_procs_get, 0},
+	{"POST", C "/processes/{id}/input", serve__h_procs_input, 0},
+	{"POST", C "/processes/{id}/kill", serve__h_procs_kill, 0},
+	{"GET", C "/files", serve__h_file_read, 0},
+	{"PUT", C "/files", serve__h_file_write, ROUTE_RAW_BODY},
+	{"DELETE", C "/files", serve__h_file_remove, 0},
+	{"GET", C "/files/list", serve__h_file_list, 0},
+	{"GET", C "/files/stat", serve__h_file_stat, 0},
+	{"POST", C "/files/move", serve__h_file_move, 0},
+	{"POST", C "/files/mkdir", serve__h_file_mkdir, 0},
+	{"GET", C "/archive", serve__h_archive_get, 0},
+	{"PUT", C "/archive", serve__h_archive_put, ROUTE_RAW_BODY},
+	{"POST", C "/checkpoints", h_checkpoint_create, 0},
+	{"GET", C "/checkpoints", h_checkpoint_list, 0},
+	{"GET", C "/checkpoints/{id}/export", h_checkpoint_export, 0},
+	{"POST", C "/checkpoints/import", h_checkpoint_import, ROUTE_RAW_BODY},
+	{"POST", C "/recover", h_recover, 0},
+	{"GET", C "/history", h_history, 0},
+};
+
+const size_t serve__route_count = sizeof serve__routes / sizeof serve__routes[0];

@@ -1,0 +1,563 @@
+/* routes_files.c — the endpoints that work inside a computer through ops/
+ * (background processes, files) and through brig's tar copier (tar in and
+ * out, disposable runs with their inputs and outputs). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "brig/run.h"
+#include "brig/session.h"
+#include "ops/fs.h"
+#include "ops/procs.h"
+#include "serve/internal.h"
+#include "tar/tar.h"
+#include "util/util.h"
+
+/* ---- the target ops/ works on: one computer, reached through the kept
+ * brig-init handle, commands audited like brig exec ---- */
+
+typedef struct target {
+	ops_target t;
+	serve_req *r;
+	const char *name;
+} target;
+
+static int target_guest(ops_target *t, brig_guest **out, brig_error **err)
+{
+	target *tg = t->payload;
+	return serve__guest(tg->r->srv, tg->name, out, err);
+}
+
+static int target_exec(ops_target *t, const char *const *argv, const char *const *env, size_t env_count,
+		       const char *workdir, const char *stdin_data, size_t stdin_len, size_t capture_max,
+		       int64_t timeout_ms, brig_exec_result *res, brig_error **err)
+{
+	target *tg = t->payload;
+	brig_exec_opts o = BRIG_EXEC_OPTS_INIT;
+	o.argv = argv;
+	o.env = env;
+	o.env_count = env_count;
+	o.workdir = workdir;
+	o.stdin_data = stdin_data;
+	o.stdin_len = stdin_len;
+	o.capture_max = capture_max;
+	o.timeout_ms = timeout_ms;
+	return brig_session_exec(serve__engine(tg->r), serve__store(tg->r), tg->name, &o, res, err);
+}
+
+static void target_init(target *tg, serve_req *r, const char *name)
+{
+	*tg = (target){.t = {.guest = target_guest, .exec = target_exec, .payload = tg}, .r = r, .name = name};
+}
+
+/* ---- background processes ---- */
+
+void serve__h_procs_start(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!serve__path_computer(r, out, &name))
+		return;
+	serve_exec_req req;
+	brig_error *err = NULL;
+	if (serve_exec_req_parse(&req, r->json, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	target tg;
+	target_init(&tg, r, name);
+	char *id = NULL;
+	cleanup_free char *wd = NULL;
+	int rc = 0;
+	if (req.workdir && !(wd = ops_fs_path(req.workdir, &err)))
+		rc = BRIG_EINVAL;
+	if (!rc)
+		rc = ops_proc_start(&tg.t, req.argv, wd, req.env, req.env_count, &id, &err);
+	serve_exec_req_clear(&req);
+	if (rc) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 201, json_pack("{s:s}", "id", id));
+	free(id);
+}
+
+void serve__h_procs_list(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!serve__path_computer(r, out, &name))
+		return;
+	target tg;
+	target_init(&tg, r, name);
+	json_t *arr = NULL;
+	brig_error *err = NULL;
+	if (ops_proc_list(&tg.t, &arr, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 200, json_pack("{s:o}", "processes", arr));
+}
+
+void serve__h_procs_get(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!serve__path_computer(r, out, &name))
+		return;
+	int64_t so = 0, eo = 0, max = 65536;
+	if (!serve__query_i64(r, out, "stdout_offset", 0, INT64_MAX, &so) ||
+	    !serve__query_i64(r, out, "stderr_offset", 0, INT64_MAX, &eo) ||
+	    !serve__query_i64(r, out, "max_bytes", 1, 1 << 20, &max))
+		return;
+	target tg;
+	target_init(&tg, r, name);
+	json_t *st = NULL;
+	brig_error *err = NULL;
+	if (ops_proc_read(&tg.t, serve__param(r, "id"), (uint64_t)so, (uint64_t)eo, (size_t)max, &st, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 200, st);
+}
+
+void serve__h_procs_input(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!serve__path_computer(r, out, &name))
+		return;
+	json_t *data = json_object_get(r->json, "data"), *close_in = json_object_get(r->json, "close");
+	if ((data && !json_is_string(data)) || (close_in && !json_is_boolean(close_in))) {
+		serve__reply_fail(out, 400, "invalid", "give {\"data\": string, \"close\": boolean}");
+		return;
+	}
+	target tg;
+	target_init(&tg, r, name);
+	brig_error *err = NULL;
+	if (ops_proc_input(&tg.t, serve__param(r, "id"), data ? json_string_value(data) : "",
+			   data ? json_string_length(data) : 0, json_is_true(close_in), &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 204;
+}
+
+void serve__h_procs_kill(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (!serve__path_computer(r, out, &name))
+		return;
+	json_t *sig = json_object_get(r->json, "signal");
+	if (sig && !json_is_string(sig)) {
+		serve__reply_fail(out, 400, "invalid", "signal: give TERM, KILL, INT or HUP");
+		return;
+	}
+	target tg;
+	target_init(&tg, r, name);
+	brig_error *err = NULL;
+	if (ops_proc_kill(&tg.t, serve__param(r, "id"), sig ? json_string_value(sig) : "TERM", &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 204;
+}
+
+/* ---- files ---- */
+
+void serve__h_file_read(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *path = NULL;
+	if (!serve__path_computer(r, out, &name) || !(path = serve__query_path(r, out, "path")))
+		return;
+	int64_t off = 0, len = (int64_t)OPS_FS_MAX;
+	if (!serve__query_i64(r, out, "offset", 0, INT64_MAX, &off) ||
+	    !serve__query_i64(r, out, "length", 0, (int64_t)OPS_FS_MAX, &len))
+		return;
+	target tg;
+	target_init(&tg, r, name);
+	char *data = NULL;
+	size_t n = 0;
+	uint64_t size = 0;
+	brig_error *err = NULL;
+	if (ops_fs_read(&tg.t, path, (uint64_t)off, (size_t)len, &data, &n, &size, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	static __thread char sizebuf[24];
+	snprintf(sizebuf, sizeof sizebuf, "%" PRIu64, size);
+	out->status = 200;
+	out->data = data;
+	out->len = n;
+	out->type = "application/octet-stream";
+	out->extra_header = "X-Brig-File-Size";
+	out->extra_value = sizebuf;
+}
+
+void serve__h_file_write(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *path = NULL;
+	if (!serve__path_computer(r, out, &name) || !(path = serve__query_path(r, out, "path")))
+		return;
+	if (r->body_len > OPS_FS_MAX) {
+		serve__reply_fail(out, 413, "too_big", "a file written at once is at most %zu bytes", OPS_FS_MAX);
+		return;
+	}
+	target tg;
+	target_init(&tg, r, name);
+	brig_error *err = NULL;
+	if (ops_fs_write(&tg.t, path, r->body ? r->body : "", r->body_len, serve__query_bool(r, "append"), &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 204;
+}
+
+void serve__h_file_remove(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *path = NULL;
+	if (!serve__path_computer(r, out, &name) || !(path = serve__query_path(r, out, "path")))
+		return;
+	target tg;
+	target_init(&tg, r, name);
+	brig_error *err = NULL;
+	if (ops_fs_remove(&tg.t, path, serve__query_bool(r, "recursive"), &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 204;
+}
+
+void serve__h_file_list(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *path = NULL;
+	if (!serve__path_computer(r, out, &name) || !(path = serve__query_path(r, out, "path")))
+		return;
+	int64_t depth = 1;
+	if (!serve__query_i64(r, out, "depth", 1, 10, &depth))
+		return;
+	target tg;
+	target_init(&tg, r, name);
+	json_t *entries = NULL;
+	bool truncated = false;
+	brig_error *err = NULL;
+	if (ops_fs_list(&tg.t, path, (int)depth, &entries, &truncated, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 200, json_pack("{s:o,s:b}", "entries", entries, "truncated", truncated));
+}
+
+void serve__h_file_stat(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *path = NULL;
+	if (!serve__path_computer(r, out, &name) || !(path = serve__query_path(r, out, "path")))
+		return;
+	target tg;
+	target_init(&tg, r, name);
+	json_t *st = NULL;
+	brig_error *err = NULL;
+	if (ops_fs_stat(&tg.t, path, &st, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 200, st);
+}
+
+void serve__h_file_move(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *from = NULL, *to = NULL;
+	if (!serve__path_computer(r, out, &name) || !(from = serve__body_path(r, out, "from")) ||
+	    !(to = serve__body_path(r, out, "to")))
+		return;
+	json_t *ow = json_object_get(r->json, "overwrite");
+	target tg;
+	target_init(&tg, r, name);
+	brig_error *err = NULL;
+	if (ops_fs_move(&tg.t, from, to, json_is_true(ow), &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 204;
+}
+
+void serve__h_file_mkdir(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *path = NULL;
+	if (!serve__path_computer(r, out, &name) || !(path = serve__body_path(r, out, "path")))
+		return;
+	target tg;
+	target_init(&tg, r, name);
+	brig_error *err = NULL;
+	if (ops_fs_mkdir(&tg.t, path, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 204;
+}
+
+/* ---- tar in and out ---- */
+
+#define ARCHIVE_MAX ((size_t)256 << 20) /* bytes of one tar sent out */
+
+/* Every tar passes brig's copier both ways: entries are checked (no "..",
+ * no absolute names, no links leaving the tree, no devices), re-written
+ * plainly, and owned by the computer's user 1000:1000 on the way in. */
+static int buf_writer(const void *data, size_t len, void *payload, brig_error **err)
+{
+	if (brig_buf_add(payload, data, len) != 0)
+		return brig__error_set(err, BRIG_ETOOBIG, 0, "the archive is larger than %zu bytes", ARCHIVE_MAX);
+	return 0;
+}
+
+typedef struct mem_reader {
+	const char *data;
+	size_t len, off;
+} mem_reader;
+
+static ssize_t mem_read(char *buf, size_t len, void *payload, brig_error **err)
+{
+	(void)err;
+	mem_reader *m = payload;
+	size_t n = m->len - m->off < len ? m->len - m->off : len;
+	memcpy(buf, m->data + m->off, n);
+	m->off += n;
+	return (ssize_t)n;
+}
+
+void serve__h_archive_get(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *path = NULL;
+	if (!serve__path_computer(r, out, &name) || !(path = serve__query_path(r, out, "path")))
+		return;
+	brig_buf b;
+	brig_buf_init(&b, ARCHIVE_MAX);
+	brig_tar_copy_opts o = BRIG_TAR_COPY_OPTS_INIT;
+	o.allow_symlinks = true;
+	o.allow_absolute_symlinks = true;
+	brig_tar_copy *c = NULL;
+	brig_error *err = NULL;
+	int rc = brig_tar_copy_new(&c, &o, buf_writer, &b, &err);
+	if (!rc)
+		rc = brig_engine_archive_get(serve__engine(r), name, path, NULL, brig_tar_copy_data_cb, c, &err);
+	if (!rc)
+		rc = brig_tar_copy_finish(c, NULL, &err);
+	else if (c) {
+		brig_error *ferr = NULL;
+		if (brig_tar_copy_finish(c, NULL, &ferr) != 0 && ferr && !err)
+			err = ferr;
+		else
+			brig_error_free(ferr);
+	}
+	brig_tar_copy_free(c);
+	if (rc) {
+		brig_buf_free(&b);
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 200;
+	out->type = "application/x-tar";
+	out->data = brig_buf_steal(&b, &out->len);
+}
+
+void serve__h_archive_put(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL, *path = NULL;
+	if (!serve__path_computer(r, out, &name) || !(path = serve__query_path(r, out, "path")))
+		return;
+	brig_buf b;
+	brig_buf_init(&b, ARCHIVE_MAX);
+	brig_tar_copy_opts o = BRIG_TAR_COPY_OPTS_INIT;
+	o.allow_symlinks = true;
+	o.rewrite_owner = true;
+	o.uid = o.gid = 1000;
+	brig_tar_copy *c = NULL;
+	brig_error *err = NULL;
+	mem_reader m = {r->body ? r->body : "", r->body_len, 0};
+	int rc = brig_tar_copy_new(&c, &o, buf_writer, &b, &err);
+	if (!rc)
+		rc = brig_tar_copy_from_reader(c, mem_read, &m, &err);
+	if (!rc)
+		rc = brig_tar_copy_finish(c, NULL, &err);
+	brig_tar_copy_free(c);
+	if (!rc)
+		rc = brig_engine_archive_put_buf(serve__engine(r), name, path, b.data, b.len, &err);
+	brig_buf_free(&b);
+	if (rc) {
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 204;
+}
+
+/* ---- disposable runs ---- */
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb, (void)flag, (void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* Unpacks base64 tar b64 into dir (entries checked; no links out). */
+static int unpack_inputs(const char *dir, json_t *b64, brig_error **err)
+{
+	size_t n = 0;
+	unsigned char *tar = ops_b64decode(json_string_value(b64), json_string_length(b64), &n);
+	if (!tar)
+		return brig__error_set(err, BRIG_EINVAL, 0, "inputs_tar: not valid base64");
+	brig_tar_extract_opts o = BRIG_TAR_EXTRACT_OPTS_INIT;
+	o.allow_symlinks = true;
+	brig_tar_extract *x = NULL;
+	int rc = brig_tar_extract_new(&x, AT_FDCWD, dir, &o, err);
+	if (!rc)
+		rc = brig_tar_extract_feed(x, tar, n, err);
+	if (!rc)
+		rc = brig_tar_extract_finish(x, err);
+	brig_tar_extract_free(x);
+	free(tar);
+	return rc;
+}
+
+/* The tar of dir's contents, base64. */
+static int pack_outputs(char **out, const char *dir, brig_error **err)
+{
+	brig_tar_builder *b = NULL;
+	brig_buf buf;
+	brig_buf_init(&buf, ARCHIVE_MAX);
+	int rc = brig_tar_builder_new(&b, NULL, err);
+	DIR *d = rc ? NULL : opendir(dir);
+	struct dirent *de;
+	while (d && !rc && (de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		cleanup_free char *p = xasprintf("%s/%s", dir, de->d_name);
+		rc = brig_tar_builder_add_path(b, p, de->d_name, err);
+	}
+	if (d)
+		closedir(d);
+	char chunk[65536];
+	ssize_t n;
+	while (!rc && (n = brig_tar_builder_read(b, chunk, sizeof chunk, err)) != 0) {
+		if (n < 0)
+			rc = (int)n;
+		else if (brig_buf_add(&buf, chunk, (size_t)n) != 0)
+			rc = brig__error_set(err, BRIG_ETOOBIG, 0, "the outputs are larger than %zu bytes",
+					     ARCHIVE_MAX);
+	}
+	brig_tar_builder_free(b);
+	if (!rc)
+		*out = ops_b64encode((const unsigned char *)(buf.data ? buf.data : ""), buf.len);
+	brig_buf_free(&buf);
+	return rc;
+}
+
+void serve__h_runs(serve_req *r, serve_reply *out)
+{
+	json_t *b = r->json;
+	const char *key;
+	json_t *v;
+	json_object_foreach (b, key, v) {
+		if (strcmp(key, "spec") && strcmp(key, "argv") && strcmp(key, "timeout_s") &&
+		    strcmp(key, "inputs_tar") && strcmp(key, "outputs") && strcmp(key, "capture_max")) {
+			serve__reply_fail(out, 400, "invalid", "unknown field '%.64s'", key);
+			return;
+		}
+	}
+	json_t *js = json_object_get(b, "spec"), *to = json_object_get(b, "timeout_s");
+	json_t *in = json_object_get(b, "inputs_tar"), *outs = json_object_get(b, "outputs");
+	if ((js && !json_is_object(js)) ||
+	    (to && (!json_is_integer(to) || json_integer_value(to) < 1 || json_integer_value(to) > 86400)) ||
+	    (in && !json_is_string(in)) || (outs && !json_is_boolean(outs))) {
+		serve__reply_fail(
+			out, 400, "invalid",
+			"spec: an object; timeout_s: 1..86400; inputs_tar: base64 of a tar; outputs: a boolean");
+		return;
+	}
+	/* argv and capture_max as an exec's. */
+	json_t *ej = json_pack("{s:O*,s:O*}", "argv", json_object_get(b, "argv"), "capture_max",
+			       json_object_get(b, "capture_max"));
+	serve_exec_req req;
+	brig_error *err = NULL;
+	int rc = serve_exec_req_parse(&req, ej, &err);
+	if (rc) {
+		json_decref(ej);
+		serve__reply_error(out, err);
+		return;
+	}
+	brig_spec spec;
+	brig_spec_init(&spec);
+	json_t *copy = js ? json_deep_copy(js) : json_object();
+	if (!json_object_get(copy, "image") && serve__config(r)->image)
+		json_object_set_new(copy, "image", json_string(serve__config(r)->image));
+	brig_spec_clear(&spec);
+	rc = brig_spec_from_json(&spec, copy, &err);
+	json_decref(copy);
+	char tmpl[] = "/tmp/brig-serve-run-XXXXXX";
+	char *dir = NULL;
+	cleanup_free char *indir = NULL, *outdir = NULL;
+	if (!rc && !(dir = mkdtemp(tmpl)))
+		rc = brig__error_set(&err, BRIG_EIO, errno, "mkdtemp: %s", strerror(errno));
+	if (!rc) {
+		indir = xasprintf("%s/in", dir);
+		outdir = xasprintf("%s/out", dir);
+		if (mkdir(indir, 0700) != 0)
+			rc = brig__error_set(&err, BRIG_EIO, errno, "mkdir: %s", strerror(errno));
+	}
+	if (!rc && in)
+		rc = unpack_inputs(indir, in, &err);
+	char **inputs = NULL;
+	size_t n_in = 0;
+	DIR *d = !rc && in ? opendir(indir) : NULL;
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		inputs = xrealloc(inputs, (n_in + 1) * sizeof *inputs);
+		inputs[n_in++] = xasprintf("%s/%s", indir, de->d_name);
+	}
+	if (d)
+		closedir(d);
+	brig_run_result res = {0};
+	if (!rc) {
+		brig_run_opts o = BRIG_RUN_OPTS_INIT;
+		o.spec = &spec;
+		o.argv = req.argv;
+		o.inputs = (const char *const *)inputs;
+		o.input_count = n_in;
+		o.out_dir = json_is_true(outs) ? outdir : NULL;
+		o.timeout_s = to ? json_integer_value(to) : 0;
+		o.capture_max = req.capture_max;
+		rc = brig_run(serve__engine(r), &o, &res, &err);
+		if (!rc)
+			serve__exec_observe(r->srv, res.run_ms);
+	}
+	char *tar64 = NULL;
+	if (!rc && json_is_true(outs)) {
+		struct stat st;
+		if (stat(outdir, &st) == 0)
+			rc = pack_outputs(&tar64, outdir, &err);
+		else
+			tar64 = xstrdup("");
+	}
+	if (rc) {
+		serve__reply_error(out, err);
+	} else {
+		json_t *j = brig_run_result_to_json(&res);
+		if (tar64)
+			json_object_set_new(j, "outputs_tar", json_string(tar64));
+		serve__reply_json(out, 200, j);
+	}
+	free(tar64);
+	brig_run_result_clear(&res);
+	for (size_t i = 0; i < n_in; i++)
+		free(inputs[i]);
+	free(inputs);
+	if (dir)
+		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	brig_spec_clear(&spec);
+	serve_exec_req_clear(&req);
+	json_decref(ej);
+}

@@ -1,0 +1,780 @@
+#!/usr/bin/python3
+"""brig serve through real HTTP clients: Python's http.client over the unix
+socket and curl. Starts its own servers (temporary socket, SQLite store and
+tokens file), creates only computers labelled brig.test=<prefix> in
+namespaces of its own, and removes them even when a check fails.
+
+Usage: serve_test.py [routes]   (routes: only the route table vs the
+OpenAPI document, no Docker needed)
+Environment: BRIG_BIN (the brig binary), BRIG_TEST_IMAGE (default
+brig-test:local).
+"""
+import base64
+import hashlib
+import http.client
+import io
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import unittest
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DOC = os.path.join(HERE, "..", "..", "docs", "openapi.json")
+BRIG = os.environ.get("BRIG_BIN", "brig")
+IMAGE = os.environ.get("BRIG_TEST_IMAGE", "brig-test:local")
+PREFIX = "svt" + secrets.token_hex(4)
+NS_A, NS_B = PREFIX + "a", PREFIX + "b"
+TOK_A, TOK_B, TOK_ALL = (secrets.token_hex(20) for _ in range(3))
+LABEL = "brig.test=" + PREFIX
+
+
+def doc_routes():
+    doc = json.load(open(DOC))
+    out = set()
+    for path, item in doc["paths"].items():
+        for m in item:
+            if m in ("get", "put", "post", "delete", "patch"):
+                out.add((m.upper(), path))
+    return out
+
+
+def server_routes():
+    text = subprocess.run([BRIG, "serve", "--routes"], check=True, capture_output=True, text=True).stdout
+    return {tuple(line.split(" ", 1)) for line in text.splitlines() if line}
+
+
+class UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=120):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+class PyClient:
+    """http.client, one kept connection."""
+
+    name = "python"
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.conn = UnixConnection(sock)
+
+    def call(self, method, path, body=None, token=None, raw=None, headers=None):
+        h = dict(headers or {})
+        if token:
+            h["Authorization"] = "Bearer " + token
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        if data is not None and raw is None:
+            h["Content-Type"] = "application/json"
+        for attempt in range(2):
+            try:
+                self.conn.request(method, path, body=data, headers=h)
+                r = self.conn.getresponse()
+                return r.status, dict(r.getheaders()), r.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.conn.close()
+                self.conn = UnixConnection(self.sock)
+                if attempt:
+                    raise
+
+
+class CurlClient:
+    """curl --unix-socket, a process per call."""
+
+    name = "curl"
+
+    def __init__(self, sock):
+        self.sock = sock
+
+    def call(self, method, path, body=None, token=None, raw=None, headers=None):
+        with tempfile.TemporaryDirectory() as d:
+            out, hdr, auth = (os.path.join(d, n) for n in ("out", "hdr", "auth"))
+            cmd = ["curl", "-sS", "--unix-socket", self.sock, "-X", method, "-o", out, "-D", hdr,
+                   "-w", "%{http_code}", "http://localhost" + path]
+            data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+            if data is not None:
+                cmd += ["--data-binary", "@-", "-H", "Content-Type: application/json"]
+            for k, v in (headers or {}).items():
+                cmd += ["-H", "%s: %s" % (k, v)]
+            if token:
+                # The token travels in a header file, not in argv.
+                with open(auth, "w") as f:
+                    f.write("Authorization: Bearer %s\n" % token)
+                cmd += ["-H", "@" + auth]
+            p = subprocess.run(cmd, input=data, capture_output=True, timeout=180)
+            if p.returncode != 0:
+                raise RuntimeError("curl failed: " + p.stderr.decode())
+            hs = {}
+            for line in open(hdr, "rb").read().decode().splitlines()[1:]:
+                if ":" in line:
+                    k, v = line.split(":", 1)
+                    hs[k.strip()] = v.strip()
+            return int(p.stdout), hs, open(out, "rb").read()
+
+
+class Server:
+    def __init__(self, tmp, extra=(), tokens=True):
+        self.tmp = tmp
+        self.sock = os.path.join(tmp, "brig.sock")
+        self.log = open(os.path.join(tmp, "serve.log"), "ab")
+        args = [BRIG, "serve", "--listen", "unix://" + self.sock, "--store", "sqlite://" + os.path.join(tmp, "db")]
+        if tokens:
+            tf = os.path.join(tmp, "tokens")
+            with open(tf, "w") as f:
+                f.write("# test tokens\n%s %s\n%s %s\n%s *\n" % (TOK_A, NS_A, TOK_B, NS_B, TOK_ALL))
+            os.chmod(tf, 0o600)
+            args += ["--tokens", tf]
+        env = dict(os.environ, BRIG_IMAGE=IMAGE, BRIG_CHECKPOINT_DIR=os.path.join(tmp, "cp"))
+        self.p = subprocess.Popen(args + list(extra), stdout=self.log, stderr=self.log, env=env)
+        for _ in range(200):
+            if os.path.exists(self.sock):
+                try:
+                    s = socket.socket(socket.AF_UNIX)
+                    s.connect(self.sock)
+                    s.close()
+                    return
+                except OSError:
+                    pass
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError("brig serve did not start: " + self.logtext())
+
+    def logtext(self):
+        if not self.log.closed:
+            self.log.flush()
+        return open(self.log.name, "rb").read().decode(errors="replace")
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+            try:
+                self.p.wait(60)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self.log.close()
+        return self.p.returncode
+
+
+def docker_cleanup():
+    ids = subprocess.run(["docker", "ps", "-aq", "--filter", "label=" + LABEL], capture_output=True,
+                         text=True).stdout.split()
+    for cid in ids:
+        subprocess.run(["docker", "rm", "-f", "-v", cid], capture_output=True)
+    # Volumes of those computers carry the identity's container name.
+    vols = subprocess.run(["docker", "volume", "ls", "-q", "--filter", "label=" + LABEL], capture_output=True,
+                          text=True).stdout.split()
+    for v in vols:
+        subprocess.run(["docker", "volume", "rm", "-f", v], capture_output=True)
+
+
+class RouteTable(unittest.TestCase):
+    def test_table_matches_document(self):
+        doc, srv = doc_routes(), server_routes()
+        self.assertEqual(sorted(srv - doc), [], "routes the server answers that docs/openapi.json lacks")
+        self.assertEqual(sorted(doc - srv), [], "routes docs/openapi.json names that the server lacks")
+
+
+class Api(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmpdir = tempfile.TemporaryDirectory()
+        cls.srv = Server(cls.tmpdir.name, extra=["--body-max", "65536", "--header-timeout", "2"])
+        cls.py = PyClient(cls.srv.sock)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            for ns, tok in ((NS_A, TOK_A), (NS_B, TOK_B)):
+                st, _, b = cls.py.call("GET", "/v1/computers?label=" + urllib.parse.quote(LABEL), token=tok)
+                for c in json.loads(b).get("computers", []) if st == 200 else []:
+                    cls.py.call("DELETE", "/v1/computers/%s/%s/%s" % (c["ns"], c["agent"], c["session"]), token=tok)
+        finally:
+            rc = cls.srv.stop()
+            docker_cleanup()
+            cls.tmpdir.cleanup()
+        assert rc == 0, "brig serve exited %s:\n%s" % (rc, cls.srv.logtext()[-4000:])
+
+    def cpath(self, ns, session, tail=""):
+        return "/v1/computers/%s/agent/%s%s" % (ns, session, tail)
+
+    def create(self, client, ns, tok, session):
+        st, _, b = client.call("POST", "/v1/computers", {"ns": ns, "agent": "agent", "session": session,
+                                                          "spec": {"labels": {"brig.test": PREFIX}}}, token=tok)
+        self.assertIn(st, (200, 201), b)
+        return json.loads(b)
+
+    def assertError(self, resp, status, code=None):
+        st, h, b = resp
+        self.assertEqual(st, status, b)
+        j = json.loads(b)
+        self.assertIsInstance(j.get("message"), str)
+        if code:
+            self.assertEqual(j["code"], code, b)
+        for t in (TOK_A, TOK_B, TOK_ALL):
+            self.assertNotIn(t, b.decode(errors="replace"))
+
+    def watch_events(self, c, tok, ns, action, until="pause"):
+        """Events of GET /v1/events?ns= while action() runs, through c's kind of client."""
+        path = "/v1/events" + ("?ns=" + ns if ns else "")
+        if c.name == "curl":
+            with tempfile.TemporaryDirectory() as d:
+                auth = os.path.join(d, "auth")
+                with open(auth, "w") as f:
+                    f.write("Authorization: Bearer %s\n" % tok)
+                p = subprocess.Popen(["curl", "-sN", "--max-time", "6", "--unix-socket", self.srv.sock,
+                                      "-H", "@" + auth, "http://localhost" + path], stdout=subprocess.PIPE)
+                time.sleep(1.0)
+                action()
+                out = p.communicate(timeout=30)[0]
+            return [json.loads(x) for x in out.decode().splitlines() if x]
+        conn = UnixConnection(self.srv.sock, timeout=10)
+        conn.request("GET", path, headers={"Authorization": "Bearer " + tok})
+        r = conn.getresponse()
+        self.assertEqual(r.status, 200)
+        time.sleep(1.0)
+        action()
+        events = []
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            try:
+                line = r.readline()
+            except socket.timeout:
+                break
+            if not line:
+                break
+            events.append(json.loads(line))
+            if events[-1]["action"] == until:
+                break
+        conn.close()
+        return events
+
+    def walk(self, c, session):
+        """Every route of the table once, through client c."""
+        tok, ns = TOK_A, NS_A
+        seen = set()
+
+        def call(method, tmpl, path, **kw):
+            seen.add((method, tmpl))
+            return c.call(method, path, token=tok, **kw)
+
+        C = "/v1/computers/{ns}/{agent}/{session}"
+        p = lambda tail="": self.cpath(ns, session, tail)
+        st, _, b = call("GET", "/v1/health", "/v1/health")
+        self.assertEqual((st, json.loads(b)["status"]), (200, "ok"))
+        st, _, b = call("GET", "/v1/openapi.json", "/v1/openapi.json")
+        self.assertEqual(json.loads(b), json.load(open(DOC)), "the served document is not docs/openapi.json")
+        st, _, b = c.call("GET", "/metrics", token=TOK_ALL)
+        seen.add(("GET", "/metrics"))
+        self.assertEqual(st, 200)
+        self.assertIn(b"brig_serve_exec_seconds_bucket", b)
+        self.assertIn(b'brig_computers{state="running"}', b)
+        tb = io.BytesIO()
+        with tarfile.open(fileobj=tb, mode="w") as tf:
+            ti = tarfile.TarInfo("in.txt")
+            ti.size = 3
+            tf.addfile(ti, io.BytesIO(b"abc"))
+        st, _, b = call("POST", "/v1/runs", "/v1/runs", body={
+            "argv": ["sh", "-c", "cat /inbox/in.txt; cp /inbox/in.txt /outbox/out.txt"], "outputs": True,
+            "inputs_tar": base64.b64encode(tb.getvalue()).decode(), "spec": {"labels": {"brig.test": PREFIX}}})
+        self.assertEqual(st, 200, b)
+        r = json.loads(b)
+        self.assertEqual((r["exit_code"], r["stdout"]["text"], r["outputs"]), (0, "abc", ["out.txt"]))
+        with tarfile.open(fileobj=io.BytesIO(base64.b64decode(r["outputs_tar"]))) as tf:
+            self.assertEqual(tf.extractfile("out.txt").read(), b"abc")
+        self.assertError(c.call("POST", "/v1/runs", {"argv": ["true"], "inputs_tar": "!!"}, token=tok), 400, "invalid")
+        seen.add(("POST", "/v1/computers"))
+        comp = self.create(c, ns, tok, session)
+        self.assertEqual(comp["state"], "running")
+        st, _, b = call("GET", "/v1/computers", "/v1/computers?label=" + urllib.parse.quote(LABEL))
+        self.assertIn(comp["name"], [x["name"] for x in json.loads(b)["computers"]])
+        st, _, b = call("GET", C, p())
+        self.assertEqual((st, json.loads(b)["name"]), (200, comp["name"]))
+        st, _, b = call("POST", C + "/exec", p("/exec"), body={"argv": ["sh", "-c", "echo out; echo err >&2; exit 3"]})
+        r = json.loads(b)
+        self.assertEqual((st, r["exit_code"], r["stdout"]["text"], r["stderr"]["text"]), (200, 3, "out\n", "err\n"))
+        st, _, b = call("POST", C + "/exec", p("/exec?stream=true"), body={"argv": ["sh", "-c", "echo a; echo b >&2"]})
+        events = [json.loads(x) for x in b.decode().splitlines()]
+        self.assertEqual(events[-1]["type"], "exit", b)
+        self.assertEqual(events[-1]["exit_code"], 0)
+        self.assertIn({"type": "stdout", "data": "a\n"}, events)
+        st, _, b = call("POST", C + "/exec", p("/exec"), body={"argv": ["sleep", "5"], "timeout_ms": 300})
+        self.assertEqual((st, json.loads(b)["timed_out"], json.loads(b)["exit_code"]), (200, True, 124), b)
+        st, _, b = call("POST", C + "/processes", p("/processes"), body={"argv": ["sh", "-c", "echo up; cat"]})
+        self.assertEqual(st, 201, b)
+        pid = json.loads(b)["id"]
+        st, _, b = call("GET", C + "/processes", p("/processes"))
+        self.assertIn(pid, [x["id"] for x in json.loads(b)["processes"]])
+        st, _, b = call("POST", C + "/processes/{id}/input", p("/processes/%s/input" % pid), body={"data": "fed\n"})
+        self.assertEqual(st, 204, b)
+        out = ""
+        for _ in range(50):
+            st, _, b = call("GET", C + "/processes/{id}", p("/processes/%s" % pid))
+            out = json.loads(b)["stdout"]
+            if "fed" in out:
+                break
+            time.sleep(0.1)
+        self.assertEqual(out, "up\nfed\n")
+        st, _, b = call("POST", C + "/processes/{id}/kill", p("/processes/%s/kill" % pid), body={"signal": "KILL"})
+        self.assertEqual(st, 204, b)
+        st, _, b = call("PUT", C + "/files", p("/files?path=d/hello.txt"), raw=b"hello\x00bytes")
+        self.assertEqual(st, 204, b)
+        st, h, b = call("GET", C + "/files", p("/files?path=/workspace/d/hello.txt"))
+        self.assertEqual((st, b), (200, b"hello\x00bytes"))
+        self.assertEqual(h.get("X-Brig-File-Size"), "11")
+        st, _, b = call("GET", C + "/files/stat", p("/files/stat?path=d/hello.txt"))
+        self.assertEqual((st, json.loads(b)["size"]), (200, 11))
+        st, _, b = call("POST", C + "/files/mkdir", p("/files/mkdir"), body={"path": "e/f"})
+        self.assertEqual(st, 204, b)
+        st, _, b = call("POST", C + "/files/move", p("/files/move"), body={"from": "d/hello.txt", "to": "e/f/x.txt"})
+        self.assertEqual(st, 204, b)
+        st, _, b = call("GET", C + "/files/list", p("/files/list?path=e&depth=3"))
+        self.assertIn("f/x.txt", [x["name"] for x in json.loads(b)["entries"]])
+        st, _, b = call("DELETE", C + "/files", p("/files?path=e&recursive=true"))
+        self.assertEqual(st, 204, b)
+        self.assertError(call("GET", C + "/files/stat", p("/files/stat?path=e")), 404, "not_found")
+        tb = io.BytesIO()
+        with tarfile.open(fileobj=tb, mode="w") as tf:
+            data = b"from a tar"
+            ti = tarfile.TarInfo("t/in.txt")
+            ti.size, ti.uid, ti.gid = len(data), 0, 0
+            tf.addfile(ti, io.BytesIO(data))
+        st, _, b = call("PUT", C + "/archive", p("/archive?path=/workspace"), raw=tb.getvalue())
+        self.assertEqual(st, 204, b)
+        st, _, b = call("GET", C + "/archive", p("/archive?path=t"))
+        self.assertEqual(st, 200, b)
+        with tarfile.open(fileobj=io.BytesIO(b)) as tf:
+            m = tf.getmember("t/in.txt")
+            self.assertEqual((tf.extractfile(m).read(), m.uid), (b"from a tar", 1000))
+        tb = io.BytesIO()
+        with tarfile.open(fileobj=tb, mode="w") as tf:
+            ti = tarfile.TarInfo("../evil")
+            ti.size = 1
+            tf.addfile(ti, io.BytesIO(b"x"))
+        st, _, b = c.call("PUT", p("/archive?path=/workspace"), raw=tb.getvalue(), token=tok)
+        self.assertEqual((st, json.loads(b)["code"]), (400, "unsafe"), b)
+        st, _, b = c.call("PUT", p("/files?path=keep.txt"), raw=b"kept across recovery", token=tok)
+        self.assertEqual(st, 204, b)
+        st, _, b = call("GET", C + "/history", p("/history?limit=50"))
+        self.assertEqual(st, 200, b)
+        self.assertIn(["sh", "-c", "echo out; echo err >&2; exit 3"], [x["argv"] for x in json.loads(b)["history"]])
+        st, _, b = call("GET", "/v1/sessions", "/v1/sessions?ns=" + ns)
+        self.assertIn(session, [x["session"] for x in json.loads(b)["sessions"]])
+        st, _, b = call("POST", C + "/checkpoints", p("/checkpoints"))
+        self.assertEqual(st, 201, b)
+        cp = json.loads(b)["id"]
+        st, _, b = call("GET", C + "/checkpoints", p("/checkpoints"))
+        self.assertEqual(json.loads(b)["checkpoints"][0]["id"], cp)
+        st, h, b = call("GET", C + "/checkpoints/{id}/export", p("/checkpoints/%d/export" % cp))
+        self.assertEqual(st, 200, b)
+        self.assertEqual(h.get("X-Brig-Digest"), "sha256:" + hashlib.sha256(b).hexdigest())
+        other = self.cpath(ns, session + "x", "/checkpoints/%d/export" % cp)
+        self.assertError(c.call("GET", other, token=tok), 404, "not_found")
+        self.assertError(c.call("GET", p("/checkpoints/0/export"), token=tok), 400, "invalid")
+
+        def tar_of(files):
+            tb = io.BytesIO()
+            with tarfile.open(fileobj=tb, mode="w") as tf:
+                for name, data in files:
+                    ti = tarfile.TarInfo(name)
+                    ti.size = len(data)
+                    tf.addfile(ti, io.BytesIO(data))
+            return tb.getvalue()
+
+        st, _, b = call("POST", C + "/checkpoints/import", p("/checkpoints/import"), raw=tar_of(
+            [("workspace/keep.txt", b"kept across recovery"), ("workspace/imported.txt", b"imported")]))
+        self.assertEqual(st, 201, b)
+        cp = json.loads(b)["id"]
+        self.assertError(c.call("POST", p("/checkpoints/import"), raw=tar_of([("etc/passwd", b"x")]), token=tok),
+                         400, "unsafe")
+        self.assertError(c.call("POST", p("/checkpoints/import"), raw=b"not a tar at all" * 64, token=tok), 400)
+        seen.add(("GET", "/v1/events"))
+        events = self.watch_events(c, tok, ns, lambda: call("POST", C + "/pause", p("/pause")))
+        self.assertIn(("pause", comp["name"]), [(e["action"], e["name"]) for e in events])
+        self.assertError(call("POST", C + "/exec", p("/exec"), body={"argv": ["true"]}), 409, "state")
+        st, _, b = call("POST", C + "/resume", p("/resume"))
+        self.assertEqual((st, json.loads(b)["state"]), (200, "running"), b)
+        st, _, b = call("POST", C + "/stop", p("/stop"))
+        self.assertEqual((st, json.loads(b)["state"]), (200, "exited"), b)
+        st, _, b = call("POST", C + "/recover", p("/recover"))
+        self.assertEqual(st, 200, b)
+        r = json.loads(b)
+        self.assertEqual((r["new_generation"], r["checkpoint_id"]), (2, cp))
+        st, _, b = call("POST", C + "/exec", p("/exec"), body={"argv": ["cat", "/workspace/keep.txt"]})
+        self.assertEqual(json.loads(b)["stdout"]["text"], "kept across recovery", b)
+        st, _, b = c.call("GET", p("/files?path=imported.txt"), token=tok)
+        self.assertEqual((st, b), (200, b"imported"))
+        st, _, b = call("DELETE", C, p())
+        self.assertEqual(st, 204, b)
+        self.assertEqual(seen, server_routes(), "the walk missed a route")
+
+    def test_every_route_python(self):
+        self.walk(self.py, "py")
+
+    def test_every_route_curl(self):
+        self.walk(CurlClient(self.srv.sock), "curl")
+
+    def test_auth(self):
+        c = self.py
+        self.assertError(c.call("GET", "/v1/computers"), 401, "unauthorized")
+        self.assertError(c.call("GET", "/v1/computers", token="x" * 40), 401, "unauthorized")
+        self.assertError(c.call("GET", "/v1/computers?token=" + TOK_A), 401, "unauthorized")
+        self.assertError(c.call("GET", "/v1/computers?access_token=" + TOK_A, token=TOK_A), 401, "unauthorized")
+        self.assertError(c.call("GET", "/metrics", token=TOK_A), 403, "forbidden")
+        self.assertNotIn(TOK_A, self.srv.logtext())
+        self.assertNotIn(TOK_ALL, self.srv.logtext())
+
+    def test_namespaces(self):
+        c = self.py
+        self.create(c, NS_B, TOK_B, "iso")
+        try:
+            # A sees nothing of B, on every route that names a computer.
+            for method, tmpl in sorted(server_routes()):
+                if "{ns}" not in tmpl:
+                    continue
+                path = tmpl.replace("{ns}", NS_B).replace("{agent}", "agent").replace("{session}", "iso")
+                path = path.replace("{id}", "pAAAAAA")
+                if ("/files" in path or "/archive" in path) and method in ("GET", "PUT", "DELETE"):
+                    path += "?path=x"
+                self.assertError(c.call(method, path, body={}, token=TOK_A), 403, "forbidden")
+            self.assertError(c.call("POST", "/v1/computers", {"ns": NS_B, "agent": "agent", "session": "x"},
+                                    token=TOK_A), 403, "forbidden")
+            self.assertError(c.call("GET", "/v1/computers?ns=" + NS_B, token=TOK_A), 403, "forbidden")
+            st, _, b = c.call("GET", "/v1/computers?label=" + urllib.parse.quote(LABEL), token=TOK_A)
+            self.assertNotIn(NS_B, [x["ns"] for x in json.loads(b)["computers"]])
+            self.assertError(c.call("GET", "/v1/sessions?ns=" + NS_B, token=TOK_A), 403, "forbidden")
+            self.assertError(c.call("GET", "/v1/events?ns=" + NS_B, token=TOK_A), 403, "forbidden")
+            seen_by_a = self.watch_events(c, TOK_A, None, lambda: (
+                c.call("POST", self.cpath(NS_B, "iso", "/pause"), token=TOK_B),
+                c.call("POST", self.cpath(NS_B, "iso", "/resume"), token=TOK_B)), until="never")
+            self.assertEqual([e for e in seen_by_a if e["ns"] == NS_B], [])
+            st, _, b = c.call("GET", "/v1/sessions", token=TOK_A)
+            self.assertNotIn(NS_B, [x["ns"] for x in json.loads(b)["sessions"]])
+            st, _, b = c.call("GET", "/v1/computers?label=" + urllib.parse.quote(LABEL), token=TOK_B)
+            self.assertIn(NS_B, [x["ns"] for x in json.loads(b)["computers"]])
+            # B's computer is untouched.
+            st, _, b = c.call("GET", self.cpath(NS_B, "iso"), token=TOK_B)
+            self.assertEqual(json.loads(b)["state"], "running")
+        finally:
+            c.call("DELETE", self.cpath(NS_B, "iso"), token=TOK_B)
+
+    def test_bad_requests(self):
+        c = self.py
+        self.create(c, NS_A, TOK_A, "bad")
+        try:
+            p = self.cpath(NS_A, "bad")
+            self.assertError(c.call("POST", p + "/exec", raw=b'{"argv": [', token=TOK_A), 400, "malformed_json")
+            self.assertError(c.call("POST", p + "/exec", raw=b'[1]', token=TOK_A), 400, "malformed_json")
+            self.assertError(c.call("POST", p + "/exec", body={"argv": []}, token=TOK_A), 400, "invalid")
+            self.assertError(c.call("POST", p + "/exec", body={"argv": ["a\u0000b"]}, token=TOK_A), 400)
+            self.assertError(c.call("POST", p + "/exec", body={"argv": ["true"], "bogus": 1}, token=TOK_A), 400)
+            self.assertError(c.call("POST", p + "/exec", raw=b"x" * 70000, token=TOK_A), 413, "too_big")
+            self.assertError(c.call("GET", p + "/files?path=../etc/passwd", token=TOK_A), 400, "invalid")
+            self.assertError(c.call("GET", p + "/files?path=/workspace/a/../../etc", token=TOK_A), 400, "invalid")
+            self.assertError(c.call("GET", p + "/files?path=a%00b", token=TOK_A), 400, "invalid")
+            self.assertError(c.call("GET", p + "/files", token=TOK_A), 400, "invalid")
+            # A %00 in the path would cut it short: "…/bad%00x" is not "…/bad".
+            self.assertError(c.call("GET", p + "%00x", token=TOK_A), 400, "invalid")
+            self.assertError(c.call("GET", "/v1/health%00", token=TOK_A), 400, "invalid")
+            st, _, b = c.call("GET", p, token=TOK_A)  # the same connection serves on
+            self.assertEqual(st, 200, b)
+            self.assertError(c.call("POST", p + "/files/move", body={"from": "a", "to": "../b"}, token=TOK_A), 400)
+            self.assertError(c.call("GET", "/v1/computers/%s/ag$nt/s" % NS_A, token=TOK_A), 400, "invalid")
+            self.assertError(c.call("POST", "/v1/computers", {"ns": NS_A, "agent": "a b", "session": "s"},
+                                    token=TOK_A), 400, "invalid")
+            self.assertError(c.call("GET", "/v1/nothing", token=TOK_A), 404, "no_route")
+            self.assertError(c.call("POST", self.cpath(NS_A, "nosuchsession", "/checkpoints/import"), raw=b"x",
+                                    token=TOK_A), 404, "not_found")
+            self.assertError(c.call("PATCH", p, token=TOK_A), 405, "method_not_allowed")
+            # A chunked body over the cap (no Content-Length).
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(self.srv.sock)
+            s.sendall(("POST %s/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                       "Transfer-Encoding: chunked\r\n\r\n" % (p, TOK_A)).encode())
+            chunk = b"x" * 8192
+            try:
+                for _ in range(10):
+                    s.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                s.sendall(b"0\r\n\r\n")
+            except OSError:
+                pass
+            s.settimeout(10)
+            self.assertIn(b" 413 ", s.recv(4096))
+            s.close()
+            # The server still answers.
+            st, _, b = c.call("POST", p + "/exec", body={"argv": ["true"]}, token=TOK_A)
+            self.assertEqual(st, 200, b)
+        finally:
+            c.call("DELETE", self.cpath(NS_A, "bad"), token=TOK_A)
+
+    def test_dribbled_headers(self):
+        """A byte every 0.3 s keeps the connection busy but never ends the
+        headers: cut after the header timeout (2 s here), the server serves on."""
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(self.srv.sock)
+        t0 = time.monotonic()
+        cut = False
+        for ch in b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100:
+            try:
+                s.sendall(bytes([ch]))
+            except OSError:
+                cut = True
+                break
+            time.sleep(0.3)
+            if time.monotonic() - t0 > 12:
+                break
+        if not cut:
+            s.settimeout(5)
+            try:
+                cut = s.recv(100) == b""
+            except OSError:
+                cut = True
+        self.assertTrue(cut, "a client dribbling its headers was not cut")
+        self.assertIn("sent no complete request", self.srv.logtext())
+        self.assertLess(time.monotonic() - t0, 8)
+        s.close()
+        st, _, b = PyClient(self.srv.sock).call("GET", "/v1/health")
+        self.assertEqual(st, 200)
+
+    def test_slow_headers(self):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(self.srv.sock)
+        s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n")
+        s.settimeout(10)
+        t0 = time.monotonic()
+        self.assertEqual(s.recv(100), b"")  # dropped, no answer
+        self.assertLess(time.monotonic() - t0, 9)
+        s.close()
+        st, _, b = PyClient(self.srv.sock).call("GET", "/v1/health")
+        self.assertEqual(st, 200)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Tcp(unittest.TestCase):
+    """tcp:// needs TLS and tokens; with them, HTTPS with a bearer token."""
+
+    def test_tcp_needs_tls_and_tokens(self):
+        p = subprocess.run([BRIG, "serve", "--listen", "tcp://127.0.0.1:%d" % free_port()], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(p.returncode, 125, p.stderr)
+        self.assertIn("needs --tls-cert, --tls-key and --tokens", p.stderr)
+
+    def test_tokens_file_mode(self):
+        with tempfile.TemporaryDirectory() as d:
+            tf = os.path.join(d, "tokens")
+            with open(tf, "w") as f:
+                f.write("%s *\n" % TOK_ALL)
+            os.chmod(tf, 0o644)
+            p = subprocess.run([BRIG, "serve", "--listen", "unix://" + os.path.join(d, "s"), "--tokens", tf],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 125, p.stderr)
+            self.assertIn("chmod 600", p.stderr)
+            self.assertNotIn(TOK_ALL, p.stderr)
+            os.chmod(tf, 0o600)
+            with open(tf, "w") as f:
+                f.write("short *\n")
+            p = subprocess.run([BRIG, "serve", "--listen", "unix://" + os.path.join(d, "s"), "--tokens", tf],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 125, p.stderr)
+            self.assertIn("line 1", p.stderr)
+            self.assertNotIn("short", p.stderr)
+
+    def test_https_with_token(self):
+        with tempfile.TemporaryDirectory() as d:
+            cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                            "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                           check=True, capture_output=True)
+            tf = os.path.join(d, "tokens")
+            with open(tf, "w") as f:
+                f.write("%s %s\n" % (TOK_A, NS_A))
+            os.chmod(tf, 0o600)
+            port = free_port()
+            log = open(os.path.join(d, "log"), "wb")
+            srv = subprocess.Popen([BRIG, "serve", "--listen", "tcp://127.0.0.1:%d" % port, "--tls-cert", cert,
+                                    "--tls-key", key, "--tokens", tf, "--store", "sqlite://" + os.path.join(d, "db")],
+                                   stdout=log, stderr=log)
+            try:
+                import ssl
+                ctx = ssl.create_default_context(cafile=cert)
+                for _ in range(100):
+                    try:
+                        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=30)
+                        conn.request("GET", "/v1/health")
+                        r = conn.getresponse()
+                        break
+                    except (ConnectionRefusedError, ssl.SSLError):
+                        time.sleep(0.05)
+                self.assertEqual((r.status, json.loads(r.read())["status"]), (200, "ok"))
+                conn.request("GET", "/v1/computers?ns=" + NS_A)
+                r = conn.getresponse()
+                self.assertEqual(r.status, 401, r.read())
+                conn.request("GET", "/v1/computers?ns=" + NS_A, headers={"Authorization": "Bearer " + TOK_A})
+                r = conn.getresponse()
+                self.assertEqual((r.status, json.loads(r.read())["computers"]), (200, []))
+                # Plain HTTP on the TLS port gets no API answer.
+                s = socket.create_connection(("127.0.0.1", port))
+                s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+                s.settimeout(10)
+                self.assertNotIn(b'"ok"', s.recv(4096))
+                s.close()
+            finally:
+                srv.terminate()
+                self.assertEqual(srv.wait(30), 0)
+                log.close()
+            self.assertNotIn(TOK_A, open(os.path.join(d, "log")).read())
+
+
+class Lifecycle(unittest.TestCase):
+    """SIGTERM with calls in flight; kill -9 mid-exec and restart."""
+
+    def setUp(self):
+        self.tmpdir = tempfile.TemporaryDirectory()
+        self.srv = None
+
+    def tearDown(self):
+        try:
+            if self.srv:
+                self.srv.stop(signal.SIGKILL)
+        finally:
+            docker_cleanup()
+            self.tmpdir.cleanup()
+
+    def create(self, c, session):
+        st, _, b = c.call("POST", "/v1/computers", {"ns": NS_A, "agent": "agent", "session": session,
+                                                     "spec": {"labels": {"brig.test": PREFIX}}}, token=TOK_A)
+        self.assertIn(st, (200, 201), b)
+        return json.loads(b)
+
+    def test_sigterm_drains(self):
+        self.srv = Server(self.tmpdir.name)
+        c = PyClient(self.srv.sock)
+        self.create(c, "drain")
+        path = "/v1/computers/%s/agent/drain/exec" % NS_A
+        results = [None] * 20
+
+        def one(i):
+            try:
+                results[i] = PyClient(self.srv.sock).call("POST", path, {"argv": ["sh", "-c", "sleep 1; echo %d" % i]},
+                                                          token=TOK_A)
+            except Exception as e:  # noqa: BLE001
+                results[i] = e
+
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(20)]
+        for t in ts:
+            t.start()
+        time.sleep(0.5)
+        self.srv.p.send_signal(signal.SIGTERM)
+        for t in ts:
+            t.join(120)
+        self.assertEqual(self.srv.p.wait(60), 0)
+        for i, r in enumerate(results):
+            self.assertIsInstance(r, tuple, r)
+            st, _, b = r
+            if st == 200:
+                self.assertEqual(json.loads(b)["stdout"]["text"], "%d\n" % i)
+            else:  # arrived after the drain began: answered, not dropped
+                self.assertEqual((st, json.loads(b)["code"]), (503, "shutting_down"))
+        self.assertGreater(sum(1 for r in results if r[0] == 200), 0)
+        self.assertFalse(os.path.exists(self.srv.sock))
+        log = self.srv.logtext()
+        self.assertIn("stopping:", log)
+        self.srv = None
+
+    def test_stream_client_leaves(self):
+        self.srv = Server(self.tmpdir.name)
+        c = PyClient(self.srv.sock)
+        self.create(c, "leave")
+        path = "/v1/computers/%s/agent/leave" % NS_A
+        marker = "sleep 4343"
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(self.srv.sock)
+        body = json.dumps({"argv": ["sh", "-c", marker]}).encode()
+        s.sendall(b"POST %s/exec?stream=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                  % (path.encode(), TOK_A.encode(), len(body), body))
+        ps = {"argv": ["ps", "-o", "args"]}
+        for _ in range(100):
+            st, _, b = c.call("POST", path + "/exec", ps, token=TOK_A)
+            if marker in json.loads(b)["stdout"]["text"]:
+                break
+            time.sleep(0.05)
+        else:
+            self.fail("the command did not start")
+        s.close()  # the client leaves mid-command, which prints nothing
+        for _ in range(100):
+            st, _, b = c.call("POST", path + "/exec", ps, token=TOK_A)
+            if marker not in json.loads(b)["stdout"]["text"]:
+                break
+            time.sleep(0.1)
+        else:
+            self.fail("the command of a client that left still runs")
+        c.call("DELETE", path, token=TOK_A)
+
+    def test_kill9_mid_exec_restart(self):
+        self.srv = Server(self.tmpdir.name)
+        c = PyClient(self.srv.sock)
+        comp = self.create(c, "k9")
+        path = "/v1/computers/%s/agent/k9" % NS_A
+        marker = "sleep 4242"
+
+        def run():
+            try:
+                PyClient(self.srv.sock).call("POST", path + "/exec", {"argv": ["sh", "-c", marker]}, token=TOK_A)
+            except Exception:  # noqa: BLE001 (the server is killed under it)
+                pass
+
+        t = threading.Thread(target=run)
+        t.start()
+        ps = {"argv": ["ps", "-o", "args"]}
+        for _ in range(100):
+            st, _, b = c.call("POST", path + "/exec", ps, token=TOK_A)
+            if marker in json.loads(b)["stdout"]["text"]:
+                break
+            time.sleep(0.05)
+        else:
+            self.fail("the command did not start")
+        self.srv.stop(signal.SIGKILL)
+        t.join(30)
+        self.srv = Server(self.tmpdir.name)
+        c = PyClient(self.srv.sock)
+        again = self.create(c, "k9")
+        self.assertEqual((again["name"], again["adopted"]), (comp["name"], True))
+        text = marker
+        for _ in range(100):
+            st, _, b = c.call("POST", path + "/exec", ps, token=TOK_A)
+            self.assertEqual(st, 200, b)
+            text = json.loads(b)["stdout"]["text"]
+            if marker not in text:
+                break
+            time.sleep(0.1)
+        self.assertNotIn(marker, text, "brig-init did not end the command of the killed server")
+        st, _, b = c.call("DELETE", path, token=TOK_A)
+        self.assertEqual(st, 204, b)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["routes"]:
+        sys.argv[1:] = ["RouteTable"]
+    unittest.main(verbosity=2)

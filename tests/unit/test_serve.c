@@ -1,0 +1,189 @@
+/* test_serve.c — brig serve's parsers without a daemon: request bodies,
+ * exec requests and each refusal, file paths, the tokens file and bearer
+ * matching, and the mapping of brig's codes to HTTP statuses. */
+#include "testutil.h"
+
+#include <string.h>
+
+#include "serve/serve.h"
+#include "util/util.h"
+
+static int parse_exec(const char *text, serve_exec_req *req, brig_error **err)
+{
+	json_t *body = NULL;
+	int rc = serve_body_parse(&body, text, strlen(text), err);
+	if (rc)
+		return rc;
+	rc = serve_exec_req_parse(req, body, err);
+	if (rc == 0) {
+		/* The strings are borrowed from the body: keep it for the test. */
+		static json_t *keep[16];
+		static size_t k;
+		json_decref(keep[k % 16]);
+		keep[k++ % 16] = body;
+	} else {
+		json_decref(body);
+	}
+	return rc;
+}
+
+static void test_body(void **state)
+{
+	(void)state;
+	json_t *j = NULL;
+	brig_error *err = NULL;
+	assert_int_equal(serve_body_parse(&j, " \n", 2, &err), 0);
+	assert_true(json_is_object(j));
+	json_decref(j);
+	assert_int_equal(serve_body_parse(&j, "{\"a\":", 5, &err), BRIG_EINVAL);
+	assert_non_null(strstr(err->message, "malformed JSON"));
+	assert_null(j);
+	brig_error_free(err);
+	err = NULL;
+	assert_int_equal(serve_body_parse(&j, "[1]", 3, &err), BRIG_EINVAL);
+	assert_non_null(strstr(err->message, "object"));
+	brig_error_free(err);
+	err = NULL;
+	assert_int_equal(serve_body_parse(&j, "{\"a\":1,\"a\":2}", 13, &err), BRIG_EINVAL);
+	brig_error_free(err);
+}
+
+static void test_exec_req(void **state)
+{
+	(void)state;
+	serve_exec_req r;
+	brig_error *err = NULL;
+	assert_int_equal(parse_exec("{\"argv\":[\"sh\",\"-c\",\"x\"],\"env\":{\"A\":\"1\"},\"workdir\":\"w\","
+				    "\"stdin\":\"in\",\"timeout_ms\":5,\"capture_max\":7}",
+				    &r, &err),
+			 0);
+	assert_string_equal(r.argv[2], "x");
+	assert_null(r.argv[3]);
+	assert_int_equal(r.env_count, 1);
+	assert_string_equal(r.env[0], "A=1");
+	assert_string_equal(r.workdir, "w");
+	assert_int_equal(r.stdin_len, 2);
+	assert_int_equal(r.timeout_ms, 5);
+	assert_int_equal(r.capture_max, 7);
+	serve_exec_req_clear(&r);
+	assert_int_equal(parse_exec("{\"argv\":[\"true\"],\"env\":[\"A=1\",\"B=\"]}", &r, &err), 0);
+	assert_int_equal(r.env_count, 2);
+	serve_exec_req_clear(&r);
+
+	static const char *const bad[][2] = {
+		{"{}", "argv"},
+		{"{\"argv\":[]}", "argv"},
+		{"{\"argv\":\"x\"}", "argv"},
+		{"{\"argv\":[1]}", "argv[0]"},
+		{"{\"argv\":[\"x\"],\"nope\":1}", "unknown field"},
+		{"{\"argv\":[\"x\"],\"env\":{\"A\":1}}", "env"},
+		{"{\"argv\":[\"x\"],\"env\":{\"A=B\":\"1\"}}", "env"},
+		{"{\"argv\":[\"x\"],\"env\":[\"NOEQUALS\"]}", "env[0]"},
+		{"{\"argv\":[\"x\"],\"env\":[\"=v\"]}", "env[0]"},
+		{"{\"argv\":[\"x\"],\"env\":3}", "env"},
+		{"{\"argv\":[\"x\"],\"workdir\":1}", "workdir"},
+		{"{\"argv\":[\"x\"],\"stdin\":1}", "stdin"},
+		{"{\"argv\":[\"x\"],\"timeout_ms\":-1}", "timeout_ms"},
+		{"{\"argv\":[\"x\"],\"timeout_ms\":\"1\"}", "timeout_ms"},
+		{"{\"argv\":[\"x\"],\"capture_max\":99999999}", "capture_max"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		err = NULL;
+		assert_int_equal(parse_exec(bad[i][0], &r, &err), BRIG_EINVAL);
+		assert_non_null(strstr(err->message, bad[i][1]));
+		brig_error_free(err);
+	}
+	/* An env value never appears in a message. */
+	err = NULL;
+	assert_int_equal(parse_exec("{\"argv\":[\"x\"],\"env\":[\"SECRETVALUE\"]}", &r, &err), BRIG_EINVAL);
+	assert_null(strstr(err->message, "SECRETVALUE"));
+	brig_error_free(err);
+}
+
+static void test_paths(void **state)
+{
+	(void)state;
+	brig_error *err = NULL;
+	assert_int_equal(serve_path_check("/workspace/a..b/c", 17, &err), 0);
+	assert_int_equal(serve_path_check("a/.hidden", 9, &err), 0);
+	static const char *const bad[] = {"..", "../x", "a/..", "/workspace/../etc", "a//../b"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		assert_int_equal(serve_path_check(bad[i], strlen(bad[i]), &err), BRIG_EINVAL);
+		assert_non_null(strstr(err->message, ".."));
+		brig_error_free(err);
+		err = NULL;
+	}
+	assert_int_equal(serve_path_check("a\0b", 3, &err), BRIG_EINVAL);
+	assert_non_null(strstr(err->message, "NUL"));
+	brig_error_free(err);
+	err = NULL;
+	assert_int_equal(serve_path_check(NULL, 0, &err), BRIG_EINVAL);
+	brig_error_free(err);
+}
+
+static void test_tokens(void **state)
+{
+	(void)state;
+	const char *text = "# comment\n\n  tokenAAAAAAAAAAAAAAAA  nsa\r\ntokenBBBBBBBBBBBBBBBB nsb,nsc\n"
+			   "tokenCCCCCCCCCCCCCCCC *\n";
+	serve_tokens *t = NULL;
+	brig_error *err = NULL;
+	assert_int_equal(serve_tokens_parse(&t, text, strlen(text), &err), 0);
+	const void *a = serve_tokens_match(t, "Bearer tokenAAAAAAAAAAAAAAAA");
+	assert_non_null(a);
+	assert_true(serve_tokens_allows(a, "nsa"));
+	assert_false(serve_tokens_allows(a, "nsb"));
+	assert_false(serve_tokens_allows(a, NULL));
+	assert_false(serve_tokens_all(a));
+	const void *b = serve_tokens_match(t, "bearer tokenBBBBBBBBBBBBBBBB");
+	assert_true(serve_tokens_allows(b, "nsc"));
+	const void *c = serve_tokens_match(t, "Bearer tokenCCCCCCCCCCCCCCCC");
+	assert_true(serve_tokens_all(c));
+	assert_true(serve_tokens_allows(c, "anything"));
+	assert_null(serve_tokens_match(t, "Bearer tokenAAAAAAAAAAAAAAAB"));
+	assert_null(serve_tokens_match(t, "Basic tokenAAAAAAAAAAAAAAAA"));
+	assert_null(serve_tokens_match(t, NULL));
+	assert_true(serve_tokens_allows(NULL, "x")); /* no tokens configured */
+	serve_tokens_free(t);
+
+	static const char *const bad[][2] = {
+		{"short nsa\n", "line 1"},
+		{"# c\ntokenAAAAAAAAAAAAAAAA\n", "line 2"},
+		{"tokenAAAAAAAAAAAAAAAA bad/ns\n", "namespace"},
+		{"# only a comment\n", "no token"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		err = NULL;
+		assert_int_equal(serve_tokens_parse(&t, bad[i][0], strlen(bad[i][0]), &err), BRIG_EINVAL);
+		assert_null(t);
+		assert_non_null(strstr(err->message, bad[i][1]));
+		assert_null(strstr(err->message, "tokenAAAA"));
+		assert_null(strstr(err->message, "short"));
+		brig_error_free(err);
+	}
+}
+
+static void test_status(void **state)
+{
+	(void)state;
+	const char *code;
+	assert_int_equal(serve__status(BRIG_ENOTFOUND, &code), 404);
+	assert_string_equal(code, "not_found");
+	assert_int_equal(serve__status(BRIG_EINVAL, &code), 400);
+	assert_int_equal(serve__status(BRIG_ECONFLICT, &code), 409);
+	assert_int_equal(serve__status(BRIG_ESTATE, &code), 409);
+	assert_int_equal(serve__status(BRIG_EUNCERTAIN, &code), 502);
+	assert_string_equal(code, "uncertain");
+	assert_int_equal(serve__status(BRIG_ETOOBIG, &code), 413);
+	assert_int_equal(serve__status(12345, &code), 500);
+	assert_string_equal(code, "internal");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_body),   cmocka_unit_test(test_exec_req), cmocka_unit_test(test_paths),
+		cmocka_unit_test(test_tokens), cmocka_unit_test(test_status),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
