@@ -145,6 +145,7 @@ BRIG_PUBLIC int brig_labels_match(const json_t *labels, const brig_identity *id,
 typedef enum brig_network {
 	BRIG_NET_NONE = 0,     /* "none": only lo */
 	BRIG_NET_ISOLATED = 1, /* "isolated": the brig-sandbox bridge, icc off */
+	BRIG_NET_EGRESS = 2,   /* "egress": brig-egress, internal; only the egress proxy (brig/egress.h) */
 } brig_network;
 
 typedef enum brig_harness {
@@ -186,6 +187,8 @@ typedef struct brig_spec {
 	size_t env_count;
 	char **labels;            /* extra labels "key=value" (e.g. brig.test=ID) */
 	size_t label_count;
+	char **allow;             /* egress rules (brig/egress.h), canonical; only with BRIG_NET_EGRESS */
+	size_t allow_count;
 } brig_spec;
 
 /* Fills spec with the defaults above (overwrites without freeing). */
@@ -209,7 +212,8 @@ BRIG_PUBLIC void brig_spec_copy(brig_spec *dst, const brig_spec *src);
 /* Sets one field from a string, as the command line gives it. key is the
  * flag name with '-' or '_': image, user, cpus, memory-mb, pids,
  * workspace-mb, runtime-mb, shm-mb, workspace-inodes, runtime-inodes,
- * nofile, network (none|isolated), subnet, harness (claude|codex|none),
+ * nofile, network (none|isolated|egress), subnet, harness (claude|codex|none),
+ * allow (egress rules, comma-separated; each added once),
  * seccomp-profile (JSON text; "" for the daemon's default), env (KEY=VALUE, or KEY to copy brig's own
  * environment; adds or replaces) and label (key=value; adds or replaces).
  * value is borrowed. On error spec is unchanged.
@@ -238,7 +242,8 @@ BRIG_PUBLIC int brig_spec_validate(const brig_spec *spec, const brig_host_limits
 /* Writes the spec hash (64 hex digits): SHA-256 over a canonical JSON of
  * every setting that shapes the container, BRIG_SPEC_POLICY included.
  * Credential env entries are excluded; the subnet counts only with
- * isolated networking; env order does not count. Errors: BRIG_EINVAL when
+ * isolated networking; egress rules do not count (they change on a running
+ * computer); env order does not count. Errors: BRIG_EINVAL when
  * the spec does not validate (host limits not checked; out set to ""). */
 BRIG_PUBLIC int brig_spec_hash(char out[BRIG_HASH_SIZE], const brig_spec *spec, brig_error **err);
 
