@@ -74,6 +74,12 @@ BRIG_PUBLIC int brig_egress_update(brig_engine *e, const char *name, const char 
  * (the proxy did not come up: its log's path is in the message). */
 BRIG_PUBLIC int brig_egress_ensure(brig_engine *e, char **out_id, brig_error **err);
 
+/* Removes the egress network and its firewall rules (the proxy ends by
+ * itself once the network is gone). Errors: BRIG_EBUSY (containers still
+ * attached), BRIG_ECONFLICT (a network of that name is not brig's),
+ * BRIG_EDENIED (iptables). */
+BRIG_PUBLIC int brig_egress_remove(brig_engine *e, brig_error **err);
+
 /* Serves as the egress proxy on BRIG_EGRESS_GATEWAY:BRIG_EGRESS_PORT until
  * no sandbox has been attached to the egress network for a minute, or the
  * network is gone. One proxy per host (a lock in brig_egress_dir); a second

@@ -233,6 +233,7 @@ const char *cli_spec_key(int opt)
 	case CLI_OPT_HARNESS: return "harness";
 	case CLI_OPT_LABEL: return "label";
 	case CLI_OPT_ENV_FILE: return "env-file";
+	case CLI_OPT_ALLOW: return "allow";
 	case 'e': return "env";
 	default: return NULL;
 	}

@@ -56,6 +56,8 @@ int cmd_ps(int argc, char **argv);
 int cmd_kill(int argc, char **argv);
 int cmd_attach(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
+int cmd_egress(int argc, char **argv);
+int cmd_egress_proxy(int argc, char **argv);
 
 /* --debug: error messages also carry the code name and HTTP status. */
 extern bool cli_debug;
@@ -150,6 +152,7 @@ enum {
 	CLI_OPT_HARNESS,
 	CLI_OPT_LABEL,
 	CLI_OPT_ENV_FILE,
+	CLI_OPT_ALLOW,
 	CLI_OPT_SPEC_END, /* commands number their own options from here */
 };
 #define CLI_SPEC_LONGOPTS                                                                                   \
@@ -163,6 +166,7 @@ enum {
 		{"harness", required_argument, NULL, CLI_OPT_HARNESS},                                      \
 		{"label", required_argument, NULL, CLI_OPT_LABEL},                                          \
 		{"env-file", required_argument, NULL, CLI_OPT_ENV_FILE},                                    \
+		{"allow", required_argument, NULL, CLI_OPT_ALLOW},                                          \
 	{                                                                                                   \
 		"env", required_argument, NULL, 'e'                                                         \
 	}

@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "brig/engine.h"
+#include "brig/error.h"
+
 /* Longest request head the proxy reads from a sandbox. */
 #define BRIG_EGRESS_HEAD_MAX (16 * 1024)
 /* Most ClientHello bytes (records included) read before deciding. */
@@ -17,6 +20,13 @@
  * (letters, digits, '-', '.'; labels 1..63; 253 at most). Returns 0 for a
  * name, 1 for an all-numeric one (an IPv4 literal), -1 otherwise. */
 int brig_egress__host_check(char *out, size_t outlen, const char *s, size_t n);
+
+/* What an egress sandbox needs once its container runs: its rules file
+ * (when write_rules: a new sandbox; an adopted one keeps the rules it has)
+ * and no default route (taken away inside its network namespace; needs
+ * root, as the firewall does). Errors: from the rules file or inspect. */
+int brig_egress__sandbox_start(brig_engine *e, const char *cid, const char *name, const char *const *rules,
+			       size_t count, bool write_rules, brig_error **err);
 
 /* Deletes NAME.rules (when the sandbox goes). 0, or -1. */
 int brig_egress__rules_remove(const char *name);
