@@ -1,9 +1,12 @@
 /* cmd_egress.c — `brig egress allow|deny|ls NAME` (a running computer's
  * egress rules) and `brig egress-proxy` (the proxy brig starts itself). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "brig/egress.h"
+#include "brig/store.h"
 #include "cli/cli.h"
 
 static const char usage[] = "Usage: brig egress COMMAND NAME [RULE]\n"
@@ -16,10 +19,102 @@ static const char usage[] = "Usage: brig egress COMMAND NAME [RULE]\n"
 			    "  allow NAME RULE   Add a rule\n"
 			    "  deny NAME RULE    Remove a rule\n"
 			    "  ls NAME [--json]  List the rules\n"
+			    "  log NAME | --ns NS --agent A --session S [--limit N] [--json] [--store URL]\n"
+			    "                    The ledger: every connection the proxy saw (allowed or\n"
+			    "                    denied), newest first, from brig's session store\n"
 			    "  rm                Remove the egress network and its firewall rules (refused\n"
 			    "                    while a computer is attached; the proxy then ends)\n"
 			    "\n"
 			    "  -h, --help        Print this help\n";
+
+static void print_row(const brig_store_egress *r)
+{
+	time_t t = (time_t)(r->start_ms / 1000);
+	struct tm tm;
+	char when[32];
+	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+	printf("%-20s  %-7s  ", when, r->decision);
+	cli_put_safe(r->host[0] ? r->host : "-");
+	printf(":%d  up %lld  down %lld  %lld ms", r->port, (long long)r->bytes_up, (long long)r->bytes_down,
+	       (long long)r->duration_ms);
+	if (r->reason[0]) {
+		printf("  ");
+		cli_put_safe(r->reason);
+	}
+	printf("\n");
+}
+
+static int egress_log(int argc, char **argv)
+{
+	const char *name = NULL, *ns = NULL, *agent = NULL, *session = NULL, *store = NULL, *limit_s = NULL;
+	bool json = false;
+	for (int i = 2; i < argc; i++) {
+		const char **slot = strcmp(argv[i], "--ns") == 0        ? &ns
+				    : strcmp(argv[i], "--agent") == 0   ? &agent
+				    : strcmp(argv[i], "--session") == 0 ? &session
+				    : strcmp(argv[i], "--store") == 0   ? &store
+				    : strcmp(argv[i], "--limit") == 0   ? &limit_s
+									: NULL;
+		if (slot) {
+			if (i + 1 >= argc)
+				return cli_usage("egress", "%s needs a value", argv[i]);
+			*slot = argv[++i];
+		} else if (strcmp(argv[i], "--json") == 0) {
+			json = true;
+		} else if (argv[i][0] == '-') {
+			return cli_usage("egress", "unknown option '%s'", argv[i]);
+		} else if (!name) {
+			name = argv[i];
+		} else {
+			return cli_usage("egress", "unexpected argument '%s'", argv[i]);
+		}
+	}
+	bool by_session = ns || agent || session;
+	if (!!name == by_session || (by_session && !(ns && agent && session)))
+		return cli_usage("egress", "log takes NAME, or --ns, --agent and --session");
+	long limit = 0;
+	if (limit_s) {
+		char *end = NULL;
+		limit = strtol(limit_s, &end, 10);
+		if (!*limit_s || *end || limit < 0)
+			return cli_usage("egress", "--limit must be a whole number");
+	}
+	brig_store *s = NULL;
+	int rc = cli_store_open(&s, store);
+	if (rc)
+		return rc;
+	brig_store_egress *rows = NULL;
+	size_t n = 0;
+	brig_error *err = NULL;
+	rc = brig_store_egress_list(s, &rows, &n, name, ns, agent, session, (size_t)limit, &err);
+	brig_store_close(s);
+	if (rc)
+		return cli_error(err, "egress log");
+	if (json) {
+		json_t *a = json_array();
+		for (size_t i = 0; i < n; i++) {
+			const brig_store_egress *r = &rows[i];
+			json_t *o =
+				json_pack("{s:I, s:s, s:s, s:i, s:s, s:s, s:I, s:I, s:I, s:I}", "id", (json_int_t)r->id,
+					  "sandbox", r->sandbox, "host", r->host, "port", r->port, "decision",
+					  r->decision, "reason", r->reason, "bytes_up", (json_int_t)r->bytes_up,
+					  "bytes_down", (json_int_t)r->bytes_down, "start_ms", (json_int_t)r->start_ms,
+					  "duration_ms", (json_int_t)r->duration_ms);
+			if (r->ns)
+				json_object_set_new(o, "session",
+						    json_pack("{s:s, s:s, s:s}", "ns", r->ns, "agent",
+							      r->agent ? r->agent : "", "session",
+							      r->session ? r->session : ""));
+			json_array_append_new(a, o);
+		}
+		brig_store_egress_free_array(rows, n);
+		return cli_print_json(a);
+	}
+	for (size_t i = 0; i < n; i++)
+		print_row(&rows[i]);
+	brig_store_egress_free_array(rows, n);
+	return fflush(stdout) == 0 ? 0 : CLI_EXIT_FAIL;
+}
 
 int cmd_egress(int argc, char **argv)
 {
@@ -29,6 +124,8 @@ int cmd_egress(int argc, char **argv)
 		return cli_help(usage);
 	}
 	const char *cmd = argv[1];
+	if (strcmp(cmd, "log") == 0)
+		return egress_log(argc, argv);
 	bool json = false;
 	const char *args[3] = {NULL, NULL, NULL};
 	size_t n = 0;
@@ -56,7 +153,7 @@ int cmd_egress(int argc, char **argv)
 	}
 	bool is_ls = strcmp(cmd, "ls") == 0;
 	if (!is_ls && strcmp(cmd, "allow") != 0 && strcmp(cmd, "deny") != 0)
-		return cli_usage("egress", "unknown command '%s' (allow, deny, ls or rm)", cmd);
+		return cli_usage("egress", "unknown command '%s' (allow, deny, ls, log or rm)", cmd);
 	if (n != (is_ls ? 1u : 2u))
 		return cli_usage("egress", is_ls ? "ls takes NAME" : "%s takes NAME RULE", cmd);
 	brig_engine *e = NULL;

@@ -35,7 +35,7 @@ static const cli_command commands[] = {
 	{"gc", cmd_gc, "Remove brig's leftovers"},
 	{"mcp", cmd_mcp, "Serve a session's computer to MCP clients on stdin/stdout"},
 	{"network", cmd_network, "Manage the isolated bridge (brig-sandbox)"},
-	{"egress", cmd_egress, "A computer's egress rules (--network egress): allow, deny, ls; rm"},
+	{"egress", cmd_egress, "Egress by allowlist (--network egress): allow, deny, ls, log, rm"},
 	{"egress-proxy", cmd_egress_proxy, "Serve as the egress proxy (started by brig itself)"},
 	{"image", cmd_image, "Build the runtime images (brig image build) and list them"},
 	{"agent", cmd_agent, "Run Claude Code or Codex in a session's computer"},

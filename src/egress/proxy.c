@@ -28,6 +28,8 @@
 #include <unistd.h>
 
 #include "brig/egress.h"
+#include "brig/spec.h"
+#include "brig/store.h"
 #include "egress/egress_internal.h"
 #include "util/util.h"
 
@@ -39,6 +41,7 @@
 
 static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
 static brig_engine *engine;
+static brig_store *ledger; /* NULL when brig's store could not be opened */
 static atomic_int active;
 
 typedef struct conn {
@@ -46,6 +49,7 @@ typedef struct conn {
 	char peer[INET_ADDRSTRLEN];
 	/* what the log line says */
 	char sandbox[160];
+	char ns[80], agent[80], session[80]; /* the computer's identity; "" for a run */
 	char host[256];
 	int port;
 	const char *decision; /* "allowed" | "denied" | "error" */
@@ -64,6 +68,24 @@ static void log_conn(conn *c)
 			      "bytes_down", (json_int_t)c->down, "duration_ms", (json_int_t)(brig_now_ms() - c->t0));
 	char *text = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
+	brig_error *err = NULL;
+	bool id = c->ns[0] && c->agent[0] && c->session[0];
+	brig_store_egress rec = {.sandbox = c->sandbox[0] ? c->sandbox : c->peer,
+				 .ns = id ? c->ns : NULL,
+				 .agent = id ? c->agent : NULL,
+				 .session = id ? c->session : NULL,
+				 .host = c->host,
+				 .port = c->port,
+				 .decision = (char *)(c->decision ? c->decision : "error"),
+				 .reason = c->reason,
+				 .bytes_up = (int64_t)c->up,
+				 .bytes_down = (int64_t)c->down,
+				 .start_ms = c->start_ms,
+				 .duration_ms = brig_now_ms() - c->t0};
+	if (ledger && brig_store_egress_add(ledger, NULL, &rec, &err) != 0) {
+		fprintf(stderr, "{\"ledger\":\"not written\",\"why\":\"%s\"}\n", brig_error_message(err));
+		brig_error_free(err);
+	}
 	if (text) {
 		fprintf(stderr, "%s\n", text);
 		fflush(stderr);
@@ -125,7 +147,13 @@ static void answer(conn *c, int status, const char *reason_phrase, const char *d
 
 /* ---- which sandbox speaks ---- */
 
-static bool sandbox_of(char *out, size_t outlen, const char *ip)
+static void copy_label(char *out, size_t outlen, json_t *labels, const char *key)
+{
+	const char *v = json_string_value(json_object_get(labels, key));
+	snprintf(out, outlen, "%s", v && strlen(v) < outlen ? v : "");
+}
+
+static bool sandbox_of(conn *c, char *out, size_t outlen, const char *ip)
 {
 	bool found = false;
 	pthread_mutex_lock(&engine_lock);
@@ -142,6 +170,13 @@ static bool sandbox_of(char *out, size_t outlen, const char *ip)
 				found = true;
 				break;
 			}
+		}
+		cleanup_json json_t *ci = NULL;
+		if (found && brig_engine_container_inspect(engine, &ci, out, NULL) == 0) {
+			json_t *labels = json_object_get(json_object_get(ci, "Config"), "Labels");
+			copy_label(c->ns, sizeof c->ns, labels, BRIG_LABEL_NS);
+			copy_label(c->agent, sizeof c->agent, labels, BRIG_LABEL_AGENT);
+			copy_label(c->session, sizeof c->session, labels, BRIG_LABEL_SESSION);
 		}
 	}
 	pthread_mutex_unlock(&engine_lock);
@@ -447,7 +482,7 @@ static void *serve_conn(void *arg)
 	size_t len = 0;
 	brig_egress_req req;
 	const char *why = NULL;
-	if (!sandbox_of(c->sandbox, sizeof c->sandbox, c->peer)) {
+	if (!sandbox_of(c, c->sandbox, sizeof c->sandbox, c->peer)) {
 		answer(c, 403, "Forbidden", "denied", "%s is not a brig egress sandbox", c->peer);
 		goto out;
 	}
@@ -559,6 +594,12 @@ int brig_egress_proxy_serve(brig_error **err)
 		fclose(pf);
 	}
 	signal(SIGPIPE, SIG_IGN);
+	brig_error *serr = NULL;
+	if (brig_store_open(&ledger, NULL, &serr) != 0) {
+		fprintf(stderr, "{\"ledger\":\"unavailable\",\"why\":\"%s\"}\n", brig_error_message(serr));
+		brig_error_free(serr);
+		ledger = NULL;
+	}
 	fprintf(stderr, "{\"proxy\":\"listening\",\"address\":\"%s:%d\",\"pid\":%ld}\n", BRIG_EGRESS_GATEWAY,
 		BRIG_EGRESS_PORT, (long)getpid());
 	fflush(stderr);
@@ -613,6 +654,7 @@ int brig_egress_proxy_serve(brig_error **err)
 	}
 	close(lfd);
 	unlink(pidpath);
+	/* Threads still relaying may log: the store stays open until exit. */
 	fprintf(stderr, "{\"proxy\":\"exiting\"}\n");
 	return 0;
 }

@@ -26,6 +26,7 @@
 #include "brig/egress.h"
 #include "brig/sandbox.h"
 #include "brig/spec.h"
+#include "brig/store.h"
 #include "util/util.h"
 
 static brig_engine *E;
@@ -94,6 +95,10 @@ static int setup(void **state)
 	fprintf(h, "allowed.brig.test 127.0.0.1\ndenied.brig.test 127.0.0.1\nlater.brig.test 127.0.0.1\n");
 	fclose(h);
 	setenv("BRIG_EGRESS_HOSTS", hosts, 1);
+	/* The ledger's store: the proxy this test starts inherits it. */
+	char store[320];
+	snprintf(store, sizeof store, "sqlite://%s/brig.db", DIR_);
+	setenv("BRIG_STORE", store, 1);
 
 	char ports[320];
 	snprintf(ports, sizeof ports, "%s/ports", DIR_);
@@ -340,6 +345,40 @@ static void test_egress_computer(void **state)
 	ASSERT_CONTAINS(log, "Host header differs");
 	ASSERT_CONTAINS(log, "\"host\":\"denied.brig.test\"");
 
+	/* The ledger: a row for each of those connections, in brig's store. */
+	brig_store *st = NULL;
+	ASSERT_OK(brig_store_open(&st, NULL, &err), err);
+	brig_store_egress *rows = NULL;
+	size_t nrows = 0;
+	bool want_all = false;
+	for (int i = 0; i < 50 && !want_all; i++) {
+		brig_store_egress_free_array(rows, nrows);
+		ASSERT_OK(brig_store_egress_list(st, &rows, &nrows, name, NULL, NULL, NULL, 0, &err), err);
+		int allowed = 0, denied_host = 0, sni = 0, hosthdr = 0;
+		for (size_t k = 0; k < nrows; k++) {
+			if (strcmp(rows[k].decision, "allowed") == 0 && rows[k].port == HTTPS_PORT &&
+			    rows[k].bytes_down > 0)
+				allowed++;
+			if (strcmp(rows[k].host, "denied.brig.test") == 0 && strcmp(rows[k].decision, "denied") == 0)
+				denied_host++;
+			if (strstr(rows[k].reason, "TLS server name differs"))
+				sni++;
+			if (strstr(rows[k].reason, "Host header differs"))
+				hosthdr++;
+		}
+		want_all = allowed && denied_host && sni && hosthdr;
+		if (!want_all)
+			brig_test_sleep_ms(100);
+	}
+	assert_true(want_all);
+	assert_string_equal(rows[0].ns, NS);
+	assert_string_equal(rows[0].session, "s1");
+	brig_store_egress_free_array(rows, nrows);
+	ASSERT_OK(brig_store_egress_list(st, &rows, &nrows, NULL, NS, "agent", "s1", 2, &err), err);
+	assert_int_equal(nrows, 2);
+	brig_store_egress_free_array(rows, nrows);
+	brig_store_close(st);
+
 	/* The same through the command line. */
 	cleanup_free char *later = xasprintf("later.brig.test:%d", HTTPS_PORT);
 	char *o = NULL;
@@ -355,6 +394,18 @@ static void test_egress_computer(void **state)
 	ASSERT_CONTAINS(o, "not a URL");
 	free(o);
 	assert_int_equal(cli(&o, (const char *[]){"egress", "ls", NULL}), 125);
+	free(o);
+	assert_int_equal(cli(&o, (const char *[]){"egress", "log", name, NULL}), 0);
+	ASSERT_CONTAINS(o, "denied   denied.brig.test:");
+	ASSERT_CONTAINS(o, "allowed  allowed.brig.test:");
+	free(o);
+	assert_int_equal(cli(&o, (const char *[]){"egress", "log", "--ns", NS, "--agent", "agent", "--session", "s1",
+						  "--json", NULL}),
+			 0);
+	ASSERT_CONTAINS(o, "\"decision\": \"denied\"");
+	ASSERT_CONTAINS(o, "TLS server name differs");
+	free(o);
+	assert_int_equal(cli(&o, (const char *[]){"egress", "log", "--ns", NS, NULL}), 125);
 	free(o);
 
 	ASSERT_OK(brig_computer_destroy(E, name, &err), err);
