@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -186,8 +187,9 @@ static bool sandbox_of(conn *c, char *out, size_t outlen, const char *ip)
 /* ---- names ---- */
 
 /* Addresses a sandbox must never reach through the proxy, whatever a name
- * resolves to: the host itself, link-local (cloud metadata), the egress
- * network, unspecified and multicast. */
+ * resolves to: the host itself (loopback and every address of its own
+ * interfaces), link-local (cloud metadata), the egress network, unspecified
+ * and multicast. */
 static bool forbidden_v4(uint32_t a)
 {
 	uint32_t egress_net = 0, gw = 0;
@@ -197,8 +199,32 @@ static bool forbidden_v4(uint32_t a)
 	       (a & 0xffffff00u) == egress_net;
 }
 
+/* An address of one of this host's own interfaces (the host's services). */
+static bool is_local(const struct sockaddr *sa)
+{
+	struct ifaddrs *ifs = NULL;
+	if (getifaddrs(&ifs) != 0)
+		return true; /* cannot tell: refuse */
+	bool local = false;
+	for (struct ifaddrs *i = ifs; i && !local; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != sa->sa_family)
+			continue;
+		if (sa->sa_family == AF_INET)
+			local = ((const struct sockaddr_in *)sa)->sin_addr.s_addr ==
+				((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
+		else if (sa->sa_family == AF_INET6)
+			local = memcmp(&((const struct sockaddr_in6 *)sa)->sin6_addr,
+				       &((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
+				       sizeof(struct in6_addr)) == 0;
+	}
+	freeifaddrs(ifs);
+	return local;
+}
+
 static bool forbidden(const struct sockaddr *sa)
 {
+	if (is_local(sa))
+		return true;
 	if (sa->sa_family == AF_INET)
 		return forbidden_v4(ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr));
 	if (sa->sa_family == AF_INET6) {

@@ -258,7 +258,8 @@ static void test_egress_computer(void **state)
 	brig_error *err = NULL;
 	brig_test_spec(&s, BRIG_DEFAULT_IMAGE); /* python3 with ssl */
 	ASSERT_OK(brig_spec_set(&s, "network", "egress", &err), err);
-	cleanup_free char *rules = xasprintf("allowed.brig.test:%d,allowed.brig.test:%d", HTTPS_PORT, HTTP_PORT);
+	cleanup_free char *rules =
+		xasprintf("allowed.brig.test:%d,allowed.brig.test:%d,localhost:%d", HTTPS_PORT, HTTP_PORT, HTTPS_PORT);
 	ASSERT_OK(brig_spec_set(&s, "allow", rules, &err), err);
 	brig_identity id = {.ns = NS, .agent = "agent", .session = "s1", .generation = 1};
 	brig_computer *c = NULL;
@@ -292,6 +293,10 @@ static void test_egress_computer(void **state)
 	ASSERT_CONTAINS(val(out, "DENIED"), "403 Forbidden");
 	ASSERT_CONTAINS(val(out, "DENIED"), "brig egress: denied.brig.test");
 	ASSERT_CONTAINS(val(out, "DENIED"), "is not allowed for this sandbox");
+	/* A rule cannot open the host's own services: names are checked after
+	 * resolution (localhost here, from /etc/hosts). */
+	ASSERT_CONTAINS(val(out, "LOCAL"), "403 Forbidden");
+	ASSERT_CONTAINS(val(out, "LOCAL"), "resolves to a local or link-local address");
 	/* Domain fronting: an allowed CONNECT, another name in the ClientHello. */
 	ASSERT_CONTAINS(val(out, "SNI"), "200 Connection established|tls-fail");
 	ASSERT_CONTAINS(val(out, "SNI_OK"), "tls-ok|HTTP/1.0 200");
@@ -327,7 +332,7 @@ static void test_egress_computer(void **state)
 	char **now = NULL;
 	size_t n = 0;
 	ASSERT_OK(brig_egress_rules_get(&now, &n, name, &err), err);
-	assert_int_equal(n, 2);
+	assert_int_equal(n, 3);
 	brig_egress_rules_free(now);
 	/* Errors a user can make. */
 	assert_int_equal(brig_egress_update(E, name, "10.0.0.1", true, &err), BRIG_EINVAL);

@@ -44,6 +44,8 @@ if mode == "get":
 print("HTTPS=" + get("https://allowed.brig.test:%d/a" % hp, context=ctx))
 print("HTTP=" + get("http://allowed.brig.test:%d/b" % pp))
 print("DENIED=" + raw(("CONNECT denied.brig.test:%d HTTP/1.1\r\nHost: denied.brig.test:%d\r\n\r\n" % (hp, hp)).encode()))
+# Allowed by a rule, but the name is the host's own (/etc/hosts: no DNS).
+print("LOCAL=" + raw(("CONNECT localhost:%d HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (hp, hp)).encode()))
 print("SNI=" + tunnel("allowed.brig.test", "denied.brig.test"))
 print("SNI_OK=" + tunnel("allowed.brig.test", "allowed.brig.test"))
 print("HOSTHDR=" + raw(("GET http://allowed.brig.test:%d/ HTTP/1.1\r\nHost: denied.brig.test:%d\r\n\r\n" % (pp, pp)).encode()))
