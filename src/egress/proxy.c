@@ -148,6 +148,36 @@ static void answer(conn *c, int status, const char *reason_phrase, const char *d
 
 /* ---- which sandbox speaks ---- */
 
+/* A container name is derived from its session identity, so the identity
+ * of a name never changes: kept here (by name, never by address, which
+ * Docker reuses) to spare an inspect per connection. */
+#define IDENT_CACHE 64
+static struct {
+	char name[160], ns[80], agent[80], session[80];
+} ident_cache[IDENT_CACHE];
+static unsigned ident_next;
+
+static bool ident_cached(conn *c, const char *name)
+{
+	for (unsigned i = 0; i < IDENT_CACHE; i++)
+		if (strcmp(ident_cache[i].name, name) == 0) {
+			memcpy(c->ns, ident_cache[i].ns, sizeof c->ns);
+			memcpy(c->agent, ident_cache[i].agent, sizeof c->agent);
+			memcpy(c->session, ident_cache[i].session, sizeof c->session);
+			return true;
+		}
+	return false;
+}
+
+static void ident_remember(const conn *c, const char *name)
+{
+	unsigned i = ident_next++ % IDENT_CACHE;
+	snprintf(ident_cache[i].name, sizeof ident_cache[i].name, "%s", name);
+	memcpy(ident_cache[i].ns, c->ns, sizeof c->ns);
+	memcpy(ident_cache[i].agent, c->agent, sizeof c->agent);
+	memcpy(ident_cache[i].session, c->session, sizeof c->session);
+}
+
 static void copy_label(char *out, size_t outlen, json_t *labels, const char *key)
 {
 	const char *v = json_string_value(json_object_get(labels, key));
@@ -173,11 +203,12 @@ static bool sandbox_of(conn *c, char *out, size_t outlen, const char *ip)
 			}
 		}
 		cleanup_json json_t *ci = NULL;
-		if (found && brig_engine_container_inspect(engine, &ci, out, NULL) == 0) {
+		if (found && !ident_cached(c, out) && brig_engine_container_inspect(engine, &ci, out, NULL) == 0) {
 			json_t *labels = json_object_get(json_object_get(ci, "Config"), "Labels");
 			copy_label(c->ns, sizeof c->ns, labels, BRIG_LABEL_NS);
 			copy_label(c->agent, sizeof c->agent, labels, BRIG_LABEL_AGENT);
 			copy_label(c->session, sizeof c->session, labels, BRIG_LABEL_SESSION);
+			ident_remember(c, out);
 		}
 	}
 	pthread_mutex_unlock(&engine_lock);

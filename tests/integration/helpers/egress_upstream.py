@@ -1,6 +1,6 @@
 # egress_upstream.py — the upstreams of test_egress: a test CA, and an HTTPS
 # and a plain HTTP server on 127.0.0.1 (ephemeral ports) answering
-# "hello from HOST path PATH". Writes "HTTPS_PORT HTTP_PORT\n" to argv[2]
+# "hello from HOST path PATH" (and N bytes for /bytes/N). Writes "HTTPS_PORT HTTP_PORT\n" to argv[2]
 # when ready; serves until its stdin closes (it dies with the test).
 import http.server, os, ssl, subprocess, sys, threading
 
@@ -19,6 +19,16 @@ run("openssl", "x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
     def do_GET(self):
+        if self.path.startswith("/bytes/"):  # the benchmark's download
+            n = int(self.path[7:])
+            self.send_response(200)
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            chunk = b"x" * 65536
+            while n > 0:
+                self.wfile.write(chunk[: min(n, len(chunk))])
+                n -= min(n, len(chunk))
+            return
         b = ("hello from %s path %s\n" % (self.headers.get("Host"), self.path)).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(b)))
