@@ -410,6 +410,10 @@ int brig_firewall__install_egress(const char *bridge, const char *gateway, const
 		 {"-i", bridge, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", E, "-j", "ACCEPT"}},
 		{"filter", "INPUT", {"-i", bridge, "-p", "tcp", "-d", gateway, "--dport", port, E, "-j", "ACCEPT"}},
 		{"filter", "INPUT", {"-i", bridge, E, "-j", "DROP"}},
+		/* The proxy's port for nobody else but brig on this host (its
+		 * is-it-up probe): not for containers on other bridges. */
+		{"filter", "INPUT", {"-i", "lo", "-p", "tcp", "-d", gateway, "--dport", port, E, "-j", "ACCEPT"}},
+		{"filter", "INPUT", {"-p", "tcp", "-d", gateway, "--dport", port, E, "-j", "DROP"}},
 	};
 	const fw_rule forward[] = {
 		{"filter", "DOCKER-USER", {"-i", bridge, E, "-j", "DROP"}},

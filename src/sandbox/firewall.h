@@ -51,6 +51,8 @@ int brig_firewall__remove(bool (*still_needed)(void *payload), void *payload, br
  *     -i BRIDGE --ctstate RELATED,ESTABLISHED -j ACCEPT
  *     -i BRIDGE -p tcp -d GATEWAY --dport PORT -j ACCEPT   (the proxy)
  *     -i BRIDGE -j DROP                                      (nothing else on the host)
+ *     -i lo -p tcp -d GATEWAY --dport PORT -j ACCEPT         (brig's own probe)
+ *     -p tcp -d GATEWAY --dport PORT -j DROP                 (no other container)
  *   filter DOCKER-USER: -i BRIDGE -j DROP, -o BRIDGE -j DROP (no forwarding)
  * Errors as brig_firewall__install. With BRIG_FIREWALL=off: 0. */
 int brig_firewall__install_egress(const char *bridge, const char *gateway, const char *port, brig_error **err);

@@ -320,6 +320,23 @@ static void test_egress_computer(void **state)
 	close(tcp);
 	close(udp);
 
+	/* The proxy's port is for egress sandboxes only: a container of this
+	 * test on Docker's default bridge cannot open it (172.30.4.1 is this
+	 * host's own address while the egress network exists). */
+	if (access("/sys/class/net/docker0", F_OK) == 0) {
+		cleanup_free char *cmd =
+			xasprintf("docker run --rm --label " BRIG_TEST_LABEL "=%s --network bridge %s sh -c "
+				  "'nc -w 3 %s %d </dev/null >/dev/null 2>&1 && echo REACHED || echo BLOCKED' 2>&1",
+				  brig_test_run_id(), brig_test_image(), BRIG_EGRESS_GATEWAY, BRIG_EGRESS_PORT);
+		FILE *f = popen(cmd, "r");
+		assert_non_null(f);
+		char line[256] = "";
+		if (!fgets(line, sizeof line, f))
+			line[0] = '\0';
+		pclose(f);
+		ASSERT_CONTAINS(line, "BLOCKED");
+	}
+
 	/* Rules change on the running computer, for new connections. */
 	cleanup_free char *rule = xasprintf("allowed.brig.test:%d", HTTPS_PORT);
 	ASSERT_OK(brig_egress_update(E, name, rule, false, &err), err);
