@@ -61,6 +61,19 @@ typedef struct conn {
 
 /* ---- the log line (the ledger's source) ---- */
 
+/* {"key":"what","why":"…"}: store messages quoted by jansson (no secret
+ * reaches them: brig's store redacts its URL's password). */
+static void log_note(const char *key, const char *what, const char *why)
+{
+	json_t *o = json_pack("{s:s, s:s}", key, what, "why", why ? why : "");
+	char *text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (text)
+		fprintf(stderr, "%s\n", text);
+	fflush(stderr);
+	free(text);
+}
+
 static void log_conn(conn *c)
 {
 	json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:i, s:s, s:s, s:I, s:I, s:I}", "start_ms", (json_int_t)c->start_ms,
@@ -84,7 +97,7 @@ static void log_conn(conn *c)
 				 .start_ms = c->start_ms,
 				 .duration_ms = brig_now_ms() - c->t0};
 	if (ledger && brig_store_egress_add(ledger, NULL, &rec, &err) != 0) {
-		fprintf(stderr, "{\"ledger\":\"not written\",\"why\":\"%s\"}\n", brig_error_message(err));
+		log_note("ledger", "not written", brig_error_message(err));
 		brig_error_free(err);
 	}
 	if (text) {
@@ -653,7 +666,7 @@ int brig_egress_proxy_serve(brig_error **err)
 	signal(SIGPIPE, SIG_IGN);
 	brig_error *serr = NULL;
 	if (brig_store_open(&ledger, NULL, &serr) != 0) {
-		fprintf(stderr, "{\"ledger\":\"unavailable\",\"why\":\"%s\"}\n", brig_error_message(serr));
+		log_note("ledger", "unavailable", brig_error_message(serr));
 		brig_error_free(serr);
 		ledger = NULL;
 	}

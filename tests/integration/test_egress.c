@@ -475,6 +475,29 @@ static void test_egress_run(void **state)
 	free(o);
 }
 
+/* Without the brig program brig cannot start its proxy, and says how to
+ * fix it; a second proxy steps aside for the one that serves. Runs first,
+ * before any proxy serves. */
+static void test_proxy_start(void **state)
+{
+	(void)state;
+	if (SKIP)
+		skip();
+	cleanup_free char *bin = xstrdup(getenv("BRIG_BIN"));
+	setenv("BRIG_BIN", "/nonexistent/brig", 1);
+	brig_error *err = NULL;
+	assert_int_equal(brig_egress_ensure(E, NULL, &err), BRIG_EIO);
+	ASSERT_CONTAINS(brig_error_message(err), "set BRIG_BIN");
+	brig__error_clear(&err);
+	setenv("BRIG_BIN", bin, 1);
+	ASSERT_OK(brig_egress_ensure(E, NULL, &err), err);
+	assert_true(proxy_listening());
+	char *o = NULL;
+	assert_int_equal(cli(&o, (const char *[]){"egress-proxy", NULL}), 0);
+	free(o);
+	assert_true(proxy_listening());
+}
+
 /* A computer of another network is refused egress rules. */
 static void test_not_egress(void **state)
 {
@@ -498,6 +521,7 @@ static void test_not_egress(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_proxy_start),
 		cmocka_unit_test(test_egress_computer),
 		cmocka_unit_test(test_egress_run),
 		cmocka_unit_test(test_not_egress),
