@@ -139,6 +139,65 @@ static void test_spec_allow(void **state)
 	brig_spec_clear(&s);
 }
 
+static void test_spec_allow_errors(void **state)
+{
+	(void)state;
+	brig_spec s;
+	brig_error *err = NULL;
+	json_t *j = json_pack("{s:s, s:s}", "network", "egress", "allow", "a.example.com");
+	assert_int_equal(brig_spec_from_json(&s, j, &err), BRIG_EPROTO);
+	ASSERT_CONTAINS(brig_error_message(err), "allow is not an array");
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+	json_decref(j);
+	j = json_pack("{s:s, s:[i]}", "network", "egress", "allow", 7);
+	assert_int_equal(brig_spec_from_json(&s, j, &err), BRIG_EPROTO);
+	ASSERT_CONTAINS(brig_error_message(err), "allow entry 0 is not a string");
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+	json_decref(j);
+	j = json_pack("{s:s, s:[s]}", "network", "egress", "allow", "1.2.3.4");
+	assert_int_equal(brig_spec_from_json(&s, j, &err), BRIG_EINVAL);
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+	json_decref(j);
+	/* Rules without egress, through JSON too. */
+	j = json_pack("{s:s, s:[s]}", "network", "none", "allow", "a.example.com");
+	assert_int_equal(brig_spec_from_json(&s, j, &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "need --network egress");
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+	json_decref(j);
+
+	/* A rule set by hand must be canonical; at most BRIG_EGRESS_RULES_MAX. */
+	brig_spec_init(&s);
+	ASSERT_OK(brig_spec_set(&s, "network", "egress", &err), err);
+	ASSERT_OK(brig_spec_set(&s, "allow", "a.example.com", &err), err);
+	free(s.allow[0]);
+	s.allow[0] = xstrdup("A.example.com");
+	assert_int_equal(brig_spec_validate(&s, NULL, &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "canonical");
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+	brig_spec_init(&s);
+	ASSERT_OK(brig_spec_set(&s, "network", "egress", &err), err);
+	for (int i = 0; i < BRIG_EGRESS_RULES_MAX; i++) {
+		char r[64];
+		snprintf(r, sizeof r, "h%d.example.com", i);
+		ASSERT_OK(brig_spec_set(&s, "allow", r, &err), err);
+	}
+	assert_int_equal(brig_spec_set(&s, "allow", "one-more.example.com", &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "at most");
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+	/* Too many rules for a rules file. */
+	const char *many[BRIG_EGRESS_RULES_MAX + 1];
+	for (int i = 0; i <= BRIG_EGRESS_RULES_MAX; i++)
+		many[i] = "a.example.com";
+	assert_int_equal(brig_egress_rules_set("brig-x", many, BRIG_EGRESS_RULES_MAX + 1, &err), BRIG_EINVAL);
+	brig__error_clear(&err);
+}
+
 static void test_rules_files(void **state)
 {
 	(void)state;
@@ -303,9 +362,10 @@ static void test_sni(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rule_parse), cmocka_unit_test(test_rule_match),
-		cmocka_unit_test(test_spec_allow), cmocka_unit_test(test_rules_files),
-		cmocka_unit_test(test_parse_head), cmocka_unit_test(test_sni),
+		cmocka_unit_test(test_rule_parse),  cmocka_unit_test(test_rule_match),
+		cmocka_unit_test(test_spec_allow),  cmocka_unit_test(test_spec_allow_errors),
+		cmocka_unit_test(test_rules_files), cmocka_unit_test(test_parse_head),
+		cmocka_unit_test(test_sni),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
