@@ -651,11 +651,12 @@ int brig_egress_proxy_serve(brig_error **err)
 	brig_engine_opts eo = {.version = BRIG_ENGINE_OPTS_VERSION, .tls_verify = -1};
 	if ((rc = brig_engine_open(&engine, &eo, err)) != 0)
 		return rc;
-	int lfd = listen_gateway(err);
-	if (lfd < 0) {
-		brig_engine_free(engine);
-		engine = NULL;
-		return lfd;
+	/* The ledger first: once the port answers, where rows go is settled. */
+	brig_error *serr = NULL;
+	if (brig_store_open(&ledger, NULL, &serr) != 0) {
+		log_note("ledger", "unavailable", brig_error_message(serr));
+		brig_error_free(serr);
+		ledger = NULL;
 	}
 	cleanup_free char *pidpath = xasprintf("%s/proxy.pid", dir);
 	FILE *pf = fopen(pidpath, "we");
@@ -663,13 +664,16 @@ int brig_egress_proxy_serve(brig_error **err)
 		fprintf(pf, "%ld\n", (long)getpid());
 		fclose(pf);
 	}
-	signal(SIGPIPE, SIG_IGN);
-	brig_error *serr = NULL;
-	if (brig_store_open(&ledger, NULL, &serr) != 0) {
-		log_note("ledger", "unavailable", brig_error_message(serr));
-		brig_error_free(serr);
+	int lfd = listen_gateway(err);
+	if (lfd < 0) {
+		unlink(pidpath);
+		brig_store_close(ledger);
 		ledger = NULL;
+		brig_engine_free(engine);
+		engine = NULL;
+		return lfd;
 	}
+	signal(SIGPIPE, SIG_IGN);
 	fprintf(stderr, "{\"proxy\":\"listening\",\"address\":\"%s:%d\",\"pid\":%ld}\n", BRIG_EGRESS_GATEWAY,
 		BRIG_EGRESS_PORT, (long)getpid());
 	fflush(stderr);

@@ -483,6 +483,13 @@ static void test_proxy_start(void **state)
 	(void)state;
 	if (SKIP)
 		skip();
+	/* Before the network exists the proxy has no address to listen on. */
+	if (access("/sys/class/net/" BRIG_EGRESS_BRIDGE, F_OK) != 0) {
+		char *o = NULL;
+		assert_int_equal(cli(&o, (const char *[]){"egress-proxy", NULL}), 125);
+		ASSERT_CONTAINS(o, "cannot listen on " BRIG_EGRESS_GATEWAY);
+		free(o);
+	}
 	cleanup_free char *bin = xstrdup(getenv("BRIG_BIN"));
 	setenv("BRIG_BIN", "/nonexistent/brig", 1);
 	brig_error *err = NULL;
@@ -490,6 +497,27 @@ static void test_proxy_start(void **state)
 	ASSERT_CONTAINS(brig_error_message(err), "set BRIG_BIN");
 	brig__error_clear(&err);
 	setenv("BRIG_BIN", bin, 1);
+
+	/* A store the proxy cannot open: it serves anyway and says so in its
+	 * log. Then that proxy (ours, by its pid file) goes. */
+	cleanup_free char *store = xstrdup(getenv("BRIG_STORE"));
+	setenv("BRIG_STORE", "postgresql://brig@127.0.0.1:1/none?connect_timeout=2", 1);
+	ASSERT_OK(brig_egress_ensure(E, NULL, &err), err);
+	setenv("BRIG_STORE", store, 1);
+	char path[400];
+	snprintf(path, sizeof path, "%s/proxy.log", EGRESS_DIR);
+	cleanup_free char *log = slurp(path);
+	assert_non_null(log);
+	ASSERT_CONTAINS(log, "{\"ledger\":\"unavailable\"");
+	snprintf(path, sizeof path, "%s/proxy.pid", EGRESS_DIR);
+	cleanup_free char *pid = slurp(path);
+	assert_non_null(pid);
+	assert_true(atoi(pid) > 1);
+	assert_int_equal(kill(atoi(pid), SIGKILL), 0);
+	for (int i = 0; i < 100 && proxy_listening(); i++)
+		brig_test_sleep_ms(50);
+	assert_false(proxy_listening());
+
 	ASSERT_OK(brig_egress_ensure(E, NULL, &err), err);
 	assert_true(proxy_listening());
 	char *o = NULL;
