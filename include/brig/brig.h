@@ -4,6 +4,7 @@
 #define BRIG_BRIG_H
 
 #include "brig/common.h"
+#include "brig/egress.h"
 #include "brig/engine.h"
 #include "brig/error.h"
 #include "brig/guest.h"

@@ -150,6 +150,7 @@ BRIG_PUBLIC int brig_labels_match(const json_t *labels, const brig_identity *id,
 typedef enum brig_network {
 	BRIG_NET_NONE = 0,     /* "none": only lo */
 	BRIG_NET_ISOLATED = 1, /* "isolated": the brig-sandbox bridge, icc off */
+	BRIG_NET_EGRESS = 2,   /* "egress": brig-egress, internal; only the egress proxy (brig/egress.h) */
 } brig_network;
 
 /* One published port: TCP connections to host_ip:host_port on the daemon's
@@ -207,6 +208,8 @@ typedef struct brig_spec {
 	size_t label_count;
 	brig_port *ports;         /* published ports (computers on the isolated network only) */
 	size_t port_count;        /* 0..BRIG_PORTS_MAX */
+	char **allow;             /* egress rules (brig/egress.h), canonical; only with BRIG_NET_EGRESS */
+	size_t allow_count;
 } brig_spec;
 
 /* Fills spec with the defaults above (overwrites without freeing). */
@@ -230,7 +233,8 @@ BRIG_PUBLIC void brig_spec_copy(brig_spec *dst, const brig_spec *src);
 /* Sets one field from a string, as the command line gives it. key is the
  * flag name with '-' or '_': image, user, cpus, memory-mb, pids,
  * workspace-mb, runtime-mb, shm-mb, workspace-inodes, runtime-inodes,
- * nofile, network (none|isolated), subnet, harness (claude|codex|none),
+ * nofile, network (none|isolated|egress), subnet, harness (claude|codex|none),
+ * allow (egress rules, comma-separated; each added once),
  * seccomp-profile (JSON text; "" for the daemon's default), env (KEY=VALUE, or KEY to copy brig's own
  * environment; adds or replaces), label (key=value; adds or replaces) and
  * publish ([HOST_IP:]HOST_PORT:PORT; adds, see brig_spec_add_publish).
@@ -285,6 +289,8 @@ BRIG_PUBLIC int brig_spec_validate(const brig_spec *spec, const brig_host_limits
  * isolated networking, published ports only when there are some (so
  * computers made before ports existed keep their hash); neither env nor
  * port order counts. Errors: BRIG_EINVAL when
+ * isolated networking; egress rules do not count (they change on a running
+ * computer); env order does not count. Errors: BRIG_EINVAL when
  * the spec does not validate (host limits not checked; out set to ""). */
 BRIG_PUBLIC int brig_spec_hash(char out[BRIG_HASH_SIZE], const brig_spec *spec, brig_error **err);
 

@@ -126,6 +126,23 @@ typedef struct brig_store_audit {
 	int64_t created_ms;   /* set by the store */
 } brig_store_audit;
 
+/* One connection an egress sandbox made, or tried, through brig's proxy. */
+typedef struct brig_store_egress {
+	int64_t id;       /* set by the store; grows with every add */
+	char *sandbox;    /* container name */
+	char *ns;         /* the computer's session identity; NULL for a run */
+	char *agent;
+	char *session;
+	char *host;       /* what the sandbox asked for; "" when not understood */
+	int port;         /* 0 when not understood */
+	char *decision;   /* "allowed", "denied" or "error" */
+	char *reason;     /* why denied or failed; "" when allowed */
+	int64_t bytes_up; /* sandbox → upstream */
+	int64_t bytes_down;
+	int64_t start_ms; /* wall clock */
+	int64_t duration_ms;
+} brig_store_egress;
+
 /* ---- opening ---- */
 
 /* The URL used when brig_store_open gets NULL: $BRIG_STORE when set and
@@ -262,6 +279,25 @@ BRIG_PUBLIC int brig_store_audit_list(brig_store *s, brig_store_audit **out, siz
 
 /* Frees an array of n audit records; accepts NULL. */
 BRIG_PUBLIC void brig_store_audit_free_array(brig_store_audit *arr, size_t n);
+
+/* ---- egress ledger ---- */
+
+/* Appends a ledger row from rec (everything but id). sandbox, host,
+ * decision and reason are required ("" allowed for host and reason); ns,
+ * agent and session are all given or all NULL. Errors: BRIG_EINVAL. */
+BRIG_PUBLIC int brig_store_egress_add(brig_store *s, int64_t *out_id, const brig_store_egress *rec,
+				      brig_error **err);
+
+/* Lists ledger rows, newest first, at most limit (0: all): those of the
+ * sandbox (container name) when sandbox is given, else those of the
+ * session ns/agent/session. Freed with brig_store_egress_free_array.
+ * Errors: BRIG_EINVAL (neither or both given). */
+BRIG_PUBLIC int brig_store_egress_list(brig_store *s, brig_store_egress **out, size_t *n, const char *sandbox,
+				       const char *ns, const char *agent, const char *session, size_t limit,
+				       brig_error **err);
+
+/* Frees an array of n ledger rows; accepts NULL. */
+BRIG_PUBLIC void brig_store_egress_free_array(brig_store_egress *arr, size_t n);
 
 #ifdef __cplusplus
 }

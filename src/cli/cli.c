@@ -289,6 +289,7 @@ const char *cli_spec_key(int opt)
 	case CLI_OPT_ENV_FILE: return "env-file";
 	case CLI_OPT_PUBLISH:
 	case 'p': return "publish";
+	case CLI_OPT_ALLOW: return "allow";
 	case 'e': return "env";
 	default: return NULL;
 	}

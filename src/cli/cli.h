@@ -60,6 +60,8 @@ int cmd_port(int argc, char **argv);
 int cmd_sessions(int argc, char **argv);
 int cmd_history(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_egress(int argc, char **argv);
+int cmd_egress_proxy(int argc, char **argv);
 
 /* --debug: error messages also carry the code name and HTTP status. */
 extern bool cli_debug;
@@ -155,6 +157,7 @@ enum {
 	CLI_OPT_LABEL,
 	CLI_OPT_ENV_FILE,
 	CLI_OPT_PUBLISH, /* computers only: create and up splice CLI_PUBLISH_LONGOPT */
+	CLI_OPT_ALLOW,
 	CLI_OPT_SPEC_END, /* commands number their own options from here */
 };
 #define CLI_SPEC_LONGOPTS                                                                                   \
@@ -168,6 +171,7 @@ enum {
 		{"harness", required_argument, NULL, CLI_OPT_HARNESS},                                      \
 		{"label", required_argument, NULL, CLI_OPT_LABEL},                                          \
 		{"env-file", required_argument, NULL, CLI_OPT_ENV_FILE},                                    \
+		{"allow", required_argument, NULL, CLI_OPT_ALLOW},                                          \
 	{                                                                                                   \
 		"env", required_argument, NULL, 'e'                                                         \
 	}

@@ -25,7 +25,9 @@ static const char usage[] =
 	"      --pids P            Process limit (default 256)\n"
 	"      --workspace-mb W    Size of /workspace (default 512)\n"
 	"      --runtime-mb R      Size of /runtime, which holds HOME (default 256)\n"
-	"      --network MODE      none (default) or isolated (the brig-sandbox bridge)\n"
+	"      --network MODE      none (default), isolated (the brig-sandbox bridge) or egress\n"
+	"                          (only the hosts --allow names, through brig's proxy)\n"
+	"      --allow RULE[,RULE] egress: host, *.domain, optionally :PORT (default 443 and 80)\n"
 	"      --subnet CIDR       Subnet of the isolated bridge (default " BRIG_DEFAULT_SUBNET ")\n"
 	"      --harness H         claude, codex or none (default): which model credential\n"
 	"                          is forwarded from brig's environment with each exec\n" CLI_HELP_ENV CLI_HELP_PUBLISH

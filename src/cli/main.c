@@ -39,6 +39,8 @@ static const cli_command commands[] = {
 	{"mcp", cmd_mcp, "Serve a session's computer to MCP clients on stdin/stdout"},
 	{"serve", cmd_serve, "Serve brig's HTTP API on a unix socket or TCP with TLS"},
 	{"network", cmd_network, "Manage the isolated bridge (brig-sandbox)"},
+	{"egress", cmd_egress, "Egress by allowlist (--network egress): allow, deny, ls, log, rm"},
+	{"egress-proxy", cmd_egress_proxy, "Serve as the egress proxy (started by brig itself)"},
 	{"image", cmd_image, "Build the runtime images (brig image build) and list them"},
 	{"agent", cmd_agent, "Run Claude Code or Codex in a session's computer"},
 	{"version", cmd_version, "Show brig's and the daemon's versions"},

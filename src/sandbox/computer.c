@@ -9,7 +9,9 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "brig/egress.h"
 #include "brig/sandbox.h"
+#include "egress/egress_internal.h"
 #include "guest/host.h"
 #include "sandbox/alive.h"
 #include "sandbox/capture.h"
@@ -110,6 +112,16 @@ static uint32_t parse_gen(const char *s)
 	return end && !*end && v <= BRIG_GENERATION_MAX ? (uint32_t)v : 0;
 }
 
+/* NetworkMode holds the egress network's id: the spec label says egress. */
+static void egress_mode(brig_computer *c)
+{
+	const char *sn = json_string_value(json_object_get(c->spec, "network"));
+	if (sn && strcmp(sn, "egress") == 0) {
+		free(c->network);
+		c->network = xstrdup("egress");
+	}
+}
+
 /* From a container inspect object (untrusted daemon data). */
 static brig_computer *computer_from_inspect(json_t *j)
 {
@@ -137,6 +149,7 @@ static brig_computer *computer_from_inspect(json_t *j)
 	if (brig_spec_ports_from_bindings(&c->ports, &c->port_count,
 					   json_object_get(json_object_get(j, "HostConfig"), "PortBindings"), NULL) != 0)
 		c->port_count = 0;
+	egress_mode(c);
 	return c;
 }
 
@@ -161,6 +174,7 @@ static brig_computer *computer_from_list(json_t *j)
 	c->network = xstrdup(!nm || strcmp(nm, "none") == 0 ? "none" : "isolated");
 	c->created = json_integer_value(json_object_get(j, "Created"));
 	c->spec = spec_from_labels(labels);
+	egress_mode(c);
 	return c;
 }
 
@@ -427,6 +441,8 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 		cleanup_free char *net_id = NULL;
 		if (spec->network == BRIG_NET_ISOLATED && (rc = brig_network_ensure(e, &net_id, spec, err)) != 0)
 			return brig__error_prefix(err, rc, "create computer %s", name);
+		if (spec->network == BRIG_NET_EGRESS && (rc = brig_egress_ensure(e, &net_id, err)) != 0)
+			return brig__error_prefix(err, rc, "create computer %s", name);
 		cleanup_json json_t *labels = NULL;
 		if ((rc = brig_spec_labels(&labels, spec, BRIG_KIND_COMPUTER, id, hash, err)) != 0)
 			return rc;
@@ -530,6 +546,21 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 	}
 	if ((rc = ensure_started(e, cid, err)) != 0)
 		return brig__error_prefix(err, rc, "start computer %s", name);
+	if (spec->network == BRIG_NET_EGRESS) {
+		/* An adopted computer keeps the rules it has (they may have been
+		 * changed while it ran); the proxy must be up for it either way. */
+		char **have = NULL;
+		size_t nhave = 0;
+		bool write = !adopted;
+		if (adopted && (rc = brig_egress_ensure(e, NULL, err)) != 0)
+			return brig__error_prefix(err, rc, "adopt computer %s", name);
+		if (adopted && brig_egress_rules_get(&have, &nhave, name, NULL) == 0 && nhave == 0)
+			write = true;
+		brig_egress_rules_free(have);
+		if ((rc = brig_egress__sandbox_start(e, cid, name, (const char *const *)spec->allow, spec->allow_count,
+						     write, err)) != 0)
+			return brig__error_prefix(err, rc, "create computer %s", name);
+	}
 	/* Only a computer this call created and started is known to hold what
 	 * brig gave it; one adopted stopped and started again holds nothing. */
 	if (!adopted && (rc = brig_computer__mark_started(e, cid, err)) != 0)
@@ -623,6 +654,7 @@ int brig_computer_destroy(brig_engine *e, const char *ref, brig_error **err)
 		return brig__error_prefix(err, rc, "destroy computer %s", n);
 	brig__error_clear(err);
 	remove_volumes(e, n);
+	brig_egress__rules_remove(n);
 	return 0;
 }
 

@@ -311,18 +311,20 @@ int brig_firewall__install(const char *bridge, const char *subnet, brig_error **
 
 #undef C
 
-/* True when an `iptables -S` line carries exactly brig's comment. */
-static bool is_ours(const char *line)
+/* True when an `iptables -S` line carries exactly the comment. */
+static bool is_ours(const char *line, const char *comment)
 {
-	const char *p = strstr(line, "--comment " BRIG_FIREWALL_COMMENT);
+	char tag[64];
+	snprintf(tag, sizeof tag, "--comment %s", comment);
+	const char *p = strstr(line, tag);
 	if (!p || strchr(line, '"'))
 		return false;
-	char after = p[strlen("--comment " BRIG_FIREWALL_COMMENT)];
+	char after = p[strlen(tag)];
 	return after == ' ' || after == '\0';
 }
 
 /* Deletes brig's rules from one chain; returns 0 or BRIG_EDENIED. */
-static int sweep_chain(const char *ipt, const char *table, const char *chain, brig_error **err)
+static int sweep_chain(const char *ipt, const char *table, const char *chain, const char *comment, brig_error **err)
 {
 	char e[512];
 	for (int round = 0; round < 64; round++) {
@@ -338,7 +340,7 @@ static int sweep_chain(const char *ipt, const char *table, const char *chain, br
 		bool deleted = false;
 		char *save = NULL;
 		for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-			if (strncmp(line, "-A ", 3) != 0 || !is_ours(line))
+			if (strncmp(line, "-A ", 3) != 0 || !is_ours(line, comment))
 				continue;
 			const char *a[MAX_ARGS + 8];
 			size_t n = 0;
@@ -377,12 +379,79 @@ int brig_firewall__remove(bool (*still_needed)(void *payload), void *payload, br
 	int lk = lock_open();
 	int rc = 0;
 	if (!still_needed || !still_needed(payload)) {
-		rc = sweep_chain(ipt, "filter", "INPUT", err);
+		rc = sweep_chain(ipt, "filter", "INPUT", BRIG_FIREWALL_COMMENT, err);
 		if (rc == 0)
-			rc = sweep_chain(ipt, "filter", "DOCKER-USER", err);
+			rc = sweep_chain(ipt, "filter", "DOCKER-USER", BRIG_FIREWALL_COMMENT, err);
 		if (rc == 0)
-			rc = sweep_chain(ipt, "nat", "POSTROUTING", err);
+			rc = sweep_chain(ipt, "nat", "POSTROUTING", BRIG_FIREWALL_COMMENT, err);
 	}
+	lock_close(lk);
+	return rc;
+}
+
+/* ---- the egress network's rules ---- */
+
+#define E "-m", "comment", "--comment", BRIG_FIREWALL_EGRESS_COMMENT
+
+int brig_firewall__install_egress(const char *bridge, const char *gateway, const char *port, brig_error **err)
+{
+	if (firewall_off())
+		return 0;
+	if (!bridge_name_ok(bridge))
+		return brig__error_set(err, BRIG_EINVAL, 0, "firewall: bad bridge interface name");
+	const char *ipt = brig_firewall__iptables();
+	if (!ipt)
+		return brig__error_set(err, BRIG_EDENIED, 0,
+				       "network egress needs the iptables program (apt-get install iptables) to keep "
+				       "sandboxes on the %s network off the host's own services (or set %s=off to "
+				       "accept that they can reach them)",
+				       bridge, BRIG_FIREWALL_ENV);
+	char sys[64];
+	snprintf(sys, sizeof sys, "/sys/class/net/%s", bridge);
+	if (access(sys, F_OK) != 0)
+		return brig__error_set(err, BRIG_EDENIED, 0,
+				       "the egress network's interface %s is not on this machine: the Docker daemon "
+				       "runs elsewhere (DOCKER_HOST), where brig can neither run its egress proxy nor "
+				       "install the firewall; run brig on the daemon's machine",
+				       bridge);
+	/* Only the proxy's port on the host; nothing forwarded anywhere (Docker
+	 * already drops it for an internal network: this holds if it did not). */
+	const fw_rule input[] = {
+		{"filter",
+		 "INPUT",
+		 {"-i", bridge, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", E, "-j", "ACCEPT"}},
+		{"filter", "INPUT", {"-i", bridge, "-p", "tcp", "-d", gateway, "--dport", port, E, "-j", "ACCEPT"}},
+		{"filter", "INPUT", {"-i", bridge, E, "-j", "DROP"}},
+		/* The proxy's port for nobody else but brig on this host (its
+		 * is-it-up probe): not for containers on other bridges. */
+		{"filter", "INPUT", {"-i", "lo", "-p", "tcp", "-d", gateway, "--dport", port, E, "-j", "ACCEPT"}},
+		{"filter", "INPUT", {"-p", "tcp", "-d", gateway, "--dport", port, E, "-j", "DROP"}},
+	};
+	const fw_rule forward[] = {
+		{"filter", "DOCKER-USER", {"-i", bridge, E, "-j", "DROP"}},
+		{"filter", "DOCKER-USER", {"-o", bridge, E, "-j", "DROP"}},
+	};
+	int lk = lock_open();
+	int rc = ensure_group(ipt, input, sizeof input / sizeof input[0], err);
+	if (rc == 0)
+		rc = ensure_group(ipt, forward, sizeof forward / sizeof forward[0], err);
+	lock_close(lk);
+	return rc;
+}
+
+#undef E
+
+int brig_firewall__remove_egress(brig_error **err)
+{
+	if (firewall_off())
+		return 0;
+	const char *ipt = brig_firewall__iptables();
+	if (!ipt)
+		return 0;
+	int lk = lock_open();
+	int rc = sweep_chain(ipt, "filter", "INPUT", BRIG_FIREWALL_EGRESS_COMMENT, err);
+	if (rc == 0)
+		rc = sweep_chain(ipt, "filter", "DOCKER-USER", BRIG_FIREWALL_EGRESS_COMMENT, err);
 	lock_close(lk);
 	return rc;
 }

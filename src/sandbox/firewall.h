@@ -46,6 +46,23 @@ int brig_firewall__install(const char *bridge, const char *subnet, brig_error **
  * Errors: BRIG_EDENIED (iptables refused). */
 int brig_firewall__remove(bool (*still_needed)(void *payload), void *payload, brig_error **err);
 
+/* The comment on the egress network's rules (removed on their own). */
+#define BRIG_FIREWALL_EGRESS_COMMENT "brig-egress"
+
+/* Installs, idempotently, the rules of the egress network's bridge:
+ *   filter INPUT (at the top):
+ *     -i BRIDGE --ctstate RELATED,ESTABLISHED -j ACCEPT
+ *     -i BRIDGE -p tcp -d GATEWAY --dport PORT -j ACCEPT   (the proxy)
+ *     -i BRIDGE -j DROP                                      (nothing else on the host)
+ *     -i lo -p tcp -d GATEWAY --dport PORT -j ACCEPT         (brig's own probe)
+ *     -p tcp -d GATEWAY --dport PORT -j DROP                 (no other container)
+ *   filter DOCKER-USER: -i BRIDGE -j DROP, -o BRIDGE -j DROP (no forwarding)
+ * Errors as brig_firewall__install. With BRIG_FIREWALL=off: 0. */
+int brig_firewall__install_egress(const char *bridge, const char *gateway, const char *port, brig_error **err);
+
+/* Removes every rule carrying BRIG_FIREWALL_EGRESS_COMMENT. */
+int brig_firewall__remove_egress(brig_error **err);
+
 /* Path of the iptables program brig uses, or NULL when there is none. */
 const char *brig_firewall__iptables(void);
 

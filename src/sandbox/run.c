@@ -10,7 +10,9 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include "brig/egress.h"
 #include "brig/run.h"
+#include "egress/egress_internal.h"
 #include "sandbox/capture.h"
 #include "sandbox/internal.h"
 #include "sandbox/oom.h"
@@ -475,6 +477,8 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 		goto out;
 	if (spec.network == BRIG_NET_ISOLATED && (rc = brig_network_ensure(e, &net_id, &spec, err)) != 0)
 		goto out;
+	if (spec.network == BRIG_NET_EGRESS && (rc = brig_egress_ensure(e, &net_id, err)) != 0)
+		goto out;
 	/* /inbox sized to the inputs with room for tar's rounding. */
 	int64_t inbox_mb = o->input_count ? (int64_t)((in_bytes + in_bytes / 8) >> 20) + 4 : 0;
 	int64_t lifetime = timeout_s + run_grace_s(inbox_mb, o->out_dir ? out_mb : 0);
@@ -489,8 +493,9 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	/* Nothing to copy in or out and no stdin: the command is the container's
 	 * own process (run_direct). Env values travel with an exec, never in a
 	 * container's configuration (docker inspect shows it): runs with any
-	 * entry or credential take the exec path. */
-	bool direct = !o->input_count && !o->out_dir && o->stdin_fd < 0;
+	 * entry or credential take the exec path, and so do egress runs (their
+	 * default route is removed before the command starts). */
+	bool direct = !o->input_count && !o->out_dir && o->stdin_fd < 0 && spec.network != BRIG_NET_EGRESS;
 	if (direct) {
 		json_t *env0 = NULL;
 		if ((rc = brig_spec_exec_env(&env0, &spec, NULL, 0, err)) != 0)
@@ -514,6 +519,12 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 		goto out;
 	if ((rc = brig_engine_container_start(e, cid, err)) != 0)
 		goto out;
+	/* Egress: rules and routes before the command (never direct, so it
+	 * starts only with the exec below). */
+	if (spec.network == BRIG_NET_EGRESS &&
+	    (rc = brig_egress__sandbox_start(e, cid, name, (const char *const *)spec.allow, spec.allow_count, true,
+					     err)) != 0)
+		goto out;
 	res->create_ms = brig_now_ms() - t0;
 
 	t1 = brig_now_ms();
@@ -526,6 +537,8 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	rc = freeze_and_copy_out(e, o, res, cid, name, out_mb, t0, err);
 
 out:
+	if (spec.network == BRIG_NET_EGRESS && res->container)
+		brig_egress__rules_remove(res->container);
 	if (cid)
 		remove_run(e, cid);
 	else if (res->container && rc)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "brig/egress.h"
 #include "spec/spec_internal.h"
 #include "util/util.h"
 
@@ -23,7 +24,10 @@
 
 /* ---- enums ---- */
 
-const char *brig_network_name(brig_network n) { return n == BRIG_NET_ISOLATED ? "isolated" : "none"; }
+const char *brig_network_name(brig_network n)
+{
+	return n == BRIG_NET_ISOLATED ? "isolated" : n == BRIG_NET_EGRESS ? "egress" : "none";
+}
 
 const char *brig_harness_name(brig_harness h)
 {
@@ -49,6 +53,10 @@ int brig_network_parse(brig_network *out, const char *s, brig_error **err)
 		*out = BRIG_NET_ISOLATED;
 		return 0;
 	}
+	if (strcmp(s, "egress") == 0) {
+		*out = BRIG_NET_EGRESS;
+		return 0;
+	}
 	if (strcmp(s, "host") == 0)
 		return brig__error_set(err, BRIG_EINVAL, 0,
 				       "network: 'host' is refused: it would share the host's network stack; "
@@ -63,7 +71,7 @@ int brig_network_parse(brig_network *out, const char *s, brig_error **err)
 				       "each other; use none, or isolated (brig's own bridge, inter-container "
 				       "traffic off)",
 				       s);
-	return brig__error_set(err, BRIG_EINVAL, 0, "network: must be none or isolated, got '%s'",
+	return brig__error_set(err, BRIG_EINVAL, 0, "network: must be none, isolated or egress, got '%s'",
 			       brig_spec__quote(q, s));
 }
 
@@ -131,6 +139,9 @@ void brig_spec_clear(brig_spec *spec)
 		free(spec->labels[i]);
 	free(spec->labels);
 	free(spec->ports);
+	for (size_t i = 0; i < spec->allow_count; i++)
+		free(spec->allow[i]);
+	free(spec->allow);
 	memset(spec, 0, sizeof *spec);
 }
 
@@ -162,6 +173,8 @@ void brig_spec_copy(brig_spec *dst, const brig_spec *src)
 		memcpy(dst->ports, src->ports, src->port_count * sizeof *dst->ports);
 		dst->port_count = src->port_count;
 	}
+	dst->allow = copy_list(src->allow, src->allow_count);
+	dst->allow_count = dst->allow ? src->allow_count : 0;
 }
 
 /* ---- single-field checks, shared by the setters and validate ---- */
@@ -385,6 +398,70 @@ static int check_label_list(const brig_spec *spec, brig_error **err)
 	return 0;
 }
 
+/* Egress rules: canonical, unique, bounded, and only with network egress. */
+static int check_allow(const brig_spec *spec, brig_error **err)
+{
+	if (spec->allow_count == 0)
+		return 0;
+	if (!spec->allow || spec->allow_count > BRIG_EGRESS_RULES_MAX)
+		return brig__error_set(err, BRIG_EINVAL, 0, "allow: at most %d rules", BRIG_EGRESS_RULES_MAX);
+	if (spec->network != BRIG_NET_EGRESS)
+		return brig__error_set(err, BRIG_EINVAL, 0,
+				       "allow: egress rules need --network egress (network %s does not filter by "
+				       "host)",
+				       brig_network_name(spec->network));
+	for (size_t i = 0; i < spec->allow_count; i++) {
+		char canon[BRIG_EGRESS_RULE_SIZE];
+		int r = brig_egress_rule_parse(canon, spec->allow[i], err);
+		if (r < 0)
+			return r;
+		if (strcmp(canon, spec->allow[i]) != 0)
+			return brig__error_set(err, BRIG_EINVAL, 0, "allow: rule %zu is not in canonical form", i);
+	}
+	return 0;
+}
+
+/* "a.com,*.b.org:8443": each rule parsed; all or nothing. */
+static int add_allow(brig_spec *spec, const char *value, brig_error **err)
+{
+	if (!value || !*value)
+		return brig__error_set(
+			err, BRIG_EINVAL, 0,
+			"allow: give one or more rules, comma-separated (api.example.com,*.example.org:8443)");
+	cleanup_free char *copy = xstrdup(value);
+	char **add = xcalloc(strlen(value) / 2 + 2, sizeof *add);
+	size_t n = 0;
+	int r = 0;
+	char *save = NULL;
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char canon[BRIG_EGRESS_RULE_SIZE];
+		if ((r = brig_egress_rule_parse(canon, t, err)) < 0)
+			goto out;
+		bool dup = false;
+		for (size_t i = 0; i < spec->allow_count && !dup; i++)
+			dup = strcmp(spec->allow[i], canon) == 0;
+		for (size_t i = 0; i < n && !dup; i++)
+			dup = strcmp(add[i], canon) == 0;
+		if (!dup)
+			add[n++] = xstrdup(canon);
+	}
+	if (spec->allow_count + n > BRIG_EGRESS_RULES_MAX) {
+		r = brig__error_set(err, BRIG_EINVAL, 0, "allow: at most %d rules", BRIG_EGRESS_RULES_MAX);
+		goto out;
+	}
+	spec->allow = xrealloc(spec->allow, (spec->allow_count + n + 1) * sizeof *spec->allow);
+	for (size_t i = 0; i < n; i++) {
+		spec->allow[spec->allow_count++] = add[i];
+		add[i] = NULL;
+	}
+	spec->allow[spec->allow_count] = NULL;
+out:
+	for (size_t i = 0; i < n; i++)
+		free(add[i]);
+	free(add);
+	return r;
+}
+
 int brig_spec_validate(const brig_spec *spec, const brig_host_limits *host, brig_error **err)
 {
 	uint32_t uid, gid;
@@ -404,8 +481,10 @@ int brig_spec_validate(const brig_spec *spec, const brig_host_limits *host, brig
 	    (r = check_range("runtime-inodes", spec->runtime_inodes, INODES_MIN, INODES_MAX, "", err)) < 0 ||
 	    (r = check_range("nofile", spec->nofile, NOFILE_MIN, NOFILE_MAX, "", err)) < 0)
 		return r;
-	if (spec->network != BRIG_NET_NONE && spec->network != BRIG_NET_ISOLATED)
-		return brig__error_set(err, BRIG_EINVAL, 0, "network: must be none or isolated");
+	if (spec->network != BRIG_NET_NONE && spec->network != BRIG_NET_ISOLATED && spec->network != BRIG_NET_EGRESS)
+		return brig__error_set(err, BRIG_EINVAL, 0, "network: must be none, isolated or egress");
+	if ((r = check_allow(spec, err)) < 0)
+		return r;
 	if ((r = brig_subnet_validate(spec->subnet, err)) < 0)
 		return r;
 	if (spec->harness != BRIG_HARNESS_NONE && spec->harness != BRIG_HARNESS_CLAUDE &&
@@ -624,6 +703,8 @@ int brig_spec_set(brig_spec *spec, const char *key, const char *value, brig_erro
 		return brig_spec_add_label(spec, value, err);
 	} else if (strcmp(k, "publish") == 0) {
 		return brig_spec_add_publish(spec, value, err);
+	} else if (strcmp(k, "allow") == 0) {
+		return add_allow(spec, value, err);
 	} else {
 		goto unknown;
 	}
@@ -632,6 +713,6 @@ unknown:
 	return brig__error_set(err, BRIG_EINVAL, 0,
 			       "spec: unknown setting '%s'; known: image, user, cpus, memory-mb, pids, "
 			       "workspace-mb, runtime-mb, shm-mb, workspace-inodes, runtime-inodes, nofile, "
-			       "network, subnet, harness, seccomp-profile, env, label, publish",
+			       "network, subnet, harness, seccomp-profile, env, label, publish, allow",
 			       brig_spec__quote(q, key ? key : ""));
 }

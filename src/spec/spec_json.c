@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "brig/egress.h"
 #include "spec/spec_internal.h"
 #include "util/sha256.h"
 #include "util/util.h"
@@ -216,6 +217,12 @@ json_t *brig_spec_to_json(const brig_spec *spec, unsigned flags)
 	json_object_set_new(o, "env", env);
 	json_object_set_new(o, "labels", labels_object(spec->labels, spec->label_count));
 	json_object_set_new(o, "publish", brig_spec__ports_json(spec, false));
+	if (spec->network == BRIG_NET_EGRESS) {
+		json_t *allow = json_array();
+		for (size_t i = 0; i < spec->allow_count; i++)
+			json_array_append_new(allow, json_string(spec->allow[i]));
+		json_object_set_new(o, "allow", allow);
+	}
 	return o;
 }
 
@@ -277,6 +284,23 @@ int brig_spec_from_json(brig_spec *spec, const json_t *json, brig_error **err)
 			}
 			/* Never read brig's environment for a stored spec. */
 			if ((r = brig_spec__add_env(&tmp, json_string_value(e), false, err)) < 0)
+				goto fail;
+		}
+	}
+	if ((v = json_object_get(json, "allow"))) {
+		size_t i;
+		json_t *e;
+		if (!json_is_array(v)) {
+			r = brig__error_set(err, BRIG_EPROTO, 0, "spec: allow is not an array");
+			goto fail;
+		}
+		json_array_foreach(v, i, e)
+		{
+			if (!json_is_string(e)) {
+				r = brig__error_set(err, BRIG_EPROTO, 0, "spec: allow entry %zu is not a string", i);
+				goto fail;
+			}
+			if ((r = brig_spec_set(&tmp, "allow", json_string_value(e), err)) < 0)
 				goto fail;
 		}
 	}
@@ -570,6 +594,23 @@ static int check_opts(const brig_spec *spec, const brig_container_opts *opts, br
 	return brig_spec__check_tmpfs(spec, opts->inbox_mb, opts->outbox_mb, err);
 }
 
+/* The only way out of an egress sandbox, in every spelling clients read
+ * (curl and Python read both cases; Node 22.21+/24 needs NODE_USE_ENV_PROXY).
+ * The user's own entries win. */
+static void add_proxy_env(json_t *env, const brig_spec *spec)
+{
+	static const char *const keys[] = {"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", NULL};
+	for (const char *const *k = keys; *k; k++)
+		if (brig_spec__env_find(spec->env, spec->env_count, *k, strlen(*k)) < 0)
+			json_array_append_new(
+				env, json_sprintf("%s=http://%s:%d", *k, BRIG_EGRESS_GATEWAY, BRIG_EGRESS_PORT));
+	static const char *const rest[] = {"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
+					   "NODE_USE_ENV_PROXY=1", NULL};
+	for (const char *const *r = rest; *r; r++)
+		if (brig_spec__env_find(spec->env, spec->env_count, *r, strcspn(*r, "=")) < 0)
+			json_array_append_new(env, json_string(*r));
+}
+
 int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_container_opts *opts,
 			     brig_error **err)
 {
@@ -599,6 +640,8 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 	for (size_t i = 0; env_in_config && i < spec->env_count; i++)
 		if (!brig_env_is_credential(spec->env[i]))
 			json_array_append_new(env, json_string(spec->env[i]));
+	if (spec->network == BRIG_NET_EGRESS)
+		add_proxy_env(env, spec);
 
 	json_t *mounts = json_array();
 	json_t *tmpfs = json_object();
@@ -655,7 +698,9 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 	json_object_set_new(hc, "SecurityOpt", secopt);
 	json_object_set_new(hc, "Privileged", json_false());
 	json_object_set_new(hc, "NetworkMode",
-			    json_string(spec->network == BRIG_NET_ISOLATED ? BRIG_NETWORK_NAME : "none"));
+			    json_string(spec->network == BRIG_NET_ISOLATED ? BRIG_NETWORK_NAME
+					: spec->network == BRIG_NET_EGRESS ? BRIG_EGRESS_NETWORK
+									   : "none"));
 	json_object_set_new(hc, "PublishAllPorts", json_false());
 	json_object_set_new(hc, "Memory", json_integer(mem));
 	json_object_set_new(hc, "MemorySwap", json_integer(mem)); /* equal: no swap */

@@ -121,6 +121,27 @@ void brig_store_audit_free_array(brig_store_audit *arr, size_t n)
 	free(arr);
 }
 
+void brig_store__egress_clear(brig_store_egress *r)
+{
+	if (!r)
+		return;
+	free(r->sandbox);
+	free(r->ns);
+	free(r->agent);
+	free(r->session);
+	free(r->host);
+	free(r->decision);
+	free(r->reason);
+	memset(r, 0, sizeof *r);
+}
+
+void brig_store_egress_free_array(brig_store_egress *arr, size_t n)
+{
+	for (size_t i = 0; arr && i < n; i++)
+		brig_store__egress_clear(&arr[i]);
+	free(arr);
+}
+
 void brig_store__scrub(char **msg, const char *secret)
 {
 	if (!msg || !*msg || !secret || !*secret)

@@ -501,3 +501,62 @@ int brig_store_audit_list(brig_store *s, brig_store_audit **out, size_t *n, cons
 		limit = 0;
 	return LOCKED(s, s->ops->audit_list(s, out, n, &k, limit, err));
 }
+
+/* ---- egress ledger ---- */
+
+static int check_egress(const brig_store_egress *rec, brig_error **err)
+{
+	brig_store_key k;
+	int r;
+	if (!rec)
+		return brig__error_set(err, BRIG_EINVAL, 0, "egress record is required");
+	if ((r = check_name("egress sandbox", rec->sandbox, false, BRIG_STORE_MAX_NAME, err)) < 0)
+		return r;
+	if ((rec->ns || rec->agent || rec->session) && (r = check_key(&k, rec->ns, rec->agent, rec->session, err)) < 0)
+		return r;
+	if (!rec->host || strlen(rec->host) > 253 || !rec->reason || strlen(rec->reason) > 1024)
+		return brig__error_set(err, BRIG_EINVAL, 0, "egress host (at most 253) and reason (at most 1024) are "
+							    "required");
+	if (!rec->decision || (strcmp(rec->decision, "allowed") != 0 && strcmp(rec->decision, "denied") != 0 &&
+			       strcmp(rec->decision, "error") != 0))
+		return brig__error_set(err, BRIG_EINVAL, 0, "egress decision must be allowed, denied or error");
+	if (rec->port < 0 || rec->port > 65535 || rec->bytes_up < 0 || rec->bytes_down < 0 || rec->duration_ms < 0)
+		return brig__error_set(err, BRIG_EINVAL, 0, "egress port, byte counts and duration are out of range");
+	return 0;
+}
+
+int brig_store_egress_add(brig_store *s, int64_t *out_id, const brig_store_egress *rec, brig_error **err)
+{
+	int64_t id = 0;
+	if (out_id)
+		*out_id = 0;
+	int r;
+	if ((r = check_store(s, err)) < 0 || (r = check_egress(rec, err)) < 0)
+		return r;
+	r = LOCKED(s, s->ops->egress_add(s, &id, rec, err));
+	if (r == 0 && out_id)
+		*out_id = id;
+	return r;
+}
+
+int brig_store_egress_list(brig_store *s, brig_store_egress **out, size_t *n, const char *sandbox, const char *ns,
+			   const char *agent, const char *session, size_t limit, brig_error **err)
+{
+	*out = NULL;
+	*n = 0;
+	brig_store_key k;
+	int r;
+	if ((r = check_store(s, err)) < 0)
+		return r;
+	bool by_key = ns || agent || session;
+	if (!!sandbox == by_key)
+		return brig__error_set(err, BRIG_EINVAL, 0, "egress ledger: give a sandbox or a session, not %s",
+				       sandbox ? "both" : "neither");
+	if (sandbox && (r = check_name("egress sandbox", sandbox, false, BRIG_STORE_MAX_NAME, err)) < 0)
+		return r;
+	if (by_key && (r = check_key(&k, ns, agent, session, err)) < 0)
+		return r;
+	if (limit > (size_t)INT64_MAX)
+		limit = 0;
+	return LOCKED(s, s->ops->egress_list(s, out, n, sandbox, by_key ? &k : NULL, limit, err));
+}

@@ -45,6 +45,10 @@ struct brig_store_ops {
 	int (*audit_add)(brig_store *s, int64_t *out_id, const brig_store_audit *rec, int64_t now_ms, brig_error **err);
 	int (*audit_list)(brig_store *s, brig_store_audit **out, size_t *n, const brig_store_key *k, size_t limit,
 			  brig_error **err);
+	int (*egress_add)(brig_store *s, int64_t *out_id, const brig_store_egress *rec, brig_error **err);
+	/* sandbox or k (exactly one non-NULL) */
+	int (*egress_list)(brig_store *s, brig_store_egress **out, size_t *n, const char *sandbox,
+			   const brig_store_key *k, size_t limit, brig_error **err);
 };
 
 /* Common head of every backend's handle (each embeds it first). */
@@ -70,6 +74,7 @@ void brig_store__grow(void *arr, size_t *alloc, size_t n, size_t el);
 void brig_store__session_clear(brig_store_session *r);
 void brig_store__checkpoint_clear(brig_store_checkpoint *r);
 void brig_store__audit_clear(brig_store_audit *r);
+void brig_store__egress_clear(brig_store_egress *r);
 
 /* Replaces every occurrence of secret (when non-empty) in *msg by "***". */
 void brig_store__scrub(char **msg, const char *secret);

@@ -49,6 +49,16 @@ static const char *const migrations[] = {
 	" stdout_bytes BIGINT NOT NULL, stderr_bytes BIGINT NOT NULL,"
 	" created_ms BIGINT NOT NULL);"
 	"CREATE INDEX audit_by_session ON audit (ns, agent, session, id);",
+	/* 2: the egress ledger */
+	"CREATE TABLE egress ("
+	" id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+	" sandbox TEXT NOT NULL, ns TEXT, agent TEXT, session TEXT,"
+	" host TEXT NOT NULL, port INTEGER NOT NULL,"
+	" decision TEXT NOT NULL, reason TEXT NOT NULL,"
+	" bytes_up BIGINT NOT NULL, bytes_down BIGINT NOT NULL,"
+	" start_ms BIGINT NOT NULL, duration_ms BIGINT NOT NULL);"
+	"CREATE INDEX egress_by_sandbox ON egress (sandbox, id);"
+	"CREATE INDEX egress_by_session ON egress (ns, agent, session, id);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -531,6 +531,82 @@ static int pg_audit_list(brig_store *s, brig_store_audit **out, size_t *n, const
 	return 0;
 }
 
+/* ---- egress ledger ---- */
+
+#define EGRESS_COLS                                                                                           \
+	"id, sandbox, ns, agent, session, host, port, decision, reason, bytes_up, bytes_down, start_ms, " \
+	"duration_ms"
+
+static int pg_egress_add(brig_store *s, int64_t *out_id, const brig_store_egress *rec, brig_error **err)
+{
+	struct pg_store *p = PG(s);
+	int r = brig_store__pg_ensure(p, err);
+	if (r < 0)
+		return r;
+	numbuf pb, ub, db, sb, tb;
+	const char *vals[] = {rec->sandbox,	rec->ns,	rec->agent,
+			      rec->session,	rec->host,	i64(&pb, rec->port),
+			      rec->decision,	rec->reason,	i64(&ub, rec->bytes_up),
+			      i64(&db, rec->bytes_down), i64(&sb, rec->start_ms), i64(&tb, rec->duration_ms)};
+	cleanup_result PGresult *res = NULL;
+	if ((r = brig_store__pg_exec(p, &res,
+				     "INSERT INTO egress (sandbox, ns, agent, session, host, port, decision, reason,"
+				     " bytes_up, bytes_down, start_ms, duration_ms)"
+				     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
+				     12, vals, true, "adding an egress ledger row", err)) < 0)
+		return r;
+	*out_id = get_i64(res, 0, 0);
+	return 0;
+}
+
+static int pg_egress_list(brig_store *s, brig_store_egress **out, size_t *n, const char *sandbox,
+			  const brig_store_key *k, size_t limit, brig_error **err)
+{
+	struct pg_store *p = PG(s);
+	int r = brig_store__pg_ensure(p, err);
+	if (r < 0)
+		return r;
+	numbuf lb;
+	const char *lim = limit ? i64(&lb, (int64_t)limit) : NULL;
+	const char *by_sandbox[] = {sandbox, lim};
+	const char *by_key[] = {k ? k->ns : NULL, k ? k->agent : NULL, k ? k->session : NULL, lim};
+	cleanup_result PGresult *res = NULL;
+	if (sandbox)
+		r = brig_store__pg_exec(p, &res,
+					"SELECT " EGRESS_COLS " FROM egress WHERE sandbox = $1 ORDER BY id DESC LIMIT "
+					"$2::bigint",
+					2, by_sandbox, false, "listing egress ledger rows", err);
+	else
+		r = brig_store__pg_exec(p, &res,
+					"SELECT " EGRESS_COLS " FROM egress WHERE " KEY_WHERE
+					" ORDER BY id DESC LIMIT $4::bigint",
+					4, by_key, false, "listing egress ledger rows", err);
+	if (r < 0)
+		return r;
+	int rows = PQntuples(res);
+	if (rows == 0)
+		return 0;
+	*out = xcalloc((size_t)rows, sizeof **out);
+	for (int i = 0; i < rows; i++) {
+		brig_store_egress *e = &(*out)[i];
+		e->id = get_i64(res, i, 0);
+		e->sandbox = get_text(res, i, 1);
+		e->ns = get_text(res, i, 2);
+		e->agent = get_text(res, i, 3);
+		e->session = get_text(res, i, 4);
+		e->host = get_text(res, i, 5);
+		e->port = (int)get_i64(res, i, 6);
+		e->decision = get_text(res, i, 7);
+		e->reason = get_text(res, i, 8);
+		e->bytes_up = get_i64(res, i, 9);
+		e->bytes_down = get_i64(res, i, 10);
+		e->start_ms = get_i64(res, i, 11);
+		e->duration_ms = get_i64(res, i, 12);
+	}
+	*n = (size_t)rows;
+	return 0;
+}
+
 const struct brig_store_ops brig_store__pg_ops = {
 	.name = "postgresql",
 	.close = brig_store__pg_close,
@@ -546,5 +622,7 @@ const struct brig_store_ops brig_store__pg_ops = {
 	.checkpoint_remove = pg_checkpoint_remove,
 	.checkpoint_prune = pg_checkpoint_prune,
 	.audit_add = pg_audit_add,
+	.egress_add = pg_egress_add,
+	.egress_list = pg_egress_list,
 	.audit_list = pg_audit_list,
 };

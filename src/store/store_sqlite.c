@@ -49,6 +49,16 @@ static const char *const migrations[] = {
 	" stdout_bytes INTEGER NOT NULL, stderr_bytes INTEGER NOT NULL,"
 	" created_ms INTEGER NOT NULL);"
 	"CREATE INDEX audit_by_session ON audit (ns, agent, session, id);",
+	/* 2: the egress ledger */
+	"CREATE TABLE egress ("
+	" id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" sandbox TEXT NOT NULL, ns TEXT, agent TEXT, session TEXT,"
+	" host TEXT NOT NULL, port INTEGER NOT NULL,"
+	" decision TEXT NOT NULL, reason TEXT NOT NULL,"
+	" bytes_up INTEGER NOT NULL, bytes_down INTEGER NOT NULL,"
+	" start_ms INTEGER NOT NULL, duration_ms INTEGER NOT NULL);"
+	"CREATE INDEX egress_by_sandbox ON egress (sandbox, id);"
+	"CREATE INDEX egress_by_session ON egress (ns, agent, session, id);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

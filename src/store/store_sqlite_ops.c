@@ -577,6 +577,106 @@ static int sq_audit_list(brig_store *s, brig_store_audit **out, size_t *n, const
 	return 0;
 }
 
+/* ---- egress ledger ---- */
+
+#define EGRESS_COLS                                                                                           \
+	"id, sandbox, ns, agent, session, host, port, decision, reason, bytes_up, bytes_down, start_ms, " \
+	"duration_ms"
+
+struct egress_write {
+	const brig_store_egress *rec;
+	int64_t id;
+};
+
+static int tx_egress_add(struct sq_store *q, void *ctx, brig_error **err)
+{
+	struct egress_write *c = ctx;
+	const brig_store_egress *rec = c->rec;
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	int r = brig_store__sq_prepare(q, &st,
+				       "INSERT INTO egress (sandbox, ns, agent, session, host, port, decision, reason,"
+				       " bytes_up, bytes_down, start_ms, duration_ms)"
+				       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+				       err);
+	if (r < 0)
+		return r;
+	bind_text(st, 1, rec->sandbox);
+	bind_text(st, 2, rec->ns);
+	bind_text(st, 3, rec->agent);
+	bind_text(st, 4, rec->session);
+	bind_text(st, 5, rec->host);
+	sqlite3_bind_int(st, 6, rec->port);
+	bind_text(st, 7, rec->decision);
+	bind_text(st, 8, rec->reason);
+	sqlite3_bind_int64(st, 9, rec->bytes_up);
+	sqlite3_bind_int64(st, 10, rec->bytes_down);
+	sqlite3_bind_int64(st, 11, rec->start_ms);
+	sqlite3_bind_int64(st, 12, rec->duration_ms);
+	int rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		return brig_store__sq_fail(q, rc, "adding an egress ledger row", err);
+	c->id = sqlite3_last_insert_rowid(q->db);
+	return 0;
+}
+
+static int sq_egress_add(brig_store *s, int64_t *out_id, const brig_store_egress *rec, brig_error **err)
+{
+	struct egress_write c = {.rec = rec};
+	int r = brig_store__sq_tx(SQ(s), tx_egress_add, &c, err);
+	if (r == 0)
+		*out_id = c.id;
+	return r;
+}
+
+static int sq_egress_list(brig_store *s, brig_store_egress **out, size_t *n, const char *sandbox,
+			  const brig_store_key *k, size_t limit, brig_error **err)
+{
+	struct sq_store *q = SQ(s);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	int r = brig_store__sq_prepare(q, &st,
+				       sandbox ? "SELECT " EGRESS_COLS " FROM egress WHERE sandbox = ? ORDER BY id DESC LIMIT ?"
+					       : "SELECT " EGRESS_COLS " FROM egress WHERE ns = ? AND agent = ? AND "
+						 "session = ? ORDER BY id DESC LIMIT ?",
+				       err);
+	if (r < 0)
+		return r;
+	if (sandbox) {
+		bind_text(st, 1, sandbox);
+		sqlite3_bind_int64(st, 2, limit ? (int64_t)limit : -1);
+	} else {
+		bind_key(st, 1, k);
+		sqlite3_bind_int64(st, 4, limit ? (int64_t)limit : -1);
+	}
+	size_t alloc = 0;
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		brig_store__grow(out, &alloc, *n, sizeof **out);
+		brig_store_egress *e = &(*out)[*n];
+		memset(e, 0, sizeof *e);
+		e->id = sqlite3_column_int64(st, 0);
+		e->sandbox = col_text(st, 1);
+		e->ns = col_text(st, 2);
+		e->agent = col_text(st, 3);
+		e->session = col_text(st, 4);
+		e->host = col_text(st, 5);
+		e->port = sqlite3_column_int(st, 6);
+		e->decision = col_text(st, 7);
+		e->reason = col_text(st, 8);
+		e->bytes_up = sqlite3_column_int64(st, 9);
+		e->bytes_down = sqlite3_column_int64(st, 10);
+		e->start_ms = sqlite3_column_int64(st, 11);
+		e->duration_ms = sqlite3_column_int64(st, 12);
+		(*n)++;
+	}
+	if (rc != SQLITE_DONE) {
+		brig_store_egress_free_array(*out, *n);
+		*out = NULL;
+		*n = 0;
+		return brig_store__sq_fail(q, rc, "listing egress ledger rows", err);
+	}
+	return 0;
+}
+
 const struct brig_store_ops brig_store__sqlite_ops = {
 	.name = "sqlite",
 	.close = brig_store__sq_close,
@@ -593,4 +693,6 @@ const struct brig_store_ops brig_store__sqlite_ops = {
 	.checkpoint_prune = sq_checkpoint_prune,
 	.audit_add = sq_audit_add,
 	.audit_list = sq_audit_list,
+	.egress_add = sq_egress_add,
+	.egress_list = sq_egress_list,
 };

@@ -211,7 +211,7 @@ static void test_network(void **state)
 	set_bad("network", "container:abc", "network: 'container:...' is refused", "use none or isolated");
 	set_bad("network", "bridge", "network: 'bridge' is refused", NULL);
 	set_bad("network", "default", "network: ", NULL);
-	set_bad("network", "overlay", "network: must be none or isolated, got 'overlay'", NULL);
+	set_bad("network", "overlay", "network: must be none, isolated or egress, got 'overlay'", NULL);
 	set_bad("network", "", "network: ", NULL);
 	brig_network n = BRIG_NET_ISOLATED;
 	assert_int_equal(brig_network_parse(&n, "none", NULL), 0);

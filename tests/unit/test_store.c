@@ -766,6 +766,90 @@ static void test_checkpoints(void **state)
 	brig_store_checkpoint_free_array(arr, n);
 }
 
+static void test_egress_ledger(void **state)
+{
+	backend *b = use(state);
+	brig_error *err = NULL;
+	char sandbox[64];
+	snprintf(sandbox, sizeof sandbox, "brig-eg-%ld", (long)getpid());
+	brig_store_egress rows[3] = {
+		{.sandbox = sandbox,
+		 .ns = "eg",
+		 .agent = "a",
+		 .session = "s",
+		 .host = "api.example.com",
+		 .port = 443,
+		 .decision = "allowed",
+		 .reason = "",
+		 .bytes_up = 700,
+		 .bytes_down = 4096,
+		 .start_ms = 1000,
+		 .duration_ms = 25},
+		{.sandbox = sandbox,
+		 .ns = "eg",
+		 .agent = "a",
+		 .session = "s",
+		 .host = "evil.example.com",
+		 .port = 443,
+		 .decision = "denied",
+		 .reason = "not allowed",
+		 .start_ms = 2000},
+		{.sandbox = "brig-run-x", .host = "", .decision = "error", .reason = "no complete request head"},
+	};
+	int64_t ids[3];
+	for (int i = 0; i < 3; i++)
+		ASSERT_OK(brig_store_egress_add(b->s, &ids[i], &rows[i], &err), err);
+	assert_true(ids[1] > ids[0]);
+	brig_store_egress *out = NULL;
+	size_t n = 0;
+	ASSERT_OK(brig_store_egress_list(b->s, &out, &n, sandbox, NULL, NULL, NULL, 0, &err), err);
+	assert_int_equal(n, 2);
+	assert_string_equal(out[0].host, "evil.example.com"); /* newest first */
+	assert_string_equal(out[0].decision, "denied");
+	assert_string_equal(out[1].reason, "");
+	assert_int_equal(out[1].bytes_down, 4096);
+	assert_int_equal(out[1].port, 443);
+	assert_string_equal(out[1].session, "s");
+	brig_store_egress_free_array(out, n);
+	ASSERT_OK(brig_store_egress_list(b->s, &out, &n, NULL, "eg", "a", "s", 1, &err), err);
+	assert_int_equal(n, 1);
+	brig_store_egress_free_array(out, n);
+	ASSERT_OK(brig_store_egress_list(b->s, &out, &n, "brig-run-x", NULL, NULL, NULL, 0, &err), err);
+	assert_true(n >= 1);
+	assert_null(out[0].ns);
+	brig_store_egress_free_array(out, n);
+	/* Errors. */
+	assert_int_equal(brig_store_egress_list(b->s, &out, &n, NULL, NULL, NULL, NULL, 0, &err), BRIG_EINVAL);
+	brig_error_free(err);
+	err = NULL;
+	assert_int_equal(brig_store_egress_list(b->s, &out, &n, sandbox, "eg", "a", "s", 0, &err), BRIG_EINVAL);
+	brig_error_free(err);
+	err = NULL;
+	brig_store_egress bad = rows[0];
+	bad.decision = "maybe";
+	assert_int_equal(brig_store_egress_add(b->s, NULL, &bad, &err), BRIG_EINVAL);
+	brig_error_free(err);
+	err = NULL;
+	bad = rows[0];
+	bad.port = 70000;
+	assert_int_equal(brig_store_egress_add(b->s, NULL, &bad, &err), BRIG_EINVAL);
+	brig_error_free(err);
+	err = NULL;
+	bad = rows[0];
+	bad.agent = NULL;
+	assert_int_equal(brig_store_egress_add(b->s, NULL, &bad, &err), BRIG_EINVAL);
+	brig_error_free(err);
+	err = NULL;
+	bad = rows[0];
+	bad.sandbox = NULL;
+	assert_int_equal(brig_store_egress_add(b->s, NULL, &bad, &err), BRIG_EINVAL);
+	brig_error_free(err);
+	err = NULL;
+	assert_int_equal(brig_store_egress_add(b->s, NULL, NULL, &err), BRIG_EINVAL);
+	brig_error_free(err);
+	err = NULL;
+}
+
 static void test_audit(void **state)
 {
 	backend *b = use(state);
@@ -1282,7 +1366,7 @@ static void test_bad_state_in_db(void **state)
 		cmocka_unit_test_prestate(test_concurrent_create, b),                                             \
 		cmocka_unit_test_prestate(test_two_processes, b), cmocka_unit_test_prestate(test_checkpoints, b), \
 		cmocka_unit_test_prestate(test_audit, b), cmocka_unit_test_prestate(test_migrations, b),          \
-		cmocka_unit_test_prestate(test_bad_state_in_db, b)
+		cmocka_unit_test_prestate(test_egress_ledger, b), cmocka_unit_test_prestate(test_bad_state_in_db, b)
 
 int main(int argc, char **argv)
 {

@@ -1,0 +1,734 @@
+/* proxy.c — the egress proxy (`brig egress-proxy`): a host process on the
+ * egress network's gateway that forwards CONNECT (TLS whose SNI is the
+ * CONNECT host) and plain HTTP (absolute URI whose host is the Host
+ * header) to what the sandbox's rules allow, resolving names itself.
+ *
+ * Why a host process and not a container: the proxy must know which
+ * sandbox speaks (the daemon's view of the egress network), read rules
+ * that change while the sandbox runs, and write a ledger into brig's
+ * store; from a container each of those would need a channel back to the
+ * host. It runs with the rights of the brig that started it; everything a
+ * sandbox sends it goes through the bounded parsers of parse.c (fuzzed). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "brig/egress.h"
+#include "brig/spec.h"
+#include "brig/store.h"
+#include "egress/egress_internal.h"
+#include "util/util.h"
+
+#define CONN_MAX 256
+#define HEAD_TIMEOUT_MS 30000
+#define CONNECT_TIMEOUT_MS 10000
+#define IDLE_TIMEOUT_MS (5 * 60 * 1000)
+#define IDLE_EXIT_MS 60000
+
+static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
+static brig_engine *engine;
+static brig_store *ledger; /* NULL when brig's store could not be opened */
+static atomic_int active;
+
+typedef struct conn {
+	int fd;
+	char peer[INET_ADDRSTRLEN];
+	/* what the log line says */
+	char sandbox[160];
+	char ns[80], agent[80], session[80]; /* the computer's identity; "" for a run */
+	char host[256];
+	int port;
+	const char *decision; /* "allowed" | "denied" | "error" */
+	char reason[400];
+	uint64_t up, down;
+	int64_t start_ms, t0;
+} conn;
+
+/* ---- the log line (the ledger's source) ---- */
+
+/* {"key":"what","why":"…"}: store messages quoted by jansson (no secret
+ * reaches them: brig's store redacts its URL's password). */
+static void log_note(const char *key, const char *what, const char *why)
+{
+	json_t *o = json_pack("{s:s, s:s}", key, what, "why", why ? why : "");
+	char *text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (text)
+		fprintf(stderr, "%s\n", text);
+	fflush(stderr);
+	free(text);
+}
+
+static void log_conn(conn *c)
+{
+	json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:i, s:s, s:s, s:I, s:I, s:I}", "start_ms", (json_int_t)c->start_ms,
+			      "sandbox", c->sandbox, "address", c->peer, "host", c->host, "port", c->port, "decision",
+			      c->decision ? c->decision : "error", "reason", c->reason, "bytes_up", (json_int_t)c->up,
+			      "bytes_down", (json_int_t)c->down, "duration_ms", (json_int_t)(brig_now_ms() - c->t0));
+	char *text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	brig_error *err = NULL;
+	bool id = c->ns[0] && c->agent[0] && c->session[0];
+	brig_store_egress rec = {.sandbox = c->sandbox[0] ? c->sandbox : c->peer,
+				 .ns = id ? c->ns : NULL,
+				 .agent = id ? c->agent : NULL,
+				 .session = id ? c->session : NULL,
+				 .host = c->host,
+				 .port = c->port,
+				 .decision = (char *)(c->decision ? c->decision : "error"),
+				 .reason = c->reason,
+				 .bytes_up = (int64_t)c->up,
+				 .bytes_down = (int64_t)c->down,
+				 .start_ms = c->start_ms,
+				 .duration_ms = brig_now_ms() - c->t0};
+	if (ledger && brig_store_egress_add(ledger, NULL, &rec, &err) != 0) {
+		log_note("ledger", "not written", brig_error_message(err));
+		brig_error_free(err);
+	}
+	if (text) {
+		fprintf(stderr, "%s\n", text);
+		fflush(stderr);
+	}
+	free(text);
+}
+
+/* ---- small socket helpers ---- */
+
+static int wait_fd(int fd, short ev, int ms)
+{
+	struct pollfd p = {.fd = fd, .events = ev};
+	int r;
+	while ((r = poll(&p, 1, ms)) < 0 && errno == EINTR)
+		;
+	return r;
+}
+
+static int send_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+	while (n) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (wait_fd(fd, POLLOUT, IDLE_TIMEOUT_MS) <= 0)
+				return -1;
+			continue;
+		}
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* The proxy's own answer: plain text, the connection closes after it. */
+static void answer(conn *c, int status, const char *reason_phrase, const char *decision, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+static void answer(conn *c, int status, const char *reason_phrase, const char *decision, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->reason, sizeof c->reason, fmt, ap);
+	va_end(ap);
+	c->decision = decision;
+	char body[512];
+	int bn = snprintf(body, sizeof body, "brig egress: %s\n", c->reason);
+	char head[512];
+	int hn = snprintf(head, sizeof head,
+			  "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nX-Brig-Egress: %s\r\nConnection: "
+			  "close\r\nContent-Length: %d\r\n\r\n",
+			  status, reason_phrase, decision, bn);
+	send_all(c->fd, head, (size_t)hn);
+	send_all(c->fd, body, (size_t)bn);
+}
+
+/* ---- which sandbox speaks ---- */
+
+/* A container name is derived from its session identity, so the identity
+ * of a name never changes: kept here (by name, never by address, which
+ * Docker reuses) to spare an inspect per connection. */
+#define IDENT_CACHE 64
+static struct {
+	char name[160], ns[80], agent[80], session[80];
+} ident_cache[IDENT_CACHE];
+static unsigned ident_next;
+
+static bool ident_cached(conn *c, const char *name)
+{
+	for (unsigned i = 0; i < IDENT_CACHE; i++)
+		if (strcmp(ident_cache[i].name, name) == 0) {
+			memcpy(c->ns, ident_cache[i].ns, sizeof c->ns);
+			memcpy(c->agent, ident_cache[i].agent, sizeof c->agent);
+			memcpy(c->session, ident_cache[i].session, sizeof c->session);
+			return true;
+		}
+	return false;
+}
+
+static void ident_remember(const conn *c, const char *name)
+{
+	unsigned i = ident_next++ % IDENT_CACHE;
+	snprintf(ident_cache[i].name, sizeof ident_cache[i].name, "%s", name);
+	memcpy(ident_cache[i].ns, c->ns, sizeof c->ns);
+	memcpy(ident_cache[i].agent, c->agent, sizeof c->agent);
+	memcpy(ident_cache[i].session, c->session, sizeof c->session);
+}
+
+static void copy_label(char *out, size_t outlen, json_t *labels, const char *key)
+{
+	const char *v = json_string_value(json_object_get(labels, key));
+	snprintf(out, outlen, "%s", v && strlen(v) < outlen ? v : "");
+}
+
+static bool sandbox_of(conn *c, char *out, size_t outlen, const char *ip)
+{
+	bool found = false;
+	pthread_mutex_lock(&engine_lock);
+	cleanup_json json_t *net = NULL;
+	if (engine && brig_engine_network_inspect(engine, &net, BRIG_EGRESS_NETWORK, NULL) == 0) {
+		const char *k;
+		json_t *v;
+		size_t n = strlen(ip);
+		json_object_foreach (json_object_get(net, "Containers"), k, v) {
+			const char *a = json_string_value(json_object_get(v, "IPv4Address"));
+			const char *name = json_string_value(json_object_get(v, "Name"));
+			if (a && name && strncmp(a, ip, n) == 0 && a[n] == '/') {
+				snprintf(out, outlen, "%s", name);
+				found = true;
+				break;
+			}
+		}
+		cleanup_json json_t *ci = NULL;
+		if (found && !ident_cached(c, out) && brig_engine_container_inspect(engine, &ci, out, NULL) == 0) {
+			json_t *labels = json_object_get(json_object_get(ci, "Config"), "Labels");
+			copy_label(c->ns, sizeof c->ns, labels, BRIG_LABEL_NS);
+			copy_label(c->agent, sizeof c->agent, labels, BRIG_LABEL_AGENT);
+			copy_label(c->session, sizeof c->session, labels, BRIG_LABEL_SESSION);
+			ident_remember(c, out);
+		}
+	}
+	pthread_mutex_unlock(&engine_lock);
+	return found;
+}
+
+/* ---- names ---- */
+
+/* Addresses a sandbox must never reach through the proxy, whatever a name
+ * resolves to: the host itself (loopback and every address of its own
+ * interfaces), link-local (cloud metadata), the egress network, unspecified
+ * and multicast. */
+static bool forbidden_v4(uint32_t a)
+{
+	uint32_t egress_net = 0, gw = 0;
+	inet_pton(AF_INET, BRIG_EGRESS_GATEWAY, &gw);
+	egress_net = ntohl(gw) & 0xffffff00u;
+	return (a >> 24) == 127 || (a >> 24) == 0 || (a & 0xffff0000u) == 0xa9fe0000u || (a >> 28) >= 14 ||
+	       (a & 0xffffff00u) == egress_net;
+}
+
+/* An address of one of this host's own interfaces (the host's services). */
+static bool is_local(const struct sockaddr *sa)
+{
+	struct ifaddrs *ifs = NULL;
+	if (getifaddrs(&ifs) != 0)
+		return true; /* cannot tell: refuse */
+	bool local = false;
+	for (struct ifaddrs *i = ifs; i && !local; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != sa->sa_family)
+			continue;
+		if (sa->sa_family == AF_INET)
+			local = ((const struct sockaddr_in *)sa)->sin_addr.s_addr ==
+				((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
+		else if (sa->sa_family == AF_INET6)
+			local = memcmp(&((const struct sockaddr_in6 *)sa)->sin6_addr,
+				       &((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
+				       sizeof(struct in6_addr)) == 0;
+	}
+	freeifaddrs(ifs);
+	return local;
+}
+
+static bool forbidden(const struct sockaddr *sa)
+{
+	if (is_local(sa))
+		return true;
+	if (sa->sa_family == AF_INET)
+		return forbidden_v4(ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr));
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		if (IN6_IS_ADDR_V4MAPPED(a)) {
+			uint32_t v4;
+			memcpy(&v4, a->s6_addr + 12, 4);
+			return forbidden_v4(ntohl(v4));
+		}
+		return IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_UNSPECIFIED(a) ||
+		       IN6_IS_ADDR_MULTICAST(a) || IN6_IS_ADDR_SITELOCAL(a);
+	}
+	return true;
+}
+
+/* The test-only resolver override: $BRIG_EGRESS_HOSTS names a file of
+ * "name address" lines (IPv4), read on each connection. Its answers may
+ * be local addresses: that is what tests need. */
+static int resolve_override(struct sockaddr_in *out, const char *host)
+{
+	const char *path = getenv("BRIG_EGRESS_HOSTS");
+	if (!path || !*path)
+		return 1;
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 1;
+	char line[512];
+	int rc = 1;
+	while (rc == 1 && fgets(line, sizeof line, f)) {
+		char name[300], addr[64];
+		if (sscanf(line, "%299s %63s", name, addr) != 2 || strcasecmp(name, host) != 0)
+			continue;
+		memset(out, 0, sizeof *out);
+		out->sin_family = AF_INET;
+		rc = inet_pton(AF_INET, addr, &out->sin_addr) == 1 ? 0 : -1;
+	}
+	fclose(f);
+	return rc;
+}
+
+static int connect_to(const struct sockaddr *sa, socklen_t len)
+{
+	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, sa, len) != 0) {
+		int soerr = 0;
+		socklen_t sl = sizeof soerr;
+		if (errno != EINPROGRESS || wait_fd(fd, POLLOUT, CONNECT_TIMEOUT_MS) != 1 ||
+		    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0) {
+			close(fd);
+			return -1;
+		}
+	}
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	return fd;
+}
+
+/* Connects upstream; on failure answers the sandbox and returns -1. */
+static int upstream(conn *c)
+{
+	struct sockaddr_in o;
+	int ov = resolve_override(&o, c->host);
+	if (ov == 0) {
+		o.sin_port = htons((uint16_t)c->port);
+		int fd = connect_to((struct sockaddr *)&o, sizeof o);
+		if (fd < 0)
+			answer(c, 502, "Bad Gateway", "error", "cannot connect to %s:%d", c->host, c->port);
+		return fd;
+	}
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+	char port[8];
+	snprintf(port, sizeof port, "%d", c->port);
+	if (getaddrinfo(c->host, port, &hints, &res) != 0 || !res) {
+		answer(c, 502, "Bad Gateway", "error", "cannot resolve %s", c->host);
+		return -1;
+	}
+	int fd = -1;
+	bool refused_local = false;
+	for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
+		if (forbidden(a->ai_addr)) {
+			refused_local = true;
+			continue;
+		}
+		fd = connect_to(a->ai_addr, a->ai_addrlen);
+	}
+	freeaddrinfo(res);
+	if (fd < 0) {
+		if (refused_local)
+			answer(c, 403, "Forbidden", "denied", "%s resolves to a local or link-local address", c->host);
+		else
+			answer(c, 502, "Bad Gateway", "error", "cannot connect to %s:%d", c->host, c->port);
+	}
+	return fd;
+}
+
+/* ---- relaying ---- */
+
+/* Copies both ways until both sides are done or nothing moves for the
+ * idle timeout. With one_way, only upstream → sandbox (a plain request
+ * whose body was sent already). */
+static void relay(conn *c, int up, bool one_way)
+{
+	char buf[64 * 1024];
+	bool c_open = !one_way, u_open = true;
+	while (c_open || u_open) {
+		struct pollfd p[2] = {{.fd = c->fd, .events = c_open ? POLLIN : 0},
+				      {.fd = up, .events = u_open ? POLLIN : 0}};
+		int r = poll(p, 2, IDLE_TIMEOUT_MS);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return;
+		if (c_open && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+			ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+			if (n < 0 && (errno == EINTR || errno == EAGAIN))
+				continue;
+			if (n <= 0) {
+				c_open = false;
+				shutdown(up, SHUT_WR);
+			} else {
+				if (send_all(up, buf, (size_t)n) != 0)
+					return;
+				c->up += (uint64_t)n;
+			}
+		}
+		if (u_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+			ssize_t n = recv(up, buf, sizeof buf, 0);
+			if (n < 0 && (errno == EINTR || errno == EAGAIN))
+				continue;
+			if (n <= 0) {
+				u_open = false;
+				shutdown(c->fd, SHUT_WR);
+				if (one_way)
+					return;
+			} else {
+				if (send_all(c->fd, buf, (size_t)n) != 0)
+					return;
+				c->down += (uint64_t)n;
+			}
+		}
+	}
+}
+
+/* Reads more of the sandbox's bytes into buf (at most cap). 0, or -1 on
+ * EOF, error or the deadline. */
+static int read_more(int fd, char *buf, size_t *len, size_t cap, int64_t deadline)
+{
+	if (*len >= cap)
+		return -1;
+	int left = brig_remaining_ms(deadline);
+	if (left <= 0 || wait_fd(fd, POLLIN, left) != 1)
+		return -1;
+	ssize_t n;
+	while ((n = recv(fd, buf + *len, cap - *len, 0)) < 0 && errno == EINTR)
+		;
+	if (n <= 0)
+		return -1;
+	*len += (size_t)n;
+	return 0;
+}
+
+static void do_connect(conn *c, char *buf, size_t len, const brig_egress_req *req)
+{
+	int up = upstream(c);
+	if (up < 0)
+		return;
+	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+	if (send_all(c->fd, ok, sizeof ok - 1) != 0) {
+		close(up);
+		return;
+	}
+	/* The ClientHello: whatever followed the head, then more. */
+	size_t have = len - req->head_len;
+	memmove(buf, buf + req->head_len, have);
+	char sni[256];
+	int64_t deadline = brig_now_ms() + HEAD_TIMEOUT_MS;
+	int s;
+	while ((s = brig_egress__sni(sni, sizeof sni, (unsigned char *)buf, have)) == 1)
+		if (read_more(c->fd, buf, &have, BRIG_EGRESS_HELLO_MAX, deadline) != 0)
+			break;
+	if (s != 0 || strcmp(sni, c->host) != 0) {
+		c->decision = "denied";
+		snprintf(c->reason, sizeof c->reason, "%s",
+			 s == 1    ? "no complete TLS ClientHello"
+			 : s == -1 ? "not a TLS ClientHello (only TLS is forwarded through CONNECT)"
+			 : s == -2 ? "TLS ClientHello without a server name"
+			 : s == -3 ? "encrypted ClientHello refused (its server name cannot be checked)"
+				   : "TLS server name differs from the CONNECT host");
+		close(up);
+		return;
+	}
+	c->decision = "allowed";
+	if (send_all(up, buf, have) == 0) {
+		c->up += have;
+		relay(c, up, false);
+	}
+	close(up);
+}
+
+static bool hop_header(const char *l, size_t n)
+{
+	static const char *const drop[] = {
+		"proxy-connection:", "proxy-authorization:", "connection:", "keep-alive:", "te:", "upgrade:", NULL};
+	for (const char *const *d = drop; *d; d++)
+		if (n >= strlen(*d) && strncasecmp(l, *d, strlen(*d)) == 0)
+			return true;
+	return false;
+}
+
+static void do_plain(conn *c, char *buf, size_t len, const brig_egress_req *req)
+{
+	if (req->chunked) {
+		answer(c, 411, "Length Required", "denied",
+		       "chunked request bodies are not forwarded; send Content-Length");
+		return;
+	}
+	int up = upstream(c);
+	if (up < 0)
+		return;
+	c->decision = "allowed";
+	/* Origin form, our own Connection: close (one request per connection:
+	 * a second one could name another host), no proxy headers. */
+	brig_buf h;
+	brig_buf_init(&h, BRIG_EGRESS_HEAD_MAX + 256);
+	int bad = brig_buf_printf(&h, "%s ", req->method);
+	bad |= req->target_len ? brig_buf_add(&h, buf + req->target_off, req->target_len) : brig_buf_addstr(&h, "/");
+	bad |= brig_buf_addstr(&h, " HTTP/1.1\r\n");
+	for (size_t off = req->headers_off; off + 2 <= req->head_len - 2;) {
+		const char *l = buf + off;
+		const char *e = memmem(l, req->head_len - off, "\r\n", 2);
+		size_t n = (size_t)(e - l);
+		if (!hop_header(l, n)) {
+			bad |= brig_buf_add(&h, l, n + 2);
+		}
+		off += n + 2;
+	}
+	bad |= brig_buf_addstr(&h, "Connection: close\r\n\r\n");
+	if (bad || send_all(up, h.data, h.len) != 0) {
+		brig_buf_free(&h);
+		close(up);
+		return;
+	}
+	c->up += h.len;
+	brig_buf_free(&h);
+	/* The body: exactly Content-Length bytes, nothing after it. */
+	uint64_t body = req->content_length > 0 ? (uint64_t)req->content_length : 0;
+	size_t have = len - req->head_len;
+	if (have > body)
+		have = (size_t)body;
+	if (have && send_all(up, buf + req->head_len, have) != 0) {
+		close(up);
+		return;
+	}
+	c->up += have;
+	body -= have;
+	char chunk[64 * 1024];
+	while (body > 0) {
+		if (wait_fd(c->fd, POLLIN, IDLE_TIMEOUT_MS) != 1)
+			break;
+		ssize_t n = recv(c->fd, chunk, body < sizeof chunk ? (size_t)body : sizeof chunk, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || send_all(up, chunk, (size_t)n) != 0)
+			break;
+		c->up += (uint64_t)n;
+		body -= (uint64_t)n;
+	}
+	if (body == 0)
+		relay(c, up, true);
+	close(up);
+}
+
+static void *serve_conn(void *arg)
+{
+	conn *c = arg;
+	c->t0 = brig_now_ms();
+	c->start_ms = brig_wall_ms();
+	char *buf = xmalloc(BRIG_EGRESS_HEAD_MAX + BRIG_EGRESS_HELLO_MAX);
+	size_t len = 0;
+	brig_egress_req req;
+	const char *why = NULL;
+	if (!sandbox_of(c, c->sandbox, sizeof c->sandbox, c->peer)) {
+		answer(c, 403, "Forbidden", "denied", "%s is not a brig egress sandbox", c->peer);
+		goto out;
+	}
+	int64_t deadline = brig_now_ms() + HEAD_TIMEOUT_MS;
+	int p;
+	while ((p = brig_egress__parse_head(&req, buf, len, &why)) == 1)
+		if (read_more(c->fd, buf, &len, BRIG_EGRESS_HEAD_MAX, deadline) != 0)
+			break;
+	if (p == 1) {
+		c->decision = "error";
+		snprintf(c->reason, sizeof c->reason, "no complete request head");
+		goto out;
+	}
+	if (p < 0) {
+		answer(c, 400, "Bad Request", "denied", "%s", why);
+		goto out;
+	}
+	snprintf(c->host, sizeof c->host, "%s", req.host);
+	c->port = req.port;
+	char **rules = NULL;
+	size_t n = 0;
+	if (brig_egress_rules_get(&rules, &n, c->sandbox, NULL) != 0) {
+		answer(c, 500, "Internal Server Error", "error", "cannot read this sandbox's rules");
+		goto out;
+	}
+	bool ok = brig_egress_allowed((const char *const *)rules, n, req.host, req.port);
+	brig_egress_rules_free(rules);
+	if (!ok) {
+		answer(c, 403, "Forbidden", "denied", "%s:%d is not allowed for this sandbox (brig egress allow %s %s)",
+		       req.host, req.port, c->sandbox, req.host);
+		goto out;
+	}
+	if (req.connect)
+		do_connect(c, buf, len, &req);
+	else
+		do_plain(c, buf, len, &req);
+out:
+	log_conn(c);
+	free(buf);
+	close(c->fd);
+	free(c);
+	atomic_fetch_sub(&active, 1);
+	return NULL;
+}
+
+/* ---- the listener ---- */
+
+static int listen_gateway(brig_error **err)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return brig__error_set(err, BRIG_EIO, errno, "egress proxy: socket: %s", strerror(errno));
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(BRIG_EGRESS_PORT)};
+	inet_pton(AF_INET, BRIG_EGRESS_GATEWAY, &a.sin_addr);
+	if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 128) != 0) {
+		int e = errno;
+		close(fd);
+		return brig__error_set(err, BRIG_EIO, e, "egress proxy: cannot listen on %s:%d: %s",
+				       BRIG_EGRESS_GATEWAY, BRIG_EGRESS_PORT, strerror(e));
+	}
+	return fd;
+}
+
+/* How many sandboxes the egress network has; -1 when it is gone. */
+static int attached(void)
+{
+	pthread_mutex_lock(&engine_lock);
+	cleanup_json json_t *net = NULL;
+	brig_error *err = NULL;
+	int rc = brig_engine_network_inspect(engine, &net, BRIG_EGRESS_NETWORK, &err);
+	pthread_mutex_unlock(&engine_lock);
+	brig_error_free(err);
+	if (rc == BRIG_ENOTFOUND)
+		return -1;
+	if (rc)
+		return 1; /* cannot tell: stay */
+	return (int)json_object_size(json_object_get(net, "Containers"));
+}
+
+int brig_egress_proxy_serve(brig_error **err)
+{
+	cleanup_free char *dir = NULL;
+	int rc = brig_egress_dir(&dir, err);
+	if (rc)
+		return rc;
+	if ((rc = brig_mkdir_p(dir, 0700, "the egress folder", err)) != 0)
+		return rc;
+	cleanup_free char *lock = xasprintf("%s/proxy.lock", dir);
+	cleanup_close int lk = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lk < 0)
+		return brig__error_set(err, BRIG_EIO, errno, "egress proxy: cannot open %s: %s", lock, strerror(errno));
+	if (flock(lk, LOCK_EX | LOCK_NB) != 0)
+		return 0; /* another proxy serves */
+	brig_engine_opts eo = {.version = BRIG_ENGINE_OPTS_VERSION, .tls_verify = -1};
+	if ((rc = brig_engine_open(&engine, &eo, err)) != 0)
+		return rc;
+	/* The ledger first: once the port answers, where rows go is settled. */
+	brig_error *serr = NULL;
+	if (brig_store_open(&ledger, NULL, &serr) != 0) {
+		log_note("ledger", "unavailable", brig_error_message(serr));
+		brig_error_free(serr);
+		ledger = NULL;
+	}
+	cleanup_free char *pidpath = xasprintf("%s/proxy.pid", dir);
+	FILE *pf = fopen(pidpath, "we");
+	if (pf) {
+		fprintf(pf, "%ld\n", (long)getpid());
+		fclose(pf);
+	}
+	int lfd = listen_gateway(err);
+	if (lfd < 0) {
+		unlink(pidpath);
+		brig_store_close(ledger);
+		ledger = NULL;
+		brig_engine_free(engine);
+		engine = NULL;
+		return lfd;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	fprintf(stderr, "{\"proxy\":\"listening\",\"address\":\"%s:%d\",\"pid\":%ld}\n", BRIG_EGRESS_GATEWAY,
+		BRIG_EGRESS_PORT, (long)getpid());
+	fflush(stderr);
+	int64_t empty_since = 0;
+	for (;;) {
+		int r = wait_fd(lfd, POLLIN, 2000);
+		if (r == 0 || (r < 0 && errno != EINTR)) {
+			int n = attached();
+			if (n < 0)
+				break; /* the network is gone */
+			if (n > 0 || atomic_load(&active) > 0)
+				empty_since = 0;
+			else if (!empty_since)
+				empty_since = brig_now_ms();
+			else if (brig_now_ms() - empty_since > IDLE_EXIT_MS)
+				break;
+			continue;
+		}
+		if (r < 0)
+			continue;
+		struct sockaddr_in peer;
+		socklen_t pl = sizeof peer;
+		int fd = accept4(lfd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		empty_since = 0;
+		uint32_t gw = 0;
+		inet_pton(AF_INET, BRIG_EGRESS_GATEWAY, &gw);
+		if (peer.sin_addr.s_addr == gw || atomic_load(&active) >= CONN_MAX) {
+			/* brig's own is-it-up probe, or too many at once */
+			close(fd);
+			continue;
+		}
+		conn *c = xcalloc(1, sizeof *c);
+		c->fd = fd;
+		c->port = 0;
+		inet_ntop(AF_INET, &peer.sin_addr, c->peer, sizeof c->peer);
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		atomic_fetch_add(&active, 1);
+		pthread_attr_t at;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&at, 512 * 1024);
+		pthread_t t;
+		if (pthread_create(&t, &at, serve_conn, c) != 0) {
+			atomic_fetch_sub(&active, 1);
+			close(fd);
+			free(c);
+		}
+		pthread_attr_destroy(&at);
+	}
+	close(lfd);
+	unlink(pidpath);
+	/* Threads still relaying may log: the store stays open until exit. */
+	fprintf(stderr, "{\"proxy\":\"exiting\"}\n");
+	return 0;
+}

@@ -1,0 +1,558 @@
+/* test_egress.c — network egress against the real dockerd: a computer on
+ * the internal brig-egress network reaches exactly what its rules allow,
+ * through brig's proxy, and nothing else; rules change while it runs.
+ * Traffic never leaves this machine: the upstreams are HTTPS and HTTP
+ * servers this test starts on 127.0.0.1 (helpers/egress_upstream.py, its
+ * own CA), the proxy is told to resolve the test's names to them
+ * (BRIG_EGRESS_HOSTS), and the "must fail" probes aim at listeners the
+ * test opened itself on the host.
+ * The egress network and its proxy are one per host: this test skips when
+ * a proxy already serves, and removes the network and its proxy after. */
+#include "testutil.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "brig/egress.h"
+#include "brig/sandbox.h"
+#include "brig/spec.h"
+#include "brig/store.h"
+#include "util/util.h"
+
+static brig_engine *E;
+static char NS[64];
+static char DIR_[256];
+static char EGRESS_DIR[300];
+static char *CA;
+static int HTTPS_PORT, HTTP_PORT;
+static pid_t UPSTREAM = -1;
+static int UPSTREAM_STDIN = -1;
+static bool SKIP;
+
+#define ASSERT_CONTAINS(hay, needle)                                        \
+	do {                                                                \
+		if (!strstr((hay), (needle)))                               \
+			fail_msg("expected '%s' in '%s'", (needle), (hay)); \
+	} while (0)
+
+static bool proxy_listening(void)
+{
+	/* Only where the address is this machine's: never connect out. */
+	if (access("/sys/class/net/" BRIG_EGRESS_BRIDGE, F_OK) != 0)
+		return false;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(BRIG_EGRESS_PORT)};
+	inet_pton(AF_INET, BRIG_EGRESS_GATEWAY, &a.sin_addr);
+	bool ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+	close(fd);
+	return ok;
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	brig_buf b;
+	brig_buf_init(&b, 1 << 24);
+	char tmp[4096];
+	size_t n;
+	while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
+		if (brig_buf_add(&b, tmp, n) != 0)
+			break;
+	fclose(f);
+	return brig_buf_steal(&b, NULL);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	if (brig_test_setup(&E, NS, sizeof NS, "eg") != 0)
+		return -1;
+	if (proxy_listening()) {
+		fprintf(stderr, "test_egress: an egress proxy already serves on %s:%d; skipping\n", BRIG_EGRESS_GATEWAY,
+			BRIG_EGRESS_PORT);
+		SKIP = true;
+		return 0;
+	}
+	if (brig_test_tmpdir(DIR_, sizeof DIR_, "brig-egress-test") != 0)
+		return -1;
+	snprintf(EGRESS_DIR, sizeof EGRESS_DIR, "%s/egress", DIR_);
+	setenv("BRIG_EGRESS_DIR", EGRESS_DIR, 1);
+	char hosts[320];
+	snprintf(hosts, sizeof hosts, "%s/hosts", DIR_);
+	FILE *h = fopen(hosts, "we");
+	fprintf(h, "allowed.brig.test 127.0.0.1\ndenied.brig.test 127.0.0.1\nlater.brig.test 127.0.0.1\n");
+	fclose(h);
+	setenv("BRIG_EGRESS_HOSTS", hosts, 1);
+	/* The ledger's store: the proxy this test starts inherits it. */
+	char store[320];
+	snprintf(store, sizeof store, "sqlite://%s/brig.db", DIR_);
+	setenv("BRIG_STORE", store, 1);
+
+	char ports[320];
+	snprintf(ports, sizeof ports, "%s/ports", DIR_);
+	int in[2];
+	if (pipe2(in, O_CLOEXEC) != 0)
+		return -1;
+	UPSTREAM = fork();
+	if (UPSTREAM == 0) {
+		dup2(in[0], 0);
+		char *const argv[] = {"python3", BRIG_SOURCE_DIR "/tests/integration/helpers/egress_upstream.py", DIR_,
+				      ports, NULL};
+		execv("/usr/bin/python3", argv);
+		_exit(127);
+	}
+	close(in[0]);
+	UPSTREAM_STDIN = in[1];
+	for (int i = 0; i < 300 && access(ports, F_OK) != 0; i++)
+		brig_test_sleep_ms(100);
+	char *p = slurp(ports);
+	if (!p || sscanf(p, "%d %d", &HTTPS_PORT, &HTTP_PORT) != 2) {
+		fprintf(stderr, "test_egress: the upstream servers did not start\n");
+		free(p);
+		return -1;
+	}
+	free(p);
+	char ca[320];
+	snprintf(ca, sizeof ca, "%s/ca.pem", DIR_);
+	CA = slurp(ca);
+	return CA ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (!SKIP) {
+		brig_test_cleanup(E); /* our computers first */
+		brig_error *err = NULL;
+		if (brig_egress_remove(E, &err) != 0)
+			fprintf(stderr, "test_egress: could not remove %s: %s\n", BRIG_EGRESS_NETWORK,
+				brig_error_message(err));
+		brig_error_free(err);
+		/* The proxy ends once its network is gone; only ours, by its pid. */
+		char pidf[400];
+		snprintf(pidf, sizeof pidf, "%s/proxy.pid", EGRESS_DIR);
+		for (int i = 0; i < 100 && access(pidf, F_OK) == 0; i++)
+			brig_test_sleep_ms(100);
+		char *pid = slurp(pidf);
+		if (pid && atoi(pid) > 1)
+			kill(atoi(pid), SIGTERM);
+		free(pid);
+		if (UPSTREAM_STDIN >= 0)
+			close(UPSTREAM_STDIN);
+		if (UPSTREAM > 0) {
+			kill(UPSTREAM, SIGTERM);
+			waitpid(UPSTREAM, NULL, 0);
+		}
+		free(CA);
+		brig_test_rmdir(DIR_);
+	}
+	return brig_test_teardown(&E);
+}
+
+/* Listeners on every host address (the gateway's included): TCP and UDP. */
+static int listen_any(int type, int *port)
+{
+	int fd = socket(AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	if (type == SOCK_STREAM)
+		assert_int_equal(listen(fd, 8), 0);
+	socklen_t len = sizeof sa;
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+/* Runs the probe in the computer; its stdout (caller frees). */
+static char *probe(const char *ref, const char *mode, int direct, int udp)
+{
+	cleanup_free char *script = slurp(BRIG_SOURCE_DIR "/tests/integration/helpers/egress_probe.py");
+	assert_non_null(script);
+	char hp[16], pp[16], dp[16], up[16];
+	snprintf(hp, sizeof hp, "%d", HTTPS_PORT);
+	snprintf(pp, sizeof pp, "%d", HTTP_PORT);
+	snprintf(dp, sizeof dp, "%d", direct);
+	snprintf(up, sizeof up, "%d", udp);
+	const char *argv[] = {"python3", "-c", script, mode, CA, BRIG_EGRESS_GATEWAY, hp, pp, dp, up, NULL};
+	brig_exec_opts o = {
+		.version = BRIG_EXEC_OPTS_VERSION, .argv = argv, .stdin_fd = -1, .cancel_fd = -1, .timeout_ms = 120000};
+	brig_exec_result r;
+	brig_error *err = NULL;
+	ASSERT_OK(brig_computer_exec(E, ref, &o, &r, &err), err);
+	if (r.exit_code != 0)
+		fail_msg("probe exited %d: %s", r.exit_code, r.err.data ? r.err.data : "");
+	char *out = xstrdup(r.out.data ? r.out.data : "");
+	brig_exec_result_clear(&r);
+	return out;
+}
+
+/* Runs the brig program with argv (after "brig"); its exit code, stdout
+ * and stderr together in *out (caller frees). */
+static int cli(char **out, const char *const *args)
+{
+	const char *bin = getenv("BRIG_BIN");
+	assert_non_null(bin);
+	const char *argv[32] = {"brig"};
+	size_t n = 1;
+	for (; args[n - 1] && n < 31; n++)
+		argv[n] = args[n - 1];
+	argv[n] = NULL;
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	close(p[1]);
+	brig_buf b;
+	brig_buf_init(&b, 1 << 20);
+	char tmp[4096];
+	ssize_t r;
+	while ((r = read(p[0], tmp, sizeof tmp)) > 0)
+		if (brig_buf_add(&b, tmp, (size_t)r) != 0)
+			break;
+	close(p[0]);
+	int st = 0;
+	waitpid(pid, &st, 0);
+	*out = brig_buf_steal(&b, NULL);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The value of KEY= in the probe's output (static buffer). */
+static const char *val(const char *out, const char *key)
+{
+	static char v[1024];
+	char k[64];
+	snprintf(k, sizeof k, "\n%s=", key);
+	cleanup_free char *text = xasprintf("\n%s", out);
+	const char *p = strstr(text, k);
+	if (!p)
+		fail_msg("no %s in probe output: %s", key, out);
+	p += strlen(k);
+	size_t n = strcspn(p, "\n");
+	snprintf(v, sizeof v, "%.*s", (int)(n < sizeof v - 1 ? n : sizeof v - 1), p);
+	return v;
+}
+
+static void test_egress_computer(void **state)
+{
+	(void)state;
+	if (SKIP)
+		skip();
+	brig_spec s;
+	brig_error *err = NULL;
+	brig_test_spec(&s, BRIG_DEFAULT_IMAGE); /* python3 with ssl */
+	ASSERT_OK(brig_spec_set(&s, "network", "egress", &err), err);
+	cleanup_free char *rules =
+		xasprintf("allowed.brig.test:%d,allowed.brig.test:%d,localhost:%d", HTTPS_PORT, HTTP_PORT, HTTPS_PORT);
+	ASSERT_OK(brig_spec_set(&s, "allow", rules, &err), err);
+	brig_identity id = {.ns = NS, .agent = "agent", .session = "s1", .generation = 1};
+	brig_computer *c = NULL;
+	ASSERT_OK(brig_computer_create(E, &c, &id, &s, &err), err);
+	assert_string_equal(c->network, "egress");
+	cleanup_free char *name = xstrdup(c->name);
+	brig_computer_free(c);
+	brig_spec_clear(&s);
+
+	/* What docker inspect shows: the internal network, the proxy variables. */
+	cleanup_json json_t *j = NULL;
+	ASSERT_OK(brig_engine_container_inspect(E, &j, name, &err), err);
+	json_t *nets = json_object_get(json_object_get(j, "NetworkSettings"), "Networks");
+	assert_int_equal(json_object_size(nets), 1);
+	assert_non_null(json_object_get(nets, BRIG_EGRESS_NETWORK));
+	cleanup_free char *env = json_dumps(json_object_get(json_object_get(j, "Config"), "Env"), 0);
+	ASSERT_CONTAINS(env, "HTTPS_PROXY=http://" BRIG_EGRESS_GATEWAY ":3128");
+	ASSERT_CONTAINS(env, "NODE_USE_ENV_PROXY=1");
+	cleanup_json json_t *net = NULL;
+	ASSERT_OK(brig_engine_network_inspect(E, &net, BRIG_EGRESS_NETWORK, &err), err);
+	assert_true(json_is_true(json_object_get(net, "Internal")));
+
+	int dport, uport;
+	int tcp = listen_any(SOCK_STREAM, &dport);
+	int udp = listen_any(SOCK_DGRAM, &uport);
+	cleanup_free char *out = probe(name, "all", dport, uport);
+	/* Allowed: through the proxy, by name, verified against the test CA. */
+	ASSERT_CONTAINS(val(out, "HTTPS"), "hello from allowed.brig.test");
+	ASSERT_CONTAINS(val(out, "HTTP"), "hello from allowed.brig.test");
+	/* Denied, with the proxy's own answer. */
+	ASSERT_CONTAINS(val(out, "DENIED"), "403 Forbidden");
+	ASSERT_CONTAINS(val(out, "DENIED"), "brig egress: denied.brig.test");
+	ASSERT_CONTAINS(val(out, "DENIED"), "is not allowed for this sandbox");
+	/* A rule cannot open the host's own services: names are checked after
+	 * resolution (localhost here, from /etc/hosts). */
+	ASSERT_CONTAINS(val(out, "LOCAL"), "403 Forbidden");
+	ASSERT_CONTAINS(val(out, "LOCAL"), "resolves to a local or link-local address");
+	/* Domain fronting: an allowed CONNECT, another name in the ClientHello. */
+	ASSERT_CONTAINS(val(out, "SNI"), "200 Connection established|tls-fail");
+	ASSERT_CONTAINS(val(out, "SNI_OK"), "tls-ok|HTTP/1.0 200");
+	ASSERT_CONTAINS(val(out, "HOSTHDR"), "400 Bad Request");
+	ASSERT_CONTAINS(val(out, "HOSTHDR"), "Host header differs");
+	/* Without the proxy nothing is reachable: no name service, no route. */
+	ASSERT_CONTAINS(val(out, "NOPROXY"), "fail:");
+	assert_string_equal(val(out, "DNS"), "fail");
+	ASSERT_CONTAINS(val(out, "DIRECT"), "fail:");
+	assert_string_equal(val(out, "DEFAULT_ROUTE"), "no");
+	assert_string_equal(val(out, "ROUTES"), "1"); /* its own subnet only */
+	assert_string_equal(val(out, "IPV6_GLOBAL"), "0");
+	/* Docker's embedded resolver only (it knows no outside names here). */
+	const char *ns = val(out, "NAMESERVERS");
+	assert_true(strcmp(ns, "") == 0 || strcmp(ns, "127.0.0.11") == 0);
+	/* The host's listeners saw nothing. */
+	int got = accept(tcp, NULL, NULL);
+	assert_int_equal(got, -1);
+	char b[8];
+	assert_int_equal(recv(udp, b, sizeof b, 0), -1);
+	close(tcp);
+	close(udp);
+
+	/* The proxy's port is for egress sandboxes only: a container of this
+	 * test on Docker's default bridge cannot open it (172.30.4.1 is this
+	 * host's own address while the egress network exists). */
+	if (access("/sys/class/net/docker0", F_OK) == 0) {
+		cleanup_free char *cmd =
+			xasprintf("docker run --rm --label " BRIG_TEST_LABEL "=%s --network bridge %s sh -c "
+				  "'nc -w 3 %s %d </dev/null >/dev/null 2>&1 && echo REACHED || echo BLOCKED' 2>&1",
+				  brig_test_run_id(), brig_test_image(), BRIG_EGRESS_GATEWAY, BRIG_EGRESS_PORT);
+		FILE *f = popen(cmd, "r");
+		assert_non_null(f);
+		char line[256] = "";
+		if (!fgets(line, sizeof line, f))
+			line[0] = '\0';
+		pclose(f);
+		ASSERT_CONTAINS(line, "BLOCKED");
+	}
+
+	/* Rules change on the running computer, for new connections. */
+	cleanup_free char *rule = xasprintf("allowed.brig.test:%d", HTTPS_PORT);
+	ASSERT_OK(brig_egress_update(E, name, rule, false, &err), err);
+	cleanup_free char *o2 = probe(name, "get", 1, 1);
+	ASSERT_CONTAINS(val(o2, "HTTPS"), "403");
+	cleanup_free char *wild = xasprintf("*.brig.test:%d", HTTPS_PORT);
+	ASSERT_OK(brig_egress_update(E, name, wild, true, &err), err);
+	cleanup_free char *o3 = probe(name, "get", 1, 1);
+	ASSERT_CONTAINS(val(o3, "HTTPS"), "hello from allowed.brig.test");
+	char **now = NULL;
+	size_t n = 0;
+	ASSERT_OK(brig_egress_rules_get(&now, &n, name, &err), err);
+	assert_int_equal(n, 3);
+	brig_egress_rules_free(now);
+	/* Errors a user can make. */
+	assert_int_equal(brig_egress_update(E, name, "10.0.0.1", true, &err), BRIG_EINVAL);
+	brig__error_clear(&err);
+	assert_int_equal(brig_egress_update(E, "brig-no-such-computer", "a.example.com", true, &err), BRIG_ENOTFOUND);
+	brig__error_clear(&err);
+
+	/* The proxy's log holds a line for each decision. */
+	char logp[400];
+	snprintf(logp, sizeof logp, "%s/proxy.log", EGRESS_DIR);
+	cleanup_free char *log = slurp(logp);
+	assert_non_null(log);
+	ASSERT_CONTAINS(log, "\"decision\":\"allowed\"");
+	ASSERT_CONTAINS(log, "TLS server name differs from the CONNECT host");
+	ASSERT_CONTAINS(log, "Host header differs");
+	ASSERT_CONTAINS(log, "\"host\":\"denied.brig.test\"");
+	/* Under the sanitizer build the proxy is instrumented too. */
+	assert_null(strstr(log, "Sanitizer"));
+	assert_null(strstr(log, "runtime error:"));
+
+	/* The ledger: a row for each of those connections, in brig's store. */
+	brig_store *st = NULL;
+	ASSERT_OK(brig_store_open(&st, NULL, &err), err);
+	brig_store_egress *rows = NULL;
+	size_t nrows = 0;
+	bool want_all = false;
+	for (int i = 0; i < 50 && !want_all; i++) {
+		brig_store_egress_free_array(rows, nrows);
+		ASSERT_OK(brig_store_egress_list(st, &rows, &nrows, name, NULL, NULL, NULL, 0, &err), err);
+		int allowed = 0, denied_host = 0, sni = 0, hosthdr = 0;
+		for (size_t k = 0; k < nrows; k++) {
+			if (strcmp(rows[k].decision, "allowed") == 0 && rows[k].port == HTTPS_PORT &&
+			    rows[k].bytes_down > 0)
+				allowed++;
+			if (strcmp(rows[k].host, "denied.brig.test") == 0 && strcmp(rows[k].decision, "denied") == 0)
+				denied_host++;
+			if (strstr(rows[k].reason, "TLS server name differs"))
+				sni++;
+			if (strstr(rows[k].reason, "Host header differs"))
+				hosthdr++;
+		}
+		want_all = allowed && denied_host && sni && hosthdr;
+		if (!want_all)
+			brig_test_sleep_ms(100);
+	}
+	assert_true(want_all);
+	assert_string_equal(rows[0].ns, NS);
+	assert_string_equal(rows[0].session, "s1");
+	brig_store_egress_free_array(rows, nrows);
+	ASSERT_OK(brig_store_egress_list(st, &rows, &nrows, NULL, NS, "agent", "s1", 2, &err), err);
+	assert_int_equal(nrows, 2);
+	brig_store_egress_free_array(rows, nrows);
+	brig_store_close(st);
+
+	/* The same through the command line. */
+	cleanup_free char *later = xasprintf("later.brig.test:%d", HTTPS_PORT);
+	char *o = NULL;
+	assert_int_equal(cli(&o, (const char *[]){"egress", "allow", name, later, NULL}), 0);
+	free(o);
+	assert_int_equal(cli(&o, (const char *[]){"egress", "deny", name, wild, NULL}), 0);
+	free(o);
+	assert_int_equal(cli(&o, (const char *[]){"egress", "ls", name, NULL}), 0);
+	ASSERT_CONTAINS(o, later);
+	assert_null(strstr(o, wild));
+	free(o);
+	assert_int_equal(cli(&o, (const char *[]){"egress", "allow", name, "http://x.example.com", NULL}), 125);
+	ASSERT_CONTAINS(o, "not a URL");
+	free(o);
+	assert_int_equal(cli(&o, (const char *[]){"egress", "ls", NULL}), 125);
+	free(o);
+	assert_int_equal(cli(&o, (const char *[]){"egress", "log", name, NULL}), 0);
+	ASSERT_CONTAINS(o, "denied   denied.brig.test:");
+	ASSERT_CONTAINS(o, "allowed  allowed.brig.test:");
+	free(o);
+	assert_int_equal(cli(&o, (const char *[]){"egress", "log", "--ns", NS, "--agent", "agent", "--session", "s1",
+						  "--json", NULL}),
+			 0);
+	ASSERT_CONTAINS(o, "\"decision\": \"denied\"");
+	ASSERT_CONTAINS(o, "TLS server name differs");
+	free(o);
+	assert_int_equal(cli(&o, (const char *[]){"egress", "log", "--ns", NS, NULL}), 125);
+	free(o);
+
+	ASSERT_OK(brig_computer_destroy(E, name, &err), err);
+	ASSERT_OK(brig_egress_rules_get(&now, &n, name, &err), err);
+	assert_int_equal(n, 0); /* its rules went with it */
+	brig_egress_rules_free(now);
+}
+
+/* `brig run --network egress`: the command starts with its rules in place. */
+static void test_egress_run(void **state)
+{
+	(void)state;
+	if (SKIP)
+		skip();
+	char label[96];
+	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	cleanup_free char *allow = xasprintf("allowed.brig.test:%d", HTTPS_PORT);
+#define RUN_SCRIPT(host)                              \
+	"import ssl, sys, urllib.request\n"           \
+	"ctx = ssl._create_unverified_context()\n"    \
+	"print(urllib.request.urlopen('https://" host \
+	".brig.test:%d/run', context=ctx, timeout=15).read().decode())\n"
+	cleanup_free char *ok = xasprintf(RUN_SCRIPT("allowed"), HTTPS_PORT);
+	cleanup_free char *no = xasprintf(RUN_SCRIPT("denied"), HTTPS_PORT);
+#undef RUN_SCRIPT
+	char *o = NULL;
+	assert_int_equal(cli(&o, (const char *[]){"run", "--image", BRIG_DEFAULT_IMAGE, "--label", label, "--network",
+						  "egress", "--allow", allow, "--", "python3", "-c", ok, NULL}),
+			 0);
+	ASSERT_CONTAINS(o, "hello from allowed.brig.test");
+	free(o);
+	assert_int_equal(cli(&o, (const char *[]){"run", "--image", BRIG_DEFAULT_IMAGE, "--label", label, "--network",
+						  "egress", "--allow", allow, "--", "python3", "-c", no, NULL}),
+			 1);
+	ASSERT_CONTAINS(o, "403");
+	free(o);
+	/* Rules without the egress network: a clear refusal. */
+	assert_int_equal(cli(&o, (const char *[]){"run", "--image", BRIG_DEFAULT_IMAGE, "--label", label, "--allow",
+						  allow, "--", "true", NULL}),
+			 125);
+	ASSERT_CONTAINS(o, "need --network egress");
+	free(o);
+}
+
+/* Without the brig program brig cannot start its proxy, and says how to
+ * fix it; a second proxy steps aside for the one that serves. Runs first,
+ * before any proxy serves. */
+static void test_proxy_start(void **state)
+{
+	(void)state;
+	if (SKIP)
+		skip();
+	/* Before the network exists the proxy has no address to listen on. */
+	if (access("/sys/class/net/" BRIG_EGRESS_BRIDGE, F_OK) != 0) {
+		char *o = NULL;
+		assert_int_equal(cli(&o, (const char *[]){"egress-proxy", NULL}), 125);
+		ASSERT_CONTAINS(o, "cannot listen on " BRIG_EGRESS_GATEWAY);
+		free(o);
+	}
+	cleanup_free char *bin = xstrdup(getenv("BRIG_BIN"));
+	setenv("BRIG_BIN", "/nonexistent/brig", 1);
+	brig_error *err = NULL;
+	assert_int_equal(brig_egress_ensure(E, NULL, &err), BRIG_EIO);
+	ASSERT_CONTAINS(brig_error_message(err), "set BRIG_BIN");
+	brig__error_clear(&err);
+	setenv("BRIG_BIN", bin, 1);
+
+	/* A store the proxy cannot open: it serves anyway and says so in its
+	 * log. Then that proxy (ours, by its pid file) goes. */
+	cleanup_free char *store = xstrdup(getenv("BRIG_STORE"));
+	setenv("BRIG_STORE", "postgresql://brig@127.0.0.1:1/none?connect_timeout=2", 1);
+	ASSERT_OK(brig_egress_ensure(E, NULL, &err), err);
+	setenv("BRIG_STORE", store, 1);
+	char path[400];
+	snprintf(path, sizeof path, "%s/proxy.log", EGRESS_DIR);
+	cleanup_free char *log = slurp(path);
+	assert_non_null(log);
+	ASSERT_CONTAINS(log, "{\"ledger\":\"unavailable\"");
+	snprintf(path, sizeof path, "%s/proxy.pid", EGRESS_DIR);
+	cleanup_free char *pid = slurp(path);
+	assert_non_null(pid);
+	assert_true(atoi(pid) > 1);
+	assert_int_equal(kill(atoi(pid), SIGKILL), 0);
+	for (int i = 0; i < 100 && proxy_listening(); i++)
+		brig_test_sleep_ms(50);
+	assert_false(proxy_listening());
+
+	ASSERT_OK(brig_egress_ensure(E, NULL, &err), err);
+	assert_true(proxy_listening());
+	char *o = NULL;
+	assert_int_equal(cli(&o, (const char *[]){"egress-proxy", NULL}), 0);
+	free(o);
+	assert_true(proxy_listening());
+}
+
+/* A computer of another network is refused egress rules. */
+static void test_not_egress(void **state)
+{
+	(void)state;
+	if (SKIP)
+		skip();
+	brig_spec s;
+	brig_error *err = NULL;
+	brig_test_spec(&s, NULL);
+	brig_identity id = {.ns = NS, .agent = "agent", .session = "none", .generation = 1};
+	brig_computer *c = NULL;
+	ASSERT_OK(brig_computer_create(E, &c, &id, &s, &err), err);
+	assert_int_equal(brig_egress_update(E, c->name, "a.example.com", true, &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "not of network egress");
+	brig__error_clear(&err);
+	ASSERT_OK(brig_computer_destroy(E, c->name, &err), err);
+	brig_computer_free(c);
+	brig_spec_clear(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_proxy_start),
+		cmocka_unit_test(test_egress_computer),
+		cmocka_unit_test(test_egress_run),
+		cmocka_unit_test(test_not_egress),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

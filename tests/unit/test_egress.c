@@ -1,0 +1,371 @@
+/* test_egress.c — egress rules (parsing, matching, files), the spec's
+ * egress fields, and the proxy's parsers of request heads and ClientHellos. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "brig/egress.h"
+#include "brig/spec.h"
+#include "egress/egress_internal.h"
+#include "util/util.h"
+
+#define ASSERT_CONTAINS(hay, needle)                                        \
+	do {                                                                \
+		if (!strstr((hay), (needle)))                               \
+			fail_msg("expected '%s' in '%s'", (needle), (hay)); \
+	} while (0)
+
+static void refused(const char *rule, const char *why)
+{
+	char out[BRIG_EGRESS_RULE_SIZE];
+	brig_error *err = NULL;
+	assert_int_equal(brig_egress_rule_parse(out, rule, &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), why);
+	brig_error_free(err);
+}
+
+static void test_rule_parse(void **state)
+{
+	(void)state;
+	char out[BRIG_EGRESS_RULE_SIZE];
+	brig_error *err = NULL;
+	ASSERT_OK(brig_egress_rule_parse(out, "API.Anthropic.com", &err), err);
+	assert_string_equal(out, "api.anthropic.com");
+	ASSERT_OK(brig_egress_rule_parse(out, "*.npmjs.org:8443", &err), err);
+	assert_string_equal(out, "*.npmjs.org:8443");
+	refused("", "must be a host name");
+	refused("a..b", "must be a host name");
+	refused("-a.com", "must be a host name");
+	refused("a.com:0", "port must be");
+	refused("a.com:65536", "port must be");
+	refused("a.com:", "port must be");
+	refused("a.com:1x", "port must be");
+	refused("*.com", "two labels");
+	refused("a.*.com", "must be a host name");
+	refused("10.0.0.1", "IP addresses are refused");
+	refused("http://a.com", "not a URL");
+	char big[300];
+	memset(big, 'a', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	refused(big, "must be a host name");
+}
+
+static void test_rule_match(void **state)
+{
+	(void)state;
+	const char *rules[] = {"api.example.com", "*.npmjs.org", "git.example.org:2222"};
+	assert_true(brig_egress_allowed(rules, 3, "api.example.com", 443));
+	assert_true(brig_egress_allowed(rules, 3, "API.example.com", 80));
+	assert_false(brig_egress_allowed(rules, 3, "api.example.com", 8443));
+	assert_false(brig_egress_allowed(rules, 3, "x.api.example.com", 443));
+	assert_true(brig_egress_allowed(rules, 3, "registry.npmjs.org", 443));
+	assert_true(brig_egress_allowed(rules, 3, "a.b.npmjs.org", 443));
+	assert_false(brig_egress_allowed(rules, 3, "npmjs.org", 443));
+	assert_false(brig_egress_allowed(rules, 3, "evilnpmjs.org", 443));
+	assert_true(brig_egress_allowed(rules, 3, "git.example.org", 2222));
+	assert_false(brig_egress_allowed(rules, 3, "git.example.org", 443));
+	assert_false(brig_egress_allowed(rules, 3, "", 443));
+	assert_false(brig_egress_allowed(rules, 0, "api.example.com", 443));
+}
+
+static void test_spec_allow(void **state)
+{
+	(void)state;
+	brig_spec s;
+	brig_error *err = NULL;
+	brig_spec_init(&s);
+	ASSERT_OK(brig_spec_set(&s, "network", "egress", &err), err);
+	ASSERT_OK(brig_spec_set(&s, "allow", "a.example.com,*.B.example.org:8443,a.example.com", &err), err);
+	assert_int_equal(s.allow_count, 2);
+	assert_string_equal(s.allow[1], "*.b.example.org:8443");
+	ASSERT_OK(brig_spec_validate(&s, NULL, &err), err);
+	/* Rules change on a running computer: not part of its identity. */
+	char h1[BRIG_HASH_SIZE], h2[BRIG_HASH_SIZE];
+	ASSERT_OK(brig_spec_hash(h1, &s, &err), err);
+	json_t *j = brig_spec_to_json(&s, 0);
+	assert_string_equal(json_string_value(json_object_get(j, "network")), "egress");
+	assert_int_equal(json_array_size(json_object_get(j, "allow")), 2);
+	brig_spec back;
+	ASSERT_OK(brig_spec_from_json(&back, j, &err), err);
+	json_decref(j);
+	assert_int_equal(back.allow_count, 2);
+	brig_spec copy;
+	brig_spec_copy(&copy, &back);
+	assert_string_equal(copy.allow[0], "a.example.com");
+	ASSERT_OK(brig_spec_set(&copy, "allow", "c.example.com", &err), err);
+	ASSERT_OK(brig_spec_hash(h2, &copy, &err), err);
+	assert_string_equal(h1, h2);
+	brig_spec_clear(&copy);
+	brig_spec_clear(&back);
+
+	assert_int_equal(brig_spec_set(&s, "allow", "", &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "comma-separated");
+	brig__error_clear(&err);
+	assert_int_equal(brig_spec_set(&s, "allow", "ok.example.com,1.2.3.4", &err), BRIG_EINVAL);
+	brig__error_clear(&err);
+	assert_int_equal(s.allow_count, 2); /* all or nothing */
+
+	/* Container: the proxy in every spelling, on the egress network. */
+	brig_container_opts o = {.version = BRIG_CONTAINER_OPTS_VERSION,
+				 .kind = BRIG_KIND_COMPUTER,
+				 .id = NULL,
+				 .name = "brig-x",
+				 .spec_hash = h1};
+	brig_identity id = {"ns", "a", "s", 1};
+	o.id = &id;
+	json_t *body = NULL;
+	ASSERT_OK(brig_spec_container_json(&body, &s, &o, &err), err);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(body, "HostConfig"), "NetworkMode")),
+			    BRIG_EGRESS_NETWORK);
+	char *text = json_dumps(
+		json_object_get(json_object_get(body, "Config") ? json_object_get(body, "Config") : body, "Env"), 0);
+	if (!text)
+		text = json_dumps(json_object_get(body, "Env"), 0);
+	ASSERT_CONTAINS(text, "HTTPS_PROXY=http://" BRIG_EGRESS_GATEWAY ":3128");
+	ASSERT_CONTAINS(text, "NODE_USE_ENV_PROXY=1");
+	free(text);
+	json_decref(body);
+
+	ASSERT_OK(brig_spec_set(&s, "network", "isolated", &err), err);
+	assert_int_equal(brig_spec_validate(&s, NULL, &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "need --network egress");
+	brig__error_clear(&err);
+	assert_int_equal(brig_spec_set(&s, "network", "egres", &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "none, isolated or egress");
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+}
+
+static void test_spec_allow_errors(void **state)
+{
+	(void)state;
+	brig_spec s;
+	brig_error *err = NULL;
+	json_t *j = json_pack("{s:s, s:s}", "network", "egress", "allow", "a.example.com");
+	assert_int_equal(brig_spec_from_json(&s, j, &err), BRIG_EPROTO);
+	ASSERT_CONTAINS(brig_error_message(err), "allow is not an array");
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+	json_decref(j);
+	j = json_pack("{s:s, s:[i]}", "network", "egress", "allow", 7);
+	assert_int_equal(brig_spec_from_json(&s, j, &err), BRIG_EPROTO);
+	ASSERT_CONTAINS(brig_error_message(err), "allow entry 0 is not a string");
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+	json_decref(j);
+	j = json_pack("{s:s, s:[s]}", "network", "egress", "allow", "1.2.3.4");
+	assert_int_equal(brig_spec_from_json(&s, j, &err), BRIG_EINVAL);
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+	json_decref(j);
+	/* Rules without egress, through JSON too. */
+	j = json_pack("{s:s, s:[s]}", "network", "none", "allow", "a.example.com");
+	assert_int_equal(brig_spec_from_json(&s, j, &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "need --network egress");
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+	json_decref(j);
+
+	/* A rule set by hand must be canonical; at most BRIG_EGRESS_RULES_MAX. */
+	brig_spec_init(&s);
+	ASSERT_OK(brig_spec_set(&s, "network", "egress", &err), err);
+	ASSERT_OK(brig_spec_set(&s, "allow", "a.example.com", &err), err);
+	free(s.allow[0]);
+	s.allow[0] = xstrdup("A.example.com");
+	assert_int_equal(brig_spec_validate(&s, NULL, &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "canonical");
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+	brig_spec_init(&s);
+	ASSERT_OK(brig_spec_set(&s, "network", "egress", &err), err);
+	for (int i = 0; i < BRIG_EGRESS_RULES_MAX; i++) {
+		char r[64];
+		snprintf(r, sizeof r, "h%d.example.com", i);
+		ASSERT_OK(brig_spec_set(&s, "allow", r, &err), err);
+	}
+	assert_int_equal(brig_spec_set(&s, "allow", "one-more.example.com", &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "at most");
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+	/* Too many rules for a rules file. */
+	const char *many[BRIG_EGRESS_RULES_MAX + 1];
+	for (int i = 0; i <= BRIG_EGRESS_RULES_MAX; i++)
+		many[i] = "a.example.com";
+	assert_int_equal(brig_egress_rules_set("brig-x", many, BRIG_EGRESS_RULES_MAX + 1, &err), BRIG_EINVAL);
+	brig__error_clear(&err);
+}
+
+static void test_rules_files(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/brig-egress-unit-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	setenv("BRIG_EGRESS_DIR", dir, 1);
+	brig_error *err = NULL;
+	char **rules = NULL;
+	size_t n = 9;
+	ASSERT_OK(brig_egress_rules_get(&rules, &n, "brig-none", &err), err);
+	assert_int_equal(n, 0);
+	assert_null(rules[0]);
+	brig_egress_rules_free(rules);
+	const char *set[] = {"A.example.com", "*.example.org:8443"};
+	ASSERT_OK(brig_egress_rules_set("brig-one", set, 2, &err), err);
+	ASSERT_OK(brig_egress_rules_get(&rules, &n, "brig-one", &err), err);
+	assert_int_equal(n, 2);
+	assert_string_equal(rules[0], "a.example.com");
+	brig_egress_rules_free(rules);
+	assert_int_equal(brig_egress_rules_get(&rules, &n, "../etc", &err), BRIG_EINVAL);
+	brig__error_clear(&err);
+	assert_int_equal(brig_egress_rules_set("brig-one", (const char *[]){"1.2.3.4"}, 1, &err), BRIG_EINVAL);
+	brig__error_clear(&err);
+	assert_int_equal(brig_egress__rules_remove("brig-one"), 0);
+	assert_int_equal(brig_egress__rules_remove("brig-one"), 0);
+	rmdir(dir);
+	unsetenv("BRIG_EGRESS_DIR");
+}
+
+static int head(const char *text, brig_egress_req *r, const char **why)
+{
+	return brig_egress__parse_head(r, text, strlen(text), why);
+}
+
+static void test_parse_head(void **state)
+{
+	(void)state;
+	brig_egress_req r;
+	const char *why = NULL;
+	assert_int_equal(head("CONNECT Api.Example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n", &r, &why),
+			 0);
+	assert_true(r.connect);
+	assert_string_equal(r.host, "api.example.com");
+	assert_int_equal(r.port, 443);
+	assert_int_equal(head("CONNECT api.example.com:443 HTTP/1.1\r\n", &r, &why), 1);
+	const char *get = "GET http://www.example.com:8080/a?b HTTP/1.1\r\nHost: WWW.example.com:8080\r\n"
+			  "Content-Length: 5\r\n\r\nhello";
+	assert_int_equal(head(get, &r, &why), 0);
+	assert_false(r.connect);
+	assert_int_equal(r.port, 8080);
+	assert_int_equal(r.content_length, 5);
+	assert_int_equal(r.target_len, 4);
+	assert_memory_equal(get + r.target_off, "/a?b", 4);
+	assert_int_equal(r.head_len, strlen(get) - 5);
+	static const struct {
+		const char *head, *why;
+	} bad[] = {
+		{"GET http://a.example.com/ HTTP/1.1\r\nHost: b.example.com\r\n\r\n", "Host header differs"},
+		{"GET http://a.example.com/ HTTP/1.1\r\nHost: a.example.com:81\r\n\r\n", "Host header differs"},
+		{"GET http://a.example.com/ HTTP/1.1\r\n\r\n", "needs a Host"},
+		{"GET http://a.example.com/ HTTP/1.1\r\nHost: a.example.com\r\nHost: a.example.com\r\n\r\n",
+		 "repeated"},
+		{"GET /x HTTP/1.1\r\nHost: a.example.com\r\n\r\n", "absolute http://"},
+		{"GET https://a.example.com/ HTTP/1.1\r\nHost: a.example.com\r\n\r\n", "absolute http://"},
+		{"GET http://u@a.example.com/ HTTP/1.1\r\nHost: a.example.com\r\n\r\n", "authority"},
+		{"GET http://10.1.2.3/ HTTP/1.1\r\nHost: 10.1.2.3\r\n\r\n", "IP addresses"},
+		{"CONNECT a.example.com HTTP/1.1\r\n\r\n", "host:port"},
+		{"CONNECT [::1]:443 HTTP/1.1\r\n\r\n", "not host:port"},
+		{"BREW http://a.example.com/ HTTP/1.1\r\n\r\n", "method"},
+		{"GET http://a.example.com/ HTTP/2.0\r\n\r\n", "HTTP/1.x"},
+		{"GET http://a.example.com/ HTTP/1.1\r\nHost: a.example.com\r\n folded\r\n\r\n", "malformed header"},
+		{"GET http://a.example.com/ HTTP/1.1\r\nHost: a.example.com\r\nContent-Length: x\r\n\r\n",
+		 "Content-Length"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		why = NULL;
+		if (head(bad[i].head, &r, &why) != -1)
+			fail_msg("accepted: %s", bad[i].head);
+		ASSERT_CONTAINS(why, bad[i].why);
+	}
+	char *huge = xcalloc(BRIG_EGRESS_HEAD_MAX + 10, 1);
+	memset(huge, 'a', BRIG_EGRESS_HEAD_MAX + 9);
+	assert_int_equal(head(huge, &r, &why), -1);
+	ASSERT_CONTAINS(why, "too long");
+	free(huge);
+}
+
+/* A ClientHello by hand: record, handshake, and extensions given. */
+static size_t hello(unsigned char *out, const unsigned char *ext, size_t extlen)
+{
+	unsigned char body[1024];
+	size_t n = 0;
+	body[n++] = 3;
+	body[n++] = 3;
+	memset(body + n, 7, 32);
+	n += 32;
+	body[n++] = 0;                /* session id */
+	body[n++] = 0, body[n++] = 2; /* cipher suites */
+	body[n++] = 0x13, body[n++] = 0x01;
+	body[n++] = 1, body[n++] = 0; /* compression */
+	body[n++] = (unsigned char)(extlen >> 8), body[n++] = (unsigned char)extlen;
+	memcpy(body + n, ext, extlen);
+	n += extlen;
+	size_t m = 0;
+	out[m++] = 0x16, out[m++] = 3, out[m++] = 1;
+	out[m++] = (unsigned char)((n + 4) >> 8), out[m++] = (unsigned char)(n + 4);
+	out[m++] = 1, out[m++] = 0, out[m++] = (unsigned char)(n >> 8), out[m++] = (unsigned char)n;
+	memcpy(out + m, body, n);
+	return m + n;
+}
+
+static size_t sni_ext(unsigned char *e, const char *name)
+{
+	size_t l = strlen(name), n = 0;
+	e[n++] = 0, e[n++] = 0;
+	e[n++] = (unsigned char)((l + 5) >> 8), e[n++] = (unsigned char)(l + 5);
+	e[n++] = (unsigned char)((l + 3) >> 8), e[n++] = (unsigned char)(l + 3);
+	e[n++] = 0;
+	e[n++] = (unsigned char)(l >> 8), e[n++] = (unsigned char)l;
+	memcpy(e + n, name, l);
+	return n + l;
+}
+
+static void test_sni(void **state)
+{
+	(void)state;
+	unsigned char ext[512], buf[2048];
+	char name[256];
+	size_t el = sni_ext(ext, "Api.Example.com");
+	size_t n = hello(buf, ext, el);
+	assert_int_equal(brig_egress__sni(name, sizeof name, buf, n), 0);
+	assert_string_equal(name, "api.example.com");
+	for (size_t k = 0; k < n; k++)
+		assert_int_equal(brig_egress__sni(name, sizeof name, buf, k), 1);
+	/* Split across two records. */
+	unsigned char two[2100];
+	size_t first = 20, rest = n - 5 - first;
+	memcpy(two, buf, 5 + first);
+	two[3] = 0, two[4] = (unsigned char)first;
+	two[5 + first] = 0x16, two[6 + first] = 3, two[7 + first] = 1;
+	two[8 + first] = (unsigned char)(rest >> 8), two[9 + first] = (unsigned char)rest;
+	memcpy(two + 10 + first, buf + 5 + first, rest);
+	assert_int_equal(brig_egress__sni(name, sizeof name, two, n + 5), 0);
+	assert_string_equal(name, "api.example.com");
+	/* No SNI, ECH, two names, not TLS, a bad name. */
+	n = hello(buf, (const unsigned char *)"\x00\x0a\x00\x00", 4);
+	assert_int_equal(brig_egress__sni(name, sizeof name, buf, n), -2);
+	el = sni_ext(ext, "a.example.com");
+	memcpy(ext + el, "\xfe\x0d\x00\x00", 4);
+	n = hello(buf, ext, el + 4);
+	assert_int_equal(brig_egress__sni(name, sizeof name, buf, n), -3);
+	el = sni_ext(ext, "a.example.com");
+	el += sni_ext(ext + el, "b.example.com");
+	n = hello(buf, ext, el);
+	assert_int_equal(brig_egress__sni(name, sizeof name, buf, n), -1);
+	assert_int_equal(brig_egress__sni(name, sizeof name, (const unsigned char *)"GET / HTTP/1.1\r\n", 16), -1);
+	el = sni_ext(ext, "a b.com");
+	n = hello(buf, ext, el);
+	assert_int_equal(brig_egress__sni(name, sizeof name, buf, n), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rule_parse),  cmocka_unit_test(test_rule_match),
+		cmocka_unit_test(test_spec_allow),  cmocka_unit_test(test_spec_allow_errors),
+		cmocka_unit_test(test_rules_files), cmocka_unit_test(test_parse_head),
+		cmocka_unit_test(test_sni),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
