@@ -270,3 +270,51 @@ int brig_guest__volume_ensure(brig_engine *e, const char *image, brig_error **er
 	pthread_mutex_unlock(&ensured_mu);
 	return 0;
 }
+
+/* A run pays for brig-init per process (each `brig run` is one), so it does
+ * not fill through a container of its own: a volume carrying this brig's
+ * label is taken as filled, and the run's own (created, not yet started)
+ * container then shows whether its copy is whole (one HEAD). */
+int brig_guest__volume_quick(brig_engine *e, const char *image, brig_error **err)
+{
+	const char *vname = brig_guest__volume_name();
+	if (!vname)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0, "this build of brig carries no brig-init");
+	pthread_mutex_lock(&ensured_mu);
+	bool done = ensured;
+	pthread_mutex_unlock(&ensured_mu);
+	if (done)
+		return 0;
+	cleanup_json json_t *v = NULL;
+	if (brig_engine_volume_inspect(e, &v, vname, NULL) == 0) {
+		const char *h = json_string_value(json_object_get(json_object_get(v, "Labels"), BRIG_LABEL_INIT));
+		if (h && strcmp(h, brig_guest__init_hash()) == 0)
+			return 0;
+	}
+	return brig_guest__volume_ensure(e, image, err);
+}
+
+int brig_guest__volume_check(brig_engine *e, const char *cid, brig_error **err)
+{
+	const unsigned char *d;
+	size_t n;
+	brig_guest__binary(&d, &n);
+	cleanup_json json_t *st = NULL;
+	int rc = brig_engine_archive_stat(e, &st, cid, BRIG_GP_INIT_PATH, err);
+	if (rc)
+		return rc;
+	json_t *size = json_object_get(st, "size"), *mode = json_object_get(st, "mode");
+	/* mode is Go's FileMode: a regular file has no type bits */
+	if (!json_is_integer(size) || (uint64_t)json_integer_value(size) != n || !json_is_integer(mode) ||
+	    json_integer_value(mode) != 0511)
+		return brig__error_set(err, BRIG_ECORRUPT, 0, "%s in volume %s is not this brig's brig-init",
+				       BRIG_GP_INIT_PATH, brig_guest__volume_name());
+	return 0;
+}
+
+void brig_guest__volume_forget(void)
+{
+	pthread_mutex_lock(&ensured_mu);
+	ensured = false;
+	pthread_mutex_unlock(&ensured_mu);
+}
