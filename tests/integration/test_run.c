@@ -280,8 +280,9 @@ static void test_init_copy_checked(void **state)
 		skip();
 	brig_error *err = NULL;
 	ASSERT_OK(brig_guest__volume_ensure(E, brig_test_image(), &err), err);
-	cleanup_json json_t *real = json_pack("{s:{s:[{s:s, s:s, s:s, s:b}]}}", "HostConfig", "Mounts", "Type", "volume",
-					      "Source", brig_guest__volume_name(), "Target", "/.brig", "ReadOnly", 1);
+	cleanup_json json_t *real =
+		json_pack("{s:{s:[{s:s, s:s, s:s, s:b}]}}", "HostConfig", "Mounts", "Type", "volume", "Source",
+			  brig_guest__volume_name(), "Target", "/.brig", "ReadOnly", 1);
 	cleanup_free char *c1 = brig_test_container(E, "init-real", real);
 	ASSERT_OK(brig_guest__volume_check(E, c1, &err), err);
 
@@ -292,9 +293,9 @@ static void test_init_copy_checked(void **state)
 
 	/* a volume of this test's own holding a short brig-init */
 	cleanup_free char *vname = brig_test_name("init-short");
-	cleanup_json json_t *fake = json_pack("{s:{s:[{s:s, s:s, s:s, s:b, s:{s:O}}]}}", "HostConfig", "Mounts", "Type",
-					      "volume", "Source", vname, "Target", "/.brig", "ReadOnly", 0,
-					      "VolumeOptions", "Labels", brig_test_labels());
+	cleanup_json json_t *fake =
+		json_pack("{s:{s:[{s:s, s:s, s:s, s:b, s:{s:O}}]}}", "HostConfig", "Mounts", "Type", "volume", "Source",
+			  vname, "Target", "/.brig", "ReadOnly", 0, "VolumeOptions", "Labels", brig_test_labels());
 	cleanup_free char *c3 = brig_test_container(E, "init-short", fake);
 	brig_tar_build_opts bo = {.version = BRIG_TAR_BUILD_OPTS_VERSION};
 	brig_tar_builder *b = NULL;
@@ -310,6 +311,36 @@ static void test_init_copy_checked(void **state)
 		brig_engine_container_remove(E, ids[i], true, true, NULL);
 	brig_engine_volume_remove(E, vname, true, NULL);
 	ru_assert_nothing_left("checking brig-init's copy");
+}
+
+/* BRIG_GUEST=0 keeps runs as before brig-init (docker-init as PID 1, the
+ * image's timeout or an exec), for both shapes; by default PID 1 is
+ * brig-init. */
+static void test_pid1_with_and_without_brig_init(void **state)
+{
+	(void)state;
+	cleanup_free char *out = ru_tmpdir("pid1");
+	for (int guest = 0; guest < 2; guest++) {
+		if (guest && !brig_guest__volume_name())
+			break;
+		setenv("BRIG_GUEST", guest ? "1" : "0", 1);
+		for (int with_out = 0; with_out < 2; with_out++) {
+			ru_args args = {.timeout_s = 30, .out_dir = with_out ? out : NULL};
+			ru_run r;
+			ru_run_sh(&r, &args, "tr '\\0' ' ' < /proc/1/cmdline; echo; exit 3");
+			ru_assert_exit(&r, 3);
+			const char *want =
+				guest ? (with_out ? "/.brig/brig-init init --lifetime " : "/.brig/brig-init run ")
+				      : "/sbin/docker-init -- ";
+			if (strncmp(r.res.exec.out.data, want, strlen(want)) != 0)
+				fail_msg("BRIG_GUEST=%d, outputs %d: PID 1 is %s", guest, with_out,
+					 r.res.exec.out.data);
+			ru_run_free(&r);
+		}
+	}
+	unsetenv("BRIG_GUEST");
+	ru_assert_nothing_left("runs with and without brig-init");
+	ru_rmrf(out);
 }
 
 /* A fork bomb is held by the pids limit; the run ends with the command's
@@ -654,6 +685,7 @@ int main(void)
 		cmocka_unit_test(test_closed_output_still_timed),
 		cmocka_unit_test(test_own_124_not_timed_out),
 		cmocka_unit_test(test_init_copy_checked),
+		cmocka_unit_test(test_pid1_with_and_without_brig_init),
 		cmocka_unit_test(test_fork_bomb_contained),
 		cmocka_unit_test(test_direct_run_tmpfs),
 		cmocka_unit_test(test_no_network_by_default),
