@@ -19,6 +19,7 @@
 #include "brig/sandbox.h"
 #include "brig/spec.h"
 #include "guest/host.h"
+#include "sandbox/computer_guest.h"
 #include "util/util.h"
 
 static brig_engine *E;
@@ -279,6 +280,54 @@ static void test_exec_basics(void **state)
 	brig_computer_free(c);
 }
 
+/* The per-process relay cache stays bounded: past its cap the least
+ * recently used relay goes (its computer still answers, over a new one),
+ * and a relay whose computer is gone leaves at the next exec anywhere. */
+static void test_relay_cache_pruned(void **state)
+{
+	if (!have_init())
+		return;
+	brig_error *err = NULL;
+	brig_sandbox__guest_cache_cap(2);
+	size_t before = brig_sandbox__guest_cache_size();
+	assert_true(before <= 2);
+	brig_computer *c[3];
+	const char *sess[] = {"cache-a", "cache-b", "cache-c"};
+	for (int i = 0; i < 3; i++) {
+		c[i] = computer(sess[i]);
+		brig_exec_result r;
+		ASSERT_OK(sh(c[i]->name, "echo $GREETING", 0, -1, NULL, &r, &err), err);
+		assert_string_equal(r.out.data, "hi there\n");
+		brig_exec_result_clear(&r);
+		assert_true(brig_sandbox__guest_cache_size() <= 2);
+	}
+	/* a's relay was the least recently used: gone, and a new one serves it */
+	brig_exec_result r;
+	ASSERT_OK(sh(c[0]->name, "echo again", 0, -1, NULL, &r, &err), err);
+	assert_string_equal(r.out.data, "again\n");
+	brig_exec_result_clear(&r);
+	assert_int_equal(brig_sandbox__guest_cache_size(), 2); /* c and a */
+
+	/* c is destroyed: its relay breaks and leaves at the next exec */
+	ASSERT_OK(brig_computer_destroy(E, c[2]->name, &err), err);
+	int64_t until = brig_now_ms() + 10000;
+	size_t n;
+	do {
+		ASSERT_OK(sh(c[0]->name, "true", 0, -1, NULL, &r, &err), err);
+		brig_exec_result_clear(&r);
+		n = brig_sandbox__guest_cache_size();
+		if (n > 1)
+			brig_test_sleep_ms(100);
+	} while (n > 1 && brig_now_ms() < until);
+	assert_int_equal(n, 1);
+	brig_sandbox__guest_cache_cap(0);
+	for (int i = 0; i < 3; i++) {
+		if (i < 2)
+			ASSERT_OK(brig_computer_destroy(E, c[i]->name, &err), err);
+		brig_computer_free(c[i]);
+	}
+}
+
 /* A tree that hides: a setsid'd child that double-forks, all sleeping
  * with a marker. After the deadline / the cancel none is left and the file
  * written first is still there. */
@@ -426,9 +475,13 @@ static void test_handle_calls(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_engine_stream), cmocka_unit_test(test_fake_guests),
-		cmocka_unit_test(test_exec_basics),   cmocka_unit_test(test_deadline_and_cancel),
-		cmocka_unit_test(test_threads),       cmocka_unit_test(test_handle_calls),
+		cmocka_unit_test(test_engine_stream),
+		cmocka_unit_test(test_fake_guests),
+		cmocka_unit_test(test_exec_basics),
+		cmocka_unit_test(test_deadline_and_cancel),
+		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_handle_calls),
+		cmocka_unit_test(test_relay_cache_pruned),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
