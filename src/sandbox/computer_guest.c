@@ -108,6 +108,15 @@ size_t brig_sandbox__guest_cache_size(void)
 	return n;
 }
 
+void brig_sandbox__guest_cache_prune(size_t keep)
+{
+	pthread_mutex_lock(&cache_mu);
+	cached *dead = NULL;
+	prune_locked(keep, &dead);
+	pthread_mutex_unlock(&cache_mu);
+	free_dead(dead);
+}
+
 void brig_sandbox__guest_cache_cap(size_t cap)
 {
 	pthread_mutex_lock(&cache_mu);

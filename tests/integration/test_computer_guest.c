@@ -13,10 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "brig/guest.h"
 #include "brig/sandbox.h"
+#include "brig/session.h"
 #include "brig/spec.h"
 #include "guest/host.h"
 #include "sandbox/computer_guest.h"
@@ -328,6 +331,135 @@ static void test_relay_cache_pruned(void **state)
 	}
 }
 
+/* ---- round trips: a proxy in front of dockerd counting requests ---- */
+
+typedef struct proxy {
+	char dir[64], path[128];
+	int lfd;
+	int inspects, exec_creates; /* atomics */
+	pthread_t th;
+} proxy;
+
+typedef struct pipe_pair {
+	proxy *p;
+	int c, u;
+} pipe_pair;
+
+static void *proxy_pump(void *x)
+{
+	pipe_pair *pp = x;
+	char buf[65536];
+	for (;;) {
+		struct pollfd pf[2] = {{.fd = pp->c, .events = POLLIN}, {.fd = pp->u, .events = POLLIN}};
+		if (poll(pf, 2, -1) < 0)
+			break;
+		int from = pf[0].revents ? 0 : 1;
+		int src = from ? pp->u : pp->c, dst = from ? pp->c : pp->u;
+		ssize_t n = read(src, buf, sizeof buf - 1);
+		if (n <= 0)
+			break;
+		if (!from) { /* brig's requests start their writes */
+			buf[n] = '\0';
+			if (strncmp(buf, "GET /v1.41/containers/", 22) == 0 && strstr(buf, "/json HTTP/1.1"))
+				__atomic_add_fetch(&pp->p->inspects, 1, __ATOMIC_RELAXED);
+			if (strncmp(buf, "POST /v1.41/containers/", 23) == 0 && strstr(buf, "/exec HTTP/1.1"))
+				__atomic_add_fetch(&pp->p->exec_creates, 1, __ATOMIC_RELAXED);
+		}
+		for (ssize_t off = 0; off < n;) {
+			ssize_t w = write(dst, buf + off, (size_t)(n - off));
+			if (w <= 0)
+				goto out;
+			off += w;
+		}
+	}
+out:
+	close(pp->c);
+	close(pp->u);
+	free(pp);
+	return NULL;
+}
+
+static void *proxy_accept(void *x)
+{
+	proxy *p = x;
+	for (;;) {
+		int c = accept(p->lfd, NULL, NULL);
+		if (c < 0)
+			return NULL;
+		int u = socket(AF_UNIX, SOCK_STREAM, 0);
+		struct sockaddr_un a = {.sun_family = AF_UNIX};
+		snprintf(a.sun_path, sizeof a.sun_path, "/var/run/docker.sock");
+		if (connect(u, (struct sockaddr *)&a, sizeof a) < 0) {
+			close(c);
+			close(u);
+			continue;
+		}
+		pipe_pair *pp = xcalloc(1, sizeof *pp);
+		*pp = (pipe_pair){p, c, u};
+		pthread_t t;
+		pthread_create(&t, NULL, proxy_pump, pp);
+		pthread_detach(t);
+	}
+}
+
+static void proxy_start(proxy *p)
+{
+	memset(p, 0, sizeof *p);
+	assert_int_equal(brig_test_tmpdir(p->dir, sizeof p->dir, "proxy"), 0);
+	snprintf(p->path, sizeof p->path, "%s/docker.sock", p->dir);
+	p->lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	snprintf(a.sun_path, sizeof a.sun_path, "%.100s", p->path);
+	assert_int_equal(bind(p->lfd, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(listen(p->lfd, 16), 0);
+	pthread_create(&p->th, NULL, proxy_accept, p);
+}
+
+/* A command in a computer over a warm relay costs one Engine API call (the
+ * inspect of its state and labels), through brig_computer_exec and through
+ * brig_session_exec alike (issue 16: the session's exec looked twice). */
+static void test_exec_round_trips(void **state)
+{
+	if (!have_init())
+		return;
+	brig_error *err = NULL;
+	brig_computer *c = computer("round-trips");
+	proxy p;
+	proxy_start(&p);
+	cleanup_free char *host = xasprintf("unix://%s", p.path);
+	brig_engine_opts eo = BRIG_ENGINE_OPTS_INIT;
+	eo.host = host;
+	eo.skip_negotiation = true;
+	brig_engine *pe = NULL;
+	ASSERT_OK(brig_engine_open(&pe, &eo, &err), err);
+	const char *argv[] = {"true", NULL};
+	brig_exec_opts o = {.version = BRIG_EXEC_OPTS_VERSION, .argv = argv, .stdin_fd = -1, .cancel_fd = -1};
+	brig_exec_result r;
+	ASSERT_OK(brig_computer_exec(pe, c->name, &o, &r, &err), err); /* opens and caches the relay */
+	brig_exec_result_clear(&r);
+	assert_int_equal(__atomic_load_n(&p.exec_creates, __ATOMIC_RELAXED), 1);
+	__atomic_store_n(&p.inspects, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < 5; i++) {
+		ASSERT_OK(brig_computer_exec(pe, c->name, &o, &r, &err), err);
+		assert_int_equal(r.exit_code, 0);
+		brig_exec_result_clear(&r);
+		ASSERT_OK(brig_session_exec(pe, NULL, c->name, &o, &r, &err), err);
+		assert_int_equal(r.exit_code, 0);
+		brig_exec_result_clear(&r);
+	}
+	print_message("10 commands over a warm relay: %d inspects, %d exec creates\n", p.inspects, p.exec_creates);
+	assert_int_equal(__atomic_load_n(&p.inspects, __ATOMIC_RELAXED), 10);
+	assert_int_equal(__atomic_load_n(&p.exec_creates, __ATOMIC_RELAXED), 1);
+	brig_sandbox__guest_cache_prune(0); /* ends this engine's relay before the engine goes */
+	brig_engine_free(pe);
+	shutdown(p.lfd, SHUT_RDWR);
+	close(p.lfd);
+	pthread_join(p.th, NULL);
+	brig_test_rmdir(p.dir);
+	ASSERT_OK(brig_computer_destroy(E, c->name, &err), err);
+	brig_computer_free(c);
+}
+
 /* A tree that hides: a setsid'd child that double-forks, all sleeping
  * with a marker. After the deadline / the cancel none is left and the file
  * written first is still there. */
@@ -482,6 +614,7 @@ int main(void)
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_handle_calls),
 		cmocka_unit_test(test_relay_cache_pruned),
+		cmocka_unit_test(test_exec_round_trips),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
