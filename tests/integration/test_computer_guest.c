@@ -486,6 +486,72 @@ static void *canceler(void *x)
 	return NULL;
 }
 
+/* A command that never reads the 16 MiB it is given: brig-init stops
+ * reading the relay once its stdin and deferred buffers are full, so the
+ * client's queue fills. The deadline and a cancel still end it on time —
+ * the stdin pump does not hold the call — and the relay serves the next
+ * command. */
+static void test_unread_stdin_deadline_and_cancel(void **state)
+{
+	if (!have_init())
+		return;
+	brig_error *err = NULL;
+	brig_computer *c = computer("unread-stdin");
+	size_t big = 16u << 20;
+	char *in = xmalloc(big + 1);
+	memset(in, 'z', big);
+	in[big] = '\0';
+	brig_exec_result r;
+
+	int64_t t0 = brig_now_ms();
+	int rc = sh(c->name, "echo up; sleep 1002", 2000, -1, in, &r, &err);
+	int64_t took = brig_now_ms() - t0;
+	print_message("unread stdin, deadline 2 s: %s after %lld ms, exit %d\n", brig_error_name(rc), (long long)took,
+		      r.exit_code);
+	assert_int_equal(rc, BRIG_ETIMEDOUT);
+	assert_true(r.timed_out);
+	assert_int_equal(r.exit_code, 124);
+	assert_false(r.container_stopped);
+	assert_true(took < 2000 + BRIG_GUEST_GRACE_MS);
+	brig_error_free(err);
+	err = NULL;
+	brig_exec_result_clear(&r);
+
+	int cfd[2];
+	assert_int_equal(pipe(cfd), 0);
+	pthread_t t;
+	pthread_create(&t, NULL, canceler, &cfd[1]);
+	t0 = brig_now_ms();
+	rc = sh(c->name, "echo up; sleep 1002", 60000, cfd[0], in, &r, &err);
+	took = brig_now_ms() - t0;
+	pthread_join(t, NULL);
+	print_message("unread stdin, cancel at 0.5 s: %s after %lld ms, exit %d: %s\n", brig_error_name(rc),
+		      (long long)took, r.exit_code, brig_error_message(err));
+	/* KILL waits behind the stdin brig-init no longer reads: the handle
+	 * gives up on it after its grace and a new relay ends the command
+	 * (certain: BRIG_EIO) — never the 60 s deadline, never a stop. */
+	assert_true(rc == BRIG_ECANCELED || rc == BRIG_EIO);
+	assert_false(r.container_stopped);
+	assert_false(r.uncertain);
+	assert_true(took < 500 + BRIG_GUEST_GRACE_MS + 3000);
+	brig_error_free(err);
+	err = NULL;
+	brig_exec_result_clear(&r);
+	close(cfd[0]);
+	close(cfd[1]);
+	free(in);
+
+	ASSERT_OK(sh(c->name,
+		     "n=0; for p in /proc/[0-9]*; do grep -q '100[2]' $p/cmdline 2>/dev/null && n=$((n+1)); done; echo "
+		     "$n",
+		     10000, -1, NULL, &r, &err),
+		  err);
+	assert_string_equal(r.out.data, "0\n");
+	brig_exec_result_clear(&r);
+	ASSERT_OK(brig_computer_destroy(E, c->name, &err), err);
+	brig_computer_free(c);
+}
+
 static void test_deadline_and_cancel(void **state)
 {
 	if (!have_init())
@@ -615,6 +681,7 @@ int main(void)
 		cmocka_unit_test(test_handle_calls),
 		cmocka_unit_test(test_relay_cache_pruned),
 		cmocka_unit_test(test_exec_round_trips),
+		cmocka_unit_test(test_unread_stdin_deadline_and_cancel),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
