@@ -294,7 +294,7 @@ static void test_init_copy_checked(void **state)
 	/* a volume of this test's own holding a short brig-init */
 	cleanup_free char *vname = brig_test_name("init-short");
 	cleanup_json json_t *fake =
-		json_pack("{s:{s:[{s:s, s:s, s:s, s:b, s:{s:O}}]}}", "HostConfig", "Mounts", "Type", "volume", "Source",
+		json_pack("{s:{s:[{s:s, s:s, s:s, s:b, s:{s:o}}]}}", "HostConfig", "Mounts", "Type", "volume", "Source",
 			  vname, "Target", "/.brig", "ReadOnly", 0, "VolumeOptions", "Labels", brig_test_labels());
 	cleanup_free char *c3 = brig_test_container(E, "init-short", fake);
 	brig_tar_build_opts bo = {.version = BRIG_TAR_BUILD_OPTS_VERSION};
