@@ -74,7 +74,8 @@ int brig_guest__volume_ensure(brig_engine *e, const char *image, brig_error **er
 int brig_guest__volume_quick(brig_engine *e, const char *image, brig_error **err);
 /* 0 when container cid (created or running, mounting the volume) has
  * /.brig/brig-init of the embedded program's size and mode 0511 (one HEAD);
- * BRIG_ECORRUPT when not, BRIG_ENOTFOUND when absent, the engine's errors. */
+ * BRIG_ECORRUPT when not, BRIG_ENOTFOUND when absent, the engine's errors.
+ * A copy seen whole counts as ensured for the rest of the process. */
 int brig_guest__volume_check(brig_engine *e, const char *cid, brig_error **err);
 /* Makes the next brig_guest__volume_ensure check (and repair) the copy again. */
 void brig_guest__volume_forget(void);

@@ -309,6 +309,10 @@ int brig_guest__volume_check(brig_engine *e, const char *cid, brig_error **err)
 	    json_integer_value(mode) != 0511)
 		return brig__error_set(err, BRIG_ECORRUPT, 0, "%s in volume %s is not this brig's brig-init",
 				       BRIG_GP_INIT_PATH, brig_guest__volume_name());
+	/* seen whole: the next run of this process skips the volume inspect */
+	pthread_mutex_lock(&ensured_mu);
+	ensured = true;
+	pthread_mutex_unlock(&ensured_mu);
 	return 0;
 }
 
