@@ -84,10 +84,12 @@ static void gc_containers(gc_ctx *g, json_t *list, int64_t now, int64_t retentio
 	}
 }
 
-/* True for "brig-init-" and 16 lowercase hex digits. */
+/* True for "brig-init-" and 16 lowercase hex digits, and for its marker
+ * (the same and "-ok": made once the copy was seen whole). */
 static bool init_volume_name(const char *n)
 {
-	return strncmp(n, "brig-init-", 10) == 0 && strlen(n) == 26 && strspn(n + 10, "0123456789abcdef") == 16;
+	return strncmp(n, "brig-init-", 10) == 0 && strspn(n + 10, "0123456789abcdef") == 16 &&
+	       (strlen(n) == 26 || strcmp(n + 26, "-ok") == 0);
 }
 
 /* A brig-init volume of another brig (an older or newer build) that no
@@ -97,7 +99,7 @@ static bool init_volume_name(const char *n)
 static void gc_init_volume(gc_ctx *g, const char *vname, int64_t created, int64_t now)
 {
 	const char *mine = brig_guest__volume_name();
-	if (!init_volume_name(vname) || (mine && strcmp(vname, mine) == 0))
+	if (!init_volume_name(vname) || (mine && strncmp(vname, mine, 26) == 0))
 		return;
 	if (created && now - created <= GC_INIT_GRACE_S)
 		return;

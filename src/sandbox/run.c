@@ -203,16 +203,16 @@ static int create_once(brig_engine *e, char **cid, const char *name, json_t *bod
 	return rc;
 }
 
-/* With brig-init (guest), the created container's copy of it is checked
- * before anything starts (brig_guest__volume_quick trusted the volume's
- * label): a copy cut short — a filler that died mid-copy — is repaired
- * through a filler once and the container made again. */
+/* With check (brig_guest__volume_quick trusted brig-init's volume by its
+ * label alone), the created container's copy of brig-init is checked
+ * before anything starts: a copy cut short — a filler that died mid-copy —
+ * is repaired through a filler once and the container made again. */
 static int create_run_container(brig_engine *e, char **cid, const char *name, json_t *body, const char *image,
-				bool guest, brig_error **err)
+				bool check, brig_error **err)
 {
 	for (int attempt = 0;; attempt++) {
 		int rc = create_once(e, cid, name, body, err);
-		if (rc || !guest)
+		if (rc || !check)
 			return rc;
 		rc = brig_guest__volume_check(e, *cid, err);
 		if (rc == 0)
@@ -241,8 +241,8 @@ static int create_run_container(brig_engine *e, char **cid, const char *name, js
  * "removed" begun before the start hands brig the exit code once it is gone
  * — no inspect and no remove call on the way out. */
 static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *res, json_t *body, const char *name,
-		      const char *image, bool guest, int64_t lifetime, int64_t timeout_s, int64_t t0, char **cid,
-		      brig_error **err)
+		      const char *image, bool guest, bool check, int64_t lifetime, int64_t timeout_s, int64_t t0,
+		      char **cid, brig_error **err)
 {
 	json_t *ep = json_array();
 	char secs[24];
@@ -268,7 +268,7 @@ static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *r
 	json_object_set_new(body, "AttachStdout", json_true());
 	json_object_set_new(body, "AttachStderr", json_true());
 
-	int rc = create_run_container(e, cid, name, body, image, guest, err);
+	int rc = create_run_container(e, cid, name, body, image, check, err);
 	if (rc)
 		return rc;
 	brig_engine_stream *stream = NULL;
@@ -279,6 +279,8 @@ static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *r
 	    (ts = brig_now_ms(), rc = brig_engine_container_start(e, *cid, err)) != 0) {
 		brig_engine_stream_free(stream);
 		brig_engine_waiter_free(waiter);
+		if (guest && ts) /* brig-init may be what could not start */
+			brig_guest__volume_distrust(e);
 		return rc;
 	}
 	res->create_ms = brig_now_ms() - t0;
@@ -614,10 +616,11 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	/* brig-init as PID 1 when this build carries it (BRIG_GUEST=0: as
 	 * before it, docker-init and the image's `timeout` or `sleep`). */
 	char init_hash[17] = "";
+	bool check = false;
 	const char *vname = brig_guest__volume_name();
 	const char *genv = getenv("BRIG_GUEST");
 	if (vname && !(genv && strcmp(genv, "0") == 0)) {
-		if ((rc = brig_guest__volume_quick(e, spec.image, err)) != 0) {
+		if ((rc = brig_guest__volume_quick(e, spec.image, &check, err)) != 0) {
 			brig__error_prefix(err, rc, "run");
 			goto out;
 		}
@@ -644,14 +647,17 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 		json_object_set_new(json_object_get(body, "HostConfig"), "NetworkMode", json_string(net_id));
 	res->container = xstrdup(name);
 	if (direct) {
-		rc = run_direct(e, o, res, body, name, spec.image, guest, lifetime, timeout_s, t0, &cid, err);
+		rc = run_direct(e, o, res, body, name, spec.image, guest, check, lifetime, timeout_s, t0, &cid, err);
 		goto out;
 	}
-	rc = create_run_container(e, &cid, name, body, spec.image, guest, err);
+	rc = create_run_container(e, &cid, name, body, spec.image, check, err);
 	if (rc)
 		goto out;
-	if ((rc = brig_engine_container_start(e, cid, err)) != 0)
+	if ((rc = brig_engine_container_start(e, cid, err)) != 0) {
+		if (guest) /* brig-init may be what could not start */
+			brig_guest__volume_distrust(e);
 		goto out;
+	}
 	res->create_ms = brig_now_ms() - t0;
 
 	t1 = brig_now_ms();

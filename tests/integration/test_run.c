@@ -285,6 +285,23 @@ static void test_init_copy_checked(void **state)
 			  brig_guest__volume_name(), "Target", "/.brig", "ReadOnly", 1);
 	cleanup_free char *c1 = brig_test_container(E, "init-real", real);
 	ASSERT_OK(brig_guest__volume_check(E, c1, &err), err);
+	/* seen whole: the marker tells later processes (one volume inspect) */
+	cleanup_free char *marker = xasprintf("%s-ok", brig_guest__volume_name());
+	cleanup_json json_t *mv = NULL;
+	ASSERT_OK(brig_engine_volume_inspect(E, &mv, marker, &err), err);
+	json_decref(steal_pointer(&mv));
+	/* a run that could not start distrusts it: gone, and the next run
+	 * checks the copy again and makes it anew */
+	brig_guest__volume_distrust(E);
+	assert_int_equal(brig_engine_volume_inspect(E, &mv, marker, &err), BRIG_ENOTFOUND);
+	brig_error_free(err);
+	err = NULL;
+	ru_args args = {.timeout_s = 30};
+	ru_run r;
+	ru_run_sh(&r, &args, "exit 0");
+	ru_assert_exit(&r, 0);
+	ru_run_free(&r);
+	ASSERT_OK(brig_engine_volume_inspect(E, &mv, marker, &err), err);
 
 	cleanup_free char *c2 = brig_test_container(E, "init-none", NULL);
 	assert_int_equal(brig_guest__volume_check(E, c2, &err), BRIG_ENOTFOUND);
