@@ -253,7 +253,8 @@ typedef struct brig_gc_opts {
  * stopped computers past the retention age, containers in "created" state
  * older than a minute (a creator died), volumes labelled as brig's
  * whose container is gone, and brig-init volumes (brig.kind=init, named
- * brig-init-<16 hex>) of other brig builds that no container mounts, 10 s
+ * brig-init-<16 hex>, and their "-ok" markers) of other brig builds that no
+ * container mounts, 10 s
  * after their creation (this build's own volume always stays). Nothing
  * without brig.managed=1 is touched.
  * *removed (may be NULL) gets the count. Errors: BRIG_EINVAL (opts of an
