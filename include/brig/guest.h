@@ -104,7 +104,9 @@ typedef struct brig_guest_exit {
 /* Runs a command to its end: streams its output to on_output, feeds stdin,
  * and on the deadline or a cancel has brig-init end the command's whole
  * tree (setsid'd and double-forked descendants too) and waits for that
- * (certain). Returns 0 with *out filled when the guest said how it ended —
+ * (certain). stdin goes out only while the relay has room for it, so a
+ * command that reads none of it still meets its deadline and a cancel.
+ * Returns 0 with *out filled when the guest said how it ended —
  * timed out and cancelled included. Errors: BRIG_EINVAL, BRIG_ENOTFOUND /
  * BRIG_EDENIED (the program cannot be found / executed: nothing ran; 127 /
  * 126 in out->code), BRIG_ENOTSENT, BRIG_EUNCERTAIN (see above: the command

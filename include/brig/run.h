@@ -71,7 +71,13 @@ BRIG_PUBLIC json_t *brig_run_result_to_json(const brig_run_result *r);
  * directory beside out_dir and moved into place only when every entry
  * passed, so a refused or failed copy leaves out_dir exactly as it was and
  * writes nothing outside it. The container is removed
- * before this returns, whatever happened. */
+ * before this returns, whatever happened.
+ * PID 1 is brig-init (when this build carries it; BRIG_GUEST=0 in the
+ * environment: docker-init as before): the command is its child, a missing
+ * program reads "brig: NAME: not found in the image" on stderr (127), and
+ * the deadline is brig-init's, so the container ends itself even when brig
+ * is gone. timed_out is set when the command was ended at its deadline; a
+ * command that exits 124 by itself earlier is not timed out. */
 BRIG_PUBLIC int brig_run(brig_engine *e, const brig_run_opts *opts, brig_run_result *res, brig_error **err);
 
 #ifdef __cplusplus

@@ -269,8 +269,12 @@ typedef struct brig_gc_opts {
 
 /* Removes brig's leftovers: runs past their deadline (their brig died),
  * stopped computers past the retention age, containers in "created" state
- * older than a minute (a creator died), and volumes labelled as brig's
- * whose container is gone. Nothing without brig.managed=1 is touched.
+ * older than a minute (a creator died), volumes labelled as brig's
+ * whose container is gone, and brig-init volumes (brig.kind=init, named
+ * brig-init-<16 hex>, and their "-ok" markers) of other brig builds that no
+ * container mounts, 10 s
+ * after their creation (this build's own volume always stays). Nothing
+ * without brig.managed=1 is touched.
  * *removed (may be NULL) gets the count. Errors: BRIG_EINVAL (opts of an
  * unknown version). */
 BRIG_PUBLIC int brig_gc(brig_engine *e, const brig_gc_opts *opts, size_t *removed, brig_error **err);

@@ -67,7 +67,7 @@ typedef enum brig_kind {
 #define BRIG_LABEL_DEADLINE "brig.deadline"     /* unix seconds the run ends by */
 #define BRIG_LABEL_CONTAINER "brig.container"   /* volumes: their container's name */
 #define BRIG_LABEL_VOLUME "brig.volume"         /* volumes: workspace | runtime | … */
-#define BRIG_LABEL_INIT "brig.init"             /* computers: 16 hex of the brig-init they run as PID 1 */
+#define BRIG_LABEL_INIT "brig.init"             /* 16 hex of the brig-init a container runs as PID 1 */
 /* Computers with env entries: 32 random hex digits keying the env values'
  * digests in the spec hash (brig_spec_hash_salted). */
 #define BRIG_LABEL_ENV_SALT "brig.env-salt"
@@ -442,10 +442,11 @@ typedef struct brig_container_opts {
 	 * sandbox does, so lo holds 127.0.0.1 only. Only for images labelled
 	 * BRIG_LABEL_ETC_HOSTS=optional; refused unless spec->network is none. */
 	bool network_disabled;
-	/* Computers: brig-init's hash (16 lowercase hex digits). PID 1 is then
+	/* brig-init's hash (16 lowercase hex digits). PID 1 is then
 	 * /.brig/brig-init init from the read-only volume "brig-init-<hash>"
-	 * (HostConfig.Init off), labelled BRIG_LABEL_INIT. NULL: docker-init
-	 * and sleep, as before. */
+	 * (HostConfig.Init off), labelled BRIG_LABEL_INIT; a run's is
+	 * `init --lifetime <lifetime_s>`. NULL: docker-init and sleep, as
+	 * before. */
 	const char *init_hash;
 } brig_container_opts;
 
@@ -467,7 +468,7 @@ typedef struct brig_container_opts {
  * A computer runs `sleep 2147483647` and mounts its named volumes
  * "<name>-workspace" and "<name>-runtime" (with DriverConfig, so Docker
  * creates them with the right options if they are missing). A run runs
- * `sleep <lifetime_s>`, is AutoRemove'd, and mounts anonymous tmpfs volumes
+ * `sleep <lifetime_s>` (with init_hash: brig-init init --lifetime), is AutoRemove'd, and mounts anonymous tmpfs volumes
  * at /workspace, /runtime and, when sized, /inbox and /outbox, which
  * Docker removes with it (or, with plain_tmpfs, HostConfig.Tmpfs mounts with
  * the same options plus exec); the run's tmpfs sum including inbox and outbox

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "brig/session.h"
+#include "sandbox/exec.h"
 #include "tar/tar.h"
 #include "util/util.h"
 #include <fcntl.h>
@@ -429,26 +430,29 @@ int brig_session_exec_keep(brig_engine *e, brig_store *s, const char *ref, const
 static int session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, bool keep,
 			const char *dir, brig_exec_result *res, brig_error **err)
 {
-	brig_computer *c = NULL;
-	int rc = brig_computer_get(e, &c, ref, NULL, err);
-	if (rc) {
-		memset(res, 0, sizeof *res);
-		res->exit_code = -1;
-		return rc;
-	}
 	stop_checkpoint sc = {.s = s, .dir = dir};
 	brig_exec_opts o;
-	memset(&o, 0, sizeof o);
-	/* a version-1 caller's struct ends before the hook */
-	memcpy(&o, opts, opts->version >= 2 ? sizeof o : offsetof(brig_exec_opts, before_stop));
-	if (keep && s && c->ns && c->agent && c->session && o.version >= 1 && o.version <= BRIG_EXEC_OPTS_VERSION &&
-	    !o.before_stop) {
-		o.version = BRIG_EXEC_OPTS_VERSION;
-		o.before_stop = checkpoint_before_stop;
-		o.stop_payload = &sc;
+	const brig_exec_opts *use = opts;
+	if (keep && s && opts && opts->version >= 1 && opts->version <= BRIG_EXEC_OPTS_VERSION) {
+		memset(&o, 0, sizeof o);
+		/* a version-1 caller's struct ends before the hook */
+		memcpy(&o, opts, opts->version >= 2 ? sizeof o : offsetof(brig_exec_opts, before_stop));
+		if (!o.before_stop) {
+			o.version = BRIG_EXEC_OPTS_VERSION;
+			o.before_stop = checkpoint_before_stop;
+			o.stop_payload = &sc;
+			use = &o;
+		}
 	}
-	rc = brig_computer_exec(e, c->name, &o, res, err);
-	if (rc && err && *err && (sc.id || sc.failed)) {
+	brig_computer *c = NULL;
+	/* One inspect for the computer and the exec (issue 16: each is ~1 ms
+	 * of a tool call that should cost a few). */
+	int rc = brig_computer__exec_get(e, &c, ref, use, res, err);
+	if (!c) {
+		free(sc.failed);
+		return rc;
+	}
+	if (rc && err && *err && (sc.id || sc.failed) && c->ns && c->agent && c->session) {
 		/* The message says what became of the work. */
 		brig_error *old = *err;
 		*err = NULL;

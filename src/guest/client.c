@@ -383,6 +383,14 @@ void brig_guest__waiter_remove(brig_guest *g, gwaiter *w)
 /* Queues one encoded frame, waiting (until deadline_ms; 0: none) for room.
  * Errors: BRIG_ENOTSENT (dead handle, or no room in time: nothing of this
  * frame was sent), BRIG_EINVAL (too big to encode). */
+bool brig_guest__out_room(brig_guest *g, size_t n)
+{
+	pthread_mutex_lock(&g->mu);
+	bool ok = g->dead || !g->oq_bytes || g->oq_bytes + n <= BRIG_GUEST_OUT_CAP;
+	pthread_mutex_unlock(&g->mu);
+	return ok;
+}
+
 int brig_guest__send_frame(brig_guest *g, brig_gp_enc *e, uint8_t type, uint32_t id, int64_t deadline_ms,
 			   brig_error **err)
 {

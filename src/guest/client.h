@@ -80,6 +80,9 @@ int brig_guest__dead_error(brig_guest *g, brig_error **err);
 /* A waiter for the next request id (binds_proc: STARTED or OK gives it the proc). */
 gwaiter *brig_guest__waiter_add(brig_guest *g, bool binds_proc);
 void brig_guest__waiter_remove(brig_guest *g, gwaiter *w);
+/* True when a frame of n bytes would be queued at once (or the handle is
+ * dead: a send then fails at once). */
+bool brig_guest__out_room(brig_guest *g, size_t n);
 /* Queues one encoded frame (consumed), waiting until deadline_ms for room.
  * BRIG_ENOTSENT: dead, or no room in time; BRIG_EINVAL: too big. */
 int brig_guest__send_frame(brig_guest *g, brig_gp_enc *e, uint8_t type, uint32_t id, int64_t deadline_ms,

@@ -153,8 +153,15 @@ typedef struct pump {
 	const char *pend;
 	size_t plen;
 	bool stdin_open;
+	bool have; /* stdin_fd: bytes read (or its end) not yet sent */
 	char *inbuf;
 } pump;
+
+static bool cancel_ready(int fd)
+{
+	struct pollfd pf = {.fd = fd, .events = POLLIN};
+	return fd >= 0 && poll(&pf, 1, 0) > 0;
+}
 
 /* Sends one STDIN chunk, or STDIN_CLOSE at the end. */
 static int pump_stdin(brig_guest *g, pump *p, int64_t proc, int64_t deadline_ms, brig_error **err)
@@ -209,25 +216,45 @@ static int drive(brig_guest *g, gwaiter *w, int64_t proc, const brig_guest_exec_
 	int64_t kill_by = 0; /* once KILL is sent: its answer's deadline */
 	char inbuf[BRIG_GP_MAX_DATA];
 	for (;;) {
-		/* stdin: fixed bytes go out chunk by chunk between frames */
-		if (p.stdin_open && o->stdin_fd < 0 && !kw) {
-			rc = pump_stdin(g, &p, proc, hard, err);
-			if (rc)
-				break;
-			pthread_mutex_lock(&g->mu);
-			bool busy = w->head != NULL;
-			pthread_mutex_unlock(&g->mu);
-			if (p.stdin_open && !busy)
-				continue;
+		/* stdin goes out chunk by chunk between frames, and only while the
+		 * relay's queue has room: a command that does not read it must
+		 * not keep this loop from its frames (an EXIT at the guest's
+		 * deadline), our deadline or a cancel. */
+		bool stdin_full = false;
+		if (p.stdin_open && !kw && (o->stdin_fd < 0 || p.have)) {
+			size_t k = p.plen < BRIG_GP_MAX_DATA ? p.plen : BRIG_GP_MAX_DATA;
+			if (brig_guest__out_room(g, k + 64)) {
+				rc = pump_stdin(g, &p, proc, hard, err);
+				if (rc)
+					break;
+				if (o->stdin_fd >= 0 && !p.plen)
+					p.have = false;
+				pthread_mutex_lock(&g->mu);
+				bool busy = w->head != NULL;
+				pthread_mutex_unlock(&g->mu);
+				if (p.stdin_open && (o->stdin_fd < 0 || p.have) && !busy) {
+					if (cancel_ready(o->cancel_fd)) {
+						canceled = true;
+						goto kill;
+					}
+					if (hard && brig_now_ms() >= hard) {
+						ours_timed_out = true;
+						goto kill;
+					}
+					continue;
+				}
+			} else {
+				stdin_full = true;
+			}
 		}
 		int extra = -1;
 		if (!kw && o->cancel_fd >= 0)
 			extra = o->cancel_fd;
 		gframe *f = NULL;
 		int wr;
-		bool want_stdin = p.stdin_open && o->stdin_fd >= 0;
+		bool want_stdin = p.stdin_open && o->stdin_fd >= 0 && !p.have;
 		bool want_resize = o->size_cb && o->resize_fd >= 0;
-		if ((want_stdin || want_resize) && !kw) {
+		if ((want_stdin || want_resize || stdin_full) && !kw) {
 			/* wait for a frame, stdin, the cancel fd or a resize at once */
 			struct pollfd pfd[4] = {{.fd = w->efd, .events = POLLIN},
 						{.fd = want_stdin ? o->stdin_fd : -1, .events = POLLIN},
@@ -237,7 +264,10 @@ static int drive(brig_guest *g, gwaiter *w, int64_t proc, const brig_guest_exec_
 			bool ready = w->head || w->overflow || g->dead;
 			pthread_mutex_unlock(&g->mu);
 			if (!ready) {
-				int pr = poll(pfd, 4, brig_remaining_ms(hard));
+				int tmo = brig_remaining_ms(hard);
+				if (stdin_full && (tmo < 0 || tmo > 10))
+					tmo = 10; /* look for room again soon */
+				int pr = poll(pfd, 4, tmo);
 				if (pr < 0 && errno == EINTR)
 					continue;
 				if (pr > 0 && pfd[2].revents && extra >= 0) {
@@ -268,15 +298,15 @@ static int drive(brig_guest *g, gwaiter *w, int64_t proc, const brig_guest_exec_
 						continue;
 					p.pend = inbuf;
 					p.plen = r > 0 ? (size_t)r : 0;
-					rc = pump_stdin(g, &p, proc, hard, err);
-					if (rc)
-						break;
+					p.have = true; /* sent at the top, when there is room */
 					continue;
 				}
-				if (pr == 0) {
+				if (pr == 0 && hard && brig_now_ms() >= hard) {
 					ours_timed_out = true;
 					goto kill;
 				}
+				if (pr == 0)
+					continue;
 				if (pr > 0 && pfd[0].revents)
 					brig_guest__drain(w->efd);
 				continue; /* look at the queue again */

@@ -68,5 +68,25 @@ const char *brig_guest__init_hash(void);
  * through a created (never started) container of image. Errors: the
  * engine's; BRIG_ENOTFOUND when this build has no brig-init. */
 int brig_guest__volume_ensure(brig_engine *e, const char *image, brig_error **err);
+/* For runs: 0 at once when the marker volume "<volume>-ok" says this
+ * build's copy was seen whole, or when the volume exists with this brig's
+ * brig.init label (then *check: the caller checks the copy through the
+ * run's own container with brig_guest__volume_check); else
+ * brig_guest__volume_ensure. */
+int brig_guest__volume_quick(brig_engine *e, const char *image, bool *check, brig_error **err);
+/* 0 when container cid (created or running, mounting the volume) has
+ * /.brig/brig-init of the embedded program's size and mode 0511 (one HEAD);
+ * BRIG_ECORRUPT when not, BRIG_ENOTFOUND when absent, the engine's errors.
+ * A copy seen whole counts as ensured for the rest of the process and makes
+ * the marker. */
+int brig_guest__volume_check(brig_engine *e, const char *cid, brig_error **err);
+/* Makes the marker volume (labelled like the volume; errors ignored: the
+ * next run looks again). */
+void brig_guest__volume_mark(brig_engine *e);
+/* A run's container would not start: trust nothing until seen again
+ * (forget, and remove the marker). */
+void brig_guest__volume_distrust(brig_engine *e);
+/* Makes the next brig_guest__volume_ensure check (and repair) the copy again. */
+void brig_guest__volume_forget(void);
 
 #endif

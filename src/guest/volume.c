@@ -182,6 +182,7 @@ static int check_copy(brig_engine *e, const char *cid, const unsigned char *d, s
 
 static pthread_mutex_t ensured_mu = PTHREAD_MUTEX_INITIALIZER;
 static bool ensured;
+static void mark_ensured(void);
 
 int brig_guest__volume_ensure(brig_engine *e, const char *image, brig_error **err)
 {
@@ -265,8 +266,105 @@ int brig_guest__volume_ensure(brig_engine *e, const char *image, brig_error **er
 	brig_engine_container_remove(e, cid, true, false, NULL);
 	if (rc)
 		return brig__error_prefix(err, rc, "fill volume %s", vname);
+	mark_ensured();
+	brig_guest__volume_mark(e);
+	return 0;
+}
+
+/* The marker "<volume>-ok": an empty volume made only after this build's
+ * copy was seen whole (a fill's byte-for-byte check, or a run's HEAD), so
+ * one volume inspect tells a later process the copy can be trusted. */
+static char *marker_name(void)
+{
+	return xasprintf("%s-ok", brig_guest__volume_name());
+}
+
+static void mark_ensured(void)
+{
 	pthread_mutex_lock(&ensured_mu);
 	ensured = true;
 	pthread_mutex_unlock(&ensured_mu);
+}
+
+void brig_guest__volume_mark(brig_engine *e)
+{
+	cleanup_free char *m = marker_name();
+	cleanup_json json_t *spec =
+		json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "Name", m, "Driver", "local", "Labels", BRIG_LABEL_MANAGED,
+			  "1", BRIG_LABEL_KIND, "init", BRIG_LABEL_INIT, brig_guest__init_hash());
+	json_t *v = NULL;
+	if (brig_engine_volume_create(e, &v, spec, NULL) == 0)
+		json_decref(v);
+}
+
+void brig_guest__volume_distrust(brig_engine *e)
+{
+	brig_guest__volume_forget();
+	cleanup_free char *m = marker_name();
+	brig_engine_volume_remove(e, m, false, NULL);
+}
+
+/* A run pays for brig-init per process (each `brig run` is one), so it does
+ * not fill through a container of its own: the marker, when present, says
+ * the copy was seen whole; else a volume carrying this brig's label is
+ * taken as filled and the run's own (created, not yet started) container
+ * shows whether its copy is whole (*check: one HEAD). */
+int brig_guest__volume_quick(brig_engine *e, const char *image, bool *check, brig_error **err)
+{
+	*check = false;
+	const char *vname = brig_guest__volume_name();
+	if (!vname)
+		return brig__error_set(err, BRIG_ENOTFOUND, 0, "this build of brig carries no brig-init");
+	pthread_mutex_lock(&ensured_mu);
+	bool done = ensured;
+	pthread_mutex_unlock(&ensured_mu);
+	if (done)
+		return 0;
+	cleanup_free char *m = marker_name();
+	cleanup_json json_t *mv = NULL;
+	if (brig_engine_volume_inspect(e, &mv, m, NULL) == 0) {
+		const char *h = json_string_value(json_object_get(json_object_get(mv, "Labels"), BRIG_LABEL_INIT));
+		if (h && strcmp(h, brig_guest__init_hash()) == 0) {
+			mark_ensured();
+			return 0;
+		}
+	}
+	cleanup_json json_t *v = NULL;
+	if (brig_engine_volume_inspect(e, &v, vname, NULL) == 0) {
+		const char *h = json_string_value(json_object_get(json_object_get(v, "Labels"), BRIG_LABEL_INIT));
+		if (h && strcmp(h, brig_guest__init_hash()) == 0) {
+			*check = true;
+			return 0;
+		}
+	}
+	return brig_guest__volume_ensure(e, image, err);
+}
+
+int brig_guest__volume_check(brig_engine *e, const char *cid, brig_error **err)
+{
+	const unsigned char *d;
+	size_t n;
+	brig_guest__binary(&d, &n);
+	cleanup_json json_t *st = NULL;
+	int rc = brig_engine_archive_stat(e, &st, cid, BRIG_GP_INIT_PATH, err);
+	if (rc)
+		return rc;
+	json_t *size = json_object_get(st, "size"), *mode = json_object_get(st, "mode");
+	/* mode is Go's FileMode: a regular file has no type bits */
+	if (!json_is_integer(size) || (uint64_t)json_integer_value(size) != n || !json_is_integer(mode) ||
+	    json_integer_value(mode) != 0511)
+		return brig__error_set(err, BRIG_ECORRUPT, 0, "%s in volume %s is not this brig's brig-init",
+				       BRIG_GP_INIT_PATH, brig_guest__volume_name());
+	/* seen whole: later runs (of this process, and through the marker of
+	 * any process) need not look again */
+	mark_ensured();
+	brig_guest__volume_mark(e);
 	return 0;
+}
+
+void brig_guest__volume_forget(void)
+{
+	pthread_mutex_lock(&ensured_mu);
+	ensured = false;
+	pthread_mutex_unlock(&ensured_mu);
 }

@@ -16,6 +16,7 @@
 #include "sandbox/alive.h"
 #include "sandbox/capture.h"
 #include "sandbox/computer_guest.h"
+#include "sandbox/exec.h"
 #include "sandbox/internal.h"
 #include "util/util.h"
 
@@ -666,11 +667,8 @@ static const char *harness_of(json_t *labels)
 	return h ? h : "none";
 }
 
-int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
-		       brig_error **err)
+static int check_exec_opts(const brig_exec_opts *opts, brig_error **err)
 {
-	memset(res, 0, sizeof *res);
-	res->exit_code = -1;
 	if (!opts) /* argv has no default: nothing to run */
 		return brig__error_set(err, BRIG_EINVAL, 0, "exec options: missing (argv is required)");
 	int vr = brig__opts_check(opts->version, BRIG_EXEC_OPTS_VERSION, "exec options", err);
@@ -678,13 +676,51 @@ int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *op
 		return vr;
 	if (!opts->argv || !opts->argv[0] || !*opts->argv[0])
 		return brig__error_set(err, BRIG_EINVAL, 0, "exec: a command is required (argv is empty)");
-	int64_t start = brig_now_ms();
-	int64_t deadline = opts->timeout_ms > 0 ? start + opts->timeout_ms : 0;
+	return 0;
+}
 
+static int exec_inspected(brig_engine *e, const char *ref, json_t *j, const brig_exec_opts *opts, int64_t start,
+			  brig_exec_result *res, brig_error **err);
+
+int brig_computer_exec(brig_engine *e, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
+		       brig_error **err)
+{
+	memset(res, 0, sizeof *res);
+	res->exit_code = -1;
+	int rc = check_exec_opts(opts, err);
+	if (rc)
+		return rc;
+	int64_t start = brig_now_ms();
+	cleanup_json json_t *j = NULL;
+	if ((rc = inspect_computer(e, &j, ref, err)) != 0)
+		return rc;
+	return exec_inspected(e, ref, j, opts, start, res, err);
+}
+
+int brig_computer__exec_get(brig_engine *e, brig_computer **out, const char *ref, const brig_exec_opts *opts,
+			    brig_exec_result *res, brig_error **err)
+{
+	*out = NULL;
+	memset(res, 0, sizeof *res);
+	res->exit_code = -1;
+	int64_t start = brig_now_ms();
 	cleanup_json json_t *j = NULL;
 	int rc = inspect_computer(e, &j, ref, err);
 	if (rc)
 		return rc;
+	*out = computer_from_inspect(j);
+	if ((rc = check_exec_opts(opts, err)) != 0)
+		return rc;
+	/* by id: the name now means the container just looked at */
+	return exec_inspected(e, (*out)->name, j, opts, start, res, err);
+}
+
+/* The exec itself, on the computer's inspect j (its state, labels, id). */
+static int exec_inspected(brig_engine *e, const char *ref, json_t *j, const brig_exec_opts *opts, int64_t start,
+			  brig_exec_result *res, brig_error **err)
+{
+	int64_t deadline = opts->timeout_ms > 0 ? start + opts->timeout_ms : 0;
+	int rc;
 	const char *id = json_string_value(json_object_get(j, "Id"));
 	const char *status = json_string_value(json_object_get(json_object_get(j, "State"), "Status"));
 	if (status && strcmp(status, "paused") == 0)

@@ -1,6 +1,7 @@
 /* computer_guest.c — brig_computer_exec through brig-init: the per-process
  * cache of relays (one per container) and what each outcome means. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,9 +12,11 @@
 #include "util/util.h"
 
 /* One relay per container (and engine: another engine may reach it
- * another way) for the life of the process. A handle that
- * broke leaves the cache at once but is freed only when its last user
- * returns it. */
+ * another way). A handle that broke (its container stopped or was removed,
+ * the relay ended) leaves the cache at the next acquire of any container,
+ * and the cache holds at most cache_cap relays: past it the least recently
+ * used one that no call holds goes. A handle that left the cache is freed
+ * only when its last user returns it. */
 typedef struct cached {
 	struct cached *next;
 	const brig_engine *e; /* compared, never used: the relay needs no engine */
@@ -21,19 +24,69 @@ typedef struct cached {
 	brig_guest *g;
 	int refs;
 	bool listed;
+	uint64_t used; /* cache_tick at the last acquire */
 } cached;
+
+#define CACHE_CAP 64
 
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static cached *cache;
+static size_t cache_len, cache_cap = CACHE_CAP;
+static uint64_t cache_tick;
 
 static void unlist_locked(cached *c)
 {
 	for (cached **pp = &cache; *pp; pp = &(*pp)->next)
 		if (*pp == c) {
 			*pp = c->next;
+			cache_len--;
 			break;
 		}
 	c->listed = false;
+}
+
+static void cached_free(cached *c)
+{
+	brig_guest_free(c->g);
+	free(c->id);
+	free(c);
+}
+
+/* Unlists broken handles, then the least recently used idle ones while
+ * more than keep are listed; those no call holds go onto *dead, to be freed
+ * outside the lock (ending a relay waits for its I/O thread). */
+static void prune_locked(size_t keep, cached **dead)
+{
+	for (cached *c = cache, *next; c; c = next) {
+		next = c->next;
+		if (brig_guest_alive(c->g))
+			continue;
+		unlist_locked(c);
+		if (c->refs == 0) {
+			c->next = *dead;
+			*dead = c;
+		}
+	}
+	while (cache_len > keep) {
+		cached *lru = NULL;
+		for (cached *c = cache; c; c = c->next)
+			if (c->refs == 0 && (!lru || c->used < lru->used))
+				lru = c;
+		if (!lru)
+			break; /* every one is in use: over the cap until they return */
+		unlist_locked(lru);
+		lru->next = *dead;
+		*dead = lru;
+	}
+}
+
+static void free_dead(cached *dead)
+{
+	while (dead) {
+		cached *next = dead->next;
+		cached_free(dead);
+		dead = next;
+	}
 }
 
 static void release(cached *c)
@@ -43,35 +96,64 @@ static void release(cached *c)
 	pthread_mutex_lock(&cache_mu);
 	bool last = --c->refs == 0 && !c->listed;
 	pthread_mutex_unlock(&cache_mu);
-	if (last) {
-		brig_guest_free(c->g);
-		free(c->id);
-		free(c);
-	}
+	if (last)
+		cached_free(c);
+}
+
+size_t brig_sandbox__guest_cache_size(void)
+{
+	pthread_mutex_lock(&cache_mu);
+	size_t n = cache_len;
+	pthread_mutex_unlock(&cache_mu);
+	return n;
+}
+
+void brig_sandbox__guest_cache_prune(size_t keep)
+{
+	pthread_mutex_lock(&cache_mu);
+	cached *dead = NULL;
+	prune_locked(keep, &dead);
+	pthread_mutex_unlock(&cache_mu);
+	free_dead(dead);
+}
+
+void brig_sandbox__guest_cache_cap(size_t cap)
+{
+	pthread_mutex_lock(&cache_mu);
+	cache_cap = cap ? cap : CACHE_CAP;
+	cached *dead = NULL;
+	prune_locked(cache_cap, &dead);
+	pthread_mutex_unlock(&cache_mu);
+	free_dead(dead);
 }
 
 /* A live relay into id: the cached one, or a new one (fresh: always new). */
 static int acquire(brig_engine *e, cached **out, const char *id, bool fresh, int64_t deadline_ms, brig_error **err)
 {
+	cached *dead = NULL;
 	pthread_mutex_lock(&cache_mu);
+	prune_locked(SIZE_MAX, &dead);
 	for (cached *c = cache; c; c = c->next) {
 		if (c->e != e || strcmp(c->id, id) != 0)
 			continue;
 		if (!fresh && brig_guest_alive(c->g)) {
 			c->refs++;
+			c->used = ++cache_tick;
 			pthread_mutex_unlock(&cache_mu);
+			free_dead(dead);
 			*out = c;
 			return 0;
 		}
 		unlist_locked(c);
 		if (c->refs == 0) {
-			brig_guest_free(c->g);
-			free(c->id);
-			free(c);
+			c->next = dead;
+			dead = c;
 		}
 		break;
 	}
 	pthread_mutex_unlock(&cache_mu);
+	free_dead(dead);
+	dead = NULL;
 	/* Opened outside the lock: two threads may both open one; the loser's
 	 * stays unlisted and ends with its call. */
 	brig_guest *g = NULL;
@@ -88,11 +170,16 @@ static int acquire(brig_engine *e, cached **out, const char *id, bool fresh, int
 	for (cached *o = cache; o; o = o->next)
 		taken |= o->e == e && strcmp(o->id, id) == 0;
 	if (!taken) {
+		/* room for it first: the new one is in use, never the victim */
+		prune_locked(cache_cap - 1, &dead);
 		c->listed = true;
+		c->used = ++cache_tick;
 		c->next = cache;
 		cache = c;
+		cache_len++;
 	}
 	pthread_mutex_unlock(&cache_mu);
+	free_dead(dead);
 	*out = c;
 	return 0;
 }

@@ -21,4 +21,11 @@ int brig_sandbox__guest_exec(brig_engine *e, const char *ref, const char *id, co
 			     int64_t deadline, const brig_guest_exec_opts *tty, brig_output_tee *tee,
 			     brig_exec_result *res, brig_error **err);
 
+/* The relay cache, for tests: how many relays it holds, and its cap (0:
+ * the default, 64); lowering the cap prunes at once. */
+size_t brig_sandbox__guest_cache_size(void);
+void brig_sandbox__guest_cache_cap(size_t cap);
+/* Ends idle relays until at most keep are held (0: every idle one). */
+void brig_sandbox__guest_cache_prune(size_t keep);
+
 #endif

@@ -4,10 +4,14 @@
 #include <string.h>
 
 #include "brig/sandbox.h"
+#include "guest/host.h"
 #include "sandbox/internal.h"
 #include "util/util.h"
 
 #define GC_GRACE_S 60
+/* A brig-init volume is pinned by the filler or run container its creator
+ * makes one or two calls after creating it: a short grace covers that. */
+#define GC_INIT_GRACE_S 10
 
 typedef struct gc_ctx {
 	brig_engine *e;
@@ -80,6 +84,34 @@ static void gc_containers(gc_ctx *g, json_t *list, int64_t now, int64_t retentio
 	}
 }
 
+/* True for "brig-init-" and 16 lowercase hex digits, and for its marker
+ * (the same and "-ok": made once the copy was seen whole). */
+static bool init_volume_name(const char *n)
+{
+	return strncmp(n, "brig-init-", 10) == 0 && strspn(n + 10, "0123456789abcdef") == 16 &&
+	       (strlen(n) == 26 || strcmp(n + 26, "-ok") == 0);
+}
+
+/* A brig-init volume of another brig (an older or newer build) that no
+ * container mounts any more, after its grace. This brig's own stays. Docker
+ * refuses to remove a volume a container (of any label) mounts, so one
+ * taken between the look and the remove stays too. */
+static void gc_init_volume(gc_ctx *g, const char *vname, int64_t created, int64_t now)
+{
+	const char *mine = brig_guest__volume_name();
+	if (!init_volume_name(vname) || (mine && strncmp(vname, mine, 26) == 0))
+		return;
+	if (created && now - created <= GC_INIT_GRACE_S)
+		return;
+	cleanup_json json_t *f = json_pack("{s:[s]}", "volume", vname);
+	cleanup_json json_t *users = NULL;
+	if (brig_engine_container_list(g->e, &users, true, f, NULL) != 0 || json_array_size(users) > 0)
+		return;
+	if (!g->o->dry_run && brig_engine_volume_remove(g->e, vname, false, NULL) != 0)
+		return;
+	note(g, "volume", vname, "brig-init of another brig build that no container uses");
+}
+
 static void gc_volumes(gc_ctx *g, json_t *vols, json_t *containers, int64_t now)
 {
 	size_t i;
@@ -88,7 +120,12 @@ static void gc_volumes(gc_ctx *g, json_t *vols, json_t *containers, int64_t now)
 	{
 		const char *vname = json_string_value(json_object_get(v, "Name"));
 		const char *owner = lbl(json_object_get(v, "Labels"), BRIG_LABEL_CONTAINER);
+		const char *kind = lbl(json_object_get(v, "Labels"), BRIG_LABEL_KIND);
 		int64_t created = brig_sandbox__parse_time(json_string_value(json_object_get(v, "CreatedAt")));
+		if (vname && kind && strcmp(kind, "init") == 0) {
+			gc_init_volume(g, vname, created, now);
+			continue;
+		}
 		if (!vname || !owner)
 			continue;
 		/* A creator makes the volumes just before the container: leave young ones. */

@@ -11,8 +11,11 @@
 #include <sys/stat.h>
 
 #include "brig/egress.h"
+#include "brig/guest.h"
 #include "brig/run.h"
 #include "egress/egress_internal.h"
+#include "guest/host.h"
+#include "guest/proto.h"
 #include "sandbox/capture.h"
 #include "sandbox/internal.h"
 #include "sandbox/oom.h"
@@ -186,7 +189,7 @@ static void remove_run(brig_engine *e, const char *id)
 
 /* Creates the run's container. Its name is fresh, so after a lost answer a
  * container of that name can only be this create's: look before answering. */
-static int create_run_container(brig_engine *e, char **cid, const char *name, json_t *body, brig_error **err)
+static int create_once(brig_engine *e, char **cid, const char *name, json_t *body, brig_error **err)
 {
 	int rc = brig_engine_container_create(e, cid, name, body, err);
 	if (rc == BRIG_EUNCERTAIN) {
@@ -202,25 +205,63 @@ static int create_run_container(brig_engine *e, char **cid, const char *name, js
 	return rc;
 }
 
+/* With check (brig_guest__volume_quick trusted brig-init's volume by its
+ * label alone), the created container's copy of brig-init is checked
+ * before anything starts: a copy cut short — a filler that died mid-copy —
+ * is repaired through a filler once and the container made again. */
+static int create_run_container(brig_engine *e, char **cid, const char *name, json_t *body, const char *image,
+				bool check, brig_error **err)
+{
+	for (int attempt = 0;; attempt++) {
+		int rc = create_once(e, cid, name, body, err);
+		if (rc || !check)
+			return rc;
+		rc = brig_guest__volume_check(e, *cid, err);
+		if (rc == 0)
+			return 0;
+		if (attempt > 0 || (rc != BRIG_ECORRUPT && rc != BRIG_ENOTFOUND))
+			return brig__error_prefix(err, rc, "run %s: brig-init", name); /* the caller removes *cid */
+		brig__error_clear(err);
+		brig_engine_container_remove(e, *cid, true, true, NULL);
+		free(*cid);
+		*cid = NULL;
+		brig_guest__volume_forget();
+		if ((rc = brig_guest__volume_ensure(e, image, err)) != 0)
+			return brig__error_prefix(err, rc, "run %s", name);
+	}
+}
+
 /* The direct path: nothing to copy in or out and no stdin, so the command
  * is the container's own process (no exec: one runc start instead of two),
  * attached before start so no output is missed, with /workspace and
- * /runtime as plain tmpfs mounts (no volumes to make and remove). The image's
- * `timeout` (coreutils or busybox, like the `sleep` of the exec path) ends it
- * at the container's lifetime even if brig is gone, and AutoRemove then takes
- * the container: the daemon removes it as it ends, and a wait for "removed"
- * begun before the start hands brig the exit code once it is gone — no
- * inspect and no remove call on the way out. */
+ * /runtime as plain tmpfs mounts (no volumes to make and remove). PID 1 is
+ * `brig-init run` (guest): the command is its child and the deadline its —
+ * at it brig-init ends every process and exits 124, so the container ends
+ * itself even if brig is gone. (Without brig-init, the image's `timeout`
+ * holds the container's lifetime and brig the deadline.) AutoRemove then
+ * takes the container: the daemon removes it as it ends, and a wait for
+ * "removed" begun before the start hands brig the exit code once it is gone
+ * — no inspect and no remove call on the way out. */
 static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *res, json_t *body, const char *name,
-		      int64_t lifetime, int64_t timeout_s, int64_t t0, char **cid, brig_error **err)
+		      const char *image, bool guest, bool check, int64_t lifetime, int64_t timeout_s, int64_t t0,
+		      char **cid, brig_error **err)
 {
 	json_t *ep = json_array();
-	json_array_append_new(ep, json_string("timeout"));
-	json_array_append_new(ep, json_string("-s"));
-	json_array_append_new(ep, json_string("KILL"));
 	char secs[24];
-	snprintf(secs, sizeof secs, "%lld", (long long)lifetime);
-	json_array_append_new(ep, json_string(secs));
+	if (guest) {
+		json_array_append_new(ep, json_string(BRIG_GP_INIT_PATH));
+		json_array_append_new(ep, json_string("run"));
+		json_array_append_new(ep, json_string("--timeout-ms"));
+		snprintf(secs, sizeof secs, "%lld", (long long)timeout_s * 1000);
+		json_array_append_new(ep, json_string(secs));
+		json_array_append_new(ep, json_string("--"));
+	} else {
+		json_array_append_new(ep, json_string("timeout"));
+		json_array_append_new(ep, json_string("-s"));
+		json_array_append_new(ep, json_string("KILL"));
+		snprintf(secs, sizeof secs, "%lld", (long long)lifetime);
+		json_array_append_new(ep, json_string(secs));
+	}
 	for (const char *const *a = o->argv; *a; a++)
 		json_array_append_new(ep, json_string(*a));
 	json_object_set_new(body, "Entrypoint", ep);
@@ -229,16 +270,19 @@ static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *r
 	json_object_set_new(body, "AttachStdout", json_true());
 	json_object_set_new(body, "AttachStderr", json_true());
 
-	int rc = create_run_container(e, cid, name, body, err);
+	int rc = create_run_container(e, cid, name, body, image, check, err);
 	if (rc)
 		return rc;
 	brig_engine_stream *stream = NULL;
 	brig_engine_waiter *waiter = NULL;
+	int64_t ts = 0; /* brig-init starts after this: its deadline falls after ts + timeout */
 	if ((rc = brig_engine_container_attach(e, &stream, *cid, false, err)) != 0 ||
 	    (rc = brig_engine_container_wait_begin(e, &waiter, *cid, "removed", err)) != 0 ||
-	    (rc = brig_engine_container_start(e, *cid, err)) != 0) {
+	    (ts = brig_now_ms(), rc = brig_engine_container_start(e, *cid, err)) != 0) {
 		brig_engine_stream_free(stream);
 		brig_engine_waiter_free(waiter);
+		if (guest && ts) /* brig-init may be what could not start */
+			brig_guest__volume_distrust(e);
 		return rc;
 	}
 	res->create_ms = brig_now_ms() - t0;
@@ -250,6 +294,8 @@ static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *r
 				  .payload = &tee,
 				  .deadline_ms = t2 + timeout_s * 1000,
 				  .cancel_fd = o->cancel_fd};
+	if (guest) /* brig-init's deadline comes first; brig's is for one that does not end */
+		io.deadline_ms += BRIG_GUEST_GRACE_MS;
 	rc = brig_engine_stream_pump(stream, &io, err);
 	brig_engine_stream_free(stream);
 	int64_t code = -1;
@@ -301,6 +347,10 @@ static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *r
 		res->exec.uncertain = true;
 	} else {
 		res->exec.exit_code = (int)code;
+		/* brig-init's deadline: 124, and not before it could have come (a
+		 * command's own 124 earlier is its own) */
+		if (guest && code == 124 && brig_now_ms() >= ts + timeout_s * 1000)
+			res->exec.timed_out = true;
 	}
 	brig_error_free(werr);
 	brig_output_tee_finish(&tee, &res->exec);
@@ -411,6 +461,71 @@ static int run_exec(brig_engine *e, const brig_run_opts *o, brig_run_result *res
 	return rc;
 }
 
+/* The exec path's command with brig-init as PID 1: a START over one relay,
+ * the deadline brig-init's (it ends the command's whole tree and the
+ * container stays up, so the outbox is still copied out), stdin pumped
+ * over the relay. A deadline is not an error (exit 124). */
+static int run_guest(brig_engine *e, const brig_run_opts *o, brig_run_result *res, const brig_spec *spec,
+		     const char *cid, const char *name, int64_t timeout_s, brig_error **err)
+{
+	int64_t t2 = brig_now_ms();
+	cleanup_json json_t *env = NULL;
+	int rc = brig_spec_exec_env(&env, spec, NULL, 0, err);
+	if (rc)
+		return rc;
+	size_t n = json_array_size(env);
+	cleanup_free const char **envv = xcalloc(n + 1, sizeof *envv);
+	for (size_t i = 0; i < n; i++)
+		envv[i] = json_string_value(json_array_get(env, i));
+	brig_output_tee tee;
+	brig_output_tee_init(&tee, o->capture_max, o->on_output, o->payload);
+	brig_guest_exec_opts go = {.version = BRIG_GUEST_EXEC_OPTS_VERSION,
+				   .argv = o->argv,
+				   .env = envv,
+				   .env_count = n,
+				   .cwd = o->workdir,
+				   .stdin_fd = o->stdin_fd,
+				   .deadline_ms = t2 + timeout_s * 1000,
+				   .cancel_fd = o->cancel_fd,
+				   .on_output = brig_output_tee_cb,
+				   .payload = &tee,
+				   .resize_fd = -1};
+	brig_guest *g = NULL;
+	brig_guest_exit x = {.code = -1};
+	rc = brig_guest_open(&g, e, cid, go.deadline_ms, err);
+	if (rc == 0)
+		rc = brig_guest_exec(g, &go, &x, err);
+	brig_guest_free(g);
+	if ((rc == BRIG_ENOTFOUND || rc == BRIG_EDENIED) && (x.code == 127 || x.code == 126)) {
+		/* brig-init's answer: the program cannot be run; nothing ran.
+		 * Said as brig-init's own `run` says it (no "start: "). */
+		const char *m = brig_error_message(err ? *err : NULL);
+		if (strncmp(m, "start: ", 7) == 0)
+			m += 7;
+		char *line = xasprintf("brig: %s\n", m);
+		brig_output_tee_cb(BRIG_STREAM_STDERR, line, strlen(line), &tee);
+		free(line);
+		brig__error_clear(err);
+		res->exec.exit_code = x.code;
+		rc = 0;
+	} else if (rc == 0) {
+		res->exec.exit_code = x.code;
+		res->exec.timed_out = x.timed_out;
+		if (x.canceled)
+			rc = BRIG_ECANCELED;
+	}
+	brig_output_tee_finish(&tee, &res->exec);
+	res->run_ms = res->exec.duration_ms = brig_now_ms() - t2;
+	if (rc == BRIG_ECANCELED) {
+		res->exec.canceled = true;
+		res->exec.exit_code = 130;
+		brig__error_set(err, rc, 0, "run %s was cancelled; its container was removed", name);
+	} else if (rc) {
+		res->exec.uncertain = rc == BRIG_EUNCERTAIN;
+	}
+	return rc;
+}
+
 /* After the command: freeze the container, read whether the OOM killer
  * struck, and copy /outbox out (all or nothing). */
 static int freeze_and_copy_out(brig_engine *e, const brig_run_opts *o, brig_run_result *res, const char *cid,
@@ -490,6 +605,21 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 				  .outbox_mb = o->out_dir ? out_mb : 0,
 				  .run_id = rid,
 				  .deadline_unix = brig_wall_s() + lifetime};
+	/* brig-init as PID 1 when this build carries it (BRIG_GUEST=0: as
+	 * before it, docker-init and the image's `timeout` or `sleep`). */
+	char init_hash[17] = "";
+	bool check = false;
+	const char *vname = brig_guest__volume_name();
+	const char *genv = getenv("BRIG_GUEST");
+	if (vname && !(genv && strcmp(genv, "0") == 0)) {
+		if ((rc = brig_guest__volume_quick(e, spec.image, &check, err)) != 0) {
+			brig__error_prefix(err, rc, "run");
+			goto out;
+		}
+		snprintf(init_hash, sizeof init_hash, "%s", vname + strlen("brig-init-"));
+		co.init_hash = init_hash;
+	}
+	bool guest = co.init_hash != NULL;
 	/* Nothing to copy in or out and no stdin: the command is the container's
 	 * own process (run_direct). Env values travel with an exec, never in a
 	 * container's configuration (docker inspect shows it): runs with any
@@ -511,14 +641,17 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 		json_object_set_new(json_object_get(body, "HostConfig"), "NetworkMode", json_string(net_id));
 	res->container = xstrdup(name);
 	if (direct) {
-		rc = run_direct(e, o, res, body, name, lifetime, timeout_s, t0, &cid, err);
+		rc = run_direct(e, o, res, body, name, spec.image, guest, check, lifetime, timeout_s, t0, &cid, err);
 		goto out;
 	}
-	rc = create_run_container(e, &cid, name, body, err);
+	rc = create_run_container(e, &cid, name, body, spec.image, check, err);
 	if (rc)
 		goto out;
-	if ((rc = brig_engine_container_start(e, cid, err)) != 0)
+	if ((rc = brig_engine_container_start(e, cid, err)) != 0) {
+		if (guest) /* brig-init may be what could not start */
+			brig_guest__volume_distrust(e);
 		goto out;
+	}
 	/* Egress: rules and routes before the command (never direct, so it
 	 * starts only with the exec below). */
 	if (spec.network == BRIG_NET_EGRESS &&
@@ -532,7 +665,7 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 		goto out;
 	res->copy_in_ms = brig_now_ms() - t1;
 
-	if ((rc = run_exec(e, o, res, &spec, cid, name, timeout_s, err)) != 0)
+	if ((rc = (guest ? run_guest : run_exec)(e, o, res, &spec, cid, name, timeout_s, err)) != 0)
 		goto out;
 	rc = freeze_and_copy_out(e, o, res, cid, name, out_mb, t0, err);
 

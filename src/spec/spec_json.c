@@ -554,10 +554,9 @@ static int check_opts(const brig_spec *spec, const brig_container_opts *opts, br
 		return r;
 	if (opts->spec_hash && !is_hash(opts->spec_hash))
 		return brig__error_set(err, BRIG_EINVAL, 0, "spec hash: must be 64 lowercase hex digits");
+	if (opts->init_hash && (strlen(opts->init_hash) != 16 || strspn(opts->init_hash, "0123456789abcdef") != 16))
+		return brig__error_set(err, BRIG_EINVAL, 0, "init hash: must be 16 lowercase hex digits");
 	if (opts->kind == BRIG_KIND_COMPUTER) {
-		if (opts->init_hash && (strlen(opts->init_hash) != 16 ||
-					strspn(opts->init_hash, "0123456789abcdef") != 16))
-			return brig__error_set(err, BRIG_EINVAL, 0, "init hash: must be 16 lowercase hex digits");
 		if ((r = brig_identity_validate(opts->id, err)) < 0 ||
 		    (r = check_container_name(opts->name, err)) < 0)
 			return r;
@@ -673,7 +672,7 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 								   labels, opts->name));
 	}
 
-	bool guest = !run && opts->init_hash;
+	bool guest = opts->init_hash != NULL;
 	if (guest) {
 		json_array_append_new(mounts, json_pack("{s:s, s:s+, s:s, s:b}", "Type", "volume", "Source", "brig-init-",
 							opts->init_hash, "Target", "/.brig", "ReadOnly", 1));
@@ -738,13 +737,19 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 	json_object_set_new(c, "Labels", labels);
 	if (opts->network_disabled) /* HostConfig.NetworkMode stays "none" */
 		json_object_set_new(c, "NetworkDisabled", json_true());
-	/* PID 1 (under docker-init) only keeps the container alive; commands
-	 * arrive by exec. A run's sleep is its deadline: the container ends
-	 * itself even if brig is gone. */
-	json_object_set_new(c, "Entrypoint",
-			    run	    ? json_pack("[s, o]", "sleep", json_sprintf("%lld", (long long)opts->lifetime_s))
-			    : guest ? strings(2, "/.brig/brig-init", "init")
-				    : strings(2, "sleep", "2147483647"));
+	/* PID 1 keeps the container alive and commands arrive by exec or over
+	 * brig-init's relay. A run's lifetime is its PID 1's (brig-init's
+	 * --lifetime, or sleep under docker-init): the container ends itself
+	 * even if brig is gone. */
+	json_t *ep;
+	if (run && guest)
+		ep = json_pack("[s, s, s, o]", "/.brig/brig-init", "init", "--lifetime",
+			       json_sprintf("%lld", (long long)opts->lifetime_s));
+	else if (run)
+		ep = json_pack("[s, o]", "sleep", json_sprintf("%lld", (long long)opts->lifetime_s));
+	else
+		ep = guest ? strings(2, "/.brig/brig-init", "init") : strings(2, "sleep", "2147483647");
+	json_object_set_new(c, "Entrypoint", ep);
 	json_object_set_new(c, "Cmd", json_null());
 	json_object_set_new(c, "AttachStdin", json_false());
 	json_object_set_new(c, "AttachStdout", json_false());

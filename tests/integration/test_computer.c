@@ -13,6 +13,8 @@
 
 #include "brig/sandbox.h"
 #include "brig/spec.h"
+#include "guest/host.h"
+#include "util/sha256.h"
 #include "util/util.h"
 
 static brig_engine *E;
@@ -627,6 +629,89 @@ static bool reported(const reports *r, const char *kind, const char *name)
 	return false;
 }
 
+static void on_report_mine(const char *kind, const char *name, const char *why, void *payload)
+{
+	(void)why;
+	if (strcmp(kind, "volume") == 0 && strncmp(name, brig_guest__volume_name(), 26) == 0)
+		*(bool *)payload = true;
+}
+
+/* brig-init volumes of other brig builds go once no container mounts them;
+ * one still mounted stays, and this build's own is never a candidate. */
+static void test_gc_init_volumes(void **state)
+{
+	(void)state;
+	if (!brig_guest__volume_name())
+		skip();
+	brig_error *err = NULL;
+	char tl[96];
+	snprintf(tl, sizeof tl, BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	/* two volumes shaped like other builds' brig-init volumes (names from
+	 * this test run's id, so no real build's) */
+	char names[3][32];
+	for (int i = 0; i < 3; i++) {
+		cleanup_free char *seed = xasprintf("%s-%d", brig_test_run_id(), i);
+		unsigned char d[BRIG_SHA256_SIZE];
+		char h[2 * BRIG_SHA256_SIZE + 1];
+		brig_sha256(d, seed, strlen(seed));
+		brig_hex(h, d, sizeof d);
+		snprintf(names[i], sizeof names[i], "brig-init-%.16s%s", i == 2 ? h + 16 : h, i == 2 ? "-ok" : "");
+		cleanup_json json_t *labels = brig_test_labels();
+		json_object_set_new(labels, BRIG_LABEL_MANAGED, json_string("1"));
+		json_object_set_new(labels, BRIG_LABEL_KIND, json_string("init"));
+		json_object_set_new(labels, BRIG_LABEL_INIT, json_string("00000000000000000000000000000000"));
+		cleanup_json json_t *vj =
+			json_pack("{s:s, s:s, s:O}", "Name", names[i], "Driver", "local", "Labels", labels);
+		ASSERT_OK(brig_engine_volume_create(E, NULL, vj, &err), err);
+	}
+	/* the second is mounted by a (test) container */
+	cleanup_json json_t *mount = json_pack("{s:{s:[{s:s, s:s, s:s, s:b}]}}", "HostConfig", "Mounts", "Type",
+					       "volume", "Source", names[1], "Target", "/.brig", "ReadOnly", 1);
+	cleanup_free char *user = brig_test_container(E, "gc-init-user", mount);
+
+	reports rep = {0};
+	brig_gc_opts o = {.version = BRIG_GC_OPTS_VERSION,
+			  .retention_s = -1,
+			  .extra_label = tl,
+			  .report = on_report,
+			  .payload = &rep};
+	/* young: left alone (a creator is about to mount it) */
+	ASSERT_OK(brig_gc(E, &o, NULL, &err), err);
+	assert_false(reported(&rep, "volume", names[0]));
+	cleanup_json json_t *v = NULL;
+	ASSERT_OK(brig_engine_volume_inspect(E, &v, names[0], &err), err);
+
+	brig_test_sleep_ms(11500);
+	memset(&rep, 0, sizeof rep);
+	ASSERT_OK(brig_gc(E, &o, NULL, &err), err);
+	for (int i = 0; i < rep.n; i++)
+		print_message("gc: %s\n", rep.lines[i]);
+	assert_true(reported(&rep, "volume", names[0]));
+	assert_false(reported(&rep, "volume", names[1]));
+	assert_true(reported(&rep, "volume", names[2])); /* another build's marker */
+	json_decref(v);
+	v = NULL;
+	assert_int_equal(brig_engine_volume_inspect(E, &v, names[0], &err), BRIG_ENOTFOUND);
+	brig_error_free(err);
+	err = NULL;
+	ASSERT_OK(brig_engine_volume_inspect(E, &v, names[1], &err), err);
+
+	/* this build's own volume: never reported, even by a gc of everything
+	 * (a dry run: it removes nothing of anyone's) */
+	ASSERT_OK(brig_guest__volume_ensure(E, brig_test_image(), &err), err);
+	bool mine = false;
+	brig_gc_opts all = {.version = BRIG_GC_OPTS_VERSION,
+			    .dry_run = true,
+			    .retention_s = -1,
+			    .report = on_report_mine,
+			    .payload = &mine};
+	ASSERT_OK(brig_gc(E, &all, NULL, &err), err);
+	assert_false(mine);
+
+	ASSERT_OK(brig_engine_container_remove(E, user, true, false, &err), err);
+	ASSERT_OK(brig_engine_volume_remove(E, names[1], false, &err), err);
+}
+
 static void test_gc(void **state)
 {
 	(void)state;
@@ -769,6 +854,7 @@ int main(void)
 		cmocka_unit_test(test_pause_resume),
 		cmocka_unit_test(test_destroy_removes_volumes),
 		cmocka_unit_test(test_gc),
+		cmocka_unit_test(test_gc_init_volumes),
 		cmocka_unit_test(test_validation),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -13,12 +13,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "brig/guest.h"
 #include "brig/sandbox.h"
+#include "brig/session.h"
 #include "brig/spec.h"
 #include "guest/host.h"
+#include "sandbox/computer_guest.h"
 #include "util/util.h"
 
 static brig_engine *E;
@@ -279,6 +283,183 @@ static void test_exec_basics(void **state)
 	brig_computer_free(c);
 }
 
+/* The per-process relay cache stays bounded: past its cap the least
+ * recently used relay goes (its computer still answers, over a new one),
+ * and a relay whose computer is gone leaves at the next exec anywhere. */
+static void test_relay_cache_pruned(void **state)
+{
+	if (!have_init())
+		return;
+	brig_error *err = NULL;
+	brig_sandbox__guest_cache_cap(2);
+	size_t before = brig_sandbox__guest_cache_size();
+	assert_true(before <= 2);
+	brig_computer *c[3];
+	const char *sess[] = {"cache-a", "cache-b", "cache-c"};
+	for (int i = 0; i < 3; i++) {
+		c[i] = computer(sess[i]);
+		brig_exec_result r;
+		ASSERT_OK(sh(c[i]->name, "echo $GREETING", 0, -1, NULL, &r, &err), err);
+		assert_string_equal(r.out.data, "hi there\n");
+		brig_exec_result_clear(&r);
+		assert_true(brig_sandbox__guest_cache_size() <= 2);
+	}
+	/* a's relay was the least recently used: gone, and a new one serves it */
+	brig_exec_result r;
+	ASSERT_OK(sh(c[0]->name, "echo again", 0, -1, NULL, &r, &err), err);
+	assert_string_equal(r.out.data, "again\n");
+	brig_exec_result_clear(&r);
+	assert_int_equal(brig_sandbox__guest_cache_size(), 2); /* c and a */
+
+	/* c is destroyed: its relay breaks and leaves at the next exec */
+	ASSERT_OK(brig_computer_destroy(E, c[2]->name, &err), err);
+	int64_t until = brig_now_ms() + 10000;
+	size_t n;
+	do {
+		ASSERT_OK(sh(c[0]->name, "true", 0, -1, NULL, &r, &err), err);
+		brig_exec_result_clear(&r);
+		n = brig_sandbox__guest_cache_size();
+		if (n > 1)
+			brig_test_sleep_ms(100);
+	} while (n > 1 && brig_now_ms() < until);
+	assert_int_equal(n, 1);
+	brig_sandbox__guest_cache_cap(0);
+	for (int i = 0; i < 3; i++) {
+		if (i < 2)
+			ASSERT_OK(brig_computer_destroy(E, c[i]->name, &err), err);
+		brig_computer_free(c[i]);
+	}
+}
+
+/* ---- round trips: a proxy in front of dockerd counting requests ---- */
+
+typedef struct proxy {
+	char dir[64], path[128];
+	int lfd;
+	int inspects, exec_creates; /* atomics */
+	pthread_t th;
+} proxy;
+
+typedef struct pipe_pair {
+	proxy *p;
+	int c, u;
+} pipe_pair;
+
+static void *proxy_pump(void *x)
+{
+	pipe_pair *pp = x;
+	char buf[65536];
+	for (;;) {
+		struct pollfd pf[2] = {{.fd = pp->c, .events = POLLIN}, {.fd = pp->u, .events = POLLIN}};
+		if (poll(pf, 2, -1) < 0)
+			break;
+		int from = pf[0].revents ? 0 : 1;
+		int src = from ? pp->u : pp->c, dst = from ? pp->c : pp->u;
+		ssize_t n = read(src, buf, sizeof buf - 1);
+		if (n <= 0)
+			break;
+		if (!from) { /* brig's requests start their writes */
+			buf[n] = '\0';
+			if (strncmp(buf, "GET /v1.41/containers/", 22) == 0 && strstr(buf, "/json HTTP/1.1"))
+				__atomic_add_fetch(&pp->p->inspects, 1, __ATOMIC_RELAXED);
+			if (strncmp(buf, "POST /v1.41/containers/", 23) == 0 && strstr(buf, "/exec HTTP/1.1"))
+				__atomic_add_fetch(&pp->p->exec_creates, 1, __ATOMIC_RELAXED);
+		}
+		for (ssize_t off = 0; off < n;) {
+			ssize_t w = write(dst, buf + off, (size_t)(n - off));
+			if (w <= 0)
+				goto out;
+			off += w;
+		}
+	}
+out:
+	close(pp->c);
+	close(pp->u);
+	free(pp);
+	return NULL;
+}
+
+static void *proxy_accept(void *x)
+{
+	proxy *p = x;
+	for (;;) {
+		int c = accept(p->lfd, NULL, NULL);
+		if (c < 0)
+			return NULL;
+		int u = socket(AF_UNIX, SOCK_STREAM, 0);
+		struct sockaddr_un a = {.sun_family = AF_UNIX};
+		snprintf(a.sun_path, sizeof a.sun_path, "/var/run/docker.sock");
+		if (connect(u, (struct sockaddr *)&a, sizeof a) < 0) {
+			close(c);
+			close(u);
+			continue;
+		}
+		pipe_pair *pp = xcalloc(1, sizeof *pp);
+		*pp = (pipe_pair){p, c, u};
+		pthread_t t;
+		pthread_create(&t, NULL, proxy_pump, pp);
+		pthread_detach(t);
+	}
+}
+
+static void proxy_start(proxy *p)
+{
+	memset(p, 0, sizeof *p);
+	assert_int_equal(brig_test_tmpdir(p->dir, sizeof p->dir, "proxy"), 0);
+	snprintf(p->path, sizeof p->path, "%s/docker.sock", p->dir);
+	p->lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	snprintf(a.sun_path, sizeof a.sun_path, "%.100s", p->path);
+	assert_int_equal(bind(p->lfd, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(listen(p->lfd, 16), 0);
+	pthread_create(&p->th, NULL, proxy_accept, p);
+}
+
+/* A command in a computer over a warm relay costs one Engine API call (the
+ * inspect of its state and labels), through brig_computer_exec and through
+ * brig_session_exec alike (issue 16: the session's exec looked twice). */
+static void test_exec_round_trips(void **state)
+{
+	if (!have_init())
+		return;
+	brig_error *err = NULL;
+	brig_computer *c = computer("round-trips");
+	proxy p;
+	proxy_start(&p);
+	cleanup_free char *host = xasprintf("unix://%s", p.path);
+	brig_engine_opts eo = BRIG_ENGINE_OPTS_INIT;
+	eo.host = host;
+	eo.skip_negotiation = true;
+	brig_engine *pe = NULL;
+	ASSERT_OK(brig_engine_open(&pe, &eo, &err), err);
+	const char *argv[] = {"true", NULL};
+	brig_exec_opts o = {.version = BRIG_EXEC_OPTS_VERSION, .argv = argv, .stdin_fd = -1, .cancel_fd = -1};
+	brig_exec_result r;
+	ASSERT_OK(brig_computer_exec(pe, c->name, &o, &r, &err), err); /* opens and caches the relay */
+	brig_exec_result_clear(&r);
+	assert_int_equal(__atomic_load_n(&p.exec_creates, __ATOMIC_RELAXED), 1);
+	__atomic_store_n(&p.inspects, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < 5; i++) {
+		ASSERT_OK(brig_computer_exec(pe, c->name, &o, &r, &err), err);
+		assert_int_equal(r.exit_code, 0);
+		brig_exec_result_clear(&r);
+		ASSERT_OK(brig_session_exec(pe, NULL, c->name, &o, &r, &err), err);
+		assert_int_equal(r.exit_code, 0);
+		brig_exec_result_clear(&r);
+	}
+	print_message("10 commands over a warm relay: %d inspects, %d exec creates\n", p.inspects, p.exec_creates);
+	assert_int_equal(__atomic_load_n(&p.inspects, __ATOMIC_RELAXED), 10);
+	assert_int_equal(__atomic_load_n(&p.exec_creates, __ATOMIC_RELAXED), 1);
+	brig_sandbox__guest_cache_prune(0); /* ends this engine's relay before the engine goes */
+	brig_engine_free(pe);
+	shutdown(p.lfd, SHUT_RDWR);
+	close(p.lfd);
+	pthread_join(p.th, NULL);
+	brig_test_rmdir(p.dir);
+	ASSERT_OK(brig_computer_destroy(E, c->name, &err), err);
+	brig_computer_free(c);
+}
+
 /* A tree that hides: a setsid'd child that double-forks, all sleeping
  * with a marker. After the deadline / the cancel none is left and the file
  * written first is still there. */
@@ -303,6 +484,72 @@ static void *canceler(void *x)
 	ssize_t w = write(*(int *)x, "x", 1);
 	(void)w;
 	return NULL;
+}
+
+/* A command that never reads the 16 MiB it is given: brig-init stops
+ * reading the relay once its stdin and deferred buffers are full, so the
+ * client's queue fills. The deadline and a cancel still end it on time —
+ * the stdin pump does not hold the call — and the relay serves the next
+ * command. */
+static void test_unread_stdin_deadline_and_cancel(void **state)
+{
+	if (!have_init())
+		return;
+	brig_error *err = NULL;
+	brig_computer *c = computer("unread-stdin");
+	size_t big = 16u << 20;
+	char *in = xmalloc(big + 1);
+	memset(in, 'z', big);
+	in[big] = '\0';
+	brig_exec_result r;
+
+	int64_t t0 = brig_now_ms();
+	int rc = sh(c->name, "echo up; sleep 1002", 2000, -1, in, &r, &err);
+	int64_t took = brig_now_ms() - t0;
+	print_message("unread stdin, deadline 2 s: %s after %lld ms, exit %d\n", brig_error_name(rc), (long long)took,
+		      r.exit_code);
+	assert_int_equal(rc, BRIG_ETIMEDOUT);
+	assert_true(r.timed_out);
+	assert_int_equal(r.exit_code, 124);
+	assert_false(r.container_stopped);
+	assert_true(took < 2000 + BRIG_GUEST_GRACE_MS);
+	brig_error_free(err);
+	err = NULL;
+	brig_exec_result_clear(&r);
+
+	int cfd[2];
+	assert_int_equal(pipe(cfd), 0);
+	pthread_t t;
+	pthread_create(&t, NULL, canceler, &cfd[1]);
+	t0 = brig_now_ms();
+	rc = sh(c->name, "echo up; sleep 1002", 60000, cfd[0], in, &r, &err);
+	took = brig_now_ms() - t0;
+	pthread_join(t, NULL);
+	print_message("unread stdin, cancel at 0.5 s: %s after %lld ms, exit %d: %s\n", brig_error_name(rc),
+		      (long long)took, r.exit_code, brig_error_message(err));
+	/* KILL waits behind the stdin brig-init no longer reads: the handle
+	 * gives up on it after its grace and a new relay ends the command
+	 * (certain: BRIG_EIO) — never the 60 s deadline, never a stop. */
+	assert_true(rc == BRIG_ECANCELED || rc == BRIG_EIO);
+	assert_false(r.container_stopped);
+	assert_false(r.uncertain);
+	assert_true(took < 500 + BRIG_GUEST_GRACE_MS + 3000);
+	brig_error_free(err);
+	err = NULL;
+	brig_exec_result_clear(&r);
+	close(cfd[0]);
+	close(cfd[1]);
+	free(in);
+
+	ASSERT_OK(sh(c->name,
+		     "n=0; for p in /proc/[0-9]*; do grep -q '100[2]' $p/cmdline 2>/dev/null && n=$((n+1)); done; echo "
+		     "$n",
+		     10000, -1, NULL, &r, &err),
+		  err);
+	assert_string_equal(r.out.data, "0\n");
+	brig_exec_result_clear(&r);
+	ASSERT_OK(brig_computer_destroy(E, c->name, &err), err);
+	brig_computer_free(c);
 }
 
 static void test_deadline_and_cancel(void **state)
@@ -426,9 +673,15 @@ static void test_handle_calls(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_engine_stream), cmocka_unit_test(test_fake_guests),
-		cmocka_unit_test(test_exec_basics),   cmocka_unit_test(test_deadline_and_cancel),
-		cmocka_unit_test(test_threads),       cmocka_unit_test(test_handle_calls),
+		cmocka_unit_test(test_engine_stream),
+		cmocka_unit_test(test_fake_guests),
+		cmocka_unit_test(test_exec_basics),
+		cmocka_unit_test(test_deadline_and_cancel),
+		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_handle_calls),
+		cmocka_unit_test(test_relay_cache_pruned),
+		cmocka_unit_test(test_exec_round_trips),
+		cmocka_unit_test(test_unread_stdin_deadline_and_cancel),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

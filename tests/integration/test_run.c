@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 
+#include "guest/host.h"
 #include "tar/tar.h"
 
 /* ---- inputs ---- */
@@ -247,6 +248,116 @@ static void test_closed_output_still_timed(void **state)
 	ru_run_free(&r);
 	assert_int_equal(ru_host_procs_with_arg(arg), 0);
 	ru_assert_nothing_left("a command that closed its output");
+}
+
+/* A command's own exit 124 before its deadline is its own, not a timeout,
+ * on both paths (brig-init's `run` exits 124 at the deadline too). */
+static void test_own_124_not_timed_out(void **state)
+{
+	(void)state;
+	cleanup_free char *out = ru_tmpdir("own124");
+	for (int with_out = 0; with_out < 2; with_out++) {
+		ru_args args = {.timeout_s = 30, .out_dir = with_out ? out : NULL};
+		ru_run r;
+		ru_run_sh(&r, &args, "echo mine; exit 124");
+		ru_assert_exit(&r, 124);
+		assert_false(r.res.exec.timed_out);
+		assert_string_equal(r.res.exec.out.data, "mine\n");
+		ru_run_free(&r);
+	}
+	ru_assert_nothing_left("a command exiting 124");
+	ru_rmrf(out);
+}
+
+/* A run trusts the brig-init volume by its label and checks the copy its
+ * own container would start (one HEAD) before starting it: the real one
+ * passes; none, or a copy cut short, is told apart (the run then repairs
+ * the volume through a filler). */
+static void test_init_copy_checked(void **state)
+{
+	(void)state;
+	if (!brig_guest__volume_name())
+		skip();
+	brig_error *err = NULL;
+	ASSERT_OK(brig_guest__volume_ensure(E, brig_test_image(), &err), err);
+	cleanup_json json_t *real =
+		json_pack("{s:{s:[{s:s, s:s, s:s, s:b}]}}", "HostConfig", "Mounts", "Type", "volume", "Source",
+			  brig_guest__volume_name(), "Target", "/.brig", "ReadOnly", 1);
+	cleanup_free char *c1 = brig_test_container(E, "init-real", real);
+	ASSERT_OK(brig_guest__volume_check(E, c1, &err), err);
+	/* seen whole: the marker tells later processes (one volume inspect) */
+	cleanup_free char *marker = xasprintf("%s-ok", brig_guest__volume_name());
+	cleanup_json json_t *mv = NULL;
+	ASSERT_OK(brig_engine_volume_inspect(E, &mv, marker, &err), err);
+	json_decref(steal_pointer(&mv));
+	/* a run that could not start distrusts it: gone, and the next run
+	 * checks the copy again and makes it anew */
+	brig_guest__volume_distrust(E);
+	assert_int_equal(brig_engine_volume_inspect(E, &mv, marker, &err), BRIG_ENOTFOUND);
+	brig_error_free(err);
+	err = NULL;
+	ru_args args = {.timeout_s = 30};
+	ru_run r;
+	ru_run_sh(&r, &args, "exit 0");
+	ru_assert_exit(&r, 0);
+	ru_run_free(&r);
+	ASSERT_OK(brig_engine_volume_inspect(E, &mv, marker, &err), err);
+
+	cleanup_free char *c2 = brig_test_container(E, "init-none", NULL);
+	assert_int_equal(brig_guest__volume_check(E, c2, &err), BRIG_ENOTFOUND);
+	brig_error_free(err);
+	err = NULL;
+
+	/* a volume of this test's own holding a short brig-init */
+	cleanup_free char *vname = brig_test_name("init-short");
+	cleanup_json json_t *fake =
+		json_pack("{s:{s:[{s:s, s:s, s:s, s:b, s:{s:o}}]}}", "HostConfig", "Mounts", "Type", "volume", "Source",
+			  vname, "Target", "/.brig", "ReadOnly", 0, "VolumeOptions", "Labels", brig_test_labels());
+	cleanup_free char *c3 = brig_test_container(E, "init-short", fake);
+	brig_tar_build_opts bo = {.version = BRIG_TAR_BUILD_OPTS_VERSION};
+	brig_tar_builder *b = NULL;
+	ASSERT_OK(brig_tar_builder_new(&b, &bo, &err), err);
+	ASSERT_OK(brig_tar_builder_add_file(b, "brig-init", "\177ELF-cut", 8, 0511, &err), err);
+	ASSERT_OK(brig_engine_archive_put(E, c3, "/.brig", brig_tar_builder_reader, b, &err), err);
+	brig_tar_builder_free(b);
+	assert_int_equal(brig_guest__volume_check(E, c3, &err), BRIG_ECORRUPT);
+	assert_non_null(strstr(brig_error_message(err), "is not this brig's brig-init"));
+	brig_error_free(err);
+	const char *ids[] = {c1, c2, c3};
+	for (int i = 0; i < 3; i++)
+		brig_engine_container_remove(E, ids[i], true, true, NULL);
+	brig_engine_volume_remove(E, vname, true, NULL);
+	ru_assert_nothing_left("checking brig-init's copy");
+}
+
+/* BRIG_GUEST=0 keeps runs as before brig-init (docker-init as PID 1, the
+ * image's timeout or an exec), for both shapes; by default PID 1 is
+ * brig-init. */
+static void test_pid1_with_and_without_brig_init(void **state)
+{
+	(void)state;
+	cleanup_free char *out = ru_tmpdir("pid1");
+	for (int guest = 0; guest < 2; guest++) {
+		if (guest && !brig_guest__volume_name())
+			break;
+		setenv("BRIG_GUEST", guest ? "1" : "0", 1);
+		for (int with_out = 0; with_out < 2; with_out++) {
+			ru_args args = {.timeout_s = 30, .out_dir = with_out ? out : NULL};
+			ru_run r;
+			ru_run_sh(&r, &args, "tr '\\0' ' ' < /proc/1/cmdline; echo; exit 3");
+			ru_assert_exit(&r, 3);
+			const char *want =
+				guest ? (with_out ? "/.brig/brig-init init --lifetime " : "/.brig/brig-init run ")
+				      : "/sbin/docker-init -- ";
+			if (strncmp(r.res.exec.out.data, want, strlen(want)) != 0)
+				fail_msg("BRIG_GUEST=%d, outputs %d: PID 1 is %s", guest, with_out,
+					 r.res.exec.out.data);
+			ru_run_free(&r);
+		}
+	}
+	unsetenv("BRIG_GUEST");
+	ru_assert_nothing_left("runs with and without brig-init");
+	ru_rmrf(out);
 }
 
 /* A fork bomb is held by the pids limit; the run ends with the command's
@@ -589,6 +700,9 @@ int main(void)
 		cmocka_unit_test(test_outputs_after_failure),
 		cmocka_unit_test(test_timeout_ends_everything),
 		cmocka_unit_test(test_closed_output_still_timed),
+		cmocka_unit_test(test_own_124_not_timed_out),
+		cmocka_unit_test(test_init_copy_checked),
+		cmocka_unit_test(test_pid1_with_and_without_brig_init),
 		cmocka_unit_test(test_fork_bomb_contained),
 		cmocka_unit_test(test_direct_run_tmpfs),
 		cmocka_unit_test(test_no_network_by_default),

@@ -74,21 +74,31 @@ static void test_cli_exit_code_and_streams(void **state)
 static void test_cli_cannot_invoke(void **state)
 {
 	(void)state;
-	const char *missing[] = {"/no/such/program", NULL};
-	cli_res r;
-	brig_run_cli(&r, NULL, missing, NULL);
-	/* A plain run starts the command under the image's `timeout`, which
-	 * says so on stderr; a run that execs gets Docker's "OCI runtime exec
-	 * failed" text on the exec's stdout stream (as docker exec shows it). */
-	if (r.status != 127 || (!strcasestr(r.err, "no such file") && !strcasestr(r.out, "no such file")))
-		fail_msg("a missing program: exit %d, stdout: %s, stderr: %s", r.status, r.out, r.err);
-	cli_res_free(&r);
-	const char *noexec[] = {"/etc/passwd", NULL};
-	brig_run_cli(&r, NULL, noexec, NULL);
-	if (r.status != 126 || (!strcasestr(r.err, "permission denied") && !strcasestr(r.out, "permission denied")))
-		fail_msg("a file that is not executable: exit %d, stdout: %s, stderr: %s", r.status, r.out, r.err);
-	cli_res_free(&r);
+	/* brig-init starts the command (as PID 1 of a plain run, over its relay
+	 * when the run copies outputs or takes stdin) and says what failed in
+	 * its own words, the same on both paths; stdout stays the command's. */
+	cleanup_free char *out = ru_tmpdir("cannot-invoke");
+	const char *plain[] = {NULL};
+	const char *with_out[] = {"--out", out, NULL};
+	const char *with_stdin[] = {"-i", NULL};
+	const char *const *shapes[] = {plain, with_out, with_stdin};
+	for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+		const char *missing[] = {"/no/such/program", NULL};
+		cli_res r;
+		brig_run_cli(&r, shapes[i], missing, NULL);
+		if (r.status != 127 || strcmp(r.err, "brig: /no/such/program: not found in the image\n") != 0 || *r.out)
+			fail_msg("a missing program (shape %zu): exit %d, stdout: %s, stderr: %s", i, r.status, r.out,
+				 r.err);
+		cli_res_free(&r);
+		const char *noexec[] = {"/etc/passwd", NULL};
+		brig_run_cli(&r, shapes[i], noexec, NULL);
+		if (r.status != 126 || !strcasestr(r.err, "brig: /etc/passwd: permission denied") || *r.out)
+			fail_msg("a file that is not executable (shape %zu): exit %d, stdout: %s, stderr: %s", i,
+				 r.status, r.out, r.err);
+		cli_res_free(&r);
+	}
 	ru_assert_nothing_left("commands that cannot run");
+	ru_rmrf(out);
 }
 
 static void test_cli_timeout(void **state)

@@ -1,11 +1,14 @@
 /* test_run_kill.c — `kill -9` of `brig run` mid-command: nobody is left to
- * clean up, so the run's container must end itself at its deadline and what
- * remains goes with `brig gc`. Two shapes: a run with outputs (PID 1 is
- * `sleep <timeout + grace>`, AutoRemove'd: Docker removes it and its volumes
- * by itself) and a plain run (the command runs directly under the image's
- * `timeout`: the container stops itself, `brig gc` removes it). Waits for
- * the real deadline, read from the container's brig.deadline label. */
+ * clean up, so the run's container must end itself and nothing may remain.
+ * brig-init is PID 1 of both shapes and holds the deadline: a plain run
+ * (`brig-init run`: the command is its child) ends at the run's timeout; a
+ * run with outputs (`brig-init init --lifetime`, the command over a relay)
+ * loses its command as soon as brig's relay is gone and ends itself at its
+ * lifetime, read from the container's brig.deadline label. Both are
+ * AutoRemove'd: Docker removes them and their volumes by itself. */
 #include "helpers/run_util.h"
+
+#define TIMEOUT_S 3
 
 static void kill_9_run(bool with_out)
 {
@@ -27,14 +30,17 @@ static void kill_9_run(bool with_out)
 	for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++)
 		argv[n++] = cmd[i];
 	ru_proc p;
+	int64_t started = brig_now_ms();
 	ru_proc_start(&p, argv);
 	ru_proc_wait_for(&p, "started\n", 30000);
 	assert_int_equal(kill(p.pid, SIGKILL), 0);
 	assert_int_equal(ru_proc_wait(&p, 10000), 128 + SIGKILL);
 	ru_proc_free(&p);
 	int64_t killed_at = brig_wall_s();
+	int64_t killed_ms = brig_now_ms();
 
-	/* brig is gone; its run is not: one running container, the command in it. */
+	/* brig is gone; its run is not: one running container with brig-init
+	 * as PID 1. */
 	cleanup_json json_t *f = brig_test_filters();
 	cleanup_json json_t *list = NULL;
 	brig_error *err = NULL;
@@ -42,50 +48,45 @@ static void kill_9_run(bool with_out)
 	assert_int_equal(json_array_size(list), 1);
 	json_t *c = json_array_get(list, 0);
 	assert_string_equal(json_string_value(json_object_get(c, "State")), "running");
+	const char *pid1 = json_string_value(json_object_get(c, "Command"));
+	if (!pid1 ||
+	    strncmp(pid1, with_out ? "/.brig/brig-init init --lifetime " : "/.brig/brig-init run --timeout-ms 3000 ",
+		    with_out ? 33 : 38) != 0)
+		fail_msg("PID 1 is not brig-init: %s", pid1 ? pid1 : "(none)");
 	json_t *labels = json_object_get(c, "Labels");
 	assert_string_equal(json_string_value(json_object_get(labels, BRIG_LABEL_KIND)), "run");
+	assert_non_null(json_object_get(labels, BRIG_LABEL_INIT));
 	const char *dl = json_string_value(json_object_get(labels, BRIG_LABEL_DEADLINE));
 	assert_non_null(dl);
 	int64_t deadline = strtoll(dl, NULL, 10);
 	assert_true(deadline > killed_at);
-	assert_int_equal(ru_host_procs_wait(arg, 1, 5000), 1);
-	print_message("kill -9: brig dead; its run's deadline is %lld s away\n", (long long)(deadline - killed_at));
 
-	/* At the deadline the command's processes end: the container stops
-	 * itself (with outputs, Docker also removes it with its volumes). */
-	int64_t t_end = brig_now_ms() + (deadline - killed_at + 15) * 1000;
-	while (ru_host_procs_with_arg(arg) > 0 && brig_now_ms() < t_end)
-		ru_sleep_ms(100);
-	assert_int_equal(ru_host_procs_with_arg(arg), 0);
-	assert_true(brig_wall_s() <= deadline + 10);
-
-	if (!with_out) {
-		/* What remains goes with brig gc (only this test's objects). The
-		 * daemon may take a moment to record the container as exited. */
-		cleanup_free char *sel = xasprintf("%s", label);
-		char *gc[] = {"brig", "gc", "--label", sel, NULL};
-		int64_t gc_until = brig_now_ms() + 15000;
-		for (;;) {
-			char *gout = NULL, *gerr = NULL;
-			int code = brig_test_spawn(gc, NULL, NULL, &gout, &gerr);
-			if (code != 0)
-				fail_msg("brig gc exited %d: %s", code, gerr);
-			bool removed = strstr(gout, "brig-run-") != NULL;
-			if (removed)
-				print_message("brig gc: %s", gout);
-			free(gout);
-			free(gerr);
-			if (removed || brig_now_ms() > gc_until)
-				break;
-			ru_sleep_ms(500);
-		}
+	if (with_out) {
+		/* brig's relay went with brig: brig-init ends the command at once
+		 * (it was not detached), and the container at its lifetime. */
+		assert_int_equal(ru_host_procs_wait(arg, 0, 5000), 0);
+		print_message("kill -9: command gone %lld ms after brig; the run's lifetime ends %lld s later\n",
+			      (long long)(brig_now_ms() - killed_ms), (long long)(deadline - killed_at));
+	} else {
+		/* The command runs on until brig-init's deadline: TIMEOUT_S after
+		 * the container started, long before the lifetime label. */
+		int64_t end_by = started + (TIMEOUT_S + 5) * 1000;
+		while (ru_host_procs_with_arg(arg) > 0 && brig_now_ms() < end_by)
+			ru_sleep_ms(50);
+		assert_int_equal(ru_host_procs_with_arg(arg), 0);
+		print_message("kill -9: the command ended %lld ms after brig started (timeout %d s)\n",
+			      (long long)(brig_now_ms() - started), TIMEOUT_S);
 	}
 	char *left = NULL;
-	int64_t waited = ru_wait_nothing_left(15000, &left);
+	int64_t wait_s = with_out ? deadline - brig_wall_s() + 15 : 10;
+	int64_t waited = ru_wait_nothing_left(wait_s * 1000, &left);
 	if (waited < 0)
 		fail_msg("%lld s after the deadline, still left:\n%s", (long long)(brig_wall_s() - deadline), left);
-	print_message("kill -9 (%s): everything gone %lld s after the deadline label\n",
-		      with_out ? "with outputs" : "plain", (long long)(brig_wall_s() - deadline));
+	if (with_out)
+		assert_true(brig_wall_s() <= deadline + 10);
+	print_message("kill -9 (%s): everything gone %lld s %s the deadline label\n",
+		      with_out ? "with outputs" : "plain", (long long)llabs(brig_wall_s() - deadline),
+		      brig_wall_s() > deadline ? "after" : "before");
 }
 
 static void test_kill_9_run_ends_itself(void **state)

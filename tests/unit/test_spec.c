@@ -744,6 +744,50 @@ static void test_container_computer_init(void **state)
 	brig_spec_clear(&s);
 }
 
+/* A run with brig-init: PID 1 holds the run's lifetime (it ends the
+ * container itself), from the same read-only volume, no docker-init. */
+static void test_container_run_init(void **state)
+{
+	brig_spec s;
+	brig_spec_init(&s);
+	brig_error *err = NULL;
+	brig_container_opts o = {.version = BRIG_CONTAINER_OPTS_VERSION,
+				 .kind = BRIG_KIND_RUN,
+				 .name = "brig-run-0123456789abcdef01234567",
+				 .lifetime_s = 70,
+				 .outbox_mb = 16,
+				 .init_hash = "0123456789abcdef"};
+	json_t *c = NULL;
+	ASSERT_OK(brig_spec_container_json(&c, &s, &o, &err), err);
+	json_t *hc = GET(c, "HostConfig");
+	assert_true(json_is_false(GET(hc, "Init")));
+	assert_true(json_is_true(GET(hc, "AutoRemove")));
+	char *t = dump(GET(c, "Entrypoint"));
+	assert_string_equal(t, "[\"/.brig/brig-init\",\"init\",\"--lifetime\",\"70\"]");
+	free(t);
+	assert_string_equal(json_string_value(GET(GET(c, "Labels"), BRIG_LABEL_INIT)), "0123456789abcdef");
+	json_t *mounts = GET(hc, "Mounts");
+	json_t *m = json_array_get(mounts, json_array_size(mounts) - 1);
+	assert_string_equal(json_string_value(GET(m, "Source")), "brig-init-0123456789abcdef");
+	assert_true(json_is_true(GET(m, "ReadOnly")));
+	json_decref(c);
+
+	/* without: docker-init and sleep, as before */
+	o.init_hash = NULL;
+	ASSERT_OK(brig_spec_container_json(&c, &s, &o, &err), err);
+	assert_true(json_is_true(GET(GET(c, "HostConfig"), "Init")));
+	t = dump(GET(c, "Entrypoint"));
+	assert_string_equal(t, "[\"sleep\",\"70\"]");
+	free(t);
+	assert_null(GET(GET(c, "Labels"), BRIG_LABEL_INIT));
+	json_decref(c);
+
+	o.init_hash = "0123456789ABCDEF";
+	assert_int_equal(brig_spec_container_json(&c, &s, &o, &err), BRIG_EINVAL);
+	brig_error_free(err);
+	brig_spec_clear(&s);
+}
+
 static void test_container_computer(void **state)
 {
 	brig_spec s;
@@ -1085,6 +1129,7 @@ int main(void)
 		cmocka_unit_test_setup(test_to_from_json, setup),
 		cmocka_unit_test_setup(test_container_computer, setup),
 		cmocka_unit_test_setup(test_container_computer_init, setup),
+		cmocka_unit_test_setup(test_container_run_init, setup),
 		cmocka_unit_test_setup(test_container_run, setup),
 		cmocka_unit_test_setup(test_volume_json, setup),
 		cmocka_unit_test_setup(test_network_json, setup),
