@@ -182,6 +182,7 @@ typedef struct brig_spec {
 	char *subnet;             /* "172.30.0.0/22"; used with BRIG_NET_ISOLATED */
 	brig_harness harness;     /* BRIG_HARNESS_NONE */
 	char *seccomp_profile;    /* brig_spec_seccomp_default(); NULL: the daemon's default; else profile JSON */
+	char *runtime;            /* NULL: the daemon's default (runc); else a runtime it registers ("runsc") */
 	char **env;               /* "KEY=VALUE", keys unique, in order added */
 	size_t env_count;
 	char **labels;            /* extra labels "key=value" (e.g. brig.test=ID) */
@@ -210,7 +211,9 @@ BRIG_PUBLIC void brig_spec_copy(brig_spec *dst, const brig_spec *src);
  * flag name with '-' or '_': image, user, cpus, memory-mb, pids,
  * workspace-mb, runtime-mb, shm-mb, workspace-inodes, runtime-inodes,
  * nofile, network (none|isolated), subnet, harness (claude|codex|none),
- * seccomp-profile (JSON text; "" for the daemon's default), env (KEY=VALUE, or KEY to copy brig's own
+ * seccomp-profile (JSON text; "" for the daemon's default), runtime (an OCI
+ * runtime name the daemon registers, e.g. runsc; "" for the daemon's
+ * default), env (KEY=VALUE, or KEY to copy brig's own
  * environment; adds or replaces) and label (key=value; adds or replaces).
  * value is borrowed. On error spec is unchanged.
  * Errors: BRIG_EINVAL naming the field and what is allowed (network 'host',
@@ -418,6 +421,12 @@ BRIG_PUBLIC int brig_spec_container_json(json_t **out, const brig_spec *spec, co
  * container is attached answers 403 "has active endpoints".
  * Errors: BRIG_EINVAL (subnet invalid). */
 BRIG_PUBLIC int brig_spec_network_json(json_t **out, const brig_spec *spec, brig_error **err);
+
+/* Checks a runtime name: 1-63 characters of A-Z a-z 0-9 _ . - starting with
+ * a letter or digit (the daemon's own names). Whether the daemon knows it is
+ * checked when a container is made (brig_computer_create, brig_run).
+ * Errors: BRIG_EINVAL ("runtime: …"). */
+BRIG_PUBLIC int brig_runtime_validate(const char *name, brig_error **err);
 
 /* Checks an IPv4 CIDR for the bridge: a.b.c.d/p with p 8..28, no host bits
  * set, inside 10/8, 172.16/12, 192.168/16 or 100.64/10.

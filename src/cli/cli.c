@@ -233,6 +233,7 @@ const char *cli_spec_key(int opt)
 	case CLI_OPT_HARNESS: return "harness";
 	case CLI_OPT_LABEL: return "label";
 	case CLI_OPT_ENV_FILE: return "env-file";
+	case CLI_OPT_RUNTIME: return "runtime";
 	case 'e': return "env";
 	default: return NULL;
 	}
@@ -270,6 +271,12 @@ int cli_spec_finish(brig_spec *spec, bool image_given)
 		brig_error *err = NULL;
 		if (brig_spec_set(spec, "image", img, &err) != 0)
 			return cli_error(err, "BRIG_IMAGE");
+	}
+	const char *rt = getenv("BRIG_RUNTIME");
+	if (!spec->runtime && rt && *rt) {
+		brig_error *err = NULL;
+		if (brig_spec_set(spec, "runtime", rt, &err) != 0)
+			return cli_error(err, "BRIG_RUNTIME");
 	}
 	brig_error *err = NULL;
 	if (brig_spec_validate(spec, NULL, &err) != 0)

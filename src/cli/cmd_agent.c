@@ -32,7 +32,7 @@ static const char usage[] =
 	"                          reach its model) or none (only loopback: it cannot)\n"
 	"      --subnet CIDR       Subnet of the isolated bridge (default " BRIG_DEFAULT_SUBNET ")\n"
 	"  -e, --env KEY=VALUE     Environment entry of the computer; repeatable\n"
-	"      --label KEY=VALUE   Extra label of the computer; repeatable\n"
+	"      --label KEY=VALUE   Extra label of the computer; repeatable\n" CLI_HELP_RUNTIME
 	"  -i, --interactive       Pass brig's stdin to the agent\n"
 	"      --timeout D         Deadline (30, 90s, 15m, 2h; default none); exit 124 when it passes\n"
 	"  -h, --help              Print this help\n"
@@ -40,7 +40,7 @@ static const char usage[] =
 	"Exit codes: the agent's; 124 timed out; 125 brig failed; 126 cannot invoke;\n"
 	"127 not found (the image lacks the CLI); 130 interrupted.\n";
 
-enum { OPT_IMAGE = CLI_OPT_TARGET_END, OPT_NETWORK, OPT_SUBNET, OPT_TIMEOUT, OPT_LABEL };
+enum { OPT_IMAGE = CLI_OPT_TARGET_END, OPT_NETWORK, OPT_SUBNET, OPT_TIMEOUT, OPT_LABEL, OPT_RUNTIME };
 
 typedef struct agent_args {
 	const char *agent; /* "claude" or "codex" */
@@ -67,6 +67,7 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 		{"subnet", required_argument, NULL, OPT_SUBNET},
 		{"env", required_argument, NULL, 'e'},
 		{"label", required_argument, NULL, OPT_LABEL},
+		{"runtime", required_argument, NULL, OPT_RUNTIME},
 		{"interactive", no_argument, NULL, 'i'},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
 		{"help", no_argument, NULL, 'h'},
@@ -99,6 +100,7 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 		case OPT_SUBNET: rc = cli_spec_set(&a->spec, "subnet", optarg); break;
 		case 'e': rc = cli_spec_set(&a->spec, "env", optarg); break;
 		case OPT_LABEL: rc = cli_spec_set(&a->spec, "label", optarg); break;
+		case OPT_RUNTIME: rc = cli_spec_set(&a->spec, "runtime", optarg); break;
 		case 'i': a->interactive = true; break;
 		case OPT_TIMEOUT:
 			rc = cli_parse_duration_ms("--timeout", optarg, 0, 366LL * 86400 * 1000, &a->timeout_ms);

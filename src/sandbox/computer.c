@@ -390,7 +390,8 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 	} else {
 		brig__error_clear(err);
 		bool etc_hosts = false;
-		if ((rc = brig_sandbox__resolve_image(e, NULL, &etc_hosts, spec->image, err)) != 0)
+		if ((rc = brig_sandbox__resolve_image(e, NULL, &etc_hosts, spec->image, err)) != 0 ||
+		    (rc = brig_sandbox__check_runtime(e, spec->runtime, err)) != 0)
 			return rc;
 		cleanup_free char *net_id = NULL;
 		if (spec->network == BRIG_NET_ISOLATED && (rc = brig_network_ensure(e, &net_id, spec, err)) != 0)

@@ -84,6 +84,10 @@ static json_t *canonical(const brig_spec *spec)
 	json_object_set_new(o, "harness", json_string(brig_harness_name(spec->harness)));
 	json_object_set_new(o, "seccomp_profile",
 			    spec->seccomp_profile ? json_string(spec->seccomp_profile) : json_null());
+	/* Only when chosen, so computers on the daemon's default keep the hash
+	 * they had before the field existed. */
+	if (spec->runtime)
+		json_object_set_new(o, "runtime", json_string(spec->runtime));
 
 	/* Credentials are delivered per exec and must not change which
 	 * container an identity adopts; keys are unique so order is noise. */
@@ -146,6 +150,7 @@ json_t *brig_spec_to_json(const brig_spec *spec, unsigned flags)
 		json_object_set_new(o, "seccomp_profile", json_string(""));
 	else if (strcmp(spec->seccomp_profile, brig_spec_seccomp_default()) != 0)
 		json_object_set_new(o, "seccomp_profile", json_string(spec->seccomp_profile));
+	json_object_set_new(o, "runtime", json_string(spec->runtime ? spec->runtime : ""));
 	json_t *env = json_array();
 	for (size_t i = 0; i < spec->env_count; i++) {
 		const char *e = spec->env[i];
@@ -165,7 +170,8 @@ int brig_spec_from_json(brig_spec *spec, const json_t *json, brig_error **err)
 {
 	static const char *const ints[] = {"memory_mb",        "pids",           "workspace_mb", "runtime_mb", "shm_mb",
 					   "workspace_inodes", "runtime_inodes", "nofile",       NULL};
-	static const char *const strs[] = {"image", "user", "network", "subnet", "harness", "seccomp_profile", NULL};
+	static const char *const strs[] = {"image",           "user",    "network", "subnet", "harness",
+					   "seccomp_profile", "runtime", NULL};
 	char buf[64];
 	int r;
 	brig_spec tmp;
@@ -572,6 +578,8 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 	json_object_set_new(hc, "CapAdd", json_null());
 	json_object_set_new(hc, "SecurityOpt", secopt);
 	json_object_set_new(hc, "Privileged", json_false());
+	if (spec->runtime)
+		json_object_set_new(hc, "Runtime", json_string(spec->runtime));
 	json_object_set_new(hc, "NetworkMode",
 			    json_string(spec->network == BRIG_NET_ISOLATED ? BRIG_NETWORK_NAME : "none"));
 	json_object_set_new(hc, "PublishAllPorts", json_false());
