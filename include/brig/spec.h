@@ -386,6 +386,12 @@ typedef struct brig_container_opts {
 	 * (HostConfig.Init off), labelled BRIG_LABEL_INIT. NULL: docker-init
 	 * and sleep, as before. */
 	const char *init_hash;
+	/* Computers with init_hash: mount "brig-init-<hash>-r", the copy of
+	 * brig-init with mode 0555, instead of the execute-only (0511) one. gVisor
+	 * (runsc) reads a program as its user to load it and refuses one it
+	 * cannot read; inside it the sandbox's Yama ptrace_scope of 1 is what
+	 * keeps a relay from being traced before it makes itself non-dumpable. */
+	bool init_readable;
 } brig_container_opts;
 
 #define BRIG_CONTAINER_OPTS_INIT                                                   \

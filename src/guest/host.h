@@ -68,5 +68,9 @@ const char *brig_guest__init_hash(void);
  * through a created (never started) container of image. Errors: the
  * engine's; BRIG_ENOTFOUND when this build has no brig-init. */
 int brig_guest__volume_ensure(brig_engine *e, const char *image, brig_error **err);
+/* The same for the volume of mode 0555 ("brig-init-" + 16 hex + "-r") when
+ * readable: what gVisor needs (brig_container_opts.init_readable). */
+int brig_guest__volume_ensure_mode(brig_engine *e, const char *image, bool readable, brig_error **err);
+const char *brig_guest__volume_name_readable(void);
 
 #endif

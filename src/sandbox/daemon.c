@@ -68,8 +68,19 @@ int brig_sandbox__host_limits(brig_engine *e, brig_host_limits *out, brig_error 
 	return 0;
 }
 
-int brig_sandbox__check_runtime(brig_engine *e, const char *runtime, brig_error **err)
+static bool is_gvisor(const json_t *rt)
 {
+	const char *path = json_string_value(json_object_get(rt, "path"));
+	const char *type = json_string_value(json_object_get(rt, "runtimeType"));
+	const char *base = path ? strrchr(path, '/') : NULL;
+	base = base ? base + 1 : path;
+	return (base && strcmp(base, "runsc") == 0) || (type && strstr(type, "runsc"));
+}
+
+int brig_sandbox__check_runtime(brig_engine *e, const char *runtime, bool *gvisor, brig_error **err)
+{
+	if (gvisor)
+		*gvisor = false;
 	if (!runtime)
 		return 0;
 	json_t *info = NULL;
@@ -77,7 +88,10 @@ int brig_sandbox__check_runtime(brig_engine *e, const char *runtime, brig_error 
 	if (rc)
 		return brig__error_prefix(err, rc, "runtime %s", runtime);
 	json_t *rts = json_object_get(info, "Runtimes");
-	if (json_is_object(rts) && json_object_get(rts, runtime)) {
+	json_t *rt = json_is_object(rts) ? json_object_get(rts, runtime) : NULL;
+	if (rt) {
+		if (gvisor)
+			*gvisor = is_gvisor(rt);
 		json_decref(info);
 		return 0;
 	}

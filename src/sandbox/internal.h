@@ -39,8 +39,9 @@ int brig_sandbox__resolve_image(brig_engine *e, char **out, bool *etc_hosts, con
 /* Checks that the daemon registers runtime (GET /info Runtimes) before a
  * container asks for it; NULL (the daemon's default) is not looked up. An
  * unknown one is BRIG_EINVAL naming the fix (scripts/bootstrap, or
- * daemon.json and SIGHUP). */
-int brig_sandbox__check_runtime(brig_engine *e, const char *runtime, brig_error **err);
+ * daemon.json and SIGHUP). *gvisor (may be NULL) says whether the runtime
+ * is gVisor: its program is called runsc (or its runtimeType names it). */
+int brig_sandbox__check_runtime(brig_engine *e, const char *runtime, bool *gvisor, brig_error **err);
 
 /* Parses Docker's RFC 3339 timestamps to unix seconds (0 when unparsable). */
 int64_t brig_sandbox__parse_time(const char *s);

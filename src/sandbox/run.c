@@ -484,7 +484,7 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	if ((rc = brig_sandbox__host_limits(e, &host, err)) != 0)
 		goto out;
 	if ((rc = brig_spec_validate(&spec, &host, err)) != 0 ||
-	    (rc = brig_sandbox__check_runtime(e, spec.runtime, err)) != 0)
+	    (rc = brig_sandbox__check_runtime(e, spec.runtime, NULL, err)) != 0)
 		goto out;
 	if (spec.network == BRIG_NET_ISOLATED && (rc = brig_network_ensure(e, &net_id, &spec, err)) != 0)
 		goto out;

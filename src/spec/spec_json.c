@@ -556,8 +556,9 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 
 	bool guest = !run && opts->init_hash;
 	if (guest) {
-		json_array_append_new(mounts, json_pack("{s:s, s:s+, s:s, s:b}", "Type", "volume", "Source", "brig-init-",
-							opts->init_hash, "Target", "/.brig", "ReadOnly", 1));
+		json_array_append_new(mounts, json_pack("{s:s, s:s++, s:s, s:b}", "Type", "volume", "Source",
+							"brig-init-", opts->init_hash, opts->init_readable ? "-r" : "",
+							"Target", "/.brig", "ReadOnly", 1));
 		json_object_set_new(labels, BRIG_LABEL_INIT, json_string(opts->init_hash));
 	}
 

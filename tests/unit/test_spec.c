@@ -722,6 +722,16 @@ static void test_container_computer_init(void **state)
 	assert_true(json_is_true(GET(m, "ReadOnly")));
 	json_decref(c);
 
+	/* gVisor's copy: readable, same label */
+	o.init_readable = true;
+	ASSERT_OK(brig_spec_container_json(&c, &s, &o, &err), err);
+	mounts = GET(GET(c, "HostConfig"), "Mounts");
+	m = json_array_get(mounts, json_array_size(mounts) - 1);
+	assert_string_equal(json_string_value(GET(m, "Source")), "brig-init-0123456789abcdef-r");
+	assert_string_equal(json_string_value(GET(GET(c, "Labels"), BRIG_LABEL_INIT)), "0123456789abcdef");
+	json_decref(c);
+	o.init_readable = false;
+
 	o.init_hash = "../../etc";
 	assert_int_equal(brig_spec_container_json(&c, &s, &o, &err), BRIG_EINVAL);
 	brig_error_free(err);
