@@ -79,9 +79,11 @@ static size_t count_ours(void)
 {
 	json_t *list = NULL;
 	brig_error *err = NULL;
-	ASSERT_OK(brig_engine_container_list(E, &list, true, brig_test_filters(), &err), err);
+	json_t *filters = brig_test_filters();
+	ASSERT_OK(brig_engine_container_list(E, &list, true, filters, &err), err);
 	size_t n = json_array_size(list);
 	json_decref(list);
+	json_decref(filters);
 	return n;
 }
 
