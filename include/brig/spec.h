@@ -386,13 +386,20 @@ typedef struct brig_container_opts {
 	 * (HostConfig.Init off), labelled BRIG_LABEL_INIT. NULL: docker-init
 	 * and sleep, as before. */
 	const char *init_hash;
-	/* Computers with init_hash: mount "brig-init-<hash>-r", the copy of
-	 * brig-init with mode 0555, instead of the execute-only (0511) one. gVisor
-	 * (runsc) reads a program as its user to load it and refuses one it
-	 * cannot read; inside it the sandbox's Yama ptrace_scope of 1 is what
-	 * keeps a relay from being traced before it makes itself non-dumpable. */
-	bool init_readable;
+	/* The runtime is gVisor (runsc). Computers with init_hash mount
+	 * "brig-init-<hash>-r", the copy of brig-init with mode 0555, instead of
+	 * the execute-only (0511) one: gVisor reads a program as its user to load
+	 * it and refuses one it cannot read; inside it the sandbox's Yama
+	 * ptrace_scope of 1 keeps a relay from being traced before it makes
+	 * itself non-dumpable. And HostConfig.PidsLimit becomes
+	 * BRIG_GVISOR_PIDS(spec->pids): the host cgroup counts gVisor's own
+	 * threads (~8 per sandbox process on the ptrace platform, measured), not
+	 * the sandbox's processes; at the limit gVisor ends the sandbox. */
+	bool gvisor;
 } brig_container_opts;
+
+/* The host PidsLimit of a gVisor container holding `pids` processes. */
+#define BRIG_GVISOR_PIDS(pids) ((pids)*10 + 128)
 
 #define BRIG_CONTAINER_OPTS_INIT                                                   \
 	{                                                                          \

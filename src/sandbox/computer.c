@@ -417,7 +417,7 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 					 .spec_hash = hash,
 					 .network_disabled = spec->network == BRIG_NET_NONE && etc_hosts,
 					 .init_hash = init_hash[0] ? init_hash : NULL,
-					 .init_readable = gvisor};
+					 .gvisor = gvisor};
 		cleanup_json json_t *body = NULL;
 		if ((rc = brig_spec_container_json(&body, spec, &o, err)) != 0)
 			return rc;

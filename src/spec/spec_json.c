@@ -557,7 +557,7 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 	bool guest = !run && opts->init_hash;
 	if (guest) {
 		json_array_append_new(mounts, json_pack("{s:s, s:s++, s:s, s:b}", "Type", "volume", "Source",
-							"brig-init-", opts->init_hash, opts->init_readable ? "-r" : "",
+							"brig-init-", opts->init_hash, opts->gvisor ? "-r" : "",
 							"Target", "/.brig", "ReadOnly", 1));
 		json_object_set_new(labels, BRIG_LABEL_INIT, json_string(opts->init_hash));
 	}
@@ -587,7 +587,7 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 	json_object_set_new(hc, "Memory", json_integer(mem));
 	json_object_set_new(hc, "MemorySwap", json_integer(mem)); /* equal: no swap */
 	json_object_set_new(hc, "NanoCpus", json_integer((json_int_t)brig_spec__nano_cpus(spec->cpus)));
-	json_object_set_new(hc, "PidsLimit", json_integer(spec->pids));
+	json_object_set_new(hc, "PidsLimit", json_integer(opts->gvisor ? BRIG_GVISOR_PIDS(spec->pids) : spec->pids));
 	/* docker-init reaps zombies and forwards TERM; brig-init does both itself */
 	json_object_set_new(hc, "Init", json_boolean(!guest));
 	json_object_set_new(hc, "IpcMode", json_string("private"));

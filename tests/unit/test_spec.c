@@ -723,14 +723,15 @@ static void test_container_computer_init(void **state)
 	json_decref(c);
 
 	/* gVisor's copy: readable, same label */
-	o.init_readable = true;
+	o.gvisor = true;
 	ASSERT_OK(brig_spec_container_json(&c, &s, &o, &err), err);
 	mounts = GET(GET(c, "HostConfig"), "Mounts");
 	m = json_array_get(mounts, json_array_size(mounts) - 1);
 	assert_string_equal(json_string_value(GET(m, "Source")), "brig-init-0123456789abcdef-r");
 	assert_string_equal(json_string_value(GET(GET(c, "Labels"), BRIG_LABEL_INIT)), "0123456789abcdef");
+	assert_int_equal(json_integer_value(GET(GET(c, "HostConfig"), "PidsLimit")), 256 * 10 + 128);
 	json_decref(c);
-	o.init_readable = false;
+	o.gvisor = false;
 
 	o.init_hash = "../../etc";
 	assert_int_equal(brig_spec_container_json(&c, &s, &o, &err), BRIG_EINVAL);
