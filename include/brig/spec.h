@@ -202,6 +202,7 @@ typedef struct brig_spec {
 	char *subnet;             /* "172.30.0.0/22"; used with BRIG_NET_ISOLATED */
 	brig_harness harness;     /* BRIG_HARNESS_NONE */
 	char *seccomp_profile;    /* brig_spec_seccomp_default(); NULL: the daemon's default; else profile JSON */
+	char *runtime;            /* NULL: the daemon's default (runc); else a runtime it registers ("runsc") */
 	char **env;               /* "KEY=VALUE", keys unique, in order added */
 	size_t env_count;
 	char **labels;            /* extra labels "key=value" (e.g. brig.test=ID) */
@@ -235,8 +236,10 @@ BRIG_PUBLIC void brig_spec_copy(brig_spec *dst, const brig_spec *src);
  * workspace-mb, runtime-mb, shm-mb, workspace-inodes, runtime-inodes,
  * nofile, network (none|isolated|egress), subnet, harness (claude|codex|none),
  * allow (egress rules, comma-separated; each added once),
- * seccomp-profile (JSON text; "" for the daemon's default), env (KEY=VALUE, or KEY to copy brig's own
- * environment; adds or replaces), label (key=value; adds or replaces) and
+ * seccomp-profile (JSON text; "" for the daemon's default), runtime (an OCI
+ * runtime name the daemon registers, e.g. runsc; "" for the daemon's
+ * default), env (KEY=VALUE, or KEY to copy brig's own environment; adds or
+ * replaces), label (key=value; adds or replaces) and
  * publish ([HOST_IP:]HOST_PORT:PORT; adds, see brig_spec_add_publish).
  * value is borrowed. On error spec is unchanged.
  * Errors: BRIG_EINVAL naming the field and what is allowed (network 'host',
@@ -448,7 +451,20 @@ typedef struct brig_container_opts {
 	 * `init --lifetime <lifetime_s>`. NULL: docker-init and sleep, as
 	 * before. */
 	const char *init_hash;
+	/* The runtime is gVisor (runsc). Computers with init_hash mount
+	 * "brig-init-<hash>-r", the copy of brig-init with mode 0555, instead of
+	 * the execute-only (0511) one: gVisor reads a program as its user to load
+	 * it and refuses one it cannot read; inside it the sandbox's Yama
+	 * ptrace_scope of 1 keeps a relay from being traced before it makes
+	 * itself non-dumpable. And HostConfig.PidsLimit becomes
+	 * BRIG_GVISOR_PIDS(spec->pids): the host cgroup counts gVisor's own
+	 * threads (~8 per sandbox process on the ptrace platform, measured), not
+	 * the sandbox's processes; at the limit gVisor ends the sandbox. */
+	bool gvisor;
 } brig_container_opts;
+
+/* The host PidsLimit of a gVisor container holding `pids` processes. */
+#define BRIG_GVISOR_PIDS(pids) ((pids)*10 + 128)
 
 #define BRIG_CONTAINER_OPTS_INIT                                                   \
 	{                                                                          \
@@ -495,6 +511,11 @@ BRIG_PUBLIC int brig_spec_network_json(json_t **out, const brig_spec *spec, brig
  * ("" is read as 0.0.0.0); anything else is skipped.
  * Errors: BRIG_EPROTO (not an object, more than BRIG_PORTS_MAX). */
 BRIG_PUBLIC int brig_spec_ports_from_bindings(brig_port **out, size_t *n, const json_t *bindings, brig_error **err);
+/* Checks a runtime name: 1-63 characters of A-Z a-z 0-9 _ . - starting with
+ * a letter or digit (the daemon's own names). Whether the daemon knows it is
+ * checked when a container is made (brig_computer_create, brig_run).
+ * Errors: BRIG_EINVAL ("runtime: …"). */
+BRIG_PUBLIC int brig_runtime_validate(const char *name, brig_error **err);
 
 /* Checks an IPv4 CIDR for the bridge: a.b.c.d/p with p 8..28, no host bits
  * set, inside 10/8, 172.16/12, 192.168/16 or 100.64/10.

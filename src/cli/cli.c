@@ -290,6 +290,7 @@ const char *cli_spec_key(int opt)
 	case CLI_OPT_PUBLISH:
 	case 'p': return "publish";
 	case CLI_OPT_ALLOW: return "allow";
+	case CLI_OPT_RUNTIME: return "runtime";
 	case 'e': return "env";
 	default: return NULL;
 	}
@@ -327,6 +328,12 @@ int cli_spec_finish(brig_spec *spec, bool image_given)
 		brig_error *err = NULL;
 		if (brig_spec_set(spec, "image", img, &err) != 0)
 			return cli_error(err, "BRIG_IMAGE");
+	}
+	const char *rt = getenv("BRIG_RUNTIME");
+	if (!spec->runtime && rt && *rt) {
+		brig_error *err = NULL;
+		if (brig_spec_set(spec, "runtime", rt, &err) != 0)
+			return cli_error(err, "BRIG_RUNTIME");
 	}
 	brig_error *err = NULL;
 	if (brig_spec_validate(spec, NULL, &err) != 0)

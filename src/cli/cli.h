@@ -158,6 +158,7 @@ enum {
 	CLI_OPT_ENV_FILE,
 	CLI_OPT_PUBLISH, /* computers only: create and up splice CLI_PUBLISH_LONGOPT */
 	CLI_OPT_ALLOW,
+	CLI_OPT_RUNTIME,
 	CLI_OPT_SPEC_END, /* commands number their own options from here */
 };
 #define CLI_SPEC_LONGOPTS                                                                                   \
@@ -172,6 +173,7 @@ enum {
 		{"label", required_argument, NULL, CLI_OPT_LABEL},                                          \
 		{"env-file", required_argument, NULL, CLI_OPT_ENV_FILE},                                    \
 		{"allow", required_argument, NULL, CLI_OPT_ALLOW},                                          \
+		{"runtime", required_argument, NULL, CLI_OPT_RUNTIME},                                      \
 	{                                                                                                   \
 		"env", required_argument, NULL, 'e'                                                         \
 	}
@@ -191,6 +193,10 @@ enum {
 	"                          Publish the computer's TCP PORT on the host, on 127.0.0.1 unless IP\n"  \
 	"                          is named (0.0.0.0 opens it to the network); --network isolated\n"      \
 	"                          only; repeatable. `brig port NAME` lists them\n"
+/* Help line for --runtime, written once. */
+#define CLI_HELP_RUNTIME                                                                              \
+	"      --runtime NAME      OCI runtime the daemon registers: runsc (gVisor; see README) or\n" \
+	"                          its default, runc (default $BRIG_RUNTIME, then the daemon's)\n"
 /* The spec key of option value opt ("cpus", "env"…), or NULL when opt is
  * not a spec option. */
 const char *cli_spec_key(int opt);
@@ -201,7 +207,8 @@ const char *cli_spec_key(int opt);
  * Returns 0 or CLI_EXIT_FAIL (message printed). */
 int cli_spec_set(brig_spec *spec, const char *key, const char *value);
 /* After the flags: the image falls back to $BRIG_IMAGE when --image was
- * not given (then to the spec's default), and the spec is validated
+ * not given (then to the spec's default), the runtime to $BRIG_RUNTIME when
+ * none was chosen, and the spec is validated
  * without host limits so bad flags fail before anything is contacted.
  * Returns 0 or CLI_EXIT_FAIL. */
 int cli_spec_finish(brig_spec *spec, bool image_given);

@@ -39,7 +39,7 @@ static const char usage[] =
 	"                          reach its model) or none (only loopback: it cannot)\n"
 	"      --subnet CIDR       Subnet of the isolated bridge (default " BRIG_DEFAULT_SUBNET ")\n"
 	"  -e, --env KEY=VALUE     Environment entry of the computer; repeatable\n"
-	"      --label KEY=VALUE   Extra label of the computer; repeatable\n"
+	"      --label KEY=VALUE   Extra label of the computer; repeatable\n" CLI_HELP_RUNTIME
 	"  -i, --interactive       Pass brig's stdin to the agent\n"
 	"      --fresh             When the computer lost its files and there is no checkpoint,\n"
 	"                          go on in a new, empty generation\n"
@@ -60,7 +60,8 @@ enum {
 	OPT_LABEL,
 	OPT_FRESH,
 	OPT_NO_CHECKPOINT,
-	OPT_EVERY
+	OPT_EVERY,
+	OPT_RUNTIME
 };
 
 typedef struct agent_args {
@@ -95,6 +96,7 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 		{"subnet", required_argument, NULL, OPT_SUBNET},
 		{"env", required_argument, NULL, 'e'},
 		{"label", required_argument, NULL, OPT_LABEL},
+		{"runtime", required_argument, NULL, OPT_RUNTIME},
 		{"interactive", no_argument, NULL, 'i'},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
 		{"help", no_argument, NULL, 'h'},
@@ -127,6 +129,7 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 		case OPT_SUBNET: rc = cli_spec_set(&a->spec, "subnet", optarg); break;
 		case 'e': rc = cli_spec_set(&a->spec, "env", optarg); break;
 		case OPT_LABEL: rc = cli_spec_set(&a->spec, "label", optarg); break;
+		case OPT_RUNTIME: rc = cli_spec_set(&a->spec, "runtime", optarg); break;
 		case 'i': a->interactive = true; break;
 		case OPT_FRESH: a->fresh = true; break;
 		case OPT_NO_CHECKPOINT: a->no_checkpoint = true; break;

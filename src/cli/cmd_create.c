@@ -31,8 +31,7 @@ static const char usage[] =
 	"      --subnet CIDR       Subnet of the isolated bridge (default " BRIG_DEFAULT_SUBNET ")\n"
 	"      --harness H         claude, codex or none (default): which model credential\n"
 	"                          is forwarded from brig's environment with each exec\n" CLI_HELP_ENV CLI_HELP_PUBLISH
-	"      --label KEY=VALUE   Extra label; repeatable\n"
-	"\n"
+	"      --label KEY=VALUE   Extra label; repeatable\n" CLI_HELP_RUNTIME "\n"
 	"Output:\n"
 	"      --json              Print the computer as JSON (name, id, identity, effective spec)\n"
 	"  -h, --help              Print this help\n";

@@ -137,8 +137,9 @@ int cmd_doctor(int argc, char **argv)
 		report(0, "runsc", "registered (gVisor)", NULL);
 	else
 		report(1, "runsc", "not registered: --runtime runsc is unavailable",
-		       "apt-get install runsc, then \"runtimes\": {\"runsc\": {\"path\": \"/usr/bin/runsc\"}} in "
-		       "/etc/docker/daemon.json and reload dockerd");
+		       "scripts/bootstrap (or apt-get install runsc, then \"runtimes\": {\"runsc\": {\"path\": "
+		       "\"/usr/bin/runsc\", \"runtimeArgs\": [\"--network=host\"]}} in /etc/docker/daemon.json and "
+		       "SIGHUP to dockerd)");
 
 	if (security_option(info, "name=apparmor"))
 		report(0, "apparmor", "on", NULL);

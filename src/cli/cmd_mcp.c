@@ -31,8 +31,7 @@ static const char mcp_usage[] = "Usage: brig mcp --ns NS --agent A --session S [
 				"      --cpus C, --memory-mb M, --pids P, --workspace-mb W, --runtime-mb R\n"
 				"      --network none|isolated, --subnet CIDR, --harness claude|codex|none\n"
 				"  -e, --env KEY=VALUE     Environment entry; repeatable\n"
-				"      --label KEY=VALUE   Extra label; repeatable\n"
-				"\n"
+				"      --label KEY=VALUE   Extra label; repeatable\n" CLI_HELP_RUNTIME "\n"
 				"  -h, --help              Print this help\n";
 
 enum { OPT_NS = CLI_OPT_SPEC_END, OPT_AGENT, OPT_SESSION, OPT_STORE };
@@ -91,8 +90,8 @@ int cmd_mcp(int argc, char **argv)
 	}
 	if (cli_spec_finish(&spec, image_given) != 0)
 		goto out;
-	/* $BRIG_IMAGE counts as a spec flag, as --image would. */
-	spec_given = spec_given || image_given || getenv("BRIG_IMAGE");
+	/* $BRIG_IMAGE and $BRIG_RUNTIME count as spec flags, as --image would. */
+	spec_given = spec_given || image_given || getenv("BRIG_IMAGE") || getenv("BRIG_RUNTIME");
 	if (cli_store_open(&s, store) != 0 || cli_engine_open(&e) != 0)
 		goto out;
 

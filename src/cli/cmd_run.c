@@ -34,7 +34,7 @@ static const char usage[] =
 	"      --out-mb N          Size of /outbox (default 256)\n" CLI_HELP_ENV
 	"  -w, --workdir DIR       Working directory (default /workspace)\n"
 	"  -i, --interactive       Pass brig's stdin to the command\n"
-	"      --label KEY=VALUE   Extra label on the container; repeatable\n"
+	"      --label KEY=VALUE   Extra label on the container; repeatable\n" CLI_HELP_RUNTIME
 	"      --json              Capture stdout and print the result as JSON at the end\n"
 	"                          (stderr still streams live)\n"
 	"  -h, --help              Print this help\n"

@@ -83,8 +83,7 @@ static const char up_usage[] =
 	"      --image IMG         Image (default $BRIG_IMAGE, then " BRIG_DEFAULT_IMAGE ")\n"
 	"      --cpus C, --memory-mb M, --pids P, --workspace-mb W, --runtime-mb R\n"
 	"      --network none|isolated, --subnet CIDR, --harness claude|codex|none\n" CLI_HELP_ENV CLI_HELP_PUBLISH
-	"      --label KEY=VALUE   Extra label; repeatable\n"
-	"\n"
+	"      --label KEY=VALUE   Extra label; repeatable\n" CLI_HELP_RUNTIME "\n"
 	"      --fresh             When the computer lost its files and there is no checkpoint,\n"
 	"                          go on in a new, empty generation\n"
 	"      --json              Print the computer as JSON\n"

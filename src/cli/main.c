@@ -74,7 +74,7 @@ static void print_usage(FILE *f)
 		fprintf(f, "  %-12s %s\n", c->name, c->summary);
 	fprintf(f, "\n"
 		   "Run 'brig COMMAND --help' for a command's options.\n"
-		   "Environment: DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH, BRIG_IMAGE.\n"
+		   "Environment: DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH, BRIG_IMAGE, BRIG_RUNTIME.\n"
 		   "Exit codes: the command's own; 124 deadline; 125 brig failed; 126 cannot invoke;\n"
 		   "127 not found; 130 interrupted.\n");
 }

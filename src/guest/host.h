@@ -88,5 +88,9 @@ void brig_guest__volume_mark(brig_engine *e);
 void brig_guest__volume_distrust(brig_engine *e);
 /* Makes the next brig_guest__volume_ensure check (and repair) the copy again. */
 void brig_guest__volume_forget(void);
+/* The same for the volume of mode 0555 ("brig-init-" + 16 hex + "-r") when
+ * readable: what gVisor needs (brig_container_opts.init_readable). */
+int brig_guest__volume_ensure_mode(brig_engine *e, const char *image, bool readable, brig_error **err);
+const char *brig_guest__volume_name_readable(void);
 
 #endif

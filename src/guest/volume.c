@@ -42,6 +42,7 @@ void brig_guest__binary(const unsigned char **data, size_t *len)
 
 static pthread_once_t name_once = PTHREAD_ONCE_INIT;
 static char volume_name[32];
+static char readable_name[34];
 static char full_hash[65];
 
 static void name_init(void)
@@ -55,12 +56,19 @@ static void name_init(void)
 	brig_sha256(h, d, n);
 	brig_hex(full_hash, h, sizeof h);
 	snprintf(volume_name, sizeof volume_name, "brig-init-%.16s", full_hash);
+	snprintf(readable_name, sizeof readable_name, "brig-init-%.16s-r", full_hash);
 }
 
 const char *brig_guest__volume_name(void)
 {
 	pthread_once(&name_once, name_init);
 	return volume_name[0] ? volume_name : NULL;
+}
+
+const char *brig_guest__volume_name_readable(void)
+{
+	pthread_once(&name_once, name_init);
+	return readable_name[0] ? readable_name : NULL;
 }
 
 const char *brig_guest__init_hash(void)
@@ -78,17 +86,18 @@ static void octal(char *field, size_t width, uint64_t v)
 		field[i] = (char)('0' + (v & 7));
 }
 
-static unsigned char *one_file_tar(const unsigned char *data, size_t len, size_t *out_len)
+static unsigned char *one_file_tar(const unsigned char *data, size_t len, unsigned mode, size_t *out_len)
 {
 	size_t pad = (512 - len % 512) % 512;
 	size_t total = 512 + len + pad + 1024;
 	unsigned char *t = xcalloc(1, total);
 	char *h = (char *)t;
 	memcpy(h, "brig-init", 9);
-	/* execute-only: a program its user cannot read is non-dumpable from
-	 * execve on, so the sandbox (the same uid) cannot ptrace a new relay
-	 * in the moment before it calls PR_SET_DUMPABLE itself */
-	octal(h + 100, 8, 0511); /* mode */
+	/* execute-only (0511): a program its user cannot read is non-dumpable
+	 * from execve on, so the sandbox (the same uid) cannot ptrace a new
+	 * relay in the moment before it calls PR_SET_DUMPABLE itself. gVisor
+	 * gets 0555 (see brig_container_opts.init_readable). */
+	octal(h + 100, 8, mode);
 	octal(h + 108, 8, 0);    /* uid */
 	octal(h + 116, 8, 0);    /* gid */
 	octal(h + 124, 12, len);
@@ -115,6 +124,7 @@ typedef struct verify {
 	unsigned char hdr[512];
 	size_t hdr_have;
 	size_t data_have;
+	unsigned mode;
 	bool mismatch;
 	bool header_ok;
 } verify;
@@ -146,7 +156,7 @@ static int verify_cb(const char *data, size_t len, void *payload)
 				const char *h = (const char *)v->hdr;
 				v->header_ok =
 					(h[156] == '0' || h[156] == '\0') && parse_octal(h + 124, 12) == v->want_len &&
-					(parse_octal(h + 100, 8) & 07777) == 0511 && parse_octal(h + 108, 8) == 0;
+					(parse_octal(h + 100, 8) & 07777) == v->mode && parse_octal(h + 108, 8) == 0;
 				if (!v->header_ok)
 					v->mismatch = true;
 			}
@@ -166,34 +176,41 @@ static int verify_cb(const char *data, size_t len, void *payload)
 }
 
 /* 0 when the container's /.brig/brig-init is the embedded program, mode
- * 0511, owned by root; BRIG_ENOTFOUND when absent; BRIG_ECORRUPT when
+ * mode, owned by root; BRIG_ENOTFOUND when absent; BRIG_ECORRUPT when
  * different. */
-static int check_copy(brig_engine *e, const char *cid, const unsigned char *d, size_t n, brig_error **err)
+static int check_copy(brig_engine *e, const char *cid, const unsigned char *d, size_t n, unsigned mode,
+		      const char *vname, brig_error **err)
 {
-	verify v = {.want = d, .want_len = n};
+	verify v = {.want = d, .want_len = n, .mode = mode};
 	int rc = brig_engine_archive_get(e, cid, BRIG_GP_INIT_PATH, NULL, verify_cb, &v, err);
 	if (rc)
 		return rc;
 	if (v.mismatch || !v.header_ok || v.data_have != n)
 		return brig__error_set(err, BRIG_ECORRUPT, 0, "%s in volume %s is not this brig's brig-init",
-				       BRIG_GP_INIT_PATH, brig_guest__volume_name());
+				       BRIG_GP_INIT_PATH, vname);
 	return 0;
 }
 
 static pthread_mutex_t ensured_mu = PTHREAD_MUTEX_INITIALIZER;
-static bool ensured;
+static bool ensured[2]; /* execute-only, readable */
 static void mark_ensured(void);
 
 int brig_guest__volume_ensure(brig_engine *e, const char *image, brig_error **err)
 {
+	return brig_guest__volume_ensure_mode(e, image, false, err);
+}
+
+int brig_guest__volume_ensure_mode(brig_engine *e, const char *image, bool readable, brig_error **err)
+{
 	const unsigned char *d;
 	size_t n;
 	brig_guest__binary(&d, &n);
-	const char *vname = brig_guest__volume_name();
+	const char *vname = readable ? brig_guest__volume_name_readable() : brig_guest__volume_name();
+	unsigned mode = readable ? 0555 : 0511;
 	if (!n || !vname)
 		return brig__error_set(err, BRIG_ENOTFOUND, 0, "this build of brig carries no brig-init");
 	pthread_mutex_lock(&ensured_mu);
-	bool done = ensured;
+	bool done = ensured[readable];
 	pthread_mutex_unlock(&ensured_mu);
 	if (done)
 		return 0;
@@ -254,18 +271,25 @@ int brig_guest__volume_ensure(brig_engine *e, const char *image, brig_error **er
 	}
 	if (rc)
 		return brig__error_prefix(err, rc, "fill volume %s", vname);
-	rc = check_copy(e, cid, d, n, err);
+	rc = check_copy(e, cid, d, n, mode, vname, err);
 	if (rc == BRIG_ENOTFOUND || rc == BRIG_ECORRUPT) {
 		brig__error_clear(err);
 		size_t tlen = 0;
-		cleanup_free unsigned char *tar = one_file_tar(d, n, &tlen);
+		cleanup_free unsigned char *tar = one_file_tar(d, n, mode, &tlen);
 		rc = brig_engine_archive_put_buf(e, cid, BRIG_GP_MOUNT, tar, tlen, err);
 		if (!rc)
-			rc = check_copy(e, cid, d, n, err);
+			rc = check_copy(e, cid, d, n, mode, vname, err);
 	}
 	brig_engine_container_remove(e, cid, true, false, NULL);
 	if (rc)
 		return brig__error_prefix(err, rc, "fill volume %s", vname);
+	if (readable) {
+		/* no marker: runs (the marker's readers) take the execute-only copy */
+		pthread_mutex_lock(&ensured_mu);
+		ensured[1] = true;
+		pthread_mutex_unlock(&ensured_mu);
+		return 0;
+	}
 	mark_ensured();
 	brig_guest__volume_mark(e);
 	return 0;
@@ -282,7 +306,7 @@ static char *marker_name(void)
 static void mark_ensured(void)
 {
 	pthread_mutex_lock(&ensured_mu);
-	ensured = true;
+	ensured[0] = true;
 	pthread_mutex_unlock(&ensured_mu);
 }
 
@@ -316,7 +340,7 @@ int brig_guest__volume_quick(brig_engine *e, const char *image, bool *check, bri
 	if (!vname)
 		return brig__error_set(err, BRIG_ENOTFOUND, 0, "this build of brig carries no brig-init");
 	pthread_mutex_lock(&ensured_mu);
-	bool done = ensured;
+	bool done = ensured[0];
 	pthread_mutex_unlock(&ensured_mu);
 	if (done)
 		return 0;
@@ -365,6 +389,6 @@ int brig_guest__volume_check(brig_engine *e, const char *cid, brig_error **err)
 void brig_guest__volume_forget(void)
 {
 	pthread_mutex_lock(&ensured_mu);
-	ensured = false;
+	ensured[0] = ensured[1] = false;
 	pthread_mutex_unlock(&ensured_mu);
 }

@@ -436,8 +436,9 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 		return rc;
 	} else {
 		brig__error_clear(err);
-		bool etc_hosts = false;
-		if ((rc = brig_sandbox__resolve_image(e, NULL, &etc_hosts, spec->image, err)) != 0)
+		bool etc_hosts = false, gvisor = false;
+		if ((rc = brig_sandbox__resolve_image(e, NULL, &etc_hosts, spec->image, err)) != 0 ||
+		    (rc = brig_sandbox__check_runtime(e, spec->runtime, &gvisor, err)) != 0)
 			return rc;
 		cleanup_free char *net_id = NULL;
 		if (spec->network == BRIG_NET_ISOLATED && (rc = brig_network_ensure(e, &net_id, spec, err)) != 0)
@@ -455,7 +456,7 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 		const char *vname = brig_guest__volume_name();
 		const char *genv = getenv("BRIG_GUEST");
 		if (vname && !(genv && strcmp(genv, "0") == 0)) {
-			if ((rc = brig_guest__volume_ensure(e, spec->image, err)) != 0)
+			if ((rc = brig_guest__volume_ensure_mode(e, spec->image, gvisor, err)) != 0)
 				return brig__error_prefix(err, rc, "create computer %s", name);
 			snprintf(init_hash, sizeof init_hash, "%s", vname + strlen("brig-init-"));
 		}
@@ -465,7 +466,8 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 					 .name = name,
 					 .spec_hash = hash,
 					 .network_disabled = spec->network == BRIG_NET_NONE && etc_hosts,
-					 .init_hash = init_hash[0] ? init_hash : NULL};
+					 .init_hash = init_hash[0] ? init_hash : NULL,
+					 .gvisor = gvisor};
 		cleanup_json json_t *body = NULL;
 		if ((rc = brig_spec_container_json(&body, spec, &o, err)) != 0)
 			return rc;

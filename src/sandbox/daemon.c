@@ -75,6 +75,56 @@ int brig_sandbox__host_limits(brig_engine *e, brig_host_limits *out, brig_error 
 	return 0;
 }
 
+static bool is_gvisor(const json_t *rt)
+{
+	const char *path = json_string_value(json_object_get(rt, "path"));
+	const char *type = json_string_value(json_object_get(rt, "runtimeType"));
+	const char *base = path ? strrchr(path, '/') : NULL;
+	base = base ? base + 1 : path;
+	return (base && strcmp(base, "runsc") == 0) || (type && strstr(type, "runsc"));
+}
+
+int brig_sandbox__check_runtime(brig_engine *e, const char *runtime, bool *gvisor, brig_error **err)
+{
+	if (gvisor)
+		*gvisor = false;
+	if (!runtime)
+		return 0;
+	json_t *info = NULL;
+	int rc = brig_engine_info(e, &info, err);
+	if (rc)
+		return brig__error_prefix(err, rc, "runtime %s", runtime);
+	json_t *rts = json_object_get(info, "Runtimes");
+	json_t *rt = json_is_object(rts) ? json_object_get(rts, runtime) : NULL;
+	if (rt) {
+		if (gvisor)
+			*gvisor = is_gvisor(rt);
+		json_decref(info);
+		return 0;
+	}
+	/* The daemon's names are untrusted: only well-formed ones are shown. */
+	char known[256] = "";
+	size_t used = 0;
+	const char *k;
+	json_t *v;
+	json_object_foreach (rts, k, v) {
+		if (brig_runtime_validate(k, NULL) != 0)
+			continue;
+		int n = snprintf(known + used, sizeof known - used, "%s%s", used ? ", " : "", k);
+		if (n < 0 || (size_t)n >= sizeof known - used) {
+			known[used] = '\0';
+			break;
+		}
+		used += (size_t)n;
+	}
+	json_decref(info);
+	return brig__error_set(err, BRIG_EINVAL, 0,
+			       "runtime: the Docker daemon does not know runtime '%s' (it has: %s); run "
+			       "scripts/bootstrap, which installs gVisor's runsc and registers it, or add it under "
+			       "\"runtimes\" in /etc/docker/daemon.json and send dockerd SIGHUP",
+			       runtime, used ? known : "none listed");
+}
+
 void brig_sandbox__pad_secret_body(json_t *cfg)
 {
 	size_t i;

@@ -84,12 +84,13 @@ static void gc_containers(gc_ctx *g, json_t *list, int64_t now, int64_t retentio
 	}
 }
 
-/* True for "brig-init-" and 16 lowercase hex digits, and for its marker
- * (the same and "-ok": made once the copy was seen whole). */
+/* True for "brig-init-" and 16 lowercase hex digits, for its marker (the
+ * same and "-ok": made once the copy was seen whole) and for its readable
+ * copy for gVisor (the same and "-r"). */
 static bool init_volume_name(const char *n)
 {
 	return strncmp(n, "brig-init-", 10) == 0 && strspn(n + 10, "0123456789abcdef") == 16 &&
-	       (strlen(n) == 26 || strcmp(n + 26, "-ok") == 0);
+	       (strlen(n) == 26 || strcmp(n + 26, "-ok") == 0 || strcmp(n + 26, "-r") == 0);
 }
 
 /* A brig-init volume of another brig (an older or newer build) that no

@@ -38,6 +38,13 @@ void brig_sandbox__pad_secret_body(json_t *exec_config);
  * how to build it: brig never pulls. */
 int brig_sandbox__resolve_image(brig_engine *e, char **out, bool *etc_hosts, const char *image, brig_error **err);
 
+/* Checks that the daemon registers runtime (GET /info Runtimes) before a
+ * container asks for it; NULL (the daemon's default) is not looked up. An
+ * unknown one is BRIG_EINVAL naming the fix (scripts/bootstrap, or
+ * daemon.json and SIGHUP). *gvisor (may be NULL) says whether the runtime
+ * is gVisor: its program is called runsc (or its runtimeType names it). */
+int brig_sandbox__check_runtime(brig_engine *e, const char *runtime, bool *gvisor, brig_error **err);
+
 /* Parses Docker's RFC 3339 timestamps to unix seconds (0 when unparsable). */
 int64_t brig_sandbox__parse_time(const char *s);
 

@@ -580,7 +580,7 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	brig_host_limits host = {0};
 	int64_t t1;
 
-	bool etc_hosts = false;
+	bool etc_hosts = false, gvisor = false;
 	if ((rc = brig_sandbox__resolve_image(e, &res->image_id, &etc_hosts, spec.image, err)) != 0)
 		goto out;
 	/* Pin: the run uses exactly the id resolved now. */
@@ -588,7 +588,8 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	spec.image = xstrdup(res->image_id);
 	if ((rc = brig_sandbox__host_limits(e, &host, err)) != 0)
 		goto out;
-	if ((rc = brig_spec_validate(&spec, &host, err)) != 0)
+	if ((rc = brig_spec_validate(&spec, &host, err)) != 0 ||
+	    (rc = brig_sandbox__check_runtime(e, spec.runtime, &gvisor, err)) != 0)
 		goto out;
 	if (spec.network == BRIG_NET_ISOLATED && (rc = brig_network_ensure(e, &net_id, &spec, err)) != 0)
 		goto out;
@@ -612,7 +613,11 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	const char *vname = brig_guest__volume_name();
 	const char *genv = getenv("BRIG_GUEST");
 	if (vname && !(genv && strcmp(genv, "0") == 0)) {
-		if ((rc = brig_guest__volume_quick(e, spec.image, &check, err)) != 0) {
+		/* gVisor loads brig-init only from the readable (0555) copy, which
+		 * has no marker: it is filled (or found whole) once per process */
+		rc = gvisor ? brig_guest__volume_ensure_mode(e, spec.image, true, err)
+			    : brig_guest__volume_quick(e, spec.image, &check, err);
+		if (rc != 0) {
 			brig__error_prefix(err, rc, "run");
 			goto out;
 		}
@@ -634,6 +639,7 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 		json_decref(env0);
 	}
 	co.plain_tmpfs = direct;
+	co.gvisor = gvisor;
 	co.network_disabled = spec.network == BRIG_NET_NONE && etc_hosts;
 	if ((rc = brig_spec_container_json(&body, &spec, &co, err)) != 0)
 		goto out;

@@ -21,6 +21,7 @@
 #define CPUS_MAX 4096
 #define IMAGE_MAX 512
 #define SECCOMP_MAX (256 * 1024)
+#define RUNTIME_MAX 63
 
 /* ---- enums ---- */
 
@@ -132,6 +133,7 @@ void brig_spec_clear(brig_spec *spec)
 	free(spec->user);
 	free(spec->subnet);
 	free(spec->seccomp_profile);
+	free(spec->runtime);
 	for (size_t i = 0; i < spec->env_count; i++)
 		free_entry(spec->env[i]);
 	free(spec->env);
@@ -162,6 +164,7 @@ void brig_spec_copy(brig_spec *dst, const brig_spec *src)
 	dst->user = src->user ? xstrdup(src->user) : NULL;
 	dst->subnet = src->subnet ? xstrdup(src->subnet) : NULL;
 	dst->seccomp_profile = src->seccomp_profile ? xstrdup(src->seccomp_profile) : NULL;
+	dst->runtime = src->runtime ? xstrdup(src->runtime) : NULL;
 	dst->env = copy_list(src->env, src->env_count);
 	dst->env_count = dst->env ? src->env_count : 0;
 	dst->labels = copy_list(src->labels, src->label_count);
@@ -194,6 +197,28 @@ static int check_image(const char *image, brig_error **err)
 				       "image: must be an image reference of 1-%d printable characters without "
 				       "spaces (a tag such as %s, or an id sha256:...), got '%s'",
 				       IMAGE_MAX, BRIG_DEFAULT_IMAGE, brig_spec__quote(q, image ? image : ""));
+	return 0;
+}
+
+static bool ascii_alnum(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
+int brig_runtime_validate(const char *name, brig_error **err)
+{
+	char q[BRIG_SPEC__QUOTE_SIZE];
+	size_t n = name ? strnlen(name, RUNTIME_MAX + 1) : 0;
+	bool ok = n > 0 && n <= RUNTIME_MAX && ascii_alnum((unsigned char)name[0]);
+	for (size_t i = 0; ok && i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+		ok = ascii_alnum(c) || c == '_' || c == '.' || c == '-';
+	}
+	if (!ok)
+		return brig__error_set(err, BRIG_EINVAL, 0,
+				       "runtime: must be a runtime name the daemon registers (1-%d characters of "
+				       "A-Z a-z 0-9 _ . - such as runsc), got '%s'",
+				       RUNTIME_MAX, brig_spec__quote(q, name ? name : ""));
 	return 0;
 }
 
@@ -490,6 +515,8 @@ int brig_spec_validate(const brig_spec *spec, const brig_host_limits *host, brig
 	if (spec->harness != BRIG_HARNESS_NONE && spec->harness != BRIG_HARNESS_CLAUDE &&
 	    spec->harness != BRIG_HARNESS_CODEX)
 		return brig__error_set(err, BRIG_EINVAL, 0, "harness: must be claude, codex or none");
+	if (spec->runtime && (r = brig_runtime_validate(spec->runtime, err)) < 0)
+		return r;
 	if ((r = check_seccomp(spec->seccomp_profile, err)) < 0 || (r = check_env_list(spec, err)) < 0 ||
 	    (r = check_label_list(spec, err)) < 0 || (r = brig_spec__check_ports(spec, err)) < 0)
 		return r;
@@ -697,6 +724,12 @@ int brig_spec_set(brig_spec *spec, const char *key, const char *value, brig_erro
 		if ((r = check_seccomp(value, err)) < 0)
 			return r;
 		replace_str(&spec->seccomp_profile, value);
+	} else if (strcmp(k, "runtime") == 0) {
+		if (value && !*value)
+			value = NULL; /* back to the daemon's default runtime */
+		if (value && (r = brig_runtime_validate(value, err)) < 0)
+			return r;
+		replace_str(&spec->runtime, value);
 	} else if (strcmp(k, "env") == 0) {
 		return brig_spec_add_env(spec, value, err);
 	} else if (strcmp(k, "label") == 0) {
@@ -713,6 +746,6 @@ unknown:
 	return brig__error_set(err, BRIG_EINVAL, 0,
 			       "spec: unknown setting '%s'; known: image, user, cpus, memory-mb, pids, "
 			       "workspace-mb, runtime-mb, shm-mb, workspace-inodes, runtime-inodes, nofile, "
-			       "network, subnet, harness, seccomp-profile, env, label, publish, allow",
+			       "network, subnet, harness, seccomp-profile, runtime, env, label, publish, allow",
 			       brig_spec__quote(q, key ? key : ""));
 }

@@ -119,6 +119,10 @@ static json_t *canonical(const brig_spec *spec, const char *salt)
 	json_object_set_new(o, "harness", json_string(brig_harness_name(spec->harness)));
 	json_object_set_new(o, "seccomp_profile",
 			    spec->seccomp_profile ? json_string(spec->seccomp_profile) : json_null());
+	/* Only when chosen, so computers on the daemon's default keep the hash
+	 * they had before the field existed. */
+	if (spec->runtime)
+		json_object_set_new(o, "runtime", json_string(spec->runtime));
 
 	/* Credentials are delivered per exec and must not change which
 	 * container an identity adopts; keys are unique so order is noise. */
@@ -204,6 +208,7 @@ json_t *brig_spec_to_json(const brig_spec *spec, unsigned flags)
 		json_object_set_new(o, "seccomp_profile", json_string(""));
 	else if (strcmp(spec->seccomp_profile, brig_spec_seccomp_default()) != 0)
 		json_object_set_new(o, "seccomp_profile", json_string(spec->seccomp_profile));
+	json_object_set_new(o, "runtime", json_string(spec->runtime ? spec->runtime : ""));
 	json_t *env = json_array();
 	for (size_t i = 0; i < spec->env_count; i++) {
 		const char *e = spec->env[i];
@@ -230,7 +235,8 @@ int brig_spec_from_json(brig_spec *spec, const json_t *json, brig_error **err)
 {
 	static const char *const ints[] = {"memory_mb",        "pids",           "workspace_mb", "runtime_mb", "shm_mb",
 					   "workspace_inodes", "runtime_inodes", "nofile",       NULL};
-	static const char *const strs[] = {"image", "user", "network", "subnet", "harness", "seccomp_profile", NULL};
+	static const char *const strs[] = {"image",           "user",    "network", "subnet", "harness",
+					   "seccomp_profile", "runtime", NULL};
 	char buf[64];
 	int r;
 	brig_spec tmp;
@@ -674,8 +680,9 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 
 	bool guest = opts->init_hash != NULL;
 	if (guest) {
-		json_array_append_new(mounts, json_pack("{s:s, s:s+, s:s, s:b}", "Type", "volume", "Source", "brig-init-",
-							opts->init_hash, "Target", "/.brig", "ReadOnly", 1));
+		json_array_append_new(mounts, json_pack("{s:s, s:s++, s:s, s:b}", "Type", "volume", "Source",
+							"brig-init-", opts->init_hash, opts->gvisor ? "-r" : "",
+							"Target", "/.brig", "ReadOnly", 1));
 		json_object_set_new(labels, BRIG_LABEL_INIT, json_string(opts->init_hash));
 	}
 
@@ -696,6 +703,8 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 	json_object_set_new(hc, "CapAdd", json_null());
 	json_object_set_new(hc, "SecurityOpt", secopt);
 	json_object_set_new(hc, "Privileged", json_false());
+	if (spec->runtime)
+		json_object_set_new(hc, "Runtime", json_string(spec->runtime));
 	json_object_set_new(hc, "NetworkMode",
 			    json_string(spec->network == BRIG_NET_ISOLATED ? BRIG_NETWORK_NAME
 					: spec->network == BRIG_NET_EGRESS ? BRIG_EGRESS_NETWORK
@@ -704,7 +713,7 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 	json_object_set_new(hc, "Memory", json_integer(mem));
 	json_object_set_new(hc, "MemorySwap", json_integer(mem)); /* equal: no swap */
 	json_object_set_new(hc, "NanoCpus", json_integer((json_int_t)brig_spec__nano_cpus(spec->cpus)));
-	json_object_set_new(hc, "PidsLimit", json_integer(spec->pids));
+	json_object_set_new(hc, "PidsLimit", json_integer(opts->gvisor ? BRIG_GVISOR_PIDS(spec->pids) : spec->pids));
 	/* docker-init reaps zombies and forwards TERM; brig-init does both itself */
 	json_object_set_new(hc, "Init", json_boolean(!guest));
 	json_object_set_new(hc, "IpcMode", json_string("private"));

@@ -89,6 +89,10 @@ static void isolated_spec(brig_spec *s)
 	char l[96];
 	snprintf(l, sizeof l, BRIG_TEST_LABEL "=%s", brig_test_run_id());
 	ASSERT_OK(brig_spec_add_label(s, l, &err), err);
+	/* integration/test_computer_net_runsc: the same under gVisor */
+	const char *rt = getenv("BRIG_TEST_RUNTIME");
+	if (rt && *rt)
+		ASSERT_OK(brig_spec_set(s, "runtime", rt, &err), err);
 }
 
 static brig_computer *create(const char *session, const brig_spec *s)
@@ -395,5 +399,20 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_isolated_bridge),
 	};
+	const char *rt = getenv("BRIG_TEST_RUNTIME");
+	if (rt && *rt) {
+		brig_engine *e = brig_test_engine();
+		json_t *info = NULL;
+		bool known = brig_engine_info(e, &info, NULL) == 0 &&
+			     json_object_get(json_object_get(info, "Runtimes"), rt) != NULL;
+		json_decref(info);
+		brig_engine_free(e);
+		if (!known) {
+			printf("runtime %s is not registered with the Docker daemon (scripts/bootstrap registers "
+			       "runsc): skipped\n",
+			       rt);
+			return 77;
+		}
+	}
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -550,12 +550,13 @@ static void test_hash(void **state)
 
 	/* Each field changes the hash. */
 	static const char *const changes[][2] = {
-		{"image", "other:tag"},   {"user", "1000:1001"},        {"cpus", "1.5"},
-		{"memory-mb", "4096"},    {"pids", "512"},              {"workspace-mb", "256"},
-		{"runtime-mb", "128"},    {"shm-mb", "32"},             {"workspace-inodes", "1000"},
-		{"runtime-inodes", "1000"}, {"nofile", "2048"},         {"network", "isolated"},
-		{"harness", "claude"},    {"harness", "codex"},         {"env", "FOO=bar"},
-		{"label", "brig.test=1"}, {"seccomp-profile", "{}"},
+		{"image", "other:tag"},     {"user", "1000:1001"},     {"cpus", "1.5"},
+		{"memory-mb", "4096"},      {"pids", "512"},           {"workspace-mb", "256"},
+		{"runtime-mb", "128"},      {"shm-mb", "32"},          {"workspace-inodes", "1000"},
+		{"runtime-inodes", "1000"}, {"nofile", "2048"},        {"network", "isolated"},
+		{"harness", "claude"},      {"harness", "codex"},      {"env", "FOO=bar"},
+		{"label", "brig.test=1"},   {"seccomp-profile", "{}"}, {"runtime", "runsc"},
+		{"runtime", "runc"},
 	};
 	for (size_t i = 0; i < sizeof changes / sizeof changes[0]; i++) {
 		brig_spec t;
@@ -647,6 +648,7 @@ static void test_to_from_json(void **state)
 	set_ok(&s, "env", "VISIBLE=value1");
 	set_ok(&s, "env", "OPENAI_API_KEY=sk-very-secret");
 	set_ok(&s, "label", "brig.test=t1");
+	set_ok(&s, "runtime", "runsc");
 
 	json_t *pub = brig_spec_to_json(&s, 0);
 	char *text = dump(pub);
@@ -670,6 +672,7 @@ static void test_to_from_json(void **state)
 	hash_of(h2, &back);
 	assert_string_equal(h1, h2);
 	assert_true(back.cpus == 1.25);
+	assert_string_equal(back.runtime, "runsc");
 	brig_spec_clear(&back);
 
 	/* A stored bare key is never looked up in brig's environment. */
@@ -737,6 +740,17 @@ static void test_container_computer_init(void **state)
 	assert_string_equal(json_string_value(GET(m, "Target")), "/.brig");
 	assert_true(json_is_true(GET(m, "ReadOnly")));
 	json_decref(c);
+
+	/* gVisor's copy: readable, same label */
+	o.gvisor = true;
+	ASSERT_OK(brig_spec_container_json(&c, &s, &o, &err), err);
+	mounts = GET(GET(c, "HostConfig"), "Mounts");
+	m = json_array_get(mounts, json_array_size(mounts) - 1);
+	assert_string_equal(json_string_value(GET(m, "Source")), "brig-init-0123456789abcdef-r");
+	assert_string_equal(json_string_value(GET(GET(c, "Labels"), BRIG_LABEL_INIT)), "0123456789abcdef");
+	assert_int_equal(json_integer_value(GET(GET(c, "HostConfig"), "PidsLimit")), 256 * 10 + 128);
+	json_decref(c);
+	o.gvisor = false;
 
 	o.init_hash = "../../etc";
 	assert_int_equal(brig_spec_container_json(&c, &s, &o, &err), BRIG_EINVAL);
@@ -917,6 +931,71 @@ static void test_container_computer(void **state)
 	assert_string_equal(t, "[\"FOO=bar\",\"HOME=/workspace\"]");
 	free(t);
 	json_decref(c);
+	brig_spec_clear(&s);
+}
+
+/* The runtime: a daemon's name or NULL for its default; in the hash only
+ * when chosen, in the body as HostConfig.Runtime. */
+static void test_runtime(void **state)
+{
+	(void)state;
+	brig_spec s;
+	brig_error *err = NULL;
+	char base[BRIG_HASH_SIZE], h[BRIG_HASH_SIZE];
+	brig_spec_init(&s);
+	assert_null(s.runtime);
+	hash_of(base, &s);
+	json_t *body = computer_body(&s);
+	assert_null(json_object_get(json_object_get(body, "HostConfig"), "Runtime"));
+	json_decref(body);
+
+	set_ok(&s, "runtime", "runsc-host.v2_x");
+	assert_string_equal(s.runtime, "runsc-host.v2_x");
+	body = computer_body(&s);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(body, "HostConfig"), "Runtime")),
+			    "runsc-host.v2_x");
+	json_decref(body);
+	brig_spec copy;
+	brig_spec_copy(&copy, &s);
+	assert_string_equal(copy.runtime, "runsc-host.v2_x");
+	brig_spec_clear(&copy);
+	json_t *j = brig_spec_to_json(&s, 0);
+	assert_string_equal(json_string_value(json_object_get(j, "runtime")), "runsc-host.v2_x");
+	json_decref(j);
+
+	set_ok(&s, "runtime", ""); /* back to the daemon's default */
+	assert_null(s.runtime);
+	hash_of(h, &s);
+	assert_string_equal(h, base);
+	j = brig_spec_to_json(&s, 0);
+	assert_string_equal(json_string_value(json_object_get(j, "runtime")), "");
+	brig_spec back;
+	ASSERT_OK(brig_spec_from_json(&back, j, &err), err);
+	assert_null(back.runtime);
+	brig_spec_clear(&back);
+	json_decref(j);
+
+	set_bad("runtime", "-runsc", "runtime: ", "such as runsc");
+	set_bad("runtime", "run sc", "runtime: ", NULL);
+	set_bad("runtime", "runsc;rm", "runtime: ", NULL);
+	set_bad("runtime",
+		"a\x01"
+		"b",
+		"runtime: ", "\\x01");
+	char longname[70];
+	memset(longname, 'a', 64);
+	longname[64] = '\0';
+	set_bad("runtime", longname, "runtime: ", "1-63");
+	longname[63] = '\0';
+	set_ok(&s, "runtime", longname);
+
+	/* validate catches a bad name assigned directly */
+	free(s.runtime);
+	s.runtime = strdup("bad name");
+	EXPECT_ERR(brig_spec_validate(&s, NULL, &err), BRIG_EINVAL, &err);
+	ASSERT_CONTAINS(err->message, "runtime: ");
+	brig_error_free(err);
+	assert_int_equal(brig_runtime_validate(NULL, NULL), BRIG_EINVAL);
 	brig_spec_clear(&s);
 }
 
@@ -1126,6 +1205,7 @@ int main(void)
 		cmocka_unit_test_setup(test_exec_env, setup),
 		cmocka_unit_test_setup(test_hash, setup),
 		cmocka_unit_test(test_seccomp_profile),
+		cmocka_unit_test_setup(test_runtime, setup),
 		cmocka_unit_test_setup(test_to_from_json, setup),
 		cmocka_unit_test_setup(test_container_computer, setup),
 		cmocka_unit_test_setup(test_container_computer_init, setup),
