@@ -609,8 +609,8 @@ static void test_network_sandbox_only_when_needed(void **state)
 		"cat /proc/sys/net/ipv6/conf/lo/disable_ipv6; wc -l < /proc/net/if_inet6; "
 		"grep -c ' /etc/hosts ' /proc/self/mountinfo; grep -c '^127.0.0.1[[:space:]]*localhost' /etc/hosts; "
 		"(nc -l -p 5555 > /workspace/got &); "
-		"for i in $(seq 50); do echo hi | nc 127.0.0.1 5555 2>/dev/null && break; sleep 0.1; done; "
-		"for i in $(seq 50); do [ -s /workspace/got ] && break; sleep 0.1; done; cat /workspace/got";
+		"for i in $(seq 300); do echo hi | nc 127.0.0.1 5555 2>/dev/null && break; sleep 0.1; done; "
+		"for i in $(seq 300); do [ -s /workspace/got ] && break; sleep 0.1; done; cat /workspace/got";
 	brig_error *err = NULL;
 	cleanup_free char *base = image_id(brig_test_image());
 	cleanup_free char *plain = xasprintf("brigtest-%s-hosts:t", brig_test_run_id());
