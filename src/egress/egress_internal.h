@@ -59,4 +59,11 @@ int brig_egress__parse_head(brig_egress_req *req, const char *buf, size_t len, c
  * encrypted client hello (whose inner name the proxy cannot check). */
 int brig_egress__sni(char *out, size_t outlen, const unsigned char *buf, size_t len);
 
+/* True for an address the proxy never connects to, whatever name it was
+ * resolved from: this host's own, loopback, link-local, unspecified,
+ * multicast, private (RFC 1918, 100.64/10, 198.18/15, fc00::/7, fec0::/10),
+ * the egress network, and IPv4 inside IPv6 (mapped, compatible, NAT64). */
+struct sockaddr;
+bool brig_egress__forbidden(const struct sockaddr *sa);
+
 #endif

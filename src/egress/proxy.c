@@ -233,14 +233,18 @@ static bool sandbox_of(conn *c, char *out, size_t outlen, const char *ip)
 /* Addresses a sandbox must never reach through the proxy, whatever a name
  * resolves to: the host itself (loopback and every address of its own
  * interfaces), link-local (cloud metadata), the egress network, unspecified
- * and multicast. */
+ * and multicast, and every private range — RFC 1918 (every Docker bridge,
+ * so other sandboxes, and the LAN), shared address space 100.64/10 and the
+ * benchmarking 198.18/15: an allowed name someone controls must not become
+ * a way into the host's networks. */
 static bool forbidden_v4(uint32_t a)
 {
 	uint32_t egress_net = 0, gw = 0;
 	inet_pton(AF_INET, BRIG_EGRESS_GATEWAY, &gw);
 	egress_net = ntohl(gw) & 0xffffff00u;
 	return (a >> 24) == 127 || (a >> 24) == 0 || (a & 0xffff0000u) == 0xa9fe0000u || (a >> 28) >= 14 ||
-	       (a & 0xffffff00u) == egress_net;
+	       (a & 0xffffff00u) == egress_net || (a >> 24) == 10 || (a & 0xfff00000u) == 0xac100000u ||
+	       (a & 0xffff0000u) == 0xc0a80000u || (a & 0xffc00000u) == 0x64400000u || (a & 0xfffe0000u) == 0xc6120000u;
 }
 
 /* An address of one of this host's own interfaces (the host's services). */
@@ -265,7 +269,7 @@ static bool is_local(const struct sockaddr *sa)
 	return local;
 }
 
-static bool forbidden(const struct sockaddr *sa)
+bool brig_egress__forbidden(const struct sockaddr *sa)
 {
 	if (is_local(sa))
 		return true;
@@ -273,13 +277,15 @@ static bool forbidden(const struct sockaddr *sa)
 		return forbidden_v4(ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr));
 	if (sa->sa_family == AF_INET6) {
 		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-		if (IN6_IS_ADDR_V4MAPPED(a)) {
-			uint32_t v4;
-			memcpy(&v4, a->s6_addr + 12, 4);
-			return forbidden_v4(ntohl(v4));
-		}
+		/* IPv4 inside IPv6 (mapped ::ffff:0:0/96, compatible ::/96, NAT64
+		 * 64:ff9b::/96) would dodge the IPv4 checks and the host-address
+		 * look-up, which compares within one family: refused whole. So are
+		 * unique-local fc00::/7 and the old site-local fec0::/10. */
+		static const unsigned char nat64[12] = {0x00, 0x64, 0xff, 0x9b};
+		if (IN6_IS_ADDR_V4MAPPED(a) || IN6_IS_ADDR_V4COMPAT(a) || memcmp(a->s6_addr, nat64, 12) == 0)
+			return true;
 		return IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_UNSPECIFIED(a) ||
-		       IN6_IS_ADDR_MULTICAST(a) || IN6_IS_ADDR_SITELOCAL(a);
+		       IN6_IS_ADDR_MULTICAST(a) || IN6_IS_ADDR_SITELOCAL(a) || (a->s6_addr[0] & 0xfe) == 0xfc;
 	}
 	return true;
 }
@@ -343,14 +349,17 @@ static int upstream(conn *c)
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
 	char port[8];
 	snprintf(port, sizeof port, "%d", c->port);
-	if (getaddrinfo(c->host, port, &hints, &res) != 0 || !res) {
+	/* fully qualified: the host's resolver search list never applies */
+	char fq[300];
+	if (snprintf(fq, sizeof fq, "%s.", c->host) >= (int)sizeof fq || getaddrinfo(fq, port, &hints, &res) != 0 ||
+	    !res) {
 		answer(c, 502, "Bad Gateway", "error", "cannot resolve %s", c->host);
 		return -1;
 	}
 	int fd = -1;
 	bool refused_local = false;
 	for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
-		if (forbidden(a->ai_addr)) {
+		if (brig_egress__forbidden(a->ai_addr)) {
 			refused_local = true;
 			continue;
 		}
@@ -359,7 +368,8 @@ static int upstream(conn *c)
 	freeaddrinfo(res);
 	if (fd < 0) {
 		if (refused_local)
-			answer(c, 403, "Forbidden", "denied", "%s resolves to a local or link-local address", c->host);
+			answer(c, 403, "Forbidden", "denied", "%s resolves to a local, private or link-local address",
+			       c->host);
 		else
 			answer(c, 502, "Bad Gateway", "error", "cannot connect to %s:%d", c->host, c->port);
 	}
@@ -376,8 +386,10 @@ static void relay(conn *c, int up, bool one_way)
 	char buf[64 * 1024];
 	bool c_open = !one_way, u_open = true;
 	while (c_open || u_open) {
-		struct pollfd p[2] = {{.fd = c->fd, .events = c_open ? POLLIN : 0},
-				      {.fd = up, .events = u_open ? POLLIN : 0}};
+		/* a side that is done leaves the set: a reset peer's POLLHUP
+		 * would otherwise come back at once, forever */
+		struct pollfd p[2] = {{.fd = c_open ? c->fd : -1, .events = POLLIN},
+				      {.fd = u_open ? up : -1, .events = POLLIN}};
 		int r = poll(p, 2, IDLE_TIMEOUT_MS);
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -713,6 +725,10 @@ int brig_egress_proxy_serve(brig_error **err)
 		inet_ntop(AF_INET, &peer.sin_addr, c->peer, sizeof c->peer);
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		/* a sandbox that stops reading must not hold this thread in
+		 * send() forever: a blocked send gives up after a minute */
+		struct timeval sndto = {.tv_sec = 60};
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &sndto, sizeof sndto);
 		atomic_fetch_add(&active, 1);
 		pthread_attr_t at;
 		pthread_attr_init(&at);

@@ -293,10 +293,15 @@ static void test_egress_computer(void **state)
 	ASSERT_CONTAINS(val(out, "DENIED"), "403 Forbidden");
 	ASSERT_CONTAINS(val(out, "DENIED"), "brig egress: denied.brig.test");
 	ASSERT_CONTAINS(val(out, "DENIED"), "is not allowed for this sandbox");
-	/* A rule cannot open the host's own services: names are checked after
-	 * resolution (localhost here, from /etc/hosts). */
-	ASSERT_CONTAINS(val(out, "LOCAL"), "403 Forbidden");
-	ASSERT_CONTAINS(val(out, "LOCAL"), "resolves to a local or link-local address");
+	/* A rule cannot open the host's own services: names are resolved fully
+	 * qualified ("localhost.", which /etc/hosts does not answer) and checked
+	 * after resolution (a resolver that answers it gives 127.0.0.1, refused). */
+	const char *local = val(out, "LOCAL");
+	if (!strstr(local, "403 Forbidden") && !strstr(local, "502 Bad Gateway"))
+		fail_msg("LOCAL: wanted the proxy's refusal, got '%s'", local);
+	if (!strstr(local, "resolves to a local, private or link-local address") &&
+	    !strstr(local, "cannot resolve localhost"))
+		fail_msg("LOCAL: wanted why, got '%s'", local);
 	/* Domain fronting: an allowed CONNECT, another name in the ClientHello. */
 	ASSERT_CONTAINS(val(out, "SNI"), "200 Connection established|tls-fail");
 	ASSERT_CONTAINS(val(out, "SNI_OK"), "tls-ok|HTTP/1.0 200");

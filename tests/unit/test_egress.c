@@ -2,6 +2,8 @@
  * egress fields, and the proxy's parsers of request heads and ClientHellos. */
 #include "testutil.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -359,13 +361,59 @@ static void test_sni(void **state)
 	assert_int_equal(brig_egress__sni(name, sizeof name, buf, n), -1);
 }
 
+static bool forbidden4(const char *a)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	assert_int_equal(inet_pton(AF_INET, a, &sa.sin_addr), 1);
+	return brig_egress__forbidden((const struct sockaddr *)&sa);
+}
+
+static bool forbidden6(const char *a)
+{
+	struct sockaddr_in6 sa = {.sin6_family = AF_INET6};
+	assert_int_equal(inet_pton(AF_INET6, a, &sa.sin6_addr), 1);
+	return brig_egress__forbidden((const struct sockaddr *)&sa);
+}
+
+/* What no allowed name may resolve to (a review found IPv4-mapped IPv6
+ * going around the host-address check, and private ranges open). */
+static void test_forbidden_addresses(void **state)
+{
+	(void)state;
+	static const char *const bad4[] = {"127.0.0.1",  "0.0.0.0",        "169.254.169.254", "10.1.2.3",
+					   "172.17.0.1", "172.31.255.255", "192.168.1.1",     "100.64.0.1",
+					   "198.18.0.1", "224.0.0.1",      "255.255.255.255", "172.30.4.1"};
+	for (size_t i = 0; i < sizeof bad4 / sizeof *bad4; i++)
+		if (!forbidden4(bad4[i]))
+			fail_msg("%s allowed", bad4[i]);
+	static const char *const bad6[] = {"::1",
+					   "::",
+					   "fe80::1",
+					   "ff02::1",
+					   "fc00::1",
+					   "fd12:3456::1",
+					   "fec0::1",
+					   "::ffff:8.8.8.8",
+					   "::ffff:172.17.0.1",
+					   "::8.8.8.8",
+					   "64:ff9b::808:808"};
+	for (size_t i = 0; i < sizeof bad6 / sizeof *bad6; i++)
+		if (!forbidden6(bad6[i]))
+			fail_msg("%s allowed", bad6[i]);
+	/* public addresses pass (documentation ranges stand for them here) */
+	assert_false(forbidden4("203.0.113.7"));
+	assert_false(forbidden4("172.32.0.1"));
+	assert_false(forbidden4("11.0.0.1"));
+	assert_false(forbidden6("2001:db8::1"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rule_parse),  cmocka_unit_test(test_rule_match),
-		cmocka_unit_test(test_spec_allow),  cmocka_unit_test(test_spec_allow_errors),
-		cmocka_unit_test(test_rules_files), cmocka_unit_test(test_parse_head),
-		cmocka_unit_test(test_sni),
+		cmocka_unit_test(test_rule_parse),        cmocka_unit_test(test_forbidden_addresses),
+		cmocka_unit_test(test_rule_match),        cmocka_unit_test(test_spec_allow),
+		cmocka_unit_test(test_spec_allow_errors), cmocka_unit_test(test_rules_files),
+		cmocka_unit_test(test_parse_head),        cmocka_unit_test(test_sni),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
