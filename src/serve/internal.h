@@ -70,7 +70,8 @@ struct serve_req {
 	size_t body_len, body_cap;
 	json_t *json; /* the parsed body (JSON routes) */
 	bool over, answered;
-	int refused; /* status of a refusal answered once the body is in */
+	int refused;        /* status of a refusal answered once the body is in */
+	size_t refused_len; /* body bytes of a refused request, dropped unread (capped too) */
 	const char *refused_code, *refused_msg;
 	bool refused_close;
 	int status;

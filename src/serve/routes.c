@@ -485,8 +485,13 @@ static void h_exec(serve_req *r, serve_reply *out)
 		x->req = req;
 		x->pipe[1] = -1;
 		x->client = serve__client_fd(r);
+		x->cancel[0] = x->cancel[1] = -1;
 		if (pipe2(x->cancel, O_CLOEXEC) != 0 || pipe2(x->pipe, O_CLOEXEC) != 0) {
 			serve__reply_fail(out, 500, "io", "pipe: %s", strerror(errno));
+			if (x->cancel[0] >= 0) {
+				close(x->cancel[0]);
+				close(x->cancel[1]);
+			}
 			serve_exec_req_clear(&x->req);
 			json_decref(x->body);
 			free(x->name);

@@ -577,8 +577,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (*upload_size) {
 		size_t n = *upload_size;
 		*upload_size = 0;
-		if (r->refused)
-			return MHD_YES; /* dropped unread */
+		if (r->refused) {
+			/* dropped unread, but not forever: a refused client (no
+			 * token, say) gets no more body than an accepted one */
+			r->refused_len += n;
+			return r->refused_len > s->cfg.body_max ? MHD_NO : MHD_YES;
+		}
 		if (r->over || r->body_len + n > s->cfg.body_max) {
 			r->over = true;
 			return MHD_YES;
@@ -891,6 +895,17 @@ int serve_run(const serve_config *cfg, brig_error **err)
 	int fd = -1;
 	if (cfg->tokens) {
 		struct stat st;
+		if (lstat(cfg->tokens, &st) == 0 && !S_ISREG(st.st_mode)) {
+			rc = brig__error_set(err, BRIG_EINVAL, 0, "tokens file %s: not a regular file (a symlink?)",
+					     cfg->tokens);
+			goto out;
+		}
+		if (stat(cfg->tokens, &st) == 0 && st.st_uid != geteuid()) {
+			rc = brig__error_set(err, BRIG_EINVAL, 0,
+					     "tokens file %s: owned by uid %u, not by this server's", cfg->tokens,
+					     (unsigned)st.st_uid);
+			goto out;
+		}
 		if (stat(cfg->tokens, &st) == 0 && (st.st_mode & 0077)) {
 			rc = brig__error_set(err, BRIG_EINVAL, 0,
 					     "tokens file %s: readable or writable by group or others; chmod 600 it",
