@@ -1,0 +1,313 @@
+/* remote.c — the CLI as a client of `brig serve`: BRIG_HOST (or -H
+ * brig+…) names the server, BRIG_TOKEN goes along as a bearer token (never
+ * printed), and requests travel on brig's own HTTP client (src/http). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brig/common.h"
+#include "cli/cli.h"
+#include "http/http.h"
+#include "util/util.h"
+
+/* Answers of the server are JSON and small, but ls of many computers is
+ * not tiny: a generous cap. */
+#define REMOTE_BODY_CAP (16 * 1024 * 1024)
+/* One NDJSON line of the exec stream: an output chunk, escaped. */
+#define REMOTE_LINE_CAP (4 * 1024 * 1024)
+
+struct cli_remote {
+	brig_http_endpoint ep;
+	brig_http_conn *c;
+	char *auth; /* "Authorization: Bearer …" or NULL */
+};
+
+const char *cli_remote_host(void)
+{
+	const char *h = getenv("BRIG_HOST");
+	return h && *h ? h : NULL;
+}
+
+/* The endpoint of url; on error a message (without the token, which is not
+ * part of url) is printed. */
+static int remote_endpoint(brig_http_endpoint *ep, const char *url)
+{
+	brig_error *err = NULL;
+	if (strncmp(url, "brig+unix://", 12) == 0) {
+		if (url[12] != '/')
+			return cli_fail("BRIG_HOST: give brig+unix:///PATH (an absolute socket path)");
+		if (brig_http_endpoint_parse(ep, url + 5, false, NULL, &err) != 0) {
+			brig_error_free(err);
+			return cli_fail("BRIG_HOST: the socket path is empty or longer than 107 bytes");
+		}
+		return 0;
+	}
+	if (strncmp(url, "brig+https://", 13) == 0) {
+		const char *dir = getenv("BRIG_CERT_PATH");
+		if (!dir || !*dir)
+			return cli_fail("BRIG_HOST: brig+https needs BRIG_CERT_PATH, a directory holding ca.pem (the "
+					"server's CA; cert.pem and key.pem too when the server asks for a client "
+					"certificate)");
+		cleanup_free char *tcp = xasprintf("tcp://%s", url + 13);
+		size_t n = strlen(tcp);
+		if (n > 6 && tcp[n - 1] == '/')
+			tcp[n - 1] = '\0';
+		if (brig_http_endpoint_parse(ep, tcp, true, dir, &err) != 0) {
+			const char *m = brig_error_message(err);
+			const char *why = strncmp(m, "DOCKER_HOST: ", 13) == 0 ? m + 13 : m;
+			int rc = cli_fail("BRIG_HOST: %s (give brig+https://HOST:PORT)", why);
+			brig_error_free(err);
+			return rc;
+		}
+		return 0;
+	}
+	return cli_fail("BRIG_HOST: '%.64s' is not a brig server; give brig+unix:///PATH or brig+https://HOST:PORT "
+			"(unset BRIG_HOST to talk to Docker directly)",
+			url);
+}
+
+int cli_remote_check(void)
+{
+	const char *url = cli_remote_host();
+	if (!url)
+		return 0;
+	brig_http_endpoint ep;
+	int rc = remote_endpoint(&ep, url);
+	if (rc == 0)
+		brig_http_endpoint_clear(&ep);
+	return rc;
+}
+
+int cli_remote_open(cli_remote **out)
+{
+	*out = NULL;
+	const char *url = cli_remote_host();
+	if (!url)
+		return cli_fail("BRIG_HOST is not set");
+	cli_remote *r = xcalloc(1, sizeof *r);
+	if (remote_endpoint(&r->ep, url) != 0) {
+		free(r);
+		return CLI_EXIT_FAIL;
+	}
+	const char *tok = getenv("BRIG_TOKEN");
+	if (tok && *tok) {
+		if (strpbrk(tok, "\r\n")) {
+			cli_remote_free(r);
+			return cli_fail("BRIG_TOKEN holds a line break: give the token alone");
+		}
+		r->auth = xasprintf("Authorization: Bearer %s", tok);
+	}
+	brig_error *err = NULL;
+	if (brig_http_connect(&r->c, &r->ep, brig_now_ms() + 30000, &err) != 0) {
+		cli_remote_free(r);
+		return cli_error(err, "cannot reach the brig server named by BRIG_HOST");
+	}
+	*out = r;
+	return 0;
+}
+
+void cli_remote_free(cli_remote *r)
+{
+	if (!r)
+		return;
+	brig_http_conn_free(r->c);
+	brig_http_endpoint_clear(&r->ep);
+	if (r->auth) {
+		explicit_bzero(r->auth, strlen(r->auth));
+		free(r->auth);
+	}
+	free(r);
+}
+
+/* ---- requests ---- */
+
+typedef struct line_reader {
+	brig_buf line;
+	cli_remote_line_cb cb;
+	void *payload;
+	int stop; /* the callback's non-zero answer */
+	bool too_long;
+	bool lines; /* a 2xx: NDJSON lines; otherwise the error answer is collected */
+} line_reader;
+
+static int feed_lines(const char *data, size_t len, void *payload)
+{
+	line_reader *lr = payload;
+	while (len) {
+		const char *nl = lr->lines ? memchr(data, '\n', len) : NULL;
+		size_t n = nl ? (size_t)(nl - data) : len;
+		if (brig_buf_add(&lr->line, data, n) != 0) {
+			lr->too_long = true;
+			return BRIG_ETOOBIG;
+		}
+		data += n;
+		len -= n;
+		if (!nl)
+			break;
+		data++; /* the newline */
+		len--;
+		json_t *j = json_loadb(lr->line.data ? lr->line.data : "", lr->line.len, 0, NULL);
+		lr->line.len = 0;
+		if (!j)
+			return BRIG_EPROTO;
+		int rc = lr->cb(j, lr->payload);
+		json_decref(j);
+		if (rc) {
+			lr->stop = rc;
+			return BRIG_ECANCELED;
+		}
+	}
+	return 0;
+}
+
+/* Prints the server's error answer {"code","message"} (or what the status
+ * says) and returns CLI_EXIT_FAIL. */
+static int remote_error(int status, const char *body, size_t len)
+{
+	json_t *j = body ? json_loadb(body, len, 0, NULL) : NULL;
+	const char *m = json_string_value(json_object_get(j, "message"));
+	const char *code = json_string_value(json_object_get(j, "code"));
+	int rc;
+	if (status == 401)
+		rc = cli_fail("the brig server refused the request: %s (set BRIG_TOKEN to a token it accepts)",
+			      m ? m : "no valid token");
+	else if (m && cli_debug)
+		rc = cli_fail("%s [%s, HTTP %d]", m, code ? code : "?", status);
+	else if (m)
+		rc = cli_fail("%s", m);
+	else
+		rc = cli_fail("the brig server answered HTTP %d", status);
+	json_decref(j);
+	return rc;
+}
+
+static int remote_send(cli_remote *r, const char *method, const char *target, json_t *body, brig_http_response *resp,
+		       size_t cap, brig_http_body_cb cb, void *payload)
+{
+	cleanup_free char *data = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	const char *hdrs[2] = {r->auth, NULL};
+	brig_http_request req = {
+		.method = method,
+		.target = target,
+		.content_type = data ? "application/json" : NULL,
+		.extra_headers = hdrs,
+		.body = data,
+		.body_len = data ? strlen(data) : 0,
+	};
+	brig_error *err = NULL;
+	int rc = brig_http_roundtrip(r->c, &req, resp, cap, cb, payload, &err);
+	if (rc != 0) {
+		brig_error_free(err);
+		return rc;
+	}
+	return 0;
+}
+
+int cli_remote_call(cli_remote *r, const char *method, const char *target, json_t *body, json_t **out)
+{
+	*out = NULL;
+	brig_http_response resp;
+	memset(&resp, 0, sizeof resp);
+	int rc = remote_send(r, method, target, body, &resp, REMOTE_BODY_CAP, NULL, NULL);
+	if (rc != 0) {
+		brig_http_response_clear(&resp);
+		return cli_fail("the brig server's connection broke before its answer was complete");
+	}
+	if (resp.status < 200 || resp.status > 299) {
+		rc = remote_error(resp.status, resp.body.data, resp.body.len);
+		brig_http_response_clear(&resp);
+		return rc;
+	}
+	*out = resp.body.len ? json_loadb(resp.body.data, resp.body.len, 0, NULL) : json_object();
+	brig_http_response_clear(&resp);
+	if (!*out)
+		return cli_fail("the brig server's answer is not JSON");
+	return 0;
+}
+
+int cli_remote_stream(cli_remote *r, const char *method, const char *target, json_t *body, cli_remote_line_cb cb,
+		      void *payload)
+{
+	/* The status comes before the body: an error answer is collected and
+	 * printed, a 200 is read line by line. */
+	brig_http_response resp;
+	memset(&resp, 0, sizeof resp);
+	line_reader lr = {.cb = cb, .payload = payload};
+	brig_buf_init(&lr.line, REMOTE_LINE_CAP);
+	brig_http_exchange x;
+	brig_error *err = NULL;
+	cleanup_free char *data = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	const char *hdrs[2] = {r->auth, NULL};
+	brig_http_request req = {
+		.method = method,
+		.target = target,
+		.content_type = data ? "application/json" : NULL,
+		.extra_headers = hdrs,
+		.body = data,
+		.body_len = data ? strlen(data) : 0,
+	};
+	int rc = brig_http_exchange_send(&x, r->c, &req, &resp, REMOTE_BODY_CAP, feed_lines, &lr, &err);
+	if (rc == 0)
+		rc = brig_http_exchange_read(&x, true, 0, &err);
+	lr.lines = resp.status >= 200 && resp.status <= 299;
+	if (rc == 0)
+		rc = brig_http_exchange_read(&x, false, 0, &err);
+	brig_http_exchange_end(&x);
+	brig_error_free(err);
+	if (lr.stop)
+		rc = lr.stop;
+	else if (rc == 0 && (resp.status < 200 || resp.status > 299))
+		/* the error answer was collected whole in the line buffer */
+		rc = remote_error(resp.status, lr.line.data, lr.line.len);
+	else if (lr.too_long)
+		rc = cli_fail("the brig server sent a line longer than %d bytes", REMOTE_LINE_CAP);
+	else if (rc != 0)
+		rc = cli_fail("the brig server's connection broke before the command's end was known");
+	else
+		rc = 0;
+	brig_buf_free(&lr.line);
+	brig_http_response_clear(&resp);
+	return rc;
+}
+
+/* ---- naming a computer ---- */
+
+int cli_remote_identity(cli_remote *r, const char *name, char **ns, char **agent, char **session)
+{
+	json_t *j = NULL;
+	if (cli_remote_call(r, "GET", "/v1/computers", NULL, &j) != 0)
+		return CLI_EXIT_FAIL;
+	json_t *arr = json_object_get(j, "computers");
+	size_t i;
+	json_t *c;
+	json_array_foreach (arr, i, c) {
+		const char *n = json_string_value(json_object_get(c, "name"));
+		if (!n || strcmp(n, name) != 0)
+			continue;
+		const char *a = json_string_value(json_object_get(c, "ns"));
+		const char *b = json_string_value(json_object_get(c, "agent"));
+		const char *s = json_string_value(json_object_get(c, "session"));
+		if (!a || !b || !s)
+			break;
+		*ns = xstrdup(a);
+		*agent = xstrdup(b);
+		*session = xstrdup(s);
+		json_decref(j);
+		return 0;
+	}
+	json_decref(j);
+	return cli_fail("no computer named %s on the brig server (or not one of a session it may touch)", name);
+}
+
+char *cli_remote_path(const char *ns, const char *agent, const char *session, const char *tail)
+{
+	/* identity names are 1-63 of A-Z a-z 0-9 _ . - (checked before): no
+	 * escaping needed. */
+	return xasprintf("/v1/computers/%s/%s/%s%s", ns, agent, session, tail ? tail : "");
+}
+
+int cli_remote_unsupported(const char *cmd)
+{
+	return cli_fail("brig %s does not go through a brig server yet; unset BRIG_HOST to talk to Docker directly",
+			cmd);
+}
