@@ -774,6 +774,131 @@ class Lifecycle(unittest.TestCase):
         self.assertEqual(st, 204, b)
 
 
+class CliClient(unittest.TestCase):
+    """brig's CLI through the server (BRIG_HOST): the same output and exit codes as direct."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmpdir = tempfile.TemporaryDirectory()
+        cls.srv = Server(cls.tmpdir.name)
+        cls.store = "sqlite://" + os.path.join(cls.tmpdir.name, "db")
+        cls.host = "brig+unix://" + cls.srv.sock
+        p = cls.brig(None, "up", "--ns", NS_A, "--agent", "agent", "--session", "cli", "--label", LABEL)
+        assert p.returncode == 0, p.stderr
+        cls.name = p.stdout.strip().splitlines()[-1]
+        cls.ident = ["--ns", NS_A, "--agent", "agent", "--session", "cli"]
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.brig(None, "destroy", cls.name)
+        finally:
+            rc = cls.srv.stop()
+            docker_cleanup()
+            cls.tmpdir.cleanup()
+        assert rc == 0, "brig serve exited %s:\n%s" % (rc, cls.srv.logtext()[-4000:])
+
+    @classmethod
+    def brig(cls, host, *args, token=TOK_A, env=None):
+        e = dict(os.environ, BRIG_STORE=cls.store, BRIG_IMAGE=IMAGE)
+        e.pop("BRIG_HOST", None)
+        e.pop("BRIG_TOKEN", None)
+        if host:
+            e["BRIG_HOST"] = host
+        if token:
+            e["BRIG_TOKEN"] = token
+        e.update(env or {})
+        return subprocess.run([BRIG] + list(args), capture_output=True, env=e, timeout=120)
+
+    def same(self, *args, env=None):
+        """Runs args direct and through the server: the same bytes and exit code."""
+        d = self.brig(None, *args, env=env)
+        r = self.brig(self.host, *args, env=env)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (d.returncode, d.stdout, d.stderr), args)
+        return r
+
+    def test_exec_output_and_exit_code(self):
+        cmd = ["--", "sh", "-c", "echo out; echo err >&2; printf 'x\\ty'; exit 3"]
+        r = self.same("exec", self.name, *cmd)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (3, b"out\nx\ty", b"err\n"))
+        self.same("exec", *self.ident, *cmd)
+        r = self.same("exec", "-e", "X=1", "-w", "/tmp", self.name, "--", "sh", "-c", "echo $X; pwd")
+        self.assertEqual(r.stdout, b"1\n/tmp\n")
+        self.assertEqual(self.same("exec", self.name, "--", "nosuchcmd").returncode, 127)
+        self.assertEqual(self.same("exec", "-e", "NOEQ", self.name, "--", "true").returncode, 125)
+        r = self.same("exec", "-H", "x", self.name, "--", "true")  # an exec usage error, as direct
+        self.assertEqual(r.returncode, 125)
+        big = self.same("exec", self.name, "--", "sh", "-c", "head -c 300000 /dev/zero | tr '\\0' a")
+        self.assertEqual(big.stdout, b"a" * 300000)
+
+    def test_exec_json(self):
+        d = self.brig(None, "exec", "--json", self.name, "--", "sh", "-c", "echo hi; exit 4")
+        r = self.brig(self.host, "exec", "--json", self.name, "--", "sh", "-c", "echo hi; exit 4")
+        self.assertEqual((r.returncode, d.returncode), (4, 4), r.stderr)
+        jd, jr = json.loads(d.stdout), json.loads(r.stdout)
+        jd.pop("duration_ms")
+        jr.pop("duration_ms")
+        self.assertEqual(jr, jd)
+
+    def test_exec_timeout(self):
+        r = self.same("exec", "--timeout", "1", *self.ident, "--", "sleep", "30")
+        self.assertEqual(r.returncode, 124)
+        self.assertIn(b"timed out after 1s", r.stderr)
+        self.assertEqual(self.same("exec", *self.ident, "--", "true").returncode, 0)  # still running
+
+    def test_exec_missing_computer(self):
+        r = self.same("exec", "--ns", NS_A, "--agent", "agent", "--session", "nope", "--", "true")
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"no computer named", r.stderr)
+        r = self.brig(self.host, "exec", "brig-nope", "--", "true")
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"no computer named brig-nope on the brig server", r.stderr)
+
+    def test_token_refused(self):
+        for tok in (None, "wrong" + TOK_A[5:]):
+            r = self.brig(self.host, "exec", *self.ident, "--", "true", token=tok)
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(b"the brig server refused the request", r.stderr)
+            self.assertIn(b"BRIG_TOKEN", r.stderr)
+            if tok:
+                self.assertNotIn(tok.encode(), r.stderr + r.stdout)
+        # another namespace's token sees nothing of NS_A
+        r = self.brig(self.host, "exec", self.name, "--", "true", token=TOK_B)
+        self.assertEqual(r.returncode, 125)
+        self.assertNotIn(TOK_B.encode(), r.stderr)
+        self.assertIn(b"no computer named", r.stderr)
+        r = self.brig(self.host, "exec", self.name, "--", "true", token="secret\nX-Evil: 1")
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"BRIG_TOKEN holds a line break", r.stderr)
+        self.assertNotIn(b"secret", r.stderr)
+
+    def test_host_forms(self):
+        r = self.brig(None, "-H", self.host, "exec", self.name, "--", "echo", "via-H")
+        self.assertEqual((r.returncode, r.stdout), (0, b"via-H\n"), r.stderr)
+        for host, words in (("tcp://127.0.0.1:1", b"is not a brig server"),
+                            ("brig+unix://relative", b"absolute socket path"),
+                            ("brig+https://127.0.0.1:1", b"BRIG_CERT_PATH"),
+                            ("brig+unix://" + self.srv.sock + ".none", b"cannot reach the brig server")):
+            r = self.brig(host, "exec", self.name, "--", "true")
+            self.assertEqual(r.returncode, 125, host)
+            self.assertIn(words, r.stderr, host)
+        # a Docker -H after BRIG_HOST talks to Docker directly
+        r = self.brig("brig+unix://" + self.srv.sock + ".none", "-H", "unix:///var/run/docker.sock", "exec",
+                      self.name, "--", "echo", "direct")
+        self.assertEqual((r.returncode, r.stdout), (0, b"direct\n"), r.stderr)
+
+    def test_unsupported_refused(self):
+        for args in (["ls"], ["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"],
+                     ["exec", "-i", self.name, "--", "cat"], ["exec", "-t", self.name, "--", "sh"],
+                     ["exec", "-d", self.name, "--", "true"]):
+            r = self.brig(self.host, *args)
+            self.assertEqual(r.returncode, 125, args)
+            self.assertIn(b"does not go through a brig server yet; unset BRIG_HOST to talk to Docker directly",
+                          r.stderr, args)
+        r = self.brig(self.host, "ls", "--help")  # help contacts nothing
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["routes"]:
         sys.argv[1:] = ["RouteTable"]
