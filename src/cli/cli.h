@@ -384,6 +384,9 @@ void cli_remote_free(cli_remote *r);
 /* A request with a JSON body (may be NULL); *out is the 2xx answer's JSON.
  * An error answer's message is printed: returns CLI_EXIT_FAIL. */
 int cli_remote_call(cli_remote *r, const char *method, const char *target, json_t *body, json_t **out);
+/* The same, but a 404 is not printed: *status says it (and *out is NULL). */
+int cli_remote_request(cli_remote *r, const char *method, const char *target, json_t *body, int *status,
+		       json_t **out);
 /* A request whose 2xx answer is NDJSON: cb gets each line (borrowed) as it
  * comes; a non-zero return from cb stops reading and is returned. */
 typedef int (*cli_remote_line_cb)(json_t *line, void *payload);
@@ -394,6 +397,14 @@ int cli_remote_stream(cli_remote *r, const char *method, const char *target, jso
 int cli_remote_identity(cli_remote *r, const char *name, char **ns, char **agent, char **session);
 /* "/v1/computers/NS/AGENT/SESSION" + tail (may be NULL), malloc'd. */
 char *cli_remote_path(const char *ns, const char *agent, const char *session, const char *tail);
+/* The computer of the server's JSON (brig_computer_to_json's form), so the
+ * direct path's printers print it; free with brig_computer_free. */
+brig_computer *cli_remote_computer(json_t *j);
+/* The server's path of the computer named by NAME or t's session flags
+ * (--store and --gen are refused); *path malloc'd. Returns 0, 1 when the
+ * server lists no computer by NAME (nothing printed), or CLI_EXIT_FAIL
+ * (printed). */
+int cli_remote_target(cli_remote *r, const char *cmd, const cli_target *t, const char *name, char **path);
 
 
 #endif

@@ -205,6 +205,11 @@ static int remote_send(cli_remote *r, const char *method, const char *target, js
 
 int cli_remote_call(cli_remote *r, const char *method, const char *target, json_t *body, json_t **out)
 {
+	return cli_remote_request(r, method, target, body, NULL, out);
+}
+
+int cli_remote_request(cli_remote *r, const char *method, const char *target, json_t *body, int *status, json_t **out)
+{
 	*out = NULL;
 	brig_http_response resp;
 	memset(&resp, 0, sizeof resp);
@@ -212,6 +217,12 @@ int cli_remote_call(cli_remote *r, const char *method, const char *target, json_
 	if (rc != 0) {
 		brig_http_response_clear(&resp);
 		return cli_fail("the brig server's connection broke before its answer was complete");
+	}
+	if (status)
+		*status = resp.status;
+	if (status && resp.status == 404) { /* the caller words it */
+		brig_http_response_clear(&resp);
+		return 0;
 	}
 	if (resp.status < 200 || resp.status > 299) {
 		rc = remote_error(resp.status, resp.body.data, resp.body.len);
@@ -272,7 +283,8 @@ int cli_remote_stream(cli_remote *r, const char *method, const char *target, jso
 
 /* ---- naming a computer ---- */
 
-int cli_remote_identity(cli_remote *r, const char *name, char **ns, char **agent, char **session)
+/* 0 found, 1 not on the list (nothing printed), CLI_EXIT_FAIL (printed). */
+static int find_name(cli_remote *r, const char *name, char **ns, char **agent, char **session)
 {
 	json_t *j = NULL;
 	if (cli_remote_call(r, "GET", "/v1/computers", NULL, &j) != 0)
@@ -296,7 +308,15 @@ int cli_remote_identity(cli_remote *r, const char *name, char **ns, char **agent
 		return 0;
 	}
 	json_decref(j);
-	return cli_fail("no computer named %s on the brig server (or not one of a session it may touch)", name);
+	return 1;
+}
+
+int cli_remote_identity(cli_remote *r, const char *name, char **ns, char **agent, char **session)
+{
+	int rc = find_name(r, name, ns, agent, session);
+	if (rc == 1)
+		return cli_fail("no computer named %s on the brig server (or not one of a session it may touch)", name);
+	return rc;
 }
 
 char *cli_remote_path(const char *ns, const char *agent, const char *session, const char *tail)
@@ -310,4 +330,81 @@ int cli_remote_unsupported(const char *cmd)
 {
 	return cli_fail("brig %s does not go through a brig server yet; unset BRIG_HOST to talk to Docker directly",
 			cmd);
+}
+
+/* ---- computers ---- */
+
+static char *dup_field(json_t *j, const char *key)
+{
+	const char *s = json_string_value(json_object_get(j, key));
+	return s ? xstrdup(s) : NULL;
+}
+
+brig_computer *cli_remote_computer(json_t *j)
+{
+	brig_computer *c = xcalloc(1, sizeof *c);
+	c->name = dup_field(j, "name");
+	c->id = dup_field(j, "id");
+	c->ns = dup_field(j, "ns");
+	c->agent = dup_field(j, "agent");
+	c->session = dup_field(j, "session");
+	json_int_t g = json_integer_value(json_object_get(j, "generation"));
+	c->generation = g > 0 && g <= UINT32_MAX ? (uint32_t)g : 0;
+	c->state = dup_field(j, "state");
+	c->image = dup_field(j, "image");
+	c->image_id = dup_field(j, "image_id");
+	c->spec_hash = dup_field(j, "spec_hash");
+	c->harness = dup_field(j, "harness");
+	c->network = dup_field(j, "network");
+	c->created = json_integer_value(json_object_get(j, "created"));
+	c->adopted = json_is_true(json_object_get(j, "adopted"));
+	json_t *spec = json_object_get(j, "spec");
+	c->spec = json_is_object(spec) ? json_incref(spec) : NULL;
+	json_t *ports = json_object_get(j, "ports");
+	size_t n = json_array_size(ports);
+	if (n) {
+		c->ports = xcalloc(n, sizeof *c->ports);
+		size_t i;
+		json_t *p;
+		json_array_foreach (ports, i, p) {
+			const char *ip = json_string_value(json_object_get(p, "host_ip"));
+			json_int_t hp = json_integer_value(json_object_get(p, "host_port"));
+			json_int_t cp = json_integer_value(json_object_get(p, "port"));
+			if (!ip || strlen(ip) >= sizeof c->ports[0].host_ip || hp < 1 || hp > 65535 || cp < 1 ||
+			    cp > 65535)
+				continue;
+			brig_port *d = &c->ports[c->port_count++];
+			memcpy(d->host_ip, ip, strlen(ip) + 1);
+			d->host_port = (uint16_t)hp;
+			d->port = (uint16_t)cp;
+		}
+	}
+	return c;
+}
+
+int cli_remote_target(cli_remote *r, const char *cmd, const cli_target *t, const char *name, char **path)
+{
+	*path = NULL;
+	/* the usage checks of cli_target_name, in its words */
+	if (name && t->id_given)
+		return cli_usage(cmd, "give either NAME or --ns/--agent/--session, not both");
+	if (!name && !t->id_given)
+		return cli_usage(cmd, "NAME (or --ns/--agent/--session) is required");
+	if (!name && (!t->id.ns || !t->id.agent || !t->id.session))
+		return cli_usage(cmd, "--ns, --agent and --session go together");
+	if (!name && cli_target_check(cmd, t) != 0)
+		return CLI_EXIT_FAIL;
+	if (t->store)
+		return cli_fail("--store names a local store; through a brig server its own store is used");
+	if (t->id.generation)
+		return cli_fail("--gen does not go through a brig server: it acts on the current generation");
+	if (t->id_given) {
+		*path = cli_remote_path(t->id.ns, t->id.agent, t->id.session, NULL);
+		return 0;
+	}
+	cleanup_free char *ns = NULL, *agent = NULL, *session = NULL;
+	int rc = find_name(r, name, &ns, &agent, &session);
+	if (rc == 0)
+		*path = cli_remote_path(ns, agent, session, NULL);
+	return rc;
 }

@@ -785,7 +785,7 @@ class CliClient(unittest.TestCase):
         cls.host = "brig+unix://" + cls.srv.sock
         p = cls.brig(None, "up", "--ns", NS_A, "--agent", "agent", "--session", "cli", "--label", LABEL)
         assert p.returncode == 0, p.stderr
-        cls.name = p.stdout.strip().splitlines()[-1]
+        cls.name = p.stdout.decode().strip().splitlines()[-1]
         cls.ident = ["--ns", NS_A, "--agent", "agent", "--session", "cli"]
 
     @classmethod
@@ -887,15 +887,56 @@ class CliClient(unittest.TestCase):
                       self.name, "--", "echo", "direct")
         self.assertEqual((r.returncode, r.stdout), (0, b"direct\n"), r.stderr)
 
+    def test_ls_inspect_lifecycle(self):
+        r = self.same("ls", "--label", LABEL)
+        self.assertIn(self.name.encode(), r.stdout)
+        self.same("ls", "--ns", NS_A, "-q")
+        self.assertEqual(json.loads(self.same("ls", "--json", "--label", LABEL).stdout)[0]["name"], self.name)
+        self.same("inspect", self.name)
+        self.same("inspect", "--json", *self.ident)
+        for verb in ("pause", "resume"):  # each of them once through the server, then direct
+            for host in (self.host, None):
+                r = self.brig(host, verb, self.name)
+                self.assertEqual((r.returncode, r.stdout), (0, (self.name + "\n").encode()), r.stderr)
+        r = self.brig(self.host, "pause", *self.ident)
+        self.assertEqual((r.returncode, r.stdout), (0, (self.name + "\n").encode()), r.stderr)
+        r = self.brig(self.host, "exec", self.name, "--", "true")
+        self.assertEqual(r.returncode, 125)
+        self.brig(self.host, "resume", *self.ident)
+        self.assertEqual(self.same("destroy", "brig-nope").returncode, 1)
+        self.assertEqual(self.same("destroy", "-f", "brig-nope").returncode, 0)
+        self.assertEqual(self.same("destroy", "--ns", NS_A, "--agent", "agent", "--session", "nope").returncode, 1)
+        for args in (["pause", "brig-nope"], ["inspect", "brig-nope"], ["pause"], ["stop", "x", *self.ident]):
+            r = self.same(*args)
+            self.assertEqual(r.returncode, 125, args)
+        for args, words in ((["inspect", "--store", self.store, self.name], b"its own store"),
+                            (["inspect", "--gen", "2", *self.ident], b"--gen does not go through a brig server")):
+            r = self.brig(self.host, *args)
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(words, r.stderr)
+
+    def test_stop_destroy(self):
+        p = self.brig(None, "up", "--ns", NS_A, "--agent", "agent", "--session", "gone", "--label", LABEL)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        name = p.stdout.decode().strip().splitlines()[-1]
+        ident = ["--ns", NS_A, "--agent", "agent", "--session", "gone"]
+        r = self.brig(self.host, "stop", *ident)
+        self.assertEqual((r.returncode, r.stdout.decode()), (0, name + "\n"), r.stderr)
+        r = self.brig(self.host, "destroy", name)
+        self.assertEqual((r.returncode, r.stdout.decode()), (0, name + "\n"), r.stderr)
+        r = self.brig(self.host, "destroy", name)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(b"no such computer", r.stderr)
+
     def test_unsupported_refused(self):
-        for args in (["ls"], ["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"],
+        for args in (["up"], ["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"],
                      ["exec", "-i", self.name, "--", "cat"], ["exec", "-t", self.name, "--", "sh"],
                      ["exec", "-d", self.name, "--", "true"]):
             r = self.brig(self.host, *args)
             self.assertEqual(r.returncode, 125, args)
             self.assertIn(b"does not go through a brig server yet; unset BRIG_HOST to talk to Docker directly",
                           r.stderr, args)
-        r = self.brig(self.host, "ls", "--help")  # help contacts nothing
+        r = self.brig(self.host, "up", "--help")  # help contacts nothing
         self.assertEqual(r.returncode, 0, r.stderr)
 
 
