@@ -90,10 +90,61 @@ static const char up_usage[] =
 	"      --json              Print the computer as JSON\n"
 	"  -h, --help              Print this help\n";
 
+/* brig up through a brig server: POST /v1/computers, the same notes and
+ * output. spec is NULL without spec flags (a known session keeps its
+ * recorded spec). */
+static int up_remote(const session_args *a, const brig_spec *spec, bool fresh)
+{
+	if (a->t.store)
+		return cli_fail("--store names a local store; through a brig server its own store is used");
+	cli_remote *r = NULL;
+	if (cli_remote_open(&r) != 0)
+		return CLI_EXIT_FAIL;
+	json_t *body = json_pack("{s:s, s:s, s:s, s:b}", "ns", a->t.id.ns, "agent", a->t.id.agent, "session",
+				 a->t.id.session, "fresh", fresh);
+	if (spec)
+		json_object_set_new(body, "spec", brig_spec_to_json(spec, BRIG_SPEC_JSON_ENV_VALUES));
+	json_t *j = NULL;
+	int rc = cli_remote_call(r, "POST", "/v1/computers", body, &j);
+	json_decref(body); /* env values: jansson frees them; they were never printed */
+	cli_remote_free(r);
+	if (rc)
+		return rc;
+	brig_up_result ur = {0};
+	ur.computer = cli_remote_computer(j);
+	json_t *lost = json_object_get(j, "lost");
+	if (json_is_object(lost)) {
+		const char *why = json_string_value(json_object_get(lost, "why"));
+		ur.lost = xstrdup(why ? why : "was lost");
+		ur.old_generation = json_integer_value(json_object_get(lost, "old_generation"));
+		ur.checkpoint_id = json_integer_value(json_object_get(lost, "checkpoint_id"));
+		ur.checkpoint_created_ms = json_integer_value(json_object_get(lost, "checkpoint_created_ms"));
+	}
+	ur.recorded = json_is_true(json_object_get(j, "recorded"));
+	cli_up_report(&ur);
+	brig_computer *c = ur.computer;
+	if (!ur.lost && c->adopted)
+		cli_note("adopted generation %u of %s/%s/%s (%s)", c->generation, a->t.id.ns, a->t.id.agent,
+			 a->t.id.session, c->state ? c->state : "state unknown");
+	if (a->json) {
+		json_object_del(j, "lost");
+		json_object_del(j, "recorded");
+		rc = cli_print_json(json_incref(j));
+	} else {
+		printf("%s\n", c->name);
+	}
+	json_decref(j);
+	brig_up_result_clear(&ur);
+	return rc;
+}
+
 int cmd_up(int argc, char **argv)
 {
-	static const struct option longopts[] = {SESSION_LONGOPTS, CLI_SPEC_LONGOPTS, CLI_PUBLISH_LONGOPT,
-						 {"fresh", no_argument, NULL, OPT_FRESH}, {NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {SESSION_LONGOPTS,
+						 CLI_SPEC_LONGOPTS,
+						 CLI_PUBLISH_LONGOPT,
+						 {"fresh", no_argument, NULL, OPT_FRESH},
+						 {NULL, 0, NULL, 0}};
 	session_args a = {0};
 	bool image_given = false, spec_given = false, fresh = false;
 	brig_spec spec;
@@ -134,6 +185,10 @@ int cmd_up(int argc, char **argv)
 	}
 	if (cli_target_check("up", &a.t) != 0 || cli_spec_finish(&spec, image_given) != 0)
 		goto out;
+	if (cli_remote_host()) {
+		rc = up_remote(&a, spec_given ? &spec : NULL, fresh);
+		goto out;
+	}
 	if (cli_store_open(&s, a.t.store) != 0 || cli_engine_open(&e) != 0)
 		goto out;
 	/* An existing session keeps its recorded spec unless flags say otherwise. */

@@ -928,15 +928,35 @@ class CliClient(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn(b"no such computer", r.stderr)
 
+    def test_up(self):
+        ident = ["--ns", NS_A, "--agent", "agent", "--session", "upx"]
+        r = self.brig(self.host, "up", *ident, "--label", LABEL, "--cpus", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        name = r.stdout.decode().strip()
+        r = self.same("up", *ident)
+        self.assertEqual((r.stdout.decode(), r.stderr.decode()),
+                         (name + "\n", "brig: adopted generation 1 of %s/agent/upx (running)\n" % NS_A))
+        self.same("up", "--json", *ident, "--label", LABEL, "--cpus", "1")
+        self.assertEqual(self.same("up", *ident, "--cpus", "2").returncode, 125)  # the spec differs
+        self.assertEqual(self.same("up", *ident, "--cpus", "999").returncode, 125)
+        self.assertEqual(self.brig(self.host, "stop", name).returncode, 0)
+        r = self.brig(self.host, "up", *ident, "--fresh")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotEqual(r.stdout.decode().strip(), name)
+        self.assertIn(b"generation 2 starts EMPTY", r.stderr)
+        r = self.brig(self.host, "up", *ident, "--store", self.store)
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"its own store", r.stderr)
+
     def test_unsupported_refused(self):
-        for args in (["up"], ["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"],
+        for args in (["checkpoint", self.name], ["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"],
                      ["exec", "-i", self.name, "--", "cat"], ["exec", "-t", self.name, "--", "sh"],
                      ["exec", "-d", self.name, "--", "true"]):
             r = self.brig(self.host, *args)
             self.assertEqual(r.returncode, 125, args)
             self.assertIn(b"does not go through a brig server yet; unset BRIG_HOST to talk to Docker directly",
                           r.stderr, args)
-        r = self.brig(self.host, "up", "--help")  # help contacts nothing
+        r = self.brig(self.host, "checkpoint", "--help")  # help contacts nothing
         self.assertEqual(r.returncode, 0, r.stderr)
 
 
