@@ -298,10 +298,54 @@ static int checkpoint_rm(int argc, char **argv)
 	return rc;
 }
 
+/* brig checkpoint through a brig server. Its record has no blob path (the
+ * server's file): --json prints the rest. */
+static int checkpoint_remote(const session_args *a, const char *name, int64_t keep)
+{
+	if (keep)
+		return cli_remote_unsupported("checkpoint --keep");
+	cli_remote *r = NULL;
+	cleanup_free char *path = NULL, *target = NULL;
+	json_t *j = NULL;
+	int rc = cli_remote_open(&r);
+	if (rc == 0)
+		rc = cli_remote_target(r, "checkpoint", &a->t, name, &path);
+	if (rc == 1)
+		rc = cli_fail("no computer named %s", name);
+	if (rc == 0) {
+		target = xasprintf("%s/checkpoints", path);
+		rc = cli_remote_call(r, "POST", target, NULL, &j);
+	}
+	cli_remote_free(r);
+	if (rc)
+		return rc;
+	/* the session, from the path the server answered on: /v1/computers/NS/AGENT/SESSION */
+	char *ns = path + strlen("/v1/computers/");
+	char *agent = strchr(ns, '/');
+	*agent++ = '\0';
+	char *session = strchr(agent, '/');
+	*session++ = '\0';
+	json_object_set_new(j, "ns", json_string(ns));
+	json_object_set_new(j, "agent", json_string(agent));
+	json_object_set_new(j, "session", json_string(session));
+	if (a->json)
+		return cli_print_json(j);
+	char raw[32], stored[32];
+	format_bytes(raw, sizeof raw, json_integer_value(json_object_get(j, "bytes_raw")));
+	format_bytes(stored, sizeof stored, json_integer_value(json_object_get(j, "bytes_stored")));
+	const char *digest = json_string_value(json_object_get(j, "digest"));
+	int64_t id = json_integer_value(json_object_get(j, "id"));
+	cli_note("checkpoint %" PRId64 " of %s/%s/%s generation %" PRId64 ": %s archived, %s stored", id, ns, agent,
+		 session, (int64_t)json_integer_value(json_object_get(j, "generation")), raw, stored);
+	printf("%" PRId64 " %s\n", id, digest ? digest : "");
+	json_decref(j);
+	return 0;
+}
+
 int cmd_checkpoint(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "rm") == 0)
-		return checkpoint_rm(argc - 1, argv + 1);
+		return cli_remote_host() ? cli_remote_unsupported("checkpoint rm") : checkpoint_rm(argc - 1, argv + 1);
 	static const struct option longopts[] = {
 		SESSION_LONGOPTS,
 		{"gen", required_argument, NULL, CLI_OPT_GEN},
@@ -336,6 +380,10 @@ int cmd_checkpoint(int argc, char **argv)
 	brig_store_checkpoint *cp = NULL;
 	char *ref = NULL;
 	int rc = CLI_EXIT_FAIL;
+	if (cli_remote_host()) {
+		rc = checkpoint_remote(&a, name, keep);
+		goto out;
+	}
 	if (cli_target_name(&ref, "checkpoint", &a.t, name, NULL, false) != 0)
 		goto out;
 	if (cli_store_open(&s, a.t.store) != 0)
@@ -444,6 +492,43 @@ static const char recover_usage[] =
 	"      --json              Print {name, old_generation, new_generation, checkpoint_id, won, computer}\n"
 	"  -h, --help              Print this help\n";
 
+/* brig recover through a brig server: the same notes and output. */
+static int recover_remote(const session_args *a, int64_t checkpoint)
+{
+	if (checkpoint)
+		return cli_remote_unsupported("recover --checkpoint");
+	if (a->t.store)
+		return cli_fail("--store names a local store; through a brig server its own store is used");
+	cli_remote *r = NULL;
+	json_t *j = NULL;
+	cleanup_free char *path = cli_remote_path(a->t.id.ns, a->t.id.agent, a->t.id.session, "/recover");
+	int rc = cli_remote_open(&r);
+	if (rc == 0)
+		rc = cli_remote_call(r, "POST", path, NULL, &j);
+	cli_remote_free(r);
+	if (rc)
+		return rc;
+	int64_t newg = json_integer_value(json_object_get(j, "new_generation"));
+	int64_t cp = json_integer_value(json_object_get(j, "checkpoint_id"));
+	if (!json_is_true(json_object_get(j, "won")))
+		cli_note("another brig recovered %s/%s/%s at the same time: using its generation %" PRId64, a->t.id.ns,
+			 a->t.id.agent, a->t.id.session, newg);
+	else if (cp)
+		cli_note("recovered %s/%s/%s into generation %" PRId64 " from checkpoint %" PRId64, a->t.id.ns,
+			 a->t.id.agent, a->t.id.session, newg, cp);
+	else
+		cli_note("%s/%s/%s has no checkpoint: generation %" PRId64 " started empty", a->t.id.ns, a->t.id.agent,
+			 a->t.id.session, newg);
+	const char *name = json_string_value(json_object_get(json_object_get(j, "computer"), "name"));
+	if (a->json) {
+		json_object_set_new(j, "name", json_string(name ? name : ""));
+		return cli_print_json(j);
+	}
+	printf("%s\n", name ? name : "");
+	json_decref(j);
+	return 0;
+}
+
 int cmd_recover(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -468,6 +553,8 @@ int cmd_recover(int argc, char **argv)
 		return cli_usage("recover", "unexpected argument '%s'", argv[optind]);
 	if (cli_target_check("recover", &a.t) != 0)
 		return CLI_EXIT_FAIL;
+	if (cli_remote_host())
+		return recover_remote(&a, checkpoint);
 	brig_store *s = NULL;
 	brig_engine *e = NULL;
 	brig_error *err = NULL;

@@ -948,15 +948,52 @@ class CliClient(unittest.TestCase):
         self.assertEqual(r.returncode, 125)
         self.assertIn(b"its own store", r.stderr)
 
+    def test_checkpoint_recover(self):
+        ident = ["--ns", NS_A, "--agent", "agent", "--session", "cpr"]
+        p = self.brig(None, "up", *ident, "--label", LABEL)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        name = p.stdout.decode().strip()
+        self.assertEqual(self.brig(self.host, "exec", name, "--", "sh", "-c", "echo kept > /workspace/f").returncode, 0)
+        d = self.brig(None, "checkpoint", name)
+        r = self.brig(self.host, "checkpoint", name)
+        self.assertEqual((r.returncode, d.returncode), (0, 0), r.stderr)
+        did, ddig = d.stdout.decode().split()
+        rid, rdig = r.stdout.decode().split()
+        self.assertEqual((int(rid), rdig), (int(did) + 1, ddig))  # same content, the next id
+        self.assertEqual(r.stderr.decode().replace(" %s of " % rid, " %s of " % did), d.stderr.decode())
+        dj = json.loads(self.brig(None, "checkpoint", "--json", *ident).stdout)
+        rj = json.loads(self.brig(self.host, "checkpoint", "--json", *ident).stdout)
+        dj.pop("blob")  # the server's file: not given out
+        for k in ("id", "created_ms"):
+            self.assertGreater(rj.pop(k), dj.pop(k))
+        self.assertEqual(rj, dj)
+        for args in (["checkpoint", "--keep", "1", name], ["checkpoint", "rm", "1"],
+                     ["recover", "--checkpoint", "1", *ident]):
+            r = self.brig(self.host, *args)
+            self.assertEqual(r.returncode, 125, args)
+            self.assertIn(b"does not go through a brig server yet", r.stderr, args)
+        r = self.same("recover", *ident)  # running: nothing to recover
+        self.assertEqual(r.returncode, 125)
+        self.assertEqual(self.brig(self.host, "stop", name).returncode, 0)
+        r = self.brig(self.host, "recover", "--json", *ident)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual((j["old_generation"], j["new_generation"], j["won"]), (1, 2, True))
+        self.assertEqual(j["name"], j["computer"]["name"])
+        self.assertIn(("recovered %s/agent/cpr into generation 2 from checkpoint %d" % (NS_A, j["checkpoint_id"]))
+                      .encode(), r.stderr)
+        r = self.brig(self.host, "exec", *ident, "--", "cat", "/workspace/f")
+        self.assertEqual((r.returncode, r.stdout), (0, b"kept\n"), r.stderr)
+
     def test_unsupported_refused(self):
-        for args in (["checkpoint", self.name], ["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"],
+        for args in (["fs", "ls", self.name, "/"], ["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"],
                      ["exec", "-i", self.name, "--", "cat"], ["exec", "-t", self.name, "--", "sh"],
                      ["exec", "-d", self.name, "--", "true"]):
             r = self.brig(self.host, *args)
             self.assertEqual(r.returncode, 125, args)
             self.assertIn(b"does not go through a brig server yet; unset BRIG_HOST to talk to Docker directly",
                           r.stderr, args)
-        r = self.brig(self.host, "checkpoint", "--help")  # help contacts nothing
+        r = self.brig(self.host, "fs", "--help")  # help contacts nothing
         self.assertEqual(r.returncode, 0, r.stderr)
 
 
