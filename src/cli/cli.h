@@ -388,10 +388,13 @@ int cli_remote_call(cli_remote *r, const char *method, const char *target, json_
 int cli_remote_request(cli_remote *r, const char *method, const char *target, json_t *body, int *status,
 		       json_t **out);
 /* A request whose 2xx answer is NDJSON: cb gets each line (borrowed) as it
- * comes; a non-zero return from cb stops reading and is returned. */
+ * comes; a non-zero return from cb stops reading and is returned. A byte
+ * on cancel_fd (cli_cancel_install's; -1: none) closes the connection —
+ * the server cancels what it was doing — and CLI_EXIT_CANCELED comes back
+ * without a message. */
 typedef int (*cli_remote_line_cb)(json_t *line, void *payload);
-int cli_remote_stream(cli_remote *r, const char *method, const char *target, json_t *body, cli_remote_line_cb cb,
-		      void *payload);
+int cli_remote_stream(cli_remote *r, const char *method, const char *target, json_t *body, int cancel_fd,
+		      cli_remote_line_cb cb, void *payload);
 /* The session of computer name, from the server's list (malloc'd). Returns
  * 0 or CLI_EXIT_FAIL (printed). */
 int cli_remote_identity(cli_remote *r, const char *name, char **ns, char **agent, char **session);

@@ -237,8 +237,13 @@ static int exec_remote(const exec_args *a, const char *name, char **cmd_argv)
 	if (a->timeout_ms)
 		json_object_set_new(body, "timeout_ms", json_integer(a->timeout_ms));
 	path = cli_remote_path(ns, agent, session, "/exec?stream=true");
-	rc = cli_remote_stream(r, "POST", path, body, remote_line, &x);
+	rc = cli_remote_stream(r, "POST", path, body, cli_cancel_install(), remote_line, &x);
 	json_decref(body);
+	if (rc == CLI_EXIT_CANCELED) {
+		cli_note("exec interrupted; the brig server was told to end the command (brig-init ends it and "
+			 "everything it started; without brig-init the server stops the computer)");
+		goto out;
+	}
 	if (rc != 0)
 		goto out;
 	int code = 0;

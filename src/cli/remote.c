@@ -1,9 +1,14 @@
 /* remote.c — the CLI as a client of `brig serve`: BRIG_HOST (or -H
  * brig+…) names the server, BRIG_TOKEN goes along as a bearer token (never
  * printed), and requests travel on brig's own HTTP client (src/http). */
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "brig/common.h"
 #include "cli/cli.h"
@@ -236,8 +241,58 @@ int cli_remote_request(cli_remote *r, const char *method, const char *target, js
 	return 0;
 }
 
-int cli_remote_stream(cli_remote *r, const char *method, const char *target, json_t *body, cli_remote_line_cb cb,
-		      void *payload)
+/* Ctrl-C while a stream is read: a thread waits on the cancel pipe and
+ * shuts the connection, which the server takes as the client leaving (it
+ * cancels the command); the read then ends. */
+typedef struct cancel_watch {
+	int cancel_fd, conn_fd;
+	int stop[2];
+	bool fired;
+	pthread_t th;
+	bool started;
+} cancel_watch;
+
+static void *watch_cancel(void *arg)
+{
+	cancel_watch *w = arg;
+	struct pollfd p[2] = {{.fd = w->cancel_fd, .events = POLLIN}, {.fd = w->stop[0], .events = POLLIN}};
+	for (;;) {
+		if (poll(p, 2, -1) < 0)
+			continue; /* EINTR */
+		if (p[1].revents)
+			return NULL;
+		if (p[0].revents) {
+			w->fired = true;
+			shutdown(w->conn_fd, SHUT_RDWR);
+			return NULL;
+		}
+	}
+}
+
+static void watch_start(cancel_watch *w, int cancel_fd, int conn_fd)
+{
+	*w = (cancel_watch){.cancel_fd = cancel_fd, .conn_fd = conn_fd, .stop = {-1, -1}};
+	if (cancel_fd < 0 || pipe2(w->stop, O_CLOEXEC) != 0)
+		return;
+	w->started = pthread_create(&w->th, NULL, watch_cancel, w) == 0;
+}
+
+/* Returns whether the watch fired. */
+static bool watch_stop(cancel_watch *w)
+{
+	if (w->started) {
+		(void)!write(w->stop[1], "x", 1);
+		pthread_join(w->th, NULL);
+	}
+	if (w->stop[0] >= 0) {
+		close(w->stop[0]);
+		close(w->stop[1]);
+	}
+	return w->fired;
+}
+
+int cli_remote_stream(cli_remote *r, const char *method, const char *target, json_t *body, int cancel_fd,
+		      cli_remote_line_cb cb, void *payload)
 {
 	/* The status comes before the body: an error answer is collected and
 	 * printed, a 200 is read line by line. */
@@ -257,6 +312,8 @@ int cli_remote_stream(cli_remote *r, const char *method, const char *target, jso
 		.body = data,
 		.body_len = data ? strlen(data) : 0,
 	};
+	cancel_watch w;
+	watch_start(&w, cancel_fd, brig_http_conn_fd(r->c));
 	int rc = brig_http_exchange_send(&x, r->c, &req, &resp, REMOTE_BODY_CAP, feed_lines, &lr, &err);
 	if (rc == 0)
 		rc = brig_http_exchange_read(&x, true, 0, &err);
@@ -265,7 +322,9 @@ int cli_remote_stream(cli_remote *r, const char *method, const char *target, jso
 		rc = brig_http_exchange_read(&x, false, 0, &err);
 	brig_http_exchange_end(&x);
 	brig_error_free(err);
-	if (lr.stop)
+	if (watch_stop(&w))
+		rc = CLI_EXIT_CANCELED; /* the caller words it */
+	else if (lr.stop)
 		rc = lr.stop;
 	else if (rc == 0 && (resp.status < 200 || resp.status > 299))
 		/* the error answer was collected whole in the line buffer */

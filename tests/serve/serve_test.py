@@ -985,6 +985,22 @@ class CliClient(unittest.TestCase):
         r = self.brig(self.host, "exec", *ident, "--", "cat", "/workspace/f")
         self.assertEqual((r.returncode, r.stdout), (0, b"kept\n"), r.stderr)
 
+    def test_exec_interrupt(self):
+        e = dict(os.environ, BRIG_HOST=self.host, BRIG_TOKEN=TOK_A)
+        p = subprocess.Popen([BRIG, "exec", self.name, "--", "sh", "-c", "echo started; sleep 77"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+        self.assertEqual(p.stdout.readline(), b"started\n")  # streamed before the end
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130, err)
+        self.assertIn(b"exec interrupted; the brig server was told to end the command", err)
+        for _ in range(50):  # the server cancelled it: brig-init ended the tree, the computer runs on
+            r = self.brig(self.host, "exec", self.name, "--", "sh", "-c", "ps -eo args | grep -c '[s]leep 77'")
+            if r.stdout == b"0\n":
+                break
+            time.sleep(0.1)
+        self.assertEqual(r.stdout, b"0\n", r.stderr)
+
     def test_unsupported_refused(self):
         for args in (["fs", "ls", self.name, "/"], ["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"],
                      ["exec", "-i", self.name, "--", "cat"], ["exec", "-t", self.name, "--", "sh"],
