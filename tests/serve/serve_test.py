@@ -633,6 +633,20 @@ class Tcp(unittest.TestCase):
                 conn.request("GET", "/v1/computers?ns=" + NS_A, headers={"Authorization": "Bearer " + TOK_A})
                 r = conn.getresponse()
                 self.assertEqual((r.status, json.loads(r.read())["computers"]), (200, []))
+                # The CLI as a client over brig+https (issue 17 point 3)
+                ca = os.path.join(d, "ca")
+                os.mkdir(ca)
+                with open(cert) as src, open(os.path.join(ca, "ca.pem"), "w") as dst:
+                    dst.write(src.read())
+                e = dict(os.environ, BRIG_HOST="brig+https://127.0.0.1:%d" % port, BRIG_CERT_PATH=ca)
+                for tok, rc, out in ((TOK_A, 0, b"[]\n"), ("x" + TOK_A[1:], 125, b"")):
+                    p = subprocess.run([BRIG, "ls", "--json", "--ns", NS_A], capture_output=True,
+                                       env=dict(e, BRIG_TOKEN=tok))
+                    self.assertEqual((p.returncode, p.stdout), (rc, out), p.stderr)
+                    self.assertNotIn(tok.encode(), p.stderr)
+                p = subprocess.run([BRIG, "ls"], capture_output=True, env=dict(e, BRIG_TOKEN=TOK_A, BRIG_CERT_PATH=d + "/nope"))
+                self.assertEqual(p.returncode, 125)
+                self.assertIn(b"cannot reach the brig server", p.stderr)
                 # Plain HTTP on the TLS port gets no API answer.
                 s = socket.create_connection(("127.0.0.1", port))
                 s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
