@@ -352,8 +352,12 @@ static int find_name(cli_remote *r, const char *name, char **ns, char **agent, c
 	size_t i;
 	json_t *c;
 	json_array_foreach (arr, i, c) {
+		/* a name, or a container id as Docker takes it (12 or more of
+		 * its first hex digits) */
 		const char *n = json_string_value(json_object_get(c, "name"));
-		if (!n || strcmp(n, name) != 0)
+		const char *cid = json_string_value(json_object_get(c, "id"));
+		size_t len = strlen(name);
+		if (!(n && strcmp(n, name) == 0) && !(cid && len >= 12 && strncmp(cid, name, len) == 0))
 			continue;
 		const char *a = json_string_value(json_object_get(c, "ns"));
 		const char *b = json_string_value(json_object_get(c, "agent"));

@@ -908,6 +908,9 @@ class CliClient(unittest.TestCase):
         self.assertEqual(json.loads(self.same("ls", "--json", "--label", LABEL).stdout)[0]["name"], self.name)
         self.same("inspect", self.name)
         self.same("inspect", "--json", *self.ident)
+        cid = json.loads(self.brig(None, "inspect", "--json", self.name).stdout)["id"]
+        self.same("inspect", cid[:12])  # a container id, as direct takes it
+        self.same("exec", cid, "--", "echo", "by-id")
         for verb in ("pause", "resume"):  # each of them once through the server, then direct
             for host in (self.host, None):
                 r = self.brig(host, verb, self.name)
