@@ -401,7 +401,8 @@ int cli_remote_identity(cli_remote *r, const char *name, char **ns, char **agent
 /* "/v1/computers/NS/AGENT/SESSION" + tail (may be NULL), malloc'd. */
 char *cli_remote_path(const char *ns, const char *agent, const char *session, const char *tail);
 /* The computer of the server's JSON (brig_computer_to_json's form), so the
- * direct path's printers print it; free with brig_computer_free. */
+ * direct path's printers print it; free with brig_computer_free
+ * (remote_parse.c). */
 brig_computer *cli_remote_computer(json_t *j);
 /* The server's path of the computer named by NAME or t's session flags
  * (--store and --gen are refused); *path malloc'd. Returns 0, 1 when the

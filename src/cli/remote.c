@@ -12,14 +12,13 @@
 
 #include "brig/common.h"
 #include "cli/cli.h"
+#include "cli/remote_parse.h"
 #include "http/http.h"
 #include "util/util.h"
 
 /* Answers of the server are JSON and small, but ls of many computers is
  * not tiny: a generous cap. */
 #define REMOTE_BODY_CAP (16 * 1024 * 1024)
-/* One NDJSON line of the exec stream: an output chunk, escaped. */
-#define REMOTE_LINE_CAP (4 * 1024 * 1024)
 
 struct cli_remote {
 	brig_http_endpoint ep;
@@ -125,45 +124,6 @@ void cli_remote_free(cli_remote *r)
 }
 
 /* ---- requests ---- */
-
-typedef struct line_reader {
-	brig_buf line;
-	cli_remote_line_cb cb;
-	void *payload;
-	int stop; /* the callback's non-zero answer */
-	bool too_long;
-	bool lines; /* a 2xx: NDJSON lines; otherwise the error answer is collected */
-} line_reader;
-
-static int feed_lines(const char *data, size_t len, void *payload)
-{
-	line_reader *lr = payload;
-	while (len) {
-		const char *nl = lr->lines ? memchr(data, '\n', len) : NULL;
-		size_t n = nl ? (size_t)(nl - data) : len;
-		if (brig_buf_add(&lr->line, data, n) != 0) {
-			lr->too_long = true;
-			return BRIG_ETOOBIG;
-		}
-		data += n;
-		len -= n;
-		if (!nl)
-			break;
-		data++; /* the newline */
-		len--;
-		json_t *j = json_loadb(lr->line.data ? lr->line.data : "", lr->line.len, 0, NULL);
-		lr->line.len = 0;
-		if (!j)
-			return BRIG_EPROTO;
-		int rc = lr->cb(j, lr->payload);
-		json_decref(j);
-		if (rc) {
-			lr->stop = rc;
-			return BRIG_ECANCELED;
-		}
-	}
-	return 0;
-}
 
 /* Prints the server's error answer {"code","message"} (or what the status
  * says) and returns CLI_EXIT_FAIL. */
@@ -298,8 +258,8 @@ int cli_remote_stream(cli_remote *r, const char *method, const char *target, jso
 	 * printed, a 200 is read line by line. */
 	brig_http_response resp;
 	memset(&resp, 0, sizeof resp);
-	line_reader lr = {.cb = cb, .payload = payload};
-	brig_buf_init(&lr.line, REMOTE_LINE_CAP);
+	cli_ndjson lr;
+	cli_ndjson_init(&lr, cb, payload);
 	brig_http_exchange x;
 	brig_error *err = NULL;
 	cleanup_free char *data = body ? json_dumps(body, JSON_COMPACT) : NULL;
@@ -314,7 +274,7 @@ int cli_remote_stream(cli_remote *r, const char *method, const char *target, jso
 	};
 	cancel_watch w;
 	watch_start(&w, cancel_fd, brig_http_conn_fd(r->c));
-	int rc = brig_http_exchange_send(&x, r->c, &req, &resp, REMOTE_BODY_CAP, feed_lines, &lr, &err);
+	int rc = brig_http_exchange_send(&x, r->c, &req, &resp, REMOTE_BODY_CAP, cli_ndjson_feed, &lr, &err);
 	if (rc == 0)
 		rc = brig_http_exchange_read(&x, true, 0, &err);
 	lr.lines = resp.status >= 200 && resp.status <= 299;
@@ -330,12 +290,12 @@ int cli_remote_stream(cli_remote *r, const char *method, const char *target, jso
 		/* the error answer was collected whole in the line buffer */
 		rc = remote_error(resp.status, lr.line.data, lr.line.len);
 	else if (lr.too_long)
-		rc = cli_fail("the brig server sent a line longer than %d bytes", REMOTE_LINE_CAP);
+		rc = cli_fail("the brig server sent a line longer than %d bytes", CLI_NDJSON_LINE_CAP);
 	else if (rc != 0)
 		rc = cli_fail("the brig server's connection broke before the command's end was known");
 	else
 		rc = 0;
-	brig_buf_free(&lr.line);
+	cli_ndjson_clear(&lr);
 	brig_http_response_clear(&resp);
 	return rc;
 }
@@ -396,54 +356,6 @@ int cli_remote_unsupported(const char *cmd)
 }
 
 /* ---- computers ---- */
-
-static char *dup_field(json_t *j, const char *key)
-{
-	const char *s = json_string_value(json_object_get(j, key));
-	return s ? xstrdup(s) : NULL;
-}
-
-brig_computer *cli_remote_computer(json_t *j)
-{
-	brig_computer *c = xcalloc(1, sizeof *c);
-	c->name = dup_field(j, "name");
-	c->id = dup_field(j, "id");
-	c->ns = dup_field(j, "ns");
-	c->agent = dup_field(j, "agent");
-	c->session = dup_field(j, "session");
-	json_int_t g = json_integer_value(json_object_get(j, "generation"));
-	c->generation = g > 0 && g <= UINT32_MAX ? (uint32_t)g : 0;
-	c->state = dup_field(j, "state");
-	c->image = dup_field(j, "image");
-	c->image_id = dup_field(j, "image_id");
-	c->spec_hash = dup_field(j, "spec_hash");
-	c->harness = dup_field(j, "harness");
-	c->network = dup_field(j, "network");
-	c->created = json_integer_value(json_object_get(j, "created"));
-	c->adopted = json_is_true(json_object_get(j, "adopted"));
-	json_t *spec = json_object_get(j, "spec");
-	c->spec = json_is_object(spec) ? json_incref(spec) : NULL;
-	json_t *ports = json_object_get(j, "ports");
-	size_t n = json_array_size(ports);
-	if (n) {
-		c->ports = xcalloc(n, sizeof *c->ports);
-		size_t i;
-		json_t *p;
-		json_array_foreach (ports, i, p) {
-			const char *ip = json_string_value(json_object_get(p, "host_ip"));
-			json_int_t hp = json_integer_value(json_object_get(p, "host_port"));
-			json_int_t cp = json_integer_value(json_object_get(p, "port"));
-			if (!ip || strlen(ip) >= sizeof c->ports[0].host_ip || hp < 1 || hp > 65535 || cp < 1 ||
-			    cp > 65535)
-				continue;
-			brig_port *d = &c->ports[c->port_count++];
-			memcpy(d->host_ip, ip, strlen(ip) + 1);
-			d->host_port = (uint16_t)hp;
-			d->port = (uint16_t)cp;
-		}
-	}
-	return c;
-}
 
 int cli_remote_target(cli_remote *r, const char *cmd, const cli_target *t, const char *name, char **path)
 {
