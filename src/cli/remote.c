@@ -251,6 +251,25 @@ static bool watch_stop(cancel_watch *w)
 	return w->fired;
 }
 
+/* The body of the stream: NDJSON lines on a 2xx, else an error answer
+ * collected whole. The status is known before the first body byte (the
+ * parser has the headers), which may come in the read that ends them. */
+typedef struct stream_body {
+	cli_ndjson lr;
+	const brig_http_response *resp;
+	bool decided;
+} stream_body;
+
+static int stream_body_cb(const char *data, size_t len, void *payload)
+{
+	stream_body *b = payload;
+	if (!b->decided) {
+		b->lr.lines = b->resp->status >= 200 && b->resp->status <= 299;
+		b->decided = true;
+	}
+	return cli_ndjson_feed(data, len, &b->lr);
+}
+
 int cli_remote_stream(cli_remote *r, const char *method, const char *target, json_t *body, int cancel_fd,
 		      cli_remote_line_cb cb, void *payload)
 {
@@ -258,8 +277,9 @@ int cli_remote_stream(cli_remote *r, const char *method, const char *target, jso
 	 * printed, a 200 is read line by line. */
 	brig_http_response resp;
 	memset(&resp, 0, sizeof resp);
-	cli_ndjson lr;
-	cli_ndjson_init(&lr, cb, payload);
+	stream_body sb = {.resp = &resp};
+	cli_ndjson_init(&sb.lr, cb, payload);
+	cli_ndjson *lr = &sb.lr;
 	brig_http_exchange x;
 	brig_error *err = NULL;
 	cleanup_free char *data = body ? json_dumps(body, JSON_COMPACT) : NULL;
@@ -274,28 +294,25 @@ int cli_remote_stream(cli_remote *r, const char *method, const char *target, jso
 	};
 	cancel_watch w;
 	watch_start(&w, cancel_fd, brig_http_conn_fd(r->c));
-	int rc = brig_http_exchange_send(&x, r->c, &req, &resp, REMOTE_BODY_CAP, cli_ndjson_feed, &lr, &err);
-	if (rc == 0)
-		rc = brig_http_exchange_read(&x, true, 0, &err);
-	lr.lines = resp.status >= 200 && resp.status <= 299;
+	int rc = brig_http_exchange_send(&x, r->c, &req, &resp, REMOTE_BODY_CAP, stream_body_cb, &sb, &err);
 	if (rc == 0)
 		rc = brig_http_exchange_read(&x, false, 0, &err);
 	brig_http_exchange_end(&x);
 	brig_error_free(err);
 	if (watch_stop(&w))
 		rc = CLI_EXIT_CANCELED; /* the caller words it */
-	else if (lr.stop)
-		rc = lr.stop;
+	else if (lr->stop)
+		rc = lr->stop;
 	else if (rc == 0 && (resp.status < 200 || resp.status > 299))
 		/* the error answer was collected whole in the line buffer */
-		rc = remote_error(resp.status, lr.line.data, lr.line.len);
-	else if (lr.too_long)
+		rc = remote_error(resp.status, lr->line.data, lr->line.len);
+	else if (lr->too_long)
 		rc = cli_fail("the brig server sent a line longer than %d bytes", CLI_NDJSON_LINE_CAP);
 	else if (rc != 0)
 		rc = cli_fail("the brig server's connection broke before the command's end was known");
 	else
 		rc = 0;
-	cli_ndjson_clear(&lr);
+	cli_ndjson_clear(lr);
 	brig_http_response_clear(&resp);
 	return rc;
 }
