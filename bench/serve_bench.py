@@ -2,7 +2,8 @@
 """serve_bench.py — issue 17's exec benchmark: `true` run in one computer
 over brig serve's API from a client holding one connection (http.client
 over the unix socket), against `brig exec NAME -- true` as a process
-(direct, today's CLI) and `docker exec NAME true`, in interleaved rounds.
+through the server (BRIG_HOST=brig+unix://…) and direct (to Docker), and
+`docker exec NAME true`, in interleaved rounds.
 Median and p95 in ms, table on stdout, progress on stderr.
 
 Usage: bench/serve_bench.py [-n N] [-w WARMUP] [--brig PATH] [--image IMG] [--flood]
@@ -88,16 +89,27 @@ def main():
         def cli():
             subprocess.run([a.brig, "exec", name, "--", "true"], check=True, env=env, stdout=devnull)
 
+        served = dict(env, BRIG_HOST="brig+unix://" + sock)
+        ident = ["--ns", ns, "--agent", "a", "--session", "s"]
+
+        def cli_served():
+            subprocess.run([a.brig, "exec", *ident, "--", "true"], check=True, env=served, stdout=devnull)
+
+        def cli_served_name():
+            subprocess.run([a.brig, "exec", name, "--", "true"], check=True, env=served, stdout=devnull)
+
         def docker():
             subprocess.run(["docker", "exec", name, "true"], check=True, stdout=devnull)
 
-        cases = [("API exec over one connection", api), ("brig exec (process, direct)", cli),
+        cases = [("API exec over one connection", api), ("brig exec --session (BRIG_HOST)", cli_served),
+                 ("brig exec NAME (BRIG_HOST)", cli_served_name), ("brig exec (process, direct)", cli),
                  ("docker exec (process)", docker)]
         res = {n: [] for n, _ in cases}
         for i in range(a.w + a.n):
-            for n, f in cases[i % 3:] + cases[:i % 3]:
-                if n != cases[0][0] and i % 4:
-                    continue  # the processes get a quarter of the rounds: they are slow
+            k = i % len(cases)
+            for n, f in cases[k:] + cases[:k]:
+                if n in (cases[3][0], cases[4][0]) and i % 4:
+                    continue  # the slow processes get a quarter of the rounds
                 t0 = time.perf_counter()
                 f()
                 dt = (time.perf_counter() - t0) * 1000

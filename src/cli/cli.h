@@ -373,4 +373,53 @@ int cli_output_cb(int stream, const char *data, size_t len, void *payload);
 /* Relative age for tables ("5 seconds ago", "3 hours ago"). */
 void cli_format_age(char *out, size_t n, int64_t created_unix);
 
+/* ---- the CLI as a client of `brig serve` (remote.c; exec in cmd_exec.c) ---- */
+
+/* $BRIG_HOST when set and not empty (-H brig+… sets it), else NULL: then
+ * the CLI talks to Docker directly. */
+const char *cli_remote_host(void);
+/* Checks $BRIG_HOST's form (brig+unix:///PATH, brig+https://HOST:PORT with
+ * BRIG_CERT_PATH); 0 when unset. Returns 0 or CLI_EXIT_FAIL (printed). */
+int cli_remote_check(void);
+/* Runs command argv[0] through the server when it goes through one; any
+ * other command is refused (cli_remote_unsupported). */
+
+/* "brig CMD does not go through a brig server yet; …"; CLI_EXIT_FAIL. */
+int cli_remote_unsupported(const char *cmd);
+
+/* One connection to the server, with BRIG_TOKEN as a bearer token (never
+ * printed). Returns 0 or CLI_EXIT_FAIL (printed). */
+typedef struct cli_remote cli_remote;
+int cli_remote_open(cli_remote **out);
+void cli_remote_free(cli_remote *r);
+/* A request with a JSON body (may be NULL); *out is the 2xx answer's JSON.
+ * An error answer's message is printed: returns CLI_EXIT_FAIL. */
+int cli_remote_call(cli_remote *r, const char *method, const char *target, json_t *body, json_t **out);
+/* The same, but a 404 is not printed: *status says it (and *out is NULL). */
+int cli_remote_request(cli_remote *r, const char *method, const char *target, json_t *body, int *status,
+		       json_t **out);
+/* A request whose 2xx answer is NDJSON: cb gets each line (borrowed) as it
+ * comes; a non-zero return from cb stops reading and is returned. A byte
+ * on cancel_fd (cli_cancel_install's; -1: none) closes the connection —
+ * the server cancels what it was doing — and CLI_EXIT_CANCELED comes back
+ * without a message. */
+typedef int (*cli_remote_line_cb)(json_t *line, void *payload);
+int cli_remote_stream(cli_remote *r, const char *method, const char *target, json_t *body, int cancel_fd,
+		      cli_remote_line_cb cb, void *payload);
+/* The session of computer name, from the server's list (malloc'd). Returns
+ * 0 or CLI_EXIT_FAIL (printed). */
+int cli_remote_identity(cli_remote *r, const char *name, char **ns, char **agent, char **session);
+/* "/v1/computers/NS/AGENT/SESSION" + tail (may be NULL), malloc'd. */
+char *cli_remote_path(const char *ns, const char *agent, const char *session, const char *tail);
+/* The computer of the server's JSON (brig_computer_to_json's form), so the
+ * direct path's printers print it; free with brig_computer_free
+ * (remote_parse.c). */
+brig_computer *cli_remote_computer(json_t *j);
+/* The server's path of the computer named by NAME or t's session flags
+ * (--store and --gen are refused); *path malloc'd. Returns 0, 1 when the
+ * server lists no computer by NAME (nothing printed), or CLI_EXIT_FAIL
+ * (printed). */
+int cli_remote_target(cli_remote *r, const char *cmd, const cli_target *t, const char *name, char **path);
+
+
 #endif

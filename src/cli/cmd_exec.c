@@ -148,6 +148,160 @@ static int restore_if_lost(brig_engine *e, brig_store *s, const brig_identity *i
 	return 0;
 }
 
+/* ---- through a brig server (BRIG_HOST) ---- */
+
+typedef struct remote_exec {
+	cli_output out;
+	json_t *result; /* the "exit" line */
+	json_t *error;  /* the "error" line */
+} remote_exec;
+
+static int remote_line(json_t *l, void *payload)
+{
+	remote_exec *x = payload;
+	const char *type = json_string_value(json_object_get(l, "type"));
+	if (!type)
+		return 0;
+	json_t *d = json_object_get(l, "data");
+	if (strcmp(type, "stdout") == 0 && json_is_string(d))
+		cli_output_cb(BRIG_STREAM_STDOUT, json_string_value(d), json_string_length(d), &x->out);
+	else if (strcmp(type, "stderr") == 0 && json_is_string(d))
+		cli_output_cb(BRIG_STREAM_STDERR, json_string_value(d), json_string_length(d), &x->out);
+	else if (strcmp(type, "exit") == 0 && !x->result)
+		x->result = json_incref(l);
+	else if (strcmp(type, "error") == 0 && !x->error)
+		x->error = json_incref(l);
+	return 0;
+}
+
+/* The library's code of an API error code, for the words of cli_exec_end. */
+static int remote_code(const char *code)
+{
+	if (!code)
+		return BRIG_EIO;
+	if (strcmp(code, "timed_out") == 0)
+		return BRIG_ETIMEDOUT;
+	if (strcmp(code, "canceled") == 0)
+		return BRIG_ECANCELED;
+	if (strcmp(code, "uncertain") == 0)
+		return BRIG_EUNCERTAIN;
+	if (strcmp(code, "not_found") == 0)
+		return BRIG_ENOTFOUND;
+	if (strcmp(code, "state") == 0)
+		return BRIG_ESTATE;
+	return BRIG_EIO;
+}
+
+static int exec_remote(const exec_args *a, const char *name, char **cmd_argv)
+{
+	if (a->interactive || a->tty || a->detach)
+		return cli_remote_unsupported(a->detach ? "exec -d" : "exec -i/-t");
+	if (a->every_ms)
+		return cli_remote_unsupported("exec --checkpoint-every");
+	if (a->t.store)
+		return cli_usage("exec", "--store names a local store; through a brig server its own store is used");
+	if (a->t.id.generation)
+		return cli_usage("exec", "--gen does not go through a brig server: it runs in the current generation");
+	cli_remote *r = NULL;
+	if (cli_remote_open(&r) != 0)
+		return CLI_EXIT_FAIL;
+	int rc = CLI_EXIT_FAIL;
+	cleanup_free char *ns = NULL, *agent = NULL, *session = NULL, *path = NULL, *computer = NULL;
+	remote_exec x = {.out = {.stdout_live = !a->json, .stderr_live = true}};
+	brig_exec_result res;
+	memset(&res, 0, sizeof res);
+	if (a->t.id_given) {
+		ns = xstrdup(a->t.id.ns);
+		agent = xstrdup(a->t.id.agent);
+		session = xstrdup(a->t.id.session);
+	} else if (cli_remote_identity(r, name, &ns, &agent, &session) != 0)
+		goto out;
+	json_t *argv = json_array();
+	for (char **p = cmd_argv; *p; p++)
+		json_array_append_new(argv, json_string(*p));
+	json_t *env = json_array();
+	for (size_t i = 0; i < a->env.count; i++) {
+		/* checked here as the direct path checks them: the same words */
+		brig_error *verr = NULL;
+		if (brig_env_validate(a->env.v[i], &verr) != 0) {
+			json_decref(argv);
+			json_decref(env);
+			rc = cli_error(verr, NULL);
+			goto out;
+		}
+		json_array_append_new(env, json_string(a->env.v[i]));
+	}
+	json_t *body = json_pack("{s:o, s:o}", "argv", argv, "env", env);
+	if (a->workdir)
+		json_object_set_new(body, "workdir", json_string(a->workdir));
+	if (a->timeout_ms)
+		json_object_set_new(body, "timeout_ms", json_integer(a->timeout_ms));
+	path = cli_remote_path(ns, agent, session, "/exec?stream=true");
+	rc = cli_remote_stream(r, "POST", path, body, cli_cancel_install(), remote_line, &x);
+	json_decref(body);
+	if (rc == CLI_EXIT_CANCELED) {
+		cli_note("exec interrupted; the brig server was told to end the command (brig-init ends it and "
+			 "everything it started; without brig-init the server stops the computer)");
+		goto out;
+	}
+	if (rc != 0)
+		goto out;
+	int code = 0;
+	brig_error *err = NULL;
+	if (x.result) {
+		res.exit_code = (int)json_integer_value(json_object_get(x.result, "exit_code"));
+		res.timed_out = json_is_true(json_object_get(x.result, "timed_out"));
+		res.canceled = json_is_true(json_object_get(x.result, "canceled"));
+		res.uncertain = json_is_true(json_object_get(x.result, "uncertain"));
+		res.container_stopped = json_is_true(json_object_get(x.result, "container_stopped"));
+		code = res.timed_out ? BRIG_ETIMEDOUT : res.canceled ? BRIG_ECANCELED : 0;
+	} else if (x.error) {
+		code = remote_code(json_string_value(json_object_get(x.error, "code")));
+		const char *m = json_string_value(json_object_get(x.error, "message"));
+		brig__error_set(&err, code, 0, "%s", m ? m : "the brig server gave no message");
+		/* Only a stopped computer makes these an error rather than a result. */
+		res.container_stopped = code == BRIG_ETIMEDOUT || code == BRIG_ECANCELED;
+		res.uncertain = code == BRIG_EUNCERTAIN;
+	} else {
+		rc = cli_fail("the brig server's answer ended before the command's end was known");
+		goto out;
+	}
+	if (code == BRIG_ETIMEDOUT || code == BRIG_ECANCELED || code == BRIG_EUNCERTAIN) {
+		/* the notes name the computer as the direct path does */
+		json_t *c = NULL;
+		cleanup_free char *cp = cli_remote_path(ns, agent, session, NULL);
+		if (!a->t.id_given)
+			computer = xstrdup(name);
+		else if (cli_remote_call(r, "GET", cp, NULL, &c) == 0 && json_string_value(json_object_get(c, "name")))
+			computer = xstrdup(json_string_value(json_object_get(c, "name")));
+		json_decref(c);
+	}
+	char recover[512];
+	if (a->t.id_given)
+		snprintf(recover, sizeof recover, "brig recover --ns %s --agent %s --session %s", ns, agent, session);
+	else
+		snprintf(recover, sizeof recover, "brig recover");
+	cli_exec_words w = {.label = "exec",
+			    .noun = "the command",
+			    .computer = computer ? computer
+					: name   ? name
+						 : session,
+			    .recover = recover,
+			    .timeout_ms = a->timeout_ms};
+	rc = cli_exec_end(code, &res, err, &w);
+	if (a->json && x.result) {
+		json_object_del(x.result, "type");
+		int jr = cli_print_json(json_incref(x.result));
+		if (jr != 0 && rc == 0)
+			rc = jr;
+	}
+out:
+	json_decref(x.result);
+	json_decref(x.error);
+	cli_remote_free(r);
+	return rc;
+}
+
 int cmd_exec(int argc, char **argv)
 {
 	exec_args a = {0};
@@ -194,6 +348,10 @@ int cmd_exec(int argc, char **argv)
 	}
 	if (a.every_ms && a.detach) {
 		cli_usage("exec", "--checkpoint-every needs the command in the foreground (not -d)");
+		goto out;
+	}
+	if (cli_remote_host()) {
+		rc = exec_remote(&a, ref, cmd_argv);
 		goto out;
 	}
 	if (cli_target_name(&resolved, "exec", &a.t, ref, NULL, true) != 0)

@@ -54,6 +54,85 @@ static int mark_store(const cli_target *t, const brig_computer *c, brig_store_st
 	return rc;
 }
 
+/* name_verb through a brig server: the same output and exit codes. */
+static int remote_verb(int argc, char **argv, const char *verb, const cli_target *t, bool force, bool must_exist)
+{
+	int n = t->id_given ? 1 : argc - optind;
+	if (t->id_given && optind < argc)
+		return cli_usage(verb, "give either NAME or --ns/--agent/--session, not both");
+	cli_remote *r = NULL;
+	cleanup_free char *first = NULL;
+	if (n <= 0) /* the usage message */
+		return cli_remote_target(NULL, verb, t, NULL, &first);
+	if (cli_remote_open(&r) != 0)
+		return CLI_EXIT_FAIL;
+	int rc = 0;
+	bool missing = false;
+	for (int i = 0; i < n; i++) {
+		const char *name = t->id_given ? NULL : argv[optind + i];
+		cleanup_free char *path = NULL, *action = NULL, *shown = NULL;
+		int x = cli_remote_target(r, verb, t, name, &path);
+		if (x == CLI_EXIT_FAIL) {
+			rc = x;
+			continue;
+		}
+		/* what the direct path prints: NAME as given, or the session's
+		 * container name */
+		json_t *j = NULL;
+		int status = 404;
+		if (x == 0 && (must_exist || t->id_given) &&
+		    cli_remote_request(r, "GET", path, NULL, &status, &j) != 0) {
+			rc = CLI_EXIT_FAIL;
+			continue;
+		}
+		if (status != 404)
+			shown = xstrdup(json_string_value(json_object_get(j, "name"))
+						? json_string_value(json_object_get(j, "name"))
+						: "?");
+		json_decref(j);
+		if (!shown && name)
+			shown = xstrdup(name);
+		if (!shown) {
+			char buf[BRIG_NAME_SIZE];
+			brig_identity id = {t->id.ns, t->id.agent, t->id.session, 1};
+			shown = xstrdup(brig_identity_name(buf, &id, NULL) == 0 ? buf : t->id.session);
+		}
+		if (must_exist && (x == 1 || status == 404)) {
+			if (!force) {
+				cli_note("no such computer: %s (with --force, destroy removes whatever it left and "
+					 "succeeds)",
+					 shown);
+				missing = true;
+				continue;
+			}
+			if (x == 1) { /* nothing the server can name */
+				printf("%s\n", shown);
+				fflush(stdout);
+				continue;
+			}
+		}
+		if (x == 1) {
+			rc = cli_fail("no computer named %s", name);
+			continue;
+		}
+		if (strcmp(verb, "destroy") == 0)
+			x = cli_remote_call(r, "DELETE", path, NULL, &j);
+		else {
+			action = xasprintf("%s/%s", path, verb);
+			x = cli_remote_call(r, "POST", action, NULL, &j);
+		}
+		json_decref(j);
+		if (x != 0) {
+			rc = x;
+			continue;
+		}
+		printf("%s\n", shown);
+		fflush(stdout);
+	}
+	cli_remote_free(r);
+	return rc ? rc : missing ? 1 : 0;
+}
+
 static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const char *usage, bool must_exist,
 		     brig_store_state mark)
 {
@@ -81,6 +160,8 @@ static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const 
 		}
 		return CLI_EXIT_FAIL;
 	}
+	if (cli_remote_host())
+		return remote_verb(argc, argv, verb, &t, force, must_exist);
 	char *resolved = NULL;
 	if (t.id_given || optind >= argc) {
 		if (cli_target_name(&resolved, verb, &t, optind < argc ? argv[optind] : NULL, NULL, true) != 0)
@@ -264,6 +345,27 @@ static void put_json_fields(const char *prefix, json_t *j)
 	free(keys);
 }
 
+/* The computer through a brig server. Returns 0 or CLI_EXIT_FAIL (printed). */
+static int remote_get(brig_computer **out, const char *cmd, const cli_target *t, const char *name)
+{
+	*out = NULL;
+	cli_remote *r = NULL;
+	cleanup_free char *path = NULL;
+	json_t *j = NULL;
+	int rc = cli_remote_open(&r);
+	if (rc == 0)
+		rc = cli_remote_target(r, cmd, t, name, &path);
+	if (rc == 1)
+		rc = cli_fail("no computer named %s", name);
+	if (rc == 0)
+		rc = cli_remote_call(r, "GET", path, NULL, &j);
+	if (rc == 0)
+		*out = cli_remote_computer(j);
+	json_decref(j);
+	cli_remote_free(r);
+	return rc;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
 	static const char usage[] =
@@ -304,13 +406,18 @@ int cmd_inspect(int argc, char **argv)
 	brig_error *err = NULL;
 	char *ref = NULL;
 	int rc = CLI_EXIT_FAIL;
-	if (cli_target_name(&ref, "inspect", &t, optind < argc ? argv[optind] : NULL, NULL, true) != 0)
-		goto out;
-	if (cli_engine_open(&e) != 0)
-		goto out;
-	if (brig_computer_get(e, &c, ref, NULL, &err) != 0) {
-		cli_error(err, NULL);
-		goto out;
+	if (cli_remote_host()) {
+		if (remote_get(&c, "inspect", &t, optind < argc ? argv[optind] : NULL) != 0)
+			goto out;
+	} else {
+		if (cli_target_name(&ref, "inspect", &t, optind < argc ? argv[optind] : NULL, NULL, true) != 0)
+			goto out;
+		if (cli_engine_open(&e) != 0)
+			goto out;
+		if (brig_computer_get(e, &c, ref, NULL, &err) != 0) {
+			cli_error(err, NULL);
+			goto out;
+		}
 	}
 	if (json) {
 		rc = cli_print_json(brig_computer_to_json(c));
@@ -374,6 +481,49 @@ static void put_cell(const char *s, size_t w, bool last)
 			putchar(' ');
 }
 
+/* GET /v1/computers?ns=&label= as brig_computer_list's answer. */
+static int remote_list(brig_computer ***out, size_t *n, const char *ns, const char *label)
+{
+	*out = NULL;
+	*n = 0;
+	cli_remote *r = NULL;
+	if (cli_remote_open(&r) != 0)
+		return CLI_EXIT_FAIL;
+	brig_buf q;
+	brig_buf_init(&q, 4096);
+	brig_buf_puts(&q, "/v1/computers");
+	char sep = '?';
+	/* ns is checked (A-Z a-z 0-9 _ . -); the label is escaped */
+	if (ns) {
+		brig_buf_putf(&q, "%cns=%s", sep, ns);
+		sep = '&';
+	}
+	if (label) {
+		brig_buf_putf(&q, "%clabel=", sep);
+		for (const unsigned char *p = (const unsigned char *)label; *p && q.len + 4 < q.cap; p++) {
+			if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+			    strchr("-_.~", *p))
+				brig_buf_putf(&q, "%c", *p);
+			else
+				brig_buf_putf(&q, "%%%02X", *p);
+		}
+	}
+	json_t *j = NULL;
+	int rc = cli_remote_call(r, "GET", brig_buf_cstr(&q), NULL, &j);
+	brig_buf_free(&q);
+	cli_remote_free(r);
+	if (rc)
+		return rc;
+	json_t *arr = json_object_get(j, "computers");
+	size_t count = json_array_size(arr);
+	*out = xcalloc(count ? count : 1, sizeof **out);
+	for (size_t i = 0; i < count; i++)
+		(*out)[i] = cli_remote_computer(json_array_get(arr, i));
+	*n = count;
+	json_decref(j);
+	return 0;
+}
+
 int cmd_ls(int argc, char **argv)
 {
 	static const char usage[] = "Usage: brig ls [--ns NS] [--label KEY=VALUE] [--json] [-q]\n"
@@ -416,11 +566,16 @@ int cmd_ls(int argc, char **argv)
 	brig_computer **cs = NULL;
 	size_t n = 0;
 	int rc = CLI_EXIT_FAIL;
-	if (cli_engine_open(&e) != 0)
-		goto out;
-	if (brig_computer_list(e, &cs, &n, ns, label, &err) != 0) {
-		cli_error(err, NULL);
-		goto out;
+	if (cli_remote_host()) {
+		if (remote_list(&cs, &n, ns, label) != 0)
+			goto out;
+	} else {
+		if (cli_engine_open(&e) != 0)
+			goto out;
+		if (brig_computer_list(e, &cs, &n, ns, label, &err) != 0) {
+			cli_error(err, NULL);
+			goto out;
+		}
 	}
 	if (n > 1)
 		qsort(cs, n, sizeof *cs, cmp_computer);

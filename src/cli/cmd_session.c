@@ -89,10 +89,61 @@ static const char up_usage[] =
 	"      --json              Print the computer as JSON\n"
 	"  -h, --help              Print this help\n";
 
+/* brig up through a brig server: POST /v1/computers, the same notes and
+ * output. spec is NULL without spec flags (a known session keeps its
+ * recorded spec). */
+static int up_remote(const session_args *a, const brig_spec *spec, bool fresh)
+{
+	if (a->t.store)
+		return cli_fail("--store names a local store; through a brig server its own store is used");
+	cli_remote *r = NULL;
+	if (cli_remote_open(&r) != 0)
+		return CLI_EXIT_FAIL;
+	json_t *body = json_pack("{s:s, s:s, s:s, s:b}", "ns", a->t.id.ns, "agent", a->t.id.agent, "session",
+				 a->t.id.session, "fresh", fresh);
+	if (spec)
+		json_object_set_new(body, "spec", brig_spec_to_json(spec, BRIG_SPEC_JSON_ENV_VALUES));
+	json_t *j = NULL;
+	int rc = cli_remote_call(r, "POST", "/v1/computers", body, &j);
+	json_decref(body); /* env values: jansson frees them; they were never printed */
+	cli_remote_free(r);
+	if (rc)
+		return rc;
+	brig_up_result ur = {0};
+	ur.computer = cli_remote_computer(j);
+	json_t *lost = json_object_get(j, "lost");
+	if (json_is_object(lost)) {
+		const char *why = json_string_value(json_object_get(lost, "why"));
+		ur.lost = xstrdup(why ? why : "was lost");
+		ur.old_generation = json_integer_value(json_object_get(lost, "old_generation"));
+		ur.checkpoint_id = json_integer_value(json_object_get(lost, "checkpoint_id"));
+		ur.checkpoint_created_ms = json_integer_value(json_object_get(lost, "checkpoint_created_ms"));
+	}
+	ur.recorded = json_is_true(json_object_get(j, "recorded"));
+	cli_up_report(&ur);
+	brig_computer *c = ur.computer;
+	if (!ur.lost && c->adopted)
+		cli_note("adopted generation %u of %s/%s/%s (%s)", c->generation, a->t.id.ns, a->t.id.agent,
+			 a->t.id.session, c->state ? c->state : "state unknown");
+	if (a->json) {
+		json_object_del(j, "lost");
+		json_object_del(j, "recorded");
+		rc = cli_print_json(json_incref(j));
+	} else {
+		printf("%s\n", c->name);
+	}
+	json_decref(j);
+	brig_up_result_clear(&ur);
+	return rc;
+}
+
 int cmd_up(int argc, char **argv)
 {
-	static const struct option longopts[] = {SESSION_LONGOPTS, CLI_SPEC_LONGOPTS, CLI_PUBLISH_LONGOPT,
-						 {"fresh", no_argument, NULL, OPT_FRESH}, {NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {SESSION_LONGOPTS,
+						 CLI_SPEC_LONGOPTS,
+						 CLI_PUBLISH_LONGOPT,
+						 {"fresh", no_argument, NULL, OPT_FRESH},
+						 {NULL, 0, NULL, 0}};
 	session_args a = {0};
 	bool image_given = false, spec_given = false, fresh = false;
 	brig_spec spec;
@@ -133,6 +184,10 @@ int cmd_up(int argc, char **argv)
 	}
 	if (cli_target_check("up", &a.t) != 0 || cli_spec_finish(&spec, image_given) != 0)
 		goto out;
+	if (cli_remote_host()) {
+		rc = up_remote(&a, spec_given ? &spec : NULL, fresh);
+		goto out;
+	}
 	if (cli_store_open(&s, a.t.store) != 0 || cli_engine_open(&e) != 0)
 		goto out;
 	/* An existing session keeps its recorded spec unless flags say otherwise. */
@@ -242,10 +297,54 @@ static int checkpoint_rm(int argc, char **argv)
 	return rc;
 }
 
+/* brig checkpoint through a brig server. Its record has no blob path (the
+ * server's file): --json prints the rest. */
+static int checkpoint_remote(const session_args *a, const char *name, int64_t keep)
+{
+	if (keep)
+		return cli_remote_unsupported("checkpoint --keep");
+	cli_remote *r = NULL;
+	cleanup_free char *path = NULL, *target = NULL;
+	json_t *j = NULL;
+	int rc = cli_remote_open(&r);
+	if (rc == 0)
+		rc = cli_remote_target(r, "checkpoint", &a->t, name, &path);
+	if (rc == 1)
+		rc = cli_fail("no computer named %s", name);
+	if (rc == 0) {
+		target = xasprintf("%s/checkpoints", path);
+		rc = cli_remote_call(r, "POST", target, NULL, &j);
+	}
+	cli_remote_free(r);
+	if (rc)
+		return rc;
+	/* the session, from the path the server answered on: /v1/computers/NS/AGENT/SESSION */
+	char *ns = path + strlen("/v1/computers/");
+	char *agent = strchr(ns, '/');
+	*agent++ = '\0';
+	char *session = strchr(agent, '/');
+	*session++ = '\0';
+	json_object_set_new(j, "ns", json_string(ns));
+	json_object_set_new(j, "agent", json_string(agent));
+	json_object_set_new(j, "session", json_string(session));
+	if (a->json)
+		return cli_print_json(j);
+	char raw[32], stored[32];
+	format_bytes(raw, sizeof raw, json_integer_value(json_object_get(j, "bytes_raw")));
+	format_bytes(stored, sizeof stored, json_integer_value(json_object_get(j, "bytes_stored")));
+	const char *digest = json_string_value(json_object_get(j, "digest"));
+	int64_t id = json_integer_value(json_object_get(j, "id"));
+	cli_note("checkpoint %" PRId64 " of %s/%s/%s generation %" PRId64 ": %s archived, %s stored", id, ns, agent,
+		 session, (int64_t)json_integer_value(json_object_get(j, "generation")), raw, stored);
+	printf("%" PRId64 " %s\n", id, digest ? digest : "");
+	json_decref(j);
+	return 0;
+}
+
 int cmd_checkpoint(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "rm") == 0)
-		return checkpoint_rm(argc - 1, argv + 1);
+		return cli_remote_host() ? cli_remote_unsupported("checkpoint rm") : checkpoint_rm(argc - 1, argv + 1);
 	static const struct option longopts[] = {
 		SESSION_LONGOPTS,
 		{"gen", required_argument, NULL, CLI_OPT_GEN},
@@ -280,6 +379,10 @@ int cmd_checkpoint(int argc, char **argv)
 	brig_store_checkpoint *cp = NULL;
 	char *ref = NULL;
 	int rc = CLI_EXIT_FAIL;
+	if (cli_remote_host()) {
+		rc = checkpoint_remote(&a, name, keep);
+		goto out;
+	}
 	if (cli_target_name(&ref, "checkpoint", &a.t, name, NULL, false) != 0)
 		goto out;
 	if (cli_store_open(&s, a.t.store) != 0)
@@ -388,6 +491,43 @@ static const char recover_usage[] =
 	"      --json              Print {name, old_generation, new_generation, checkpoint_id, won, computer}\n"
 	"  -h, --help              Print this help\n";
 
+/* brig recover through a brig server: the same notes and output. */
+static int recover_remote(const session_args *a, int64_t checkpoint)
+{
+	if (checkpoint)
+		return cli_remote_unsupported("recover --checkpoint");
+	if (a->t.store)
+		return cli_fail("--store names a local store; through a brig server its own store is used");
+	cli_remote *r = NULL;
+	json_t *j = NULL;
+	cleanup_free char *path = cli_remote_path(a->t.id.ns, a->t.id.agent, a->t.id.session, "/recover");
+	int rc = cli_remote_open(&r);
+	if (rc == 0)
+		rc = cli_remote_call(r, "POST", path, NULL, &j);
+	cli_remote_free(r);
+	if (rc)
+		return rc;
+	int64_t newg = json_integer_value(json_object_get(j, "new_generation"));
+	int64_t cp = json_integer_value(json_object_get(j, "checkpoint_id"));
+	if (!json_is_true(json_object_get(j, "won")))
+		cli_note("another brig recovered %s/%s/%s at the same time: using its generation %" PRId64, a->t.id.ns,
+			 a->t.id.agent, a->t.id.session, newg);
+	else if (cp)
+		cli_note("recovered %s/%s/%s into generation %" PRId64 " from checkpoint %" PRId64, a->t.id.ns,
+			 a->t.id.agent, a->t.id.session, newg, cp);
+	else
+		cli_note("%s/%s/%s has no checkpoint: generation %" PRId64 " started empty", a->t.id.ns, a->t.id.agent,
+			 a->t.id.session, newg);
+	const char *name = json_string_value(json_object_get(json_object_get(j, "computer"), "name"));
+	if (a->json) {
+		json_object_set_new(j, "name", json_string(name ? name : ""));
+		return cli_print_json(j);
+	}
+	printf("%s\n", name ? name : "");
+	json_decref(j);
+	return 0;
+}
+
 int cmd_recover(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -412,6 +552,8 @@ int cmd_recover(int argc, char **argv)
 		return cli_usage("recover", "unexpected argument '%s'", argv[optind]);
 	if (cli_target_check("recover", &a.t) != 0)
 		return CLI_EXIT_FAIL;
+	if (cli_remote_host())
+		return recover_remote(&a, checkpoint);
 	brig_store *s = NULL;
 	brig_engine *e = NULL;
 	brig_error *err = NULL;

@@ -64,7 +64,9 @@ static void print_usage(FILE *f)
 		   "Run AI agents and untrusted commands in locked-down Docker containers.\n"
 		   "\n"
 		   "Options:\n"
-		   "  -H, --host HOST   Docker daemon to use (sets DOCKER_HOST: unix:///path, tcp://host:port)\n"
+		   "  -H, --host HOST   Docker daemon to use (sets DOCKER_HOST: unix:///path, tcp://host:port),\n"
+		   "                    or a brig server (sets BRIG_HOST: brig+unix:///path,\n"
+		   "                    brig+https://host:port): commands then go through `brig serve`\n"
 		   "      --debug       Show error codes and HTTP statuses with errors\n"
 		   "  -v, --version     Print brig's version and exit\n"
 		   "  -h, --help        Print this help and exit\n"
@@ -74,7 +76,8 @@ static void print_usage(FILE *f)
 		fprintf(f, "  %-12s %s\n", c->name, c->summary);
 	fprintf(f, "\n"
 		   "Run 'brig COMMAND --help' for a command's options.\n"
-		   "Environment: DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH, BRIG_IMAGE, BRIG_RUNTIME.\n"
+		   "Environment: DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH, BRIG_IMAGE, BRIG_RUNTIME;\n"
+		   "BRIG_HOST, BRIG_TOKEN (a bearer token), BRIG_CERT_PATH (ca.pem for brig+https).\n"
 		   "Exit codes: the command's own; 124 deadline; 125 brig failed; 126 cannot invoke;\n"
 		   "127 not found; 130 interrupted.\n");
 }
@@ -100,6 +103,20 @@ static int cmd_help(int argc, char **argv)
 	return 0;
 }
 
+/* With BRIG_HOST, whether the command goes through the server: the ones
+ * that do, and any command's --help (which contacts nothing). */
+static bool goes_remote(const cli_command *cmd, int argc, char **argv)
+{
+	if (cmd->fn == cmd_exec || cmd->fn == cmd_help || cmd->fn == cmd_ls || cmd->fn == cmd_inspect ||
+	    cmd->fn == cmd_pause || cmd->fn == cmd_resume || cmd->fn == cmd_stop || cmd->fn == cmd_destroy ||
+	    cmd->fn == cmd_up || cmd->fn == cmd_checkpoint || cmd->fn == cmd_recover)
+		return true;
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+			return true;
+	return false;
+}
+
 int main(int argc, char **argv)
 {
 	enum { OPT_DEBUG = 256 };
@@ -117,8 +134,14 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'H':
 			if (!*optarg)
-				return cli_fail("-H/--host needs a Docker host (unix:///path or tcp://host:port)");
-			setenv("DOCKER_HOST", optarg, 1);
+				return cli_fail("-H/--host needs a Docker host (unix:///path or tcp://host:port) or a "
+						"brig server (brig+unix:///path, brig+https://host:port)");
+			if (strncmp(optarg, "brig+", 5) == 0) {
+				setenv("BRIG_HOST", optarg, 1);
+			} else { /* a Docker host: talk to it directly */
+				setenv("DOCKER_HOST", optarg, 1);
+				unsetenv("BRIG_HOST");
+			}
 			break;
 		case OPT_DEBUG: cli_debug = true; break;
 		case 'v': printf("brig version %s\n", BRIG_VERSION); return 0;
@@ -137,6 +160,12 @@ int main(int argc, char **argv)
 
 	/* The command sees argv[0] = its name, and parses from scratch. */
 	int first = optind;
+	if (cli_remote_host()) {
+		if (cli_remote_check() != 0)
+			return CLI_EXIT_FAIL;
+		if (!goes_remote(cmd, argc - first, argv + first))
+			return cli_remote_unsupported(verb);
+	}
 	optind = 0;
 	int rc = cmd->fn(argc - first, argv + first);
 

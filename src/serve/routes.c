@@ -262,9 +262,12 @@ static void h_computers_create(serve_req *r, serve_reply *out)
 	json_t *j = brig_computer_to_json(res.computer);
 	if (res.lost)
 		json_object_set_new(j, "lost",
-				    json_pack("{s:s,s:I,s:I}", "why", res.lost, "old_generation",
+				    json_pack("{s:s,s:I,s:I,s:I}", "why", res.lost, "old_generation",
 					      (json_int_t)res.old_generation, "checkpoint_id",
-					      (json_int_t)res.checkpoint_id));
+					      (json_int_t)res.checkpoint_id, "checkpoint_created_ms",
+					      (json_int_t)res.checkpoint_created_ms));
+	if (res.recorded) /* found in Docker, not in the store: recorded and adopted */
+		json_object_set_new(j, "recorded", json_true());
 	serve__reply_json(out, res.computer->adopted ? 200 : 201, j);
 	brig_up_result_clear(&res);
 }

@@ -633,6 +633,20 @@ class Tcp(unittest.TestCase):
                 conn.request("GET", "/v1/computers?ns=" + NS_A, headers={"Authorization": "Bearer " + TOK_A})
                 r = conn.getresponse()
                 self.assertEqual((r.status, json.loads(r.read())["computers"]), (200, []))
+                # The CLI as a client over brig+https (issue 17 point 3)
+                ca = os.path.join(d, "ca")
+                os.mkdir(ca)
+                with open(cert) as src, open(os.path.join(ca, "ca.pem"), "w") as dst:
+                    dst.write(src.read())
+                e = dict(os.environ, BRIG_HOST="brig+https://127.0.0.1:%d" % port, BRIG_CERT_PATH=ca)
+                for tok, rc, out in ((TOK_A, 0, b"[]\n"), ("x" + TOK_A[1:], 125, b"")):
+                    p = subprocess.run([BRIG, "ls", "--json", "--ns", NS_A], capture_output=True,
+                                       env=dict(e, BRIG_TOKEN=tok))
+                    self.assertEqual((p.returncode, p.stdout), (rc, out), p.stderr)
+                    self.assertNotIn(tok.encode(), p.stderr)
+                p = subprocess.run([BRIG, "ls"], capture_output=True, env=dict(e, BRIG_TOKEN=TOK_A, BRIG_CERT_PATH=d + "/nope"))
+                self.assertEqual(p.returncode, 125)
+                self.assertIn(b"cannot reach the brig server", p.stderr)
                 # Plain HTTP on the TLS port gets no API answer.
                 s = socket.create_connection(("127.0.0.1", port))
                 s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -772,6 +786,248 @@ class Lifecycle(unittest.TestCase):
         self.assertNotIn(marker, text, "brig-init did not end the command of the killed server")
         st, _, b = c.call("DELETE", path, token=TOK_A)
         self.assertEqual(st, 204, b)
+
+
+class CliClient(unittest.TestCase):
+    """brig's CLI through the server (BRIG_HOST): the same output and exit codes as direct."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmpdir = tempfile.TemporaryDirectory()
+        cls.srv = Server(cls.tmpdir.name)
+        cls.store = "sqlite://" + os.path.join(cls.tmpdir.name, "db")
+        cls.host = "brig+unix://" + cls.srv.sock
+        p = cls.brig(None, "up", "--ns", NS_A, "--agent", "agent", "--session", "cli", "--label", LABEL)
+        assert p.returncode == 0, p.stderr
+        cls.name = p.stdout.decode().strip().splitlines()[-1]
+        cls.ident = ["--ns", NS_A, "--agent", "agent", "--session", "cli"]
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.brig(None, "destroy", cls.name)
+        finally:
+            rc = cls.srv.stop()
+            docker_cleanup()
+            cls.tmpdir.cleanup()
+        assert rc == 0, "brig serve exited %s:\n%s" % (rc, cls.srv.logtext()[-4000:])
+
+    @classmethod
+    def brig(cls, host, *args, token=TOK_A, env=None):
+        e = dict(os.environ, BRIG_STORE=cls.store, BRIG_IMAGE=IMAGE)
+        e.pop("BRIG_HOST", None)
+        e.pop("BRIG_TOKEN", None)
+        if host:
+            e["BRIG_HOST"] = host
+        if token:
+            e["BRIG_TOKEN"] = token
+        e.update(env or {})
+        return subprocess.run([BRIG] + list(args), capture_output=True, env=e, timeout=120)
+
+    def same(self, *args, env=None):
+        """Runs args direct and through the server: the same bytes and exit code."""
+        d = self.brig(None, *args, env=env)
+        r = self.brig(self.host, *args, env=env)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (d.returncode, d.stdout, d.stderr), args)
+        return r
+
+    def test_exec_output_and_exit_code(self):
+        cmd = ["--", "sh", "-c", "echo out; echo err >&2; printf 'x\\ty'; exit 3"]
+        r = self.same("exec", self.name, *cmd)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (3, b"out\nx\ty", b"err\n"))
+        self.same("exec", *self.ident, *cmd)
+        r = self.same("exec", "-e", "X=1", "-w", "/tmp", self.name, "--", "sh", "-c", "echo $X; pwd")
+        self.assertEqual(r.stdout, b"1\n/tmp\n")
+        self.assertEqual(self.same("exec", self.name, "--", "nosuchcmd").returncode, 127)
+        self.assertEqual(self.same("exec", "-e", "NOEQ", self.name, "--", "true").returncode, 125)
+        r = self.same("exec", "-H", "x", self.name, "--", "true")  # an exec usage error, as direct
+        self.assertEqual(r.returncode, 125)
+        big = self.same("exec", self.name, "--", "sh", "-c", "head -c 300000 /dev/zero | tr '\\0' a")
+        self.assertEqual(big.stdout, b"a" * 300000)
+
+    def test_exec_json(self):
+        d = self.brig(None, "exec", "--json", self.name, "--", "sh", "-c", "echo hi; exit 4")
+        r = self.brig(self.host, "exec", "--json", self.name, "--", "sh", "-c", "echo hi; exit 4")
+        self.assertEqual((r.returncode, d.returncode), (4, 4), r.stderr)
+        jd, jr = json.loads(d.stdout), json.loads(r.stdout)
+        jd.pop("duration_ms")
+        jr.pop("duration_ms")
+        self.assertEqual(jr, jd)
+
+    def test_exec_timeout(self):
+        r = self.same("exec", "--timeout", "1", *self.ident, "--", "sleep", "30")
+        self.assertEqual(r.returncode, 124)
+        self.assertIn(b"timed out after 1s", r.stderr)
+        self.assertEqual(self.same("exec", *self.ident, "--", "true").returncode, 0)  # still running
+
+    def test_exec_missing_computer(self):
+        r = self.same("exec", "--ns", NS_A, "--agent", "agent", "--session", "nope", "--", "true")
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"no computer named", r.stderr)
+        r = self.brig(self.host, "exec", "brig-nope", "--", "true")
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"no computer named brig-nope on the brig server", r.stderr)
+
+    def test_token_refused(self):
+        for tok in (None, "wrong" + TOK_A[5:]):
+            r = self.brig(self.host, "exec", *self.ident, "--", "true", token=tok)
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(b"the brig server refused the request", r.stderr)
+            self.assertIn(b"BRIG_TOKEN", r.stderr)
+            if tok:
+                self.assertNotIn(tok.encode(), r.stderr + r.stdout)
+        # another namespace's token sees nothing of NS_A
+        r = self.brig(self.host, "exec", self.name, "--", "true", token=TOK_B)
+        self.assertEqual(r.returncode, 125)
+        self.assertNotIn(TOK_B.encode(), r.stderr)
+        self.assertIn(b"no computer named", r.stderr)
+        r = self.brig(self.host, "exec", self.name, "--", "true", token="secret\nX-Evil: 1")
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"BRIG_TOKEN holds a line break", r.stderr)
+        self.assertNotIn(b"secret", r.stderr)
+
+    def test_host_forms(self):
+        r = self.brig(None, "-H", self.host, "exec", self.name, "--", "echo", "via-H")
+        self.assertEqual((r.returncode, r.stdout), (0, b"via-H\n"), r.stderr)
+        for host, words in (("tcp://127.0.0.1:1", b"is not a brig server"),
+                            ("brig+unix://relative", b"absolute socket path"),
+                            ("brig+https://127.0.0.1:1", b"BRIG_CERT_PATH"),
+                            ("brig+unix://" + self.srv.sock + ".none", b"cannot reach the brig server")):
+            r = self.brig(host, "exec", self.name, "--", "true")
+            self.assertEqual(r.returncode, 125, host)
+            self.assertIn(words, r.stderr, host)
+        # a Docker -H after BRIG_HOST talks to Docker directly
+        r = self.brig("brig+unix://" + self.srv.sock + ".none", "-H", "unix:///var/run/docker.sock", "exec",
+                      self.name, "--", "echo", "direct")
+        self.assertEqual((r.returncode, r.stdout), (0, b"direct\n"), r.stderr)
+
+    def test_ls_inspect_lifecycle(self):
+        r = self.same("ls", "--label", LABEL)
+        self.assertIn(self.name.encode(), r.stdout)
+        self.same("ls", "--ns", NS_A, "-q")
+        self.assertEqual(json.loads(self.same("ls", "--json", "--label", LABEL).stdout)[0]["name"], self.name)
+        self.same("inspect", self.name)
+        self.same("inspect", "--json", *self.ident)
+        cid = json.loads(self.brig(None, "inspect", "--json", self.name).stdout)["id"]
+        self.same("inspect", cid[:12])  # a container id, as direct takes it
+        self.same("exec", cid, "--", "echo", "by-id")
+        for verb in ("pause", "resume"):  # each of them once through the server, then direct
+            for host in (self.host, None):
+                r = self.brig(host, verb, self.name)
+                self.assertEqual((r.returncode, r.stdout), (0, (self.name + "\n").encode()), r.stderr)
+        r = self.brig(self.host, "pause", *self.ident)
+        self.assertEqual((r.returncode, r.stdout), (0, (self.name + "\n").encode()), r.stderr)
+        r = self.brig(self.host, "exec", self.name, "--", "true")
+        self.assertEqual(r.returncode, 125)
+        self.brig(self.host, "resume", *self.ident)
+        self.assertEqual(self.same("destroy", "brig-nope").returncode, 1)
+        self.assertEqual(self.same("destroy", "-f", "brig-nope").returncode, 0)
+        self.assertEqual(self.same("destroy", "--ns", NS_A, "--agent", "agent", "--session", "nope").returncode, 1)
+        for args in (["pause", "brig-nope"], ["inspect", "brig-nope"], ["pause"], ["stop", "x", *self.ident]):
+            r = self.same(*args)
+            self.assertEqual(r.returncode, 125, args)
+        for args, words in ((["inspect", "--store", self.store, self.name], b"its own store"),
+                            (["inspect", "--gen", "2", *self.ident], b"--gen does not go through a brig server")):
+            r = self.brig(self.host, *args)
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(words, r.stderr)
+
+    def test_stop_destroy(self):
+        p = self.brig(None, "up", "--ns", NS_A, "--agent", "agent", "--session", "gone", "--label", LABEL)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        name = p.stdout.decode().strip().splitlines()[-1]
+        ident = ["--ns", NS_A, "--agent", "agent", "--session", "gone"]
+        r = self.brig(self.host, "stop", *ident)
+        self.assertEqual((r.returncode, r.stdout.decode()), (0, name + "\n"), r.stderr)
+        r = self.brig(self.host, "destroy", name)
+        self.assertEqual((r.returncode, r.stdout.decode()), (0, name + "\n"), r.stderr)
+        r = self.brig(self.host, "destroy", name)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(b"no such computer", r.stderr)
+
+    def test_up(self):
+        ident = ["--ns", NS_A, "--agent", "agent", "--session", "upx"]
+        r = self.brig(self.host, "up", *ident, "--label", LABEL, "--cpus", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        name = r.stdout.decode().strip()
+        r = self.same("up", *ident)
+        self.assertEqual((r.stdout.decode(), r.stderr.decode()),
+                         (name + "\n", "brig: adopted generation 1 of %s/agent/upx (running)\n" % NS_A))
+        self.same("up", "--json", *ident, "--label", LABEL, "--cpus", "1")
+        self.assertEqual(self.same("up", *ident, "--cpus", "2").returncode, 125)  # the spec differs
+        self.assertEqual(self.same("up", *ident, "--cpus", "999").returncode, 125)
+        self.assertEqual(self.brig(self.host, "stop", name).returncode, 0)
+        r = self.brig(self.host, "up", *ident, "--fresh")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotEqual(r.stdout.decode().strip(), name)
+        self.assertIn(b"generation 2 starts EMPTY", r.stderr)
+        r = self.brig(self.host, "up", *ident, "--store", self.store)
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"its own store", r.stderr)
+
+    def test_checkpoint_recover(self):
+        ident = ["--ns", NS_A, "--agent", "agent", "--session", "cpr"]
+        p = self.brig(None, "up", *ident, "--label", LABEL)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        name = p.stdout.decode().strip()
+        self.assertEqual(self.brig(self.host, "exec", name, "--", "sh", "-c", "echo kept > /workspace/f").returncode, 0)
+        d = self.brig(None, "checkpoint", name)
+        r = self.brig(self.host, "checkpoint", name)
+        self.assertEqual((r.returncode, d.returncode), (0, 0), r.stderr)
+        did, ddig = d.stdout.decode().split()
+        rid, rdig = r.stdout.decode().split()
+        self.assertEqual((int(rid), rdig), (int(did) + 1, ddig))  # same content, the next id
+        self.assertEqual(r.stderr.decode().replace(" %s of " % rid, " %s of " % did), d.stderr.decode())
+        dj = json.loads(self.brig(None, "checkpoint", "--json", *ident).stdout)
+        rj = json.loads(self.brig(self.host, "checkpoint", "--json", *ident).stdout)
+        dj.pop("blob")  # the server's file: not given out
+        for k in ("id", "created_ms"):
+            self.assertGreater(rj.pop(k), dj.pop(k))
+        self.assertEqual(rj, dj)
+        for args in (["checkpoint", "--keep", "1", name], ["checkpoint", "rm", "1"],
+                     ["recover", "--checkpoint", "1", *ident]):
+            r = self.brig(self.host, *args)
+            self.assertEqual(r.returncode, 125, args)
+            self.assertIn(b"does not go through a brig server yet", r.stderr, args)
+        r = self.same("recover", *ident)  # running: nothing to recover
+        self.assertEqual(r.returncode, 125)
+        self.assertEqual(self.brig(self.host, "stop", name).returncode, 0)
+        r = self.brig(self.host, "recover", "--json", *ident)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual((j["old_generation"], j["new_generation"], j["won"]), (1, 2, True))
+        self.assertEqual(j["name"], j["computer"]["name"])
+        self.assertIn(("recovered %s/agent/cpr into generation 2 from checkpoint %d" % (NS_A, j["checkpoint_id"]))
+                      .encode(), r.stderr)
+        r = self.brig(self.host, "exec", *ident, "--", "cat", "/workspace/f")
+        self.assertEqual((r.returncode, r.stdout), (0, b"kept\n"), r.stderr)
+
+    def test_exec_interrupt(self):
+        e = dict(os.environ, BRIG_HOST=self.host, BRIG_TOKEN=TOK_A)
+        p = subprocess.Popen([BRIG, "exec", self.name, "--", "sh", "-c", "echo started; sleep 77"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+        self.assertEqual(p.stdout.readline(), b"started\n")  # streamed before the end
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130, err)
+        self.assertIn(b"exec interrupted; the brig server was told to end the command", err)
+        for _ in range(50):  # the server cancelled it: brig-init ended the tree, the computer runs on
+            r = self.brig(self.host, "exec", self.name, "--", "sh", "-c", "ps -eo args | grep -c '[s]leep 77'")
+            if r.stdout == b"0\n":
+                break
+            time.sleep(0.1)
+        self.assertEqual(r.stdout, b"0\n", r.stderr)
+
+    def test_unsupported_refused(self):
+        for args in (["fs", "ls", self.name, "/"], ["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"],
+                     ["exec", "-i", self.name, "--", "cat"], ["exec", "-t", self.name, "--", "sh"],
+                     ["exec", "-d", self.name, "--", "true"]):
+            r = self.brig(self.host, *args)
+            self.assertEqual(r.returncode, 125, args)
+            self.assertIn(b"does not go through a brig server yet; unset BRIG_HOST to talk to Docker directly",
+                          r.stderr, args)
+        r = self.brig(self.host, "fs", "--help")  # help contacts nothing
+        self.assertEqual(r.returncode, 0, r.stderr)
 
 
 if __name__ == "__main__":
