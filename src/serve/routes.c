@@ -396,7 +396,7 @@ static void *exec_thread(void *arg)
 	brig_exec_result res = {0};
 	brig_error *err = NULL;
 	int64_t t0 = brig_now_ms();
-	int rc = brig_session_exec(x->e, x->s, x->name, &o, &res, &err);
+	int rc = brig_session_exec_keep(x->e, x->s, x->name, &o, NULL, &res, &err);
 	serve__exec_observe(x->srv, brig_now_ms() - t0);
 	json_t *ev;
 	if (exec_result_ok(rc, &res)) {
@@ -523,7 +523,7 @@ static void h_exec(serve_req *r, serve_reply *out)
 	o.capture_max = req.capture_max;
 	brig_exec_result res = {0};
 	int64_t t0 = brig_now_ms();
-	int rc = brig_session_exec(serve__engine(r), serve__store(r), name, &o, &res, &err);
+	int rc = brig_session_exec_keep(serve__engine(r), serve__store(r), name, &o, NULL, &res, &err);
 	serve__exec_observe(r->srv, brig_now_ms() - t0);
 	serve_exec_req_clear(&req);
 	if (exec_result_ok(rc, &res)) {
