@@ -158,7 +158,8 @@ class _Spec:
     struct itself needs no mirror)."""
 
     def __init__(self, image: str, cpus: float, memory_mb: int, pids_limit: int, workspace_mb: int,
-                 runtime_mb: int, network: str, env: Env, harness: str, labels: Optional[Mapping[str, str]]):
+                 runtime_mb: int, network: str, env: Env, harness: str, labels: Optional[Mapping[str, str]],
+                 allow: Optional[Sequence[str]] = None, runtime: Optional[str] = None):
         self.buf = ctypes.create_string_buffer(_lib.SPEC_SIZE)
         lib.brig_spec_init(self.buf)
         try:
@@ -167,6 +168,15 @@ class _Spec:
                          ("network", network), ("harness", harness)):
                 err = c_void_p()
                 check(lib.brig_spec_set(self.buf, _b(k), _b(str(v)), byref(err)), err)
+            if allow:
+                if isinstance(allow, (str, bytes)):
+                    raise InvalidSpec("allow: give a list of rules, e.g. ['api.example.com', '*.example.org:8443']",
+                                      -1)
+                err = c_void_p()
+                check(lib.brig_spec_set(self.buf, b"allow", _b(",".join(allow)), byref(err)), err)
+            if runtime:
+                err = c_void_p()
+                check(lib.brig_spec_set(self.buf, b"runtime", _b(runtime), byref(err)), err)
             for e in _env_entries(env):
                 err = c_void_p()
                 check(lib.brig_spec_add_env(self.buf, e, byref(err)), err)

@@ -136,6 +136,13 @@ class Sandbox:
     checkpoint into a new generation (`lost` then says why), or refused
     (brig.StateError) when there is none, unless fresh=True.
 
+    network is "none" (default: only loopback), "isolated" (the internet,
+    not the host or other sandboxes) or "egress" with allow=[rules]: only
+    those hosts, through brig's egress proxy (a rule is "api.example.com",
+    "*.example.org" or either with ":PORT"). runtime names an OCI runtime
+    the daemon registers, e.g. "runsc" for gVisor (default: $BRIG_RUNTIME,
+    then the daemon's own).
+
     Without `session`, the Sandbox is anonymous: a random session name, and
     leaving the `with` block (or close()) destroys the computer and forgets
     the session; so does garbage collection or the interpreter's exit when
@@ -154,11 +161,9 @@ class Sandbox:
                  allow: Optional[Sequence[str]] = None, env: Env = None, ns: Optional[str] = None,
                  agent: Optional[str] = None, session: Optional[str] = None, store: Optional[str] = None,
                  harness: str = "none", labels: Optional[Mapping[str, str]] = None, fresh: bool = False,
-                 audit: bool = False):
-        if allow:
-            raise InvalidSpec("allow: this brig has no per-host egress allowlist; use network='isolated' "
-                              "(the internet, not the host or other sandboxes) or 'none'", -1)
-        spec = _Spec(image, cpus, memory_mb, pids_limit, workspace_mb, runtime_mb, network, env, harness, labels)
+                 audit: bool = False, runtime: Optional[str] = None):
+        spec = _Spec(image, cpus, memory_mb, pids_limit, workspace_mb, runtime_mb, network, env, harness, labels,
+                     allow, runtime)
         try:
             self._setup(store, ns or DEFAULT_NS, agent or DEFAULT_AGENT, session, anonymous=session is None)
             self._audit_on = audit

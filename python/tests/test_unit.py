@@ -79,5 +79,12 @@ def test_invalid_spec_is_refused_before_the_daemon():
     with pytest.raises(brig.InvalidSpec) as ei:
         brig.Sandbox(network="host", store="sqlite:///proc/brig-never/x.db")
     assert "network" in str(ei.value)
+    # egress rules are checked as brig checks them (no URLs, no IP literals)
+    with pytest.raises(brig.InvalidSpec) as ei:
+        brig.Sandbox(network="egress", allow=["https://example.com/"], store="sqlite:///proc/brig-never/x.db")
+    assert "egress rule" in str(ei.value)
     with pytest.raises(brig.InvalidSpec):
-        brig.Sandbox(allow=["example.com"])
+        brig.Sandbox(network="egress", allow="example.com", store="sqlite:///proc/brig-never/x.db")
+    with pytest.raises(brig.InvalidSpec) as ei:
+        brig.Sandbox(runtime="no such runtime", store="sqlite:///proc/brig-never/x.db")
+    assert "runtime" in str(ei.value)
