@@ -99,9 +99,13 @@ void serve__reply_error(serve_reply *out, brig_error *err);
 void serve__reply_fail(serve_reply *out, int status, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
-/* The brig-init handle of container name, opened once and kept (borrowed:
- * valid while the server runs); *out NULL when the computer has none. */
+/* The brig-init handle of container name, opened once and kept; *out NULL
+ * when the computer has none. A non-NULL *out is lent: give it back with
+ * serve__guest_release once the operation is over. */
 int serve__guest(serve_server *s, const char *name, brig_guest **out, brig_error **err);
+/* Gives back a handle serve__guest lent (NULL: nothing); a retired one is
+ * freed when its last borrower gives it back. */
+void serve__guest_release(serve_server *s, brig_guest *g);
 /* Forgets the handle of name (its computer stopped, was recovered…). */
 void serve__guest_forget(serve_server *s, const char *name);
 

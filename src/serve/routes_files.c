@@ -26,12 +26,17 @@ typedef struct target {
 	ops_target t;
 	serve_req *r;
 	const char *name;
+	brig_guest *held; /* lent by serve__guest until the target goes */
 } target;
 
 static int target_guest(ops_target *t, brig_guest **out, brig_error **err)
 {
 	target *tg = t->payload;
-	return serve__guest(tg->r->srv, tg->name, out, err);
+	serve__guest_release(tg->r->srv, tg->held);
+	tg->held = NULL;
+	int rc = serve__guest(tg->r->srv, tg->name, &tg->held, err);
+	*out = tg->held;
+	return rc;
 }
 
 static int target_exec(ops_target *t, const char *const *argv, const char *const *env, size_t env_count,
@@ -56,6 +61,16 @@ static void target_init(target *tg, serve_req *r, const char *name)
 	*tg = (target){.t = {.guest = target_guest, .exec = target_exec, .payload = tg}, .r = r, .name = name};
 }
 
+/* Gives the handle back when the handler's target goes out of scope. */
+static void target_done(target *tg)
+{
+	serve__guest_release(tg->r->srv, tg->held);
+}
+
+/* A target released at the end of its scope: declare and target_init it
+ * at once (nothing may return between the two). */
+#define cleanup_target __attribute__((cleanup(target_done)))
+
 /* ---- background processes ---- */
 
 void serve__h_procs_start(serve_req *r, serve_reply *out)
@@ -69,7 +84,7 @@ void serve__h_procs_start(serve_req *r, serve_reply *out)
 		serve__reply_error(out, err);
 		return;
 	}
-	target tg;
+	cleanup_target target tg;
 	target_init(&tg, r, name);
 	char *id = NULL;
 	cleanup_free char *wd = NULL;
@@ -92,7 +107,7 @@ void serve__h_procs_list(serve_req *r, serve_reply *out)
 	cleanup_free char *name = NULL;
 	if (!serve__path_computer(r, out, &name))
 		return;
-	target tg;
+	cleanup_target target tg;
 	target_init(&tg, r, name);
 	json_t *arr = NULL;
 	brig_error *err = NULL;
@@ -113,7 +128,7 @@ void serve__h_procs_get(serve_req *r, serve_reply *out)
 	    !serve__query_i64(r, out, "stderr_offset", 0, INT64_MAX, &eo) ||
 	    !serve__query_i64(r, out, "max_bytes", 1, 1 << 20, &max))
 		return;
-	target tg;
+	cleanup_target target tg;
 	target_init(&tg, r, name);
 	json_t *st = NULL;
 	brig_error *err = NULL;
@@ -134,7 +149,7 @@ void serve__h_procs_input(serve_req *r, serve_reply *out)
 		serve__reply_fail(out, 400, "invalid", "give {\"data\": string, \"close\": boolean}");
 		return;
 	}
-	target tg;
+	cleanup_target target tg;
 	target_init(&tg, r, name);
 	brig_error *err = NULL;
 	if (ops_proc_input(&tg.t, serve__param(r, "id"), data ? json_string_value(data) : "",
@@ -155,7 +170,7 @@ void serve__h_procs_kill(serve_req *r, serve_reply *out)
 		serve__reply_fail(out, 400, "invalid", "signal: give TERM, KILL, INT or HUP");
 		return;
 	}
-	target tg;
+	cleanup_target target tg;
 	target_init(&tg, r, name);
 	brig_error *err = NULL;
 	if (ops_proc_kill(&tg.t, serve__param(r, "id"), sig ? json_string_value(sig) : "TERM", &err) != 0) {
@@ -176,7 +191,7 @@ void serve__h_file_read(serve_req *r, serve_reply *out)
 	if (!serve__query_i64(r, out, "offset", 0, INT64_MAX, &off) ||
 	    !serve__query_i64(r, out, "length", 0, (int64_t)OPS_FS_MAX, &len))
 		return;
-	target tg;
+	cleanup_target target tg;
 	target_init(&tg, r, name);
 	char *data = NULL;
 	size_t n = 0;
@@ -205,7 +220,7 @@ void serve__h_file_write(serve_req *r, serve_reply *out)
 		serve__reply_fail(out, 413, "too_big", "a file written at once is at most %zu bytes", OPS_FS_MAX);
 		return;
 	}
-	target tg;
+	cleanup_target target tg;
 	target_init(&tg, r, name);
 	brig_error *err = NULL;
 	if (ops_fs_write(&tg.t, path, r->body ? r->body : "", r->body_len, serve__query_bool(r, "append"), &err) != 0) {
@@ -220,7 +235,7 @@ void serve__h_file_remove(serve_req *r, serve_reply *out)
 	cleanup_free char *name = NULL, *path = NULL;
 	if (!serve__path_computer(r, out, &name) || !(path = serve__query_path(r, out, "path")))
 		return;
-	target tg;
+	cleanup_target target tg;
 	target_init(&tg, r, name);
 	brig_error *err = NULL;
 	if (ops_fs_remove(&tg.t, path, serve__query_bool(r, "recursive"), &err) != 0) {
@@ -238,7 +253,7 @@ void serve__h_file_list(serve_req *r, serve_reply *out)
 	int64_t depth = 1;
 	if (!serve__query_i64(r, out, "depth", 1, 10, &depth))
 		return;
-	target tg;
+	cleanup_target target tg;
 	target_init(&tg, r, name);
 	json_t *entries = NULL;
 	bool truncated = false;
@@ -255,7 +270,7 @@ void serve__h_file_stat(serve_req *r, serve_reply *out)
 	cleanup_free char *name = NULL, *path = NULL;
 	if (!serve__path_computer(r, out, &name) || !(path = serve__query_path(r, out, "path")))
 		return;
-	target tg;
+	cleanup_target target tg;
 	target_init(&tg, r, name);
 	json_t *st = NULL;
 	brig_error *err = NULL;
@@ -273,7 +288,7 @@ void serve__h_file_move(serve_req *r, serve_reply *out)
 	    !(to = serve__body_path(r, out, "to")))
 		return;
 	json_t *ow = json_object_get(r->json, "overwrite");
-	target tg;
+	cleanup_target target tg;
 	target_init(&tg, r, name);
 	brig_error *err = NULL;
 	if (ops_fs_move(&tg.t, from, to, json_is_true(ow), &err) != 0) {
@@ -288,7 +303,7 @@ void serve__h_file_mkdir(serve_req *r, serve_reply *out)
 	cleanup_free char *name = NULL, *path = NULL;
 	if (!serve__path_computer(r, out, &name) || !(path = serve__body_path(r, out, "path")))
 		return;
-	target tg;
+	cleanup_target target tg;
 	target_init(&tg, r, name);
 	brig_error *err = NULL;
 	if (ops_fs_mkdir(&tg.t, path, &err) != 0) {

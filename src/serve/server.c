@@ -28,8 +28,15 @@ static const double exec_buckets_ms[] = {1, 2, 3, 5, 10, 25, 50, 100, 250, 500, 
 typedef struct kept_guest {
 	char *name;
 	brig_guest *g;
-	bool none; /* the computer has no brig-init */
+	size_t refs; /* operations holding g */
+	bool none;   /* the computer has no brig-init */
 } kept_guest;
+
+/* A retired handle still lent to refs operations. */
+typedef struct held_guest {
+	brig_guest *g;
+	size_t refs;
+} held_guest;
 
 /* A connection, watched so that one that takes longer than
  * header_timeout_s to finish a request's headers (dribbling bytes, which
@@ -61,7 +68,7 @@ struct serve_server {
 	/* brig-init handles, by container name */
 	kept_guest *guests;
 	size_t n_guests;
-	brig_guest **old; /* retired: another call may still hold them */
+	held_guest *old; /* retired, still lent: freed on their last release */
 	size_t n_old;
 	conn_track *conns;
 	pthread_t watchdog;
@@ -155,29 +162,57 @@ void serve__reply_error(serve_reply *out, brig_error *err)
 	brig_error_free(err);
 }
 
-/* ---- brig-init handles ---- */
+/* ---- brig-init handles ----
+ *
+ * A kept handle is lent to each operation that uses it (serve__guest
+ * takes a reference, serve__guest_release gives it back). One retired
+ * while lent (its computer stopped, it died) waits in s->old for its last
+ * borrower; one nobody holds, or a racer's second open, is freed at once,
+ * so stop/create loops leave no reader threads, eventfds or exec sockets
+ * behind. */
+
+/* Takes g out of use under s->lock: freed now (returned for the caller to
+ * free outside the lock) or, while borrowed, parked until released. */
+static brig_guest *retire_locked(serve_server *s, brig_guest *g, size_t refs)
+{
+	if (!g || refs == 0)
+		return g;
+	s->old = xrealloc(s->old, (s->n_old + 1) * sizeof *s->old);
+	s->old[s->n_old++] = (held_guest){.g = g, .refs = refs};
+	return NULL;
+}
+
+static kept_guest *kept_locked(serve_server *s, const char *name)
+{
+	for (size_t i = 0; i < s->n_guests; i++)
+		if (strcmp(s->guests[i].name, name) == 0)
+			return &s->guests[i];
+	return NULL;
+}
 
 int serve__guest(serve_server *s, const char *name, brig_guest **out, brig_error **err)
 {
 	*out = NULL;
+	brig_guest *dead = NULL;
 	pthread_mutex_lock(&s->lock);
-	kept_guest *k = NULL;
-	for (size_t i = 0; i < s->n_guests; i++)
-		if (strcmp(s->guests[i].name, name) == 0)
-			k = &s->guests[i];
+	kept_guest *k = kept_locked(s, name);
 	if (k && k->g && !brig_guest_alive(k->g)) {
-		s->old = xrealloc(s->old, (s->n_old + 1) * sizeof *s->old);
-		s->old[s->n_old++] = k->g;
+		dead = retire_locked(s, k->g, k->refs);
 		k->g = NULL;
+		k->refs = 0;
 	}
 	if (k && (k->g || k->none)) {
+		if (k->g)
+			k->refs++;
 		*out = k->g;
 		pthread_mutex_unlock(&s->lock);
+		brig_guest_free(dead);
 		return 0;
 	}
 	pthread_mutex_unlock(&s->lock);
+	brig_guest_free(dead);
 	/* Opened outside the lock (an exec into the container); two racers
-	 * may both open one: the second is retired. */
+	 * may both open one: the second's is freed. */
 	brig_guest *g = NULL;
 	brig_error *gerr = NULL;
 	int rc = brig_computer_guest(s->cfg.engine, &g, name, &gerr);
@@ -187,41 +222,61 @@ int serve__guest(serve_server *s, const char *name, brig_guest **out, brig_error
 	}
 	brig_error_free(gerr);
 	pthread_mutex_lock(&s->lock);
-	k = NULL;
-	for (size_t i = 0; i < s->n_guests; i++)
-		if (strcmp(s->guests[i].name, name) == 0)
-			k = &s->guests[i];
+	k = kept_locked(s, name);
 	if (!k) {
 		s->guests = xrealloc(s->guests, (s->n_guests + 1) * sizeof *s->guests);
 		k = &s->guests[s->n_guests++];
 		*k = (kept_guest){.name = xstrdup(name)};
 	}
-	if (k->g && g) {
-		s->old = xrealloc(s->old, (s->n_old + 1) * sizeof *s->old);
-		s->old[s->n_old++] = g;
-	} else if (g) {
-		k->g = g;
+	if (!k->g) {
+		k->g = steal_pointer(&g);
+		k->refs = 0;
 	}
 	k->none = !k->g;
+	if (k->g)
+		k->refs++;
 	*out = k->g;
 	pthread_mutex_unlock(&s->lock);
+	brig_guest_free(g); /* the racer's second one, never lent */
 	return 0;
+}
+
+void serve__guest_release(serve_server *s, brig_guest *g)
+{
+	if (!g)
+		return;
+	brig_guest *last = NULL;
+	pthread_mutex_lock(&s->lock);
+	bool found = false;
+	for (size_t i = 0; i < s->n_guests && !found; i++)
+		if (s->guests[i].g == g && s->guests[i].refs > 0) {
+			s->guests[i].refs--;
+			found = true;
+		}
+	for (size_t i = 0; i < s->n_old && !found; i++)
+		if (s->old[i].g == g) {
+			found = true;
+			if (--s->old[i].refs == 0) {
+				last = g;
+				s->old[i] = s->old[--s->n_old];
+			}
+		}
+	pthread_mutex_unlock(&s->lock);
+	brig_guest_free(last);
 }
 
 void serve__guest_forget(serve_server *s, const char *name)
 {
+	brig_guest *unused = NULL;
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < s->n_guests; i++)
-		if (strcmp(s->guests[i].name, name) == 0) {
-			if (s->guests[i].g) {
-				s->old = xrealloc(s->old, (s->n_old + 1) * sizeof *s->old);
-				s->old[s->n_old++] = s->guests[i].g;
-			}
-			free(s->guests[i].name);
-			s->guests[i] = s->guests[--s->n_guests];
-			break;
-		}
+	kept_guest *k = kept_locked(s, name);
+	if (k) {
+		unused = retire_locked(s, k->g, k->refs);
+		free(k->name);
+		*k = s->guests[--s->n_guests];
+	}
 	pthread_mutex_unlock(&s->lock);
+	brig_guest_free(unused);
 }
 
 /* ---- metrics ---- */
@@ -842,7 +897,7 @@ static void server_free(serve_server *s)
 		free(s->guests[i].name);
 	}
 	for (size_t i = 0; i < s->n_old; i++)
-		brig_guest_free(s->old[i]);
+		brig_guest_free(s->old[i].g);
 	free(s->guests);
 	free(s->old);
 	free(s->requests);

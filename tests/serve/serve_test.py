@@ -422,6 +422,41 @@ class Api(unittest.TestCase):
         self.assertEqual(st, 204, b)
         self.assertEqual(seen, server_routes(), "the walk missed a route")
 
+    def test_guest_handles_released(self):
+        """stat → stop → create in a loop: each stop retires the computer's
+        brig-init handle (a reader thread, an eventfd, an exec socket); the
+        server must free it, not keep it until exit."""
+        c = PyClient(self.srv.sock)
+        session = "handles"
+        C = self.cpath(NS_A, session)
+
+        def cycle():
+            # fresh: the stopped generation kept no checkpoint; a new one starts.
+            st, _, b = c.call("POST", "/v1/computers", {"ns": NS_A, "agent": "agent", "session": session, "fresh": True,
+                                                        "spec": {"labels": {"brig.test": PREFIX}}}, token=TOK_A)
+            self.assertIn(st, (200, 201), b)
+            st, _, b = c.call("GET", C + "/files/stat?path=/", token=TOK_A)
+            self.assertEqual(st, 200, b)
+            st, _, b = c.call("POST", C + "/stop", token=TOK_A)
+            self.assertEqual(st, 200, b)
+
+        def counts():
+            pid = self.srv.p.pid
+            return len(os.listdir("/proc/%d/fd" % pid)), len(os.listdir("/proc/%d/task" % pid))
+
+        try:
+            cycle()  # the first one settles what the server keeps for good
+            fds0, threads0 = counts()
+            n = 5
+            for _ in range(n):
+                cycle()
+            fds, threads = counts()
+            # Each kept handle would add a thread and two descriptors per cycle.
+            self.assertLess(fds - fds0, 4, "descriptors grow with stop/create cycles: %d → %d" % (fds0, fds))
+            self.assertLess(threads - threads0, 3, "threads grow with stop/create cycles: %d → %d" % (threads0, threads))
+        finally:
+            c.call("DELETE", C, token=TOK_A)
+
     def test_every_route_python(self):
         self.walk(self.py, "py")
 
