@@ -407,13 +407,49 @@ static void test_forbidden_addresses(void **state)
 	assert_false(forbidden6("2001:db8::1"));
 }
 
+/* The proxy's per-address share: one address cannot take every slot. */
+static void test_peer_cap(void **state)
+{
+	(void)state;
+	static brig_egress_peers p = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	uint32_t a = htonl(0x0a000002), b = htonl(0x0a000003);
+	for (int i = 0; i < BRIG_EGRESS_PEER_MAX; i++)
+		assert_true(brig_egress__peer_take(&p, a, BRIG_EGRESS_PEER_MAX));
+	assert_false(brig_egress__peer_take(&p, a, BRIG_EGRESS_PEER_MAX));
+	/* another sandbox is not held back by the first one's flood */
+	assert_true(brig_egress__peer_take(&p, b, BRIG_EGRESS_PEER_MAX));
+	/* a connection that ends gives its slot back */
+	brig_egress__peer_drop(&p, a);
+	assert_true(brig_egress__peer_take(&p, a, BRIG_EGRESS_PEER_MAX));
+	assert_false(brig_egress__peer_take(&p, a, BRIG_EGRESS_PEER_MAX));
+	for (int i = 0; i < BRIG_EGRESS_PEER_MAX; i++)
+		brig_egress__peer_drop(&p, a);
+	brig_egress__peer_drop(&p, b);
+	/* dropping an address not counted changes nothing */
+	brig_egress__peer_drop(&p, b);
+	for (size_t i = 0; i < BRIG_EGRESS_PEER_SLOTS; i++)
+		assert_int_equal(p.slot[i].count, 0);
+	/* as many addresses as slots: one more address is refused, until
+	 * one of them ends */
+	for (uint32_t i = 0; i < BRIG_EGRESS_PEER_SLOTS; i++)
+		assert_true(brig_egress__peer_take(&p, htonl(0x0a010000 + i), 1));
+	assert_false(brig_egress__peer_take(&p, a, 1));
+	brig_egress__peer_drop(&p, htonl(0x0a010007));
+	assert_true(brig_egress__peer_take(&p, a, 1));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rule_parse),        cmocka_unit_test(test_forbidden_addresses),
-		cmocka_unit_test(test_rule_match),        cmocka_unit_test(test_spec_allow),
-		cmocka_unit_test(test_spec_allow_errors), cmocka_unit_test(test_rules_files),
-		cmocka_unit_test(test_parse_head),        cmocka_unit_test(test_sni),
+		cmocka_unit_test(test_rule_parse),
+		cmocka_unit_test(test_peer_cap),
+		cmocka_unit_test(test_forbidden_addresses),
+		cmocka_unit_test(test_rule_match),
+		cmocka_unit_test(test_spec_allow),
+		cmocka_unit_test(test_spec_allow_errors),
+		cmocka_unit_test(test_rules_files),
+		cmocka_unit_test(test_parse_head),
+		cmocka_unit_test(test_sni),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
