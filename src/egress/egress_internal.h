@@ -90,4 +90,8 @@ bool brig_egress__peer_take(brig_egress_peers *p, uint32_t addr, int cap);
 /* Counts one connection of addr less (one that peer_take counted). */
 void brig_egress__peer_drop(brig_egress_peers *p, uint32_t addr);
 
+/* Fills out[0..max) (NULL-terminated; max >= 1) with the entries of env
+ * the egress proxy is started with (pointers into env). Returns how many. */
+size_t brig_egress__proxy_env(char **out, size_t max, char *const *env);
+
 #endif

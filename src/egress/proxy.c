@@ -295,7 +295,10 @@ bool brig_egress__forbidden(const struct sockaddr *sa)
 
 /* The test-only resolver override: $BRIG_EGRESS_HOSTS names a file of
  * "name address" lines (IPv4), read on each connection. Its answers may
- * be local addresses: that is what tests need. */
+ * be local addresses and skip brig_egress__forbidden: that is what tests
+ * need, and why the proxy's log warns when it is set. It reaches the proxy
+ * through the environment of the brig that starts it (proxy_env_kept in
+ * network.c); nothing but brig's tests may set it. */
 static int resolve_override(struct sockaddr_in *out, const char *host)
 {
 	const char *path = getenv("BRIG_EGRESS_HOSTS");
@@ -693,6 +696,10 @@ int brig_egress_proxy_serve(brig_error **err)
 	fprintf(stderr, "{\"proxy\":\"listening\",\"address\":\"%s:%d\",\"pid\":%ld}\n", BRIG_EGRESS_GATEWAY,
 		BRIG_EGRESS_PORT, (long)getpid());
 	fflush(stderr);
+	if (getenv("BRIG_EGRESS_HOSTS"))
+		log_note("warning", "BRIG_EGRESS_HOSTS is set",
+			 "a test-only resolver override: the names it lists resolve to its addresses, local ones too, "
+			 "without the proxy's address checks; never set it outside brig's tests");
 	int64_t empty_since = 0;
 	for (;;) {
 		int r = wait_fd(lfd, POLLIN, 2000);

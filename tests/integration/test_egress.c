@@ -99,6 +99,9 @@ static int setup(void **state)
 	char store[320];
 	snprintf(store, sizeof store, "sqlite://%s/brig.db", DIR_);
 	setenv("BRIG_STORE", store, 1);
+	/* A credential of the brig that starts the proxy: the proxy must not
+	 * inherit it (test_egress_computer looks). */
+	setenv("BRIG_EGRESS_TEST_CREDENTIAL", "not-for-the-proxy", 1);
 
 	char ports[320];
 	snprintf(ports, sizeof ports, "%s/ports", DIR_);
@@ -371,6 +374,33 @@ static void test_egress_computer(void **state)
 	ASSERT_CONTAINS(log, "TLS server name differs from the CONNECT host");
 	ASSERT_CONTAINS(log, "Host header differs");
 	ASSERT_CONTAINS(log, "\"host\":\"denied.brig.test\"");
+	/* The test-only resolver override is set: the log says so, loudly. */
+	ASSERT_CONTAINS(log, "\"warning\":\"BRIG_EGRESS_HOSTS is set\"");
+	/* The proxy's environment: what it needs, not its starter's all. */
+	char pidp[400];
+	snprintf(pidp, sizeof pidp, "%s/proxy.pid", EGRESS_DIR);
+	cleanup_free char *pid = slurp(pidp);
+	assert_non_null(pid);
+	char envp[64];
+	snprintf(envp, sizeof envp, "/proc/%d/environ", atoi(pid));
+	FILE *ef = fopen(envp, "re");
+	assert_non_null(ef);
+	char ent[4096];
+	size_t el = 0;
+	bool hosts = false;
+	for (int ch; (ch = fgetc(ef)) != EOF;) {
+		if (ch != '\0' && el + 1 < sizeof ent) {
+			ent[el++] = (char)ch;
+			continue;
+		}
+		ent[el] = '\0';
+		el = 0;
+		if (strncmp(ent, "BRIG_EGRESS_TEST_CREDENTIAL=", 28) == 0)
+			fail_msg("the proxy inherited BRIG_EGRESS_TEST_CREDENTIAL");
+		hosts = hosts || strncmp(ent, "BRIG_EGRESS_HOSTS=", 18) == 0;
+	}
+	fclose(ef);
+	assert_true(hosts);
 	/* Under the sanitizer build the proxy is instrumented too. */
 	assert_null(strstr(log, "Sanitizer"));
 	assert_null(strstr(log, "runtime error:"));

@@ -438,6 +438,41 @@ static void test_peer_cap(void **state)
 	assert_true(brig_egress__peer_take(&p, a, 1));
 }
 
+/* The proxy is started with what it needs of its starter's environment,
+ * and nothing else: no credentials. */
+static void test_proxy_env(void **state)
+{
+	(void)state;
+	char *env[] = {"ANTHROPIC_API_KEY=sk-test-not-a-key",
+		       "PATH=/usr/bin:/bin",
+		       "BRIG_STORE=sqlite:///tmp/x.db",
+		       "BRIG_TOKEN=t",
+		       "BRIG_EGRESS_DIR=/tmp/e",
+		       "BRIG_EGRESS_HOSTS=/tmp/h",
+		       "BRIG_EGRESS_HOSTSX=/tmp/h",
+		       "DOCKER_HOST=unix:///var/run/docker.sock",
+		       "PGPASSFILE=/tmp/pgpass",
+		       "PG=x",
+		       "PATHX=y",
+		       "HOME",
+		       "GITHUB_TOKEN=t",
+		       NULL};
+	char *out[16];
+	assert_int_equal(brig_egress__proxy_env(out, 16, env), 6);
+	assert_string_equal(out[0], "PATH=/usr/bin:/bin");
+	assert_string_equal(out[1], "BRIG_STORE=sqlite:///tmp/x.db");
+	assert_string_equal(out[2], "BRIG_EGRESS_DIR=/tmp/e");
+	assert_string_equal(out[3], "BRIG_EGRESS_HOSTS=/tmp/h");
+	assert_string_equal(out[4], "DOCKER_HOST=unix:///var/run/docker.sock");
+	assert_string_equal(out[5], "PGPASSFILE=/tmp/pgpass");
+	assert_null(out[6]);
+	/* a short array: what fits, still NULL-terminated */
+	assert_int_equal(brig_egress__proxy_env(out, 3, env), 2);
+	assert_null(out[2]);
+	assert_int_equal(brig_egress__proxy_env(out, 1, env), 0);
+	assert_null(out[0]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -450,6 +485,7 @@ int main(void)
 		cmocka_unit_test(test_rules_files),
 		cmocka_unit_test(test_parse_head),
 		cmocka_unit_test(test_sni),
+		cmocka_unit_test(test_proxy_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
