@@ -4,6 +4,7 @@
 #ifndef BRIG_EGRESS_INTERNAL_H
 #define BRIG_EGRESS_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -65,5 +66,32 @@ int brig_egress__sni(char *out, size_t outlen, const unsigned char *buf, size_t 
  * the egress network, and IPv4 inside IPv6 (mapped, compatible, NAT64). */
 struct sockaddr;
 bool brig_egress__forbidden(const struct sockaddr *sa);
+
+/* Connections one sandbox address may hold at the proxy at once (the
+ * proxy's whole cap is shared by all sandboxes). */
+#define BRIG_EGRESS_PEER_MAX 32
+/* Addresses counted at once; the proxy's cap on connections (256) keeps
+ * the distinct addresses below it. */
+#define BRIG_EGRESS_PEER_SLOTS 256
+
+/* Connections per peer IPv4 address (network order). Zero-initialize and
+ * set lock to PTHREAD_MUTEX_INITIALIZER. */
+typedef struct brig_egress_peers {
+	pthread_mutex_t lock;
+	struct {
+		uint32_t addr;
+		int count; /* 0: a free slot */
+	} slot[BRIG_EGRESS_PEER_SLOTS];
+} brig_egress_peers;
+
+/* Counts one more connection of addr. False (nothing counted) when addr
+ * already holds cap, or when every slot is another address's. */
+bool brig_egress__peer_take(brig_egress_peers *p, uint32_t addr, int cap);
+/* Counts one connection of addr less (one that peer_take counted). */
+void brig_egress__peer_drop(brig_egress_peers *p, uint32_t addr);
+
+/* Fills out[0..max) (NULL-terminated; max >= 1) with the entries of env
+ * the egress proxy is started with (pointers into env). Returns how many. */
+size_t brig_egress__proxy_env(char **out, size_t max, char *const *env);
 
 #endif

@@ -25,6 +25,8 @@
 #include "sandbox/firewall.h"
 #include "util/util.h"
 
+extern char **environ;
+
 #define STR2(x) #x
 #define STR(x) STR2(x)
 
@@ -163,6 +165,52 @@ static char *proxy_program(void)
 	return NULL;
 }
 
+/* What the proxy's environment keeps of its starter's: where the store,
+ * the egress folder and the daemon are (and the store's own libpq
+ * settings, PG*), PATH and HOME, the sanitizers' options, and the
+ * test-only resolver override. Nothing else: the brig that starts the
+ * proxy may hold credentials (API keys, tokens) the proxy has no use for,
+ * and it lives on, serving sandboxes, after that brig has gone. */
+static bool proxy_env_kept(const char *entry)
+{
+	static const char *const names[] = {
+		"PATH",
+		"HOME",
+		"TMPDIR",
+		"LD_LIBRARY_PATH",
+		"XDG_DATA_HOME",
+		"BRIG_STORE",
+		"BRIG_EGRESS_DIR",
+		"BRIG_EGRESS_HOSTS",
+		"DOCKER_HOST",
+		"DOCKER_TLS_VERIFY",
+		"DOCKER_CERT_PATH",
+		"ASAN_OPTIONS",
+		"UBSAN_OPTIONS",
+		"LSAN_OPTIONS",
+	};
+	const char *eq = strchr(entry, '=');
+	if (!eq)
+		return false;
+	size_t n = (size_t)(eq - entry);
+	if (n > 2 && strncmp(entry, "PG", 2) == 0)
+		return true;
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (strlen(names[i]) == n && strncmp(entry, names[i], n) == 0)
+			return true;
+	return false;
+}
+
+size_t brig_egress__proxy_env(char **out, size_t max, char *const *env)
+{
+	size_t n = 0;
+	for (; env && *env && n + 1 < max; env++)
+		if (proxy_env_kept(*env))
+			out[n++] = *env;
+	out[n] = NULL;
+	return n;
+}
+
 static int proxy_start(brig_error **err)
 {
 	if (proxy_listening())
@@ -180,6 +228,8 @@ static int proxy_start(brig_error **err)
 		return rc;
 	cleanup_free char *log = xasprintf("%s/proxy.log", dir);
 	char *const argv[] = {"brig", "egress-proxy", NULL};
+	char *envp[64];
+	brig_egress__proxy_env(envp, sizeof envp / sizeof *envp, environ);
 	/* Everything the child needs is ready before fork: between fork and
 	 * exec only async-signal-safe calls (the caller may have threads). */
 	int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -204,7 +254,7 @@ static int proxy_start(brig_error **err)
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		execv(prog, argv);
+		execve(prog, argv, envp);
 		_exit(127);
 	}
 	close(logfd);

@@ -35,6 +35,7 @@
 #include "util/util.h"
 
 #define CONN_MAX 256
+_Static_assert(CONN_MAX <= BRIG_EGRESS_PEER_SLOTS, "every connection's address has a slot");
 #define HEAD_TIMEOUT_MS 30000
 #define CONNECT_TIMEOUT_MS 10000
 #define IDLE_TIMEOUT_MS (5 * 60 * 1000)
@@ -44,9 +45,11 @@ static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
 static brig_engine *engine;
 static brig_store *ledger; /* NULL when brig's store could not be opened */
 static atomic_int active;
+static brig_egress_peers peers = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 typedef struct conn {
 	int fd;
+	uint32_t addr; /* the peer's, network order */
 	char peer[INET_ADDRSTRLEN];
 	/* what the log line says */
 	char sandbox[160];
@@ -292,7 +295,10 @@ bool brig_egress__forbidden(const struct sockaddr *sa)
 
 /* The test-only resolver override: $BRIG_EGRESS_HOSTS names a file of
  * "name address" lines (IPv4), read on each connection. Its answers may
- * be local addresses: that is what tests need. */
+ * be local addresses and skip brig_egress__forbidden: that is what tests
+ * need, and why the proxy's log warns when it is set. It reaches the proxy
+ * through the environment of the brig that starts it (proxy_env_kept in
+ * network.c); nothing but brig's tests may set it. */
 static int resolve_override(struct sockaddr_in *out, const char *host)
 {
 	const char *path = getenv("BRIG_EGRESS_HOSTS");
@@ -605,6 +611,7 @@ out:
 	log_conn(c);
 	free(buf);
 	close(c->fd);
+	brig_egress__peer_drop(&peers, c->addr);
 	free(c);
 	atomic_fetch_sub(&active, 1);
 	return NULL;
@@ -689,6 +696,10 @@ int brig_egress_proxy_serve(brig_error **err)
 	fprintf(stderr, "{\"proxy\":\"listening\",\"address\":\"%s:%d\",\"pid\":%ld}\n", BRIG_EGRESS_GATEWAY,
 		BRIG_EGRESS_PORT, (long)getpid());
 	fflush(stderr);
+	if (getenv("BRIG_EGRESS_HOSTS"))
+		log_note("warning", "BRIG_EGRESS_HOSTS is set",
+			 "a test-only resolver override: the names it lists resolve to its addresses, local ones too, "
+			 "without the proxy's address checks; never set it outside brig's tests");
 	int64_t empty_since = 0;
 	for (;;) {
 		int r = wait_fd(lfd, POLLIN, 2000);
@@ -714,13 +725,17 @@ int brig_egress_proxy_serve(brig_error **err)
 		empty_since = 0;
 		uint32_t gw = 0;
 		inet_pton(AF_INET, BRIG_EGRESS_GATEWAY, &gw);
-		if (peer.sin_addr.s_addr == gw || atomic_load(&active) >= CONN_MAX) {
-			/* brig's own is-it-up probe, or too many at once */
+		/* brig's own is-it-up probe, too many at once, or too many from
+		 * this address: closed before any daemon look-up or ledger row,
+		 * so a flood costs neither dockerd nor the store */
+		if (peer.sin_addr.s_addr == gw || atomic_load(&active) >= CONN_MAX ||
+		    !brig_egress__peer_take(&peers, peer.sin_addr.s_addr, BRIG_EGRESS_PEER_MAX)) {
 			close(fd);
 			continue;
 		}
 		conn *c = xcalloc(1, sizeof *c);
 		c->fd = fd;
+		c->addr = peer.sin_addr.s_addr;
 		c->port = 0;
 		inet_ntop(AF_INET, &peer.sin_addr, c->peer, sizeof c->peer);
 		int one = 1;
@@ -736,6 +751,7 @@ int brig_egress_proxy_serve(brig_error **err)
 		pthread_attr_setstacksize(&at, 512 * 1024);
 		pthread_t t;
 		if (pthread_create(&t, &at, serve_conn, c) != 0) {
+			brig_egress__peer_drop(&peers, c->addr);
 			atomic_fetch_sub(&active, 1);
 			close(fd);
 			free(c);

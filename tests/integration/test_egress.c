@@ -27,6 +27,8 @@
 #include "brig/sandbox.h"
 #include "brig/spec.h"
 #include "brig/store.h"
+#include "egress/egress_internal.h"
+#include "egress/egress_internal.h"
 #include "util/util.h"
 
 static brig_engine *E;
@@ -99,6 +101,9 @@ static int setup(void **state)
 	char store[320];
 	snprintf(store, sizeof store, "sqlite://%s/brig.db", DIR_);
 	setenv("BRIG_STORE", store, 1);
+	/* A credential of the brig that starts the proxy: the proxy must not
+	 * inherit it (test_egress_computer looks). */
+	setenv("BRIG_EGRESS_TEST_CREDENTIAL", "not-for-the-proxy", 1);
 
 	char ports[320];
 	snprintf(ports, sizeof ports, "%s/ports", DIR_);
@@ -371,6 +376,33 @@ static void test_egress_computer(void **state)
 	ASSERT_CONTAINS(log, "TLS server name differs from the CONNECT host");
 	ASSERT_CONTAINS(log, "Host header differs");
 	ASSERT_CONTAINS(log, "\"host\":\"denied.brig.test\"");
+	/* The test-only resolver override is set: the log says so, loudly. */
+	ASSERT_CONTAINS(log, "\"warning\":\"BRIG_EGRESS_HOSTS is set\"");
+	/* The proxy's environment: what it needs, not its starter's all. */
+	char pidp[400];
+	snprintf(pidp, sizeof pidp, "%s/proxy.pid", EGRESS_DIR);
+	cleanup_free char *pid = slurp(pidp);
+	assert_non_null(pid);
+	char envp[64];
+	snprintf(envp, sizeof envp, "/proc/%d/environ", atoi(pid));
+	FILE *ef = fopen(envp, "re");
+	assert_non_null(ef);
+	char ent[4096];
+	size_t el = 0;
+	bool hosts = false;
+	for (int ch; (ch = fgetc(ef)) != EOF;) {
+		if (ch != '\0' && el + 1 < sizeof ent) {
+			ent[el++] = (char)ch;
+			continue;
+		}
+		ent[el] = '\0';
+		el = 0;
+		if (strncmp(ent, "BRIG_EGRESS_TEST_CREDENTIAL=", 28) == 0)
+			fail_msg("the proxy inherited BRIG_EGRESS_TEST_CREDENTIAL");
+		hosts = hosts || strncmp(ent, "BRIG_EGRESS_HOSTS=", 18) == 0;
+	}
+	fclose(ef);
+	assert_true(hosts);
 	/* Under the sanitizer build the proxy is instrumented too. */
 	assert_null(strstr(log, "Sanitizer"));
 	assert_null(strstr(log, "runtime error:"));
@@ -437,6 +469,36 @@ static void test_egress_computer(void **state)
 	free(o);
 	assert_int_equal(cli(&o, (const char *[]){"egress", "log", "--ns", NS, NULL}), 125);
 	free(o);
+
+	/* One sandbox cannot take every proxy slot: past BRIG_EGRESS_PEER_MAX
+	 * idle connections of its own, the next is closed at once while the
+	 * others stay open. */
+	static const char flood[] = "import socket, sys\n"
+				    "def state(s, t):\n"
+				    "    s.settimeout(t)\n"
+				    "    try:\n"
+				    "        return 'closed' if s.recv(1) == b'' else 'data'\n"
+				    "    except socket.timeout:\n"
+				    "        return 'open'\n"
+				    "    except OSError:\n"
+				    "        return 'closed'\n"
+				    "held = [socket.create_connection((sys.argv[1], 3128), timeout=10)\n"
+				    "        for _ in range(int(sys.argv[2]))]\n"
+				    "over = socket.create_connection((sys.argv[1], 3128), timeout=10)\n"
+				    "print('OVER=' + state(over, 10))\n"
+				    "print('HELD=' + state(held[0], 1))\n";
+	char cap[16];
+	snprintf(cap, sizeof cap, "%d", BRIG_EGRESS_PEER_MAX);
+	const char *fargv[] = {"python3", "-c", flood, BRIG_EGRESS_GATEWAY, cap, NULL};
+	brig_exec_opts fo = {
+		.version = BRIG_EXEC_OPTS_VERSION, .argv = fargv, .stdin_fd = -1, .cancel_fd = -1, .timeout_ms = 60000};
+	brig_exec_result fr;
+	ASSERT_OK(brig_computer_exec(E, name, &fo, &fr, &err), err);
+	if (fr.exit_code != 0)
+		fail_msg("flood exited %d: %s", fr.exit_code, fr.err.data ? fr.err.data : "");
+	ASSERT_CONTAINS(fr.out.data ? fr.out.data : "", "OVER=closed");
+	ASSERT_CONTAINS(fr.out.data ? fr.out.data : "", "HELD=open");
+	brig_exec_result_clear(&fr);
 
 	ASSERT_OK(brig_computer_destroy(E, name, &err), err);
 	ASSERT_OK(brig_egress_rules_get(&now, &n, name, &err), err);

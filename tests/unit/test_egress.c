@@ -407,13 +407,85 @@ static void test_forbidden_addresses(void **state)
 	assert_false(forbidden6("2001:db8::1"));
 }
 
+/* The proxy's per-address share: one address cannot take every slot. */
+static void test_peer_cap(void **state)
+{
+	(void)state;
+	static brig_egress_peers p = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	uint32_t a = htonl(0x0a000002), b = htonl(0x0a000003);
+	for (int i = 0; i < BRIG_EGRESS_PEER_MAX; i++)
+		assert_true(brig_egress__peer_take(&p, a, BRIG_EGRESS_PEER_MAX));
+	assert_false(brig_egress__peer_take(&p, a, BRIG_EGRESS_PEER_MAX));
+	/* another sandbox is not held back by the first one's flood */
+	assert_true(brig_egress__peer_take(&p, b, BRIG_EGRESS_PEER_MAX));
+	/* a connection that ends gives its slot back */
+	brig_egress__peer_drop(&p, a);
+	assert_true(brig_egress__peer_take(&p, a, BRIG_EGRESS_PEER_MAX));
+	assert_false(brig_egress__peer_take(&p, a, BRIG_EGRESS_PEER_MAX));
+	for (int i = 0; i < BRIG_EGRESS_PEER_MAX; i++)
+		brig_egress__peer_drop(&p, a);
+	brig_egress__peer_drop(&p, b);
+	/* dropping an address not counted changes nothing */
+	brig_egress__peer_drop(&p, b);
+	for (size_t i = 0; i < BRIG_EGRESS_PEER_SLOTS; i++)
+		assert_int_equal(p.slot[i].count, 0);
+	/* as many addresses as slots: one more address is refused, until
+	 * one of them ends */
+	for (uint32_t i = 0; i < BRIG_EGRESS_PEER_SLOTS; i++)
+		assert_true(brig_egress__peer_take(&p, htonl(0x0a010000 + i), 1));
+	assert_false(brig_egress__peer_take(&p, a, 1));
+	brig_egress__peer_drop(&p, htonl(0x0a010007));
+	assert_true(brig_egress__peer_take(&p, a, 1));
+}
+
+/* The proxy is started with what it needs of its starter's environment,
+ * and nothing else: no credentials. */
+static void test_proxy_env(void **state)
+{
+	(void)state;
+	char *env[] = {"ANTHROPIC_API_KEY=sk-test-not-a-key",
+		       "PATH=/usr/bin:/bin",
+		       "BRIG_STORE=sqlite:///tmp/x.db",
+		       "BRIG_TOKEN=t",
+		       "BRIG_EGRESS_DIR=/tmp/e",
+		       "BRIG_EGRESS_HOSTS=/tmp/h",
+		       "BRIG_EGRESS_HOSTSX=/tmp/h",
+		       "DOCKER_HOST=unix:///var/run/docker.sock",
+		       "PGPASSFILE=/tmp/pgpass",
+		       "PG=x",
+		       "PATHX=y",
+		       "HOME",
+		       "GITHUB_TOKEN=t",
+		       NULL};
+	char *out[16];
+	assert_int_equal(brig_egress__proxy_env(out, 16, env), 6);
+	assert_string_equal(out[0], "PATH=/usr/bin:/bin");
+	assert_string_equal(out[1], "BRIG_STORE=sqlite:///tmp/x.db");
+	assert_string_equal(out[2], "BRIG_EGRESS_DIR=/tmp/e");
+	assert_string_equal(out[3], "BRIG_EGRESS_HOSTS=/tmp/h");
+	assert_string_equal(out[4], "DOCKER_HOST=unix:///var/run/docker.sock");
+	assert_string_equal(out[5], "PGPASSFILE=/tmp/pgpass");
+	assert_null(out[6]);
+	/* a short array: what fits, still NULL-terminated */
+	assert_int_equal(brig_egress__proxy_env(out, 3, env), 2);
+	assert_null(out[2]);
+	assert_int_equal(brig_egress__proxy_env(out, 1, env), 0);
+	assert_null(out[0]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rule_parse),        cmocka_unit_test(test_forbidden_addresses),
-		cmocka_unit_test(test_rule_match),        cmocka_unit_test(test_spec_allow),
-		cmocka_unit_test(test_spec_allow_errors), cmocka_unit_test(test_rules_files),
-		cmocka_unit_test(test_parse_head),        cmocka_unit_test(test_sni),
+		cmocka_unit_test(test_rule_parse),
+		cmocka_unit_test(test_peer_cap),
+		cmocka_unit_test(test_forbidden_addresses),
+		cmocka_unit_test(test_rule_match),
+		cmocka_unit_test(test_spec_allow),
+		cmocka_unit_test(test_spec_allow_errors),
+		cmocka_unit_test(test_rules_files),
+		cmocka_unit_test(test_parse_head),
+		cmocka_unit_test(test_sni),
+		cmocka_unit_test(test_proxy_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
