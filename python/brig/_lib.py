@@ -300,6 +300,7 @@ _PROTOS = {
     "brig_session_open": (c_int, [P, P, P, P, P, P, ERR]),
     "brig_up_result_clear": (None, [P]),
     "brig_session_recover": (c_int, [P, P, P, c_char_p, c_char_p, c_char_p, c_char_p, ERR]),
+    "brig_session_recover_at": (c_int, [P, P, P, c_char_p, c_char_p, c_char_p, c_char_p, c_int64, ERR]),
     "brig_recover_result_clear": (None, [P]),
     "brig_session_mark_failed": (c_int, [P, c_char_p, c_char_p, c_char_p, c_int64, ERR]),
     "brig_checkpoint_dir": (c_int, [POINTER(c_void_p), P, ERR]),

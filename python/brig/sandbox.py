@@ -513,24 +513,27 @@ class Sandbox:
 
     def recover(self, checkpoint: Optional[Union[int, Checkpoint]] = None) -> int:
         """Moves a failed, stopped or lost session to a new generation
-        restored from its latest checkpoint (exactly one of racing callers
-        advances it) and returns the new generation. With checkpoint, that
-        checkpoint's files are then copied over the (running) computer's.
-        brig.StateError: the computer runs fine and no checkpoint was named."""
+        restored from its latest checkpoint, or from `checkpoint` when named
+        (exactly one of racing callers advances it), and returns the new
+        generation. When the computer runs fine, a named checkpoint's files
+        are copied over the running computer's instead (nothing else
+        changes). brig.StateError: the computer runs fine and no checkpoint
+        was named."""
+        cid = None if checkpoint is None else (checkpoint.id if isinstance(checkpoint, Checkpoint) else int(checkpoint))
         res, err = _lib.RecoverResult(), c_void_p()
-        rc = lib.brig_session_recover(_engine(), self._s, byref(res), _b(self.ns), _b(self.agent),
-                                      _b(self.session), None, byref(err))
+        rc = lib.brig_session_recover_at(_engine(), self._s, byref(res), _b(self.ns), _b(self.agent),
+                                         _b(self.session), None, cid or 0, byref(err))
+        running = rc == StateError.code and cid is not None
         try:
-            if rc == StateError.code and checkpoint is not None:
-                make(rc, err)
+            if running:
+                make(rc, err)  # frees brig's error: the overlay below is the answer
             else:
                 check(rc, err)
                 self._drop_relay()
                 self._adopt(_computer_json(res.computer))
         finally:
             lib.brig_recover_result_clear(byref(res))
-        if checkpoint is not None:
-            cid = checkpoint.id if isinstance(checkpoint, Checkpoint) else int(checkpoint)
+        if running:
             cp, err = c_void_p(), c_void_p()
             check(lib.brig_store_checkpoint_get(self._s, byref(cp), cid, byref(err)), err)
             d, err = c_void_p(), c_void_p()

@@ -216,14 +216,24 @@ def test_lifecycle_checkpoint_stop_recover(make_sandbox, tmpstore, docker_client
     gen = sb.recover()
     assert gen == 2 and sb.name != old
     assert sb.files.read_text("work.txt") == "v2"  # the latest checkpoint
+    # a stopped session recovered from a named, older checkpoint: exactly its
+    # files (v1), nothing of the latest (v2) or of a file only the latest has
+    sb.files.write("only-latest.txt", "x")
+    cp3 = sb.checkpoint()
+    sb.stop()
+    gen = sb.recover(checkpoint=cp1)
+    assert gen == 3
+    assert sb.files.read_text("work.txt") == "v1"
+    assert sb.exec("test -e only-latest.txt").exit_code == 1
+    assert cp3.id != cp1.id
     again = make_sandbox(session="life")  # adopts
     assert again.name == sb.name and again.lost is None
-    assert again.exec("cat work.txt").text == "v2"
+    assert again.exec("cat work.txt").text == "v1"
     info = [s for s in brig.sandboxes(sb.ns) if s.session == "life"]
-    assert [s.name for s in info] == [sb.name] and info[0].generation == 2
+    assert [s.name for s in info] == [sb.name] and info[0].generation == 3
     c = brig.Sandbox.connect(sb.name, store=tmpstore)
     assert (c.ns, c.agent, c.session) == (sb.ns, sb.agent, "life")
-    assert c.exec("cat work.txt").text == "v2"
+    assert c.exec("cat work.txt").text == "v1"
     c.close()
     sb.destroy()
     assert [s for s in brig.sandboxes(sb.ns) if s.session == "life"] == []
