@@ -71,6 +71,13 @@ BRIG_PUBLIC bool brig_engine_is_local(const brig_engine *e);
 BRIG_PUBLIC int brig_engine_ping(brig_engine *e, brig_error **err);
 BRIG_PUBLIC int brig_engine_version(brig_engine *e, json_t **out, brig_error **err);
 BRIG_PUBLIC int brig_engine_info(brig_engine *e, json_t **out, brig_error **err);
+/* The host uid and gid that uid 0 inside a container is on a daemon run with
+ * userns-remap (read from /info: SecurityOptions name=userns and the
+ * "/UID.GID" suffix of DockerRootDir); 0 and 0 when the daemon does not remap.
+ * The daemon's archive API reports owners as host ids on a remapped daemon.
+ * Errors: those of brig_engine_info, BRIG_EPROTO when the answer is not
+ * understood. */
+BRIG_PUBLIC int brig_engine_userns_root(brig_engine *e, uint32_t *uid, uint32_t *gid, brig_error **err);
 
 /* Streams daemon events. filters is a Docker filters object (may be NULL);
  * since/until are unix seconds (0 = unset). cb gets each event (borrowed);

@@ -63,6 +63,13 @@ typedef struct brig_computer {
 	size_t port_count;
 } brig_computer;
 
+/* True once per process, after this process created a computer or a run on
+ * a Docker daemon that does not remap user namespaces (as far as brig
+ * learned it without an extra call): sandbox uid 1000 is then host uid 1000,
+ * and the host account with that uid can read and trace sandboxed
+ * processes. brig's CLI warns then; `brig doctor` says how to fix it. */
+BRIG_PUBLIC bool brig_userns_warning_due(void);
+
 BRIG_PUBLIC void brig_computer_free(brig_computer *c);
 BRIG_PUBLIC void brig_computer_free_array(brig_computer **cs, size_t n);
 /* {"name","id","ns","agent","session","generation","state","image",

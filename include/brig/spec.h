@@ -68,6 +68,7 @@ typedef enum brig_kind {
 #define BRIG_LABEL_CONTAINER "brig.container"   /* volumes: their container's name */
 #define BRIG_LABEL_VOLUME "brig.volume"         /* volumes: workspace | runtime | … */
 #define BRIG_LABEL_INIT "brig.init"             /* 16 hex of the brig-init a container runs as PID 1 */
+#define BRIG_LABEL_USERNS "brig.userns"         /* brig-init marker volume: "UID:GID" a remapping daemon maps root to */
 /* Computers with env entries: 32 random hex digits keying the env values'
  * digests in the spec hash (brig_spec_hash_salted). */
 #define BRIG_LABEL_ENV_SALT "brig.env-salt"
@@ -414,7 +415,22 @@ BRIG_PUBLIC int brig_spec_labels(json_t **out, const brig_spec *spec, brig_kind 
 BRIG_PUBLIC int brig_spec_volume_json(json_t **out, const brig_spec *spec, const char *container,
 				      brig_volume which, const json_t *labels, brig_error **err);
 
-#define BRIG_CONTAINER_OPTS_VERSION 1
+/* Host ids a daemon with userns-remap maps the container's ids to: uid N
+ * inside is N + uid on the host (brig_engine_userns_root). Zero when the
+ * daemon does not remap. */
+typedef struct brig_idshift {
+	uint32_t uid;
+	uint32_t gid;
+} brig_idshift;
+
+/* brig_spec_volume_json() for a daemon with userns-remap: the local driver
+ * mounts the tmpfs on the host, so its uid/gid options are shifted by
+ * *shift (NULL: none). */
+BRIG_PUBLIC int brig_spec_volume_json_shifted(json_t **out, const brig_spec *spec, const char *container,
+					      brig_volume which, const json_t *labels, const brig_idshift *shift,
+					      brig_error **err);
+
+#define BRIG_CONTAINER_OPTS_VERSION 2
 
 /* What the container body needs besides the spec. Start from
  * BRIG_CONTAINER_OPTS_INIT (a computer); a computer needs id and name and a
@@ -461,6 +477,11 @@ typedef struct brig_container_opts {
 	 * threads (~8 per sandbox process on the ptrace platform, measured), not
 	 * the sandbox's processes; at the limit gVisor ends the sandbox. */
 	bool gvisor;
+	/* version 2: the daemon remaps user namespaces (brig_engine_userns_root):
+	 * the tmpfs volumes' uid/gid options (mounted on the host by the local
+	 * driver) are shifted by it. Plain tmpfs mounts are made by runc inside
+	 * the container's user namespace and are not. */
+	brig_idshift shift;
 } brig_container_opts;
 
 /* The host PidsLimit of a gVisor container holding `pids` processes. */

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "brig/common.h"
+#include "brig/sandbox.h"
 #include "cli/cli.h"
 
 bool cli_debug;
@@ -168,6 +170,10 @@ int main(int argc, char **argv)
 	}
 	optind = 0;
 	int rc = cmd->fn(argc - first, argv + first);
+	/* said to a person, once: scripts and tests reading stderr get none */
+	if (brig_userns_warning_due() && isatty(STDERR_FILENO))
+		fprintf(stderr, "brig: warning: the Docker daemon does not remap user namespaces, so the sandbox "
+				"user is host uid 1000 (see brig doctor)\n");
 
 	/* stdout carries results: a failed write (disk full, closed pipe) must
 	 * not look like success. A reader that left (`| head`) is not an error

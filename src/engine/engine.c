@@ -265,6 +265,42 @@ int brig_engine_info(brig_engine *e, json_t **out, brig_error **err)
 	return brig_engine__call(e, &call, out, NULL, NULL, err);
 }
 
+static bool has_userns(const json_t *info)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach (json_object_get(info, "SecurityOptions"), i, v) {
+		const char *o = json_string_value(v);
+		if (o && (strcmp(o, "name=userns") == 0 || strncmp(o, "name=userns,", 12) == 0))
+			return true;
+	}
+	return false;
+}
+
+int brig_engine_userns_root(brig_engine *e, uint32_t *uid, uint32_t *gid, brig_error **err)
+{
+	*uid = *gid = 0;
+	cleanup_json json_t *info = NULL;
+	int rc = brig_engine_info(e, &info, err);
+	if (rc)
+		return rc;
+	if (!has_userns(info))
+		return 0;
+	/* DockerRootDir is /var/lib/docker/100000.100000 on a remapped daemon */
+	const char *dir = json_string_value(json_object_get(info, "DockerRootDir"));
+	const char *base = dir ? strrchr(dir, '/') : NULL;
+	unsigned long u, g;
+	char end;
+	if (!base || sscanf(base + 1, "%lu.%lu%c", &u, &g, &end) != 2 || u == 0 || u > UINT32_MAX ||
+	    g > UINT32_MAX)
+		return brig__error_set(err, BRIG_EPROTO, 0,
+				       "the daemon remaps user namespaces but its root directory does not name the "
+				       "remapped root (expected DockerRootDir ending in /UID.GID)");
+	*uid = (uint32_t)u;
+	*gid = (uint32_t)g;
+	return 0;
+}
+
 /* ---- JSON lines ---- */
 
 void brig_jsonl_init(brig_jsonl *j, size_t max_line, brig_jsonl_cb cb, void *payload, brig_error **err)

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "brig/guest.h"
+#include "brig/spec.h"
 #include "util/util.h"
 
 #define BRIG_GUEST_OUT_CAP (4u << 20)
@@ -80,9 +81,16 @@ int brig_guest__volume_quick(brig_engine *e, const char *image, bool *check, bri
  * A copy seen whole counts as ensured for the rest of the process and makes
  * the marker. */
 int brig_guest__volume_check(brig_engine *e, const char *cid, brig_error **err);
-/* Makes the marker volume (labelled like the volume; errors ignored: the
- * next run looks again). */
+/* Makes the marker volume (labelled like the volume, and with the daemon's
+ * userns shift when known; errors ignored: the next run looks again). */
 void brig_guest__volume_mark(brig_engine *e);
+/* The daemon's userns-remap shift (brig_engine_userns_root; zero without
+ * remapping) for the tmpfs volumes brig creates: learned once per process —
+ * from the marker volume's label when an ensure or a quick check read it,
+ * else from /info. */
+int brig_guest__userns_shift(brig_engine *e, brig_idshift *out, brig_error **err);
+/* The shift when this process has learned it (no call); false when not. */
+bool brig_guest__userns_shift_known(brig_idshift *out);
 /* A run's container would not start: trust nothing until seen again
  * (forget, and remove the marker). */
 void brig_guest__volume_distrust(brig_engine *e);

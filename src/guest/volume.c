@@ -1,6 +1,7 @@
 /* volume.c — the read-only volume that carries brig-init into every
  * computer: the binary embedded in libbrig, its name, and filling it once. */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -125,6 +126,7 @@ typedef struct verify {
 	size_t hdr_have;
 	size_t data_have;
 	unsigned mode;
+	uint64_t uid; /* the owner the daemon reported */
 	bool mismatch;
 	bool header_ok;
 } verify;
@@ -156,7 +158,8 @@ static int verify_cb(const char *data, size_t len, void *payload)
 				const char *h = (const char *)v->hdr;
 				v->header_ok =
 					(h[156] == '0' || h[156] == '\0') && parse_octal(h + 124, 12) == v->want_len &&
-					(parse_octal(h + 100, 8) & 07777) == v->mode && parse_octal(h + 108, 8) == 0;
+					(parse_octal(h + 100, 8) & 07777) == v->mode;
+				v->uid = parse_octal(h + 108, 8);
 				if (!v->header_ok)
 					v->mismatch = true;
 			}
@@ -175,6 +178,30 @@ static int verify_cb(const char *data, size_t len, void *payload)
 	return 0;
 }
 
+static pthread_mutex_t shift_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool shift_known;
+static brig_idshift shift;
+static void mark_ensured(void);
+
+static void set_shift(uint32_t uid, uint32_t gid)
+{
+	pthread_mutex_lock(&shift_mu);
+	shift = (brig_idshift){uid, gid};
+	shift_known = true;
+	pthread_mutex_unlock(&shift_mu);
+}
+
+/* The marker's BRIG_LABEL_USERNS ("UID:GID", written by a brig that asked
+ * the daemon); a marker without it teaches nothing. */
+static void learn_shift(const json_t *marker)
+{
+	const char *s = json_string_value(json_object_get(json_object_get(marker, "Labels"), BRIG_LABEL_USERNS));
+	unsigned long u, g;
+	char end;
+	if (s && sscanf(s, "%lu:%lu%c", &u, &g, &end) == 2 && u <= UINT32_MAX && g <= UINT32_MAX)
+		set_shift((uint32_t)u, (uint32_t)g);
+}
+
 /* 0 when the container's /.brig/brig-init is the embedded program, mode
  * mode, owned by root; BRIG_ENOTFOUND when absent; BRIG_ECORRUPT when
  * different. */
@@ -188,12 +215,50 @@ static int check_copy(brig_engine *e, const char *cid, const unsigned char *d, s
 	if (v.mismatch || !v.header_ok || v.data_have != n)
 		return brig__error_set(err, BRIG_ECORRUPT, 0, "%s in volume %s is not this brig's brig-init",
 				       BRIG_GP_INIT_PATH, vname);
+	if (v.uid == 0) {
+		set_shift(0, 0); /* root is root: the daemon does not remap */
+		return 0;
+	}
+	/* a daemon with userns-remap reports the host uid of the container's
+	 * root: asked only then (/info forks runc on the daemon's side) */
+	uint32_t root_uid, root_gid;
+	rc = brig_engine_userns_root(e, &root_uid, &root_gid, err);
+	if (rc)
+		return rc;
+	if (root_uid == 0 || v.uid != root_uid)
+		return brig__error_set(err, BRIG_ECORRUPT, 0, "%s in volume %s is not owned by root",
+				       BRIG_GP_INIT_PATH, vname);
+	set_shift(root_uid, root_gid);
 	return 0;
 }
 
 static pthread_mutex_t ensured_mu = PTHREAD_MUTEX_INITIALIZER;
 static bool ensured[2]; /* execute-only, readable */
-static void mark_ensured(void);
+bool brig_guest__userns_shift_known(brig_idshift *out)
+{
+	pthread_mutex_lock(&shift_mu);
+	bool known = shift_known;
+	*out = shift;
+	pthread_mutex_unlock(&shift_mu);
+	return known;
+}
+
+int brig_guest__userns_shift(brig_engine *e, brig_idshift *out, brig_error **err)
+{
+	pthread_mutex_lock(&shift_mu);
+	bool known = shift_known;
+	*out = shift;
+	pthread_mutex_unlock(&shift_mu);
+	if (known)
+		return 0;
+	uint32_t u, g;
+	int rc = brig_engine_userns_root(e, &u, &g, err);
+	if (rc)
+		return brig__error_prefix(err, rc, "user namespace remapping");
+	set_shift(u, g);
+	*out = (brig_idshift){u, g};
+	return 0;
+}
 
 int brig_guest__volume_ensure(brig_engine *e, const char *image, brig_error **err)
 {
@@ -316,6 +381,12 @@ void brig_guest__volume_mark(brig_engine *e)
 	cleanup_json json_t *spec =
 		json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "Name", m, "Driver", "local", "Labels", BRIG_LABEL_MANAGED,
 			  "1", BRIG_LABEL_KIND, "init", BRIG_LABEL_INIT, brig_guest__init_hash());
+	brig_idshift sh;
+	if (brig_guest__userns_shift(e, &sh, NULL) == 0) {
+		char v[32];
+		snprintf(v, sizeof v, "%" PRIu32 ":%" PRIu32, sh.uid, sh.gid);
+		json_object_set_new(json_object_get(spec, "Labels"), BRIG_LABEL_USERNS, json_string(v));
+	}
 	json_t *v = NULL;
 	if (brig_engine_volume_create(e, &v, spec, NULL) == 0)
 		json_decref(v);
@@ -349,6 +420,7 @@ int brig_guest__volume_quick(brig_engine *e, const char *image, bool *check, bri
 	if (brig_engine_volume_inspect(e, &mv, m, NULL) == 0) {
 		const char *h = json_string_value(json_object_get(json_object_get(mv, "Labels"), BRIG_LABEL_INIT));
 		if (h && strcmp(h, brig_guest__init_hash()) == 0) {
+			learn_shift(mv);
 			mark_ensured();
 			return 0;
 		}

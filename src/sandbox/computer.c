@@ -247,13 +247,13 @@ int brig_computer_list(brig_engine *e, brig_computer ***out, size_t *n, const ch
 /* ---- create or adopt ---- */
 
 static int create_volumes(brig_engine *e, const brig_spec *spec, const char *name, json_t *labels,
-			  brig_error **err)
+			  const brig_idshift *shift, brig_error **err)
 {
 	static const brig_volume which[] = {BRIG_VOLUME_WORKSPACE, BRIG_VOLUME_RUNTIME};
 	for (size_t i = 0; i < 2; i++) {
 		cleanup_json json_t *vj = NULL;
 		cleanup_json json_t *got = NULL;
-		int rc = brig_spec_volume_json(&vj, spec, name, which[i], labels, err);
+		int rc = brig_spec_volume_json_shifted(&vj, spec, name, which[i], labels, shift, err);
 		if (rc == 0)
 			rc = brig_engine_volume_create(e, &got, vj, err);
 		if (rc)
@@ -468,6 +468,11 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 					 .network_disabled = spec->network == BRIG_NET_NONE && etc_hosts,
 					 .init_hash = init_hash[0] ? init_hash : NULL,
 					 .gvisor = gvisor};
+		/* the volumes' tmpfs are mounted on the host: on a daemon with
+		 * userns-remap their owner is the host uid the sandbox user maps to */
+		if ((rc = brig_guest__userns_shift(e, &o.shift, err)) != 0)
+			return brig__error_prefix(err, rc, "create computer %s", name);
+		brig_sandbox__note_shift(&o.shift);
 		cleanup_json json_t *body = NULL;
 		if ((rc = brig_spec_container_json(&body, spec, &o, err)) != 0)
 			return rc;
@@ -485,7 +490,7 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 		}
 		if (net_id) /* the surviving bridge by id: its name may be ambiguous mid-race */
 			json_object_set_new(json_object_get(body, "HostConfig"), "NetworkMode", json_string(net_id));
-		if ((rc = create_volumes(e, spec, name, labels, err)) != 0)
+		if ((rc = create_volumes(e, spec, name, labels, &o.shift, err)) != 0)
 			return brig__error_prefix(err, rc, "create computer %s", name);
 		int64_t settle_by = brig_now_ms() + 10000;
 		for (int attempt = 0;; attempt++) {

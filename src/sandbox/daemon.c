@@ -1,6 +1,7 @@
 /* daemon.c — the small sandbox-layer helpers that speak to, or tidy up after,
  * the daemon: host limits, image resolution, secret padding, time parsing,
  * stop-now and the not-found exit code. */
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -168,4 +169,19 @@ int brig_sandbox__resolve_image(brig_engine *e, char **out, bool *etc_hosts, con
 	}
 	json_decref(img);
 	return rc;
+}
+
+static atomic_int unremapped; /* 0 none, 1 seen, 2 reported */
+
+void brig_sandbox__note_shift(const brig_idshift *sh)
+{
+	int none = 0;
+	if (sh->uid == 0)
+		atomic_compare_exchange_strong(&unremapped, &none, 1);
+}
+
+bool brig_userns_warning_due(void)
+{
+	int seen = 1;
+	return atomic_compare_exchange_strong(&unremapped, &seen, 2);
 }

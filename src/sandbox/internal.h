@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "brig/sandbox.h"
+#include "brig/spec.h"
 #include "util/util.h"
 
 /* The container-level part of ending a command that Docker cannot kill:
@@ -47,5 +48,9 @@ int brig_sandbox__check_runtime(brig_engine *e, const char *runtime, bool *gviso
 
 /* Parses Docker's RFC 3339 timestamps to unix seconds (0 when unparsable). */
 int64_t brig_sandbox__parse_time(const char *s);
+
+/* Records that a sandbox was created on a daemon with shift sh: one with
+ * none makes brig_userns_warning_due() true once. */
+void brig_sandbox__note_shift(const brig_idshift *sh);
 
 #endif

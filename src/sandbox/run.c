@@ -640,6 +640,13 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	}
 	co.plain_tmpfs = direct;
 	co.gvisor = gvisor;
+	/* volumes are mounted on the host (plain tmpfs inside the container's
+	 * user namespace): on a daemon with userns-remap their owner is shifted */
+	if (!direct && (rc = brig_guest__userns_shift(e, &co.shift, err)) != 0)
+		goto out;
+	brig_idshift known;
+	if (!direct || brig_guest__userns_shift_known(&known))
+		brig_sandbox__note_shift(direct ? &known : &co.shift);
 	co.network_disabled = spec.network == BRIG_NET_NONE && etc_hosts;
 	if ((rc = brig_spec_container_json(&body, &spec, &co, err)) != 0)
 		goto out;

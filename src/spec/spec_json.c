@@ -427,7 +427,7 @@ char *brig_spec_volume_name(const char *container, brig_volume which)
 /* {"type":"tmpfs","device":"tmpfs","o":"size=…"}: the local driver mounts a
  * tmpfs with these options (nosuid/nodev become mount flags). The volume
  * stays executable: agents compile and run code in /workspace. */
-static char *tmpfs_options(const brig_spec *spec, brig_volume which, int64_t size_mb)
+static char *tmpfs_options(const brig_spec *spec, brig_volume which, int64_t size_mb, const brig_idshift *sh)
 {
 	uint32_t uid = 0, gid = 0;
 	const char *mode = "0700";
@@ -436,16 +436,22 @@ static char *tmpfs_options(const brig_spec *spec, brig_volume which, int64_t siz
 		mode = "0755"; /* root-owned: readable, never writable, by the user */
 	else
 		brig_spec__parse_user(spec->user, &uid, &gid, NULL);
+	/* the local driver mounts on the host: a daemon with userns-remap needs
+	 * the host ids the container's ids map to */
+	if (sh) {
+		uid += sh->uid;
+		gid += sh->gid;
+	}
 	return xasprintf("size=%lldm,uid=%u,gid=%u,mode=%s,nr_inodes=%lld,nosuid,nodev", (long long)size_mb, uid,
 			 gid, mode, (long long)inodes);
 }
 
-static json_t *tmpfs_opts(const brig_spec *spec, brig_volume which, int64_t size_mb)
+static json_t *tmpfs_opts(const brig_spec *spec, brig_volume which, int64_t size_mb, const brig_idshift *sh)
 {
 	json_t *o = json_object();
 	json_object_set_new(o, "type", json_string("tmpfs"));
 	json_object_set_new(o, "device", json_string("tmpfs"));
-	cleanup_free char *opts = tmpfs_options(spec, which, size_mb);
+	cleanup_free char *opts = tmpfs_options(spec, which, size_mb, sh);
 	json_object_set_new(o, "o", json_string(opts));
 	return o;
 }
@@ -474,6 +480,12 @@ static int64_t volume_mb(const brig_spec *spec, brig_volume which)
 int brig_spec_volume_json(json_t **out, const brig_spec *spec, const char *container, brig_volume which,
 			  const json_t *labels, brig_error **err)
 {
+	return brig_spec_volume_json_shifted(out, spec, container, which, labels, NULL, err);
+}
+
+int brig_spec_volume_json_shifted(json_t **out, const brig_spec *spec, const char *container, brig_volume which,
+				  const json_t *labels, const brig_idshift *shift, brig_error **err)
+{
 	int r;
 	*out = NULL;
 	if ((r = brig_spec_validate(spec, NULL, err)) < 0 || (r = check_container_name(container, err)) < 0)
@@ -484,7 +496,7 @@ int brig_spec_volume_json(json_t **out, const brig_spec *spec, const char *conta
 	json_t *o = json_object();
 	json_object_set_new(o, "Name", json_sprintf("%s-%s", container, brig_volume_name(which)));
 	json_object_set_new(o, "Driver", json_string("local"));
-	json_object_set_new(o, "DriverOpts", tmpfs_opts(spec, which, volume_mb(spec, which)));
+	json_object_set_new(o, "DriverOpts", tmpfs_opts(spec, which, volume_mb(spec, which), shift));
 	json_object_set_new(o, "Labels", volume_labels(labels, container, which));
 	*out = o;
 	return 0;
@@ -515,7 +527,7 @@ static json_t *masked_paths(void)
  * NoCopy keeps Docker from copying the image's directory — and its owner
  * and mode — over the tmpfs options. */
 static json_t *volume_mount(const brig_spec *spec, brig_volume which, int64_t size_mb, const char *source,
-			    const json_t *labels, const char *container)
+			    const json_t *labels, const char *container, const brig_idshift *sh)
 {
 	json_t *m = json_object();
 	json_object_set_new(m, "Type", json_string("volume"));
@@ -528,7 +540,7 @@ static json_t *volume_mount(const brig_spec *spec, brig_volume which, int64_t si
 	json_object_set_new(vo, "Labels", volume_labels(labels, container, which));
 	json_t *dc = json_object();
 	json_object_set_new(dc, "Name", json_string("local"));
-	json_object_set_new(dc, "Options", tmpfs_opts(spec, which, size_mb));
+	json_object_set_new(dc, "Options", tmpfs_opts(spec, which, size_mb, sh));
 	json_object_set_new(vo, "DriverConfig", dc);
 	json_object_set_new(m, "VolumeOptions", vo);
 	return m;
@@ -650,10 +662,11 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 
 	json_t *mounts = json_array();
 	json_t *tmpfs = json_object();
+	const brig_idshift *sh = opts->version >= 2 ? &opts->shift : NULL;
 	if (!run) {
 		for (brig_volume v = BRIG_VOLUME_WORKSPACE; v <= BRIG_VOLUME_RUNTIME; v++) {
 			char *src = brig_spec_volume_name(opts->name, v);
-			json_array_append_new(mounts, volume_mount(spec, v, volume_mb(spec, v), src, labels, opts->name));
+			json_array_append_new(mounts, volume_mount(spec, v, volume_mb(spec, v), src, labels, opts->name, sh));
 			free(src);
 		}
 	} else if (opts->plain_tmpfs) {
@@ -661,21 +674,21 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 		 * volume to create, mount on the host, unmount and remove (~4 ms a
 		 * run, measured). Docker adds noexec unless told otherwise. */
 		for (brig_volume v = BRIG_VOLUME_WORKSPACE; v <= BRIG_VOLUME_RUNTIME; v++) {
-			cleanup_free char *o = tmpfs_options(spec, v, volume_mb(spec, v));
+			cleanup_free char *o = tmpfs_options(spec, v, volume_mb(spec, v), NULL);
 			json_object_set_new(tmpfs, brig_volume_target(v), json_sprintf("exec,%s", o));
 		}
 	} else {
 		/* Anonymous: no Source, so AutoRemove takes them with the container. */
 		json_array_append_new(mounts, volume_mount(spec, BRIG_VOLUME_WORKSPACE, spec->workspace_mb, NULL,
-							   labels, opts->name));
+							   labels, opts->name, sh));
 		json_array_append_new(mounts, volume_mount(spec, BRIG_VOLUME_RUNTIME, spec->runtime_mb, NULL, labels,
-							   opts->name));
+							   opts->name, sh));
 		if (opts->inbox_mb > 0)
 			json_array_append_new(mounts, volume_mount(spec, BRIG_VOLUME_INBOX, opts->inbox_mb, NULL,
-								   labels, opts->name));
+								   labels, opts->name, sh));
 		if (opts->outbox_mb > 0)
 			json_array_append_new(mounts, volume_mount(spec, BRIG_VOLUME_OUTBOX, opts->outbox_mb, NULL,
-								   labels, opts->name));
+								   labels, opts->name, sh));
 	}
 
 	bool guest = opts->init_hash != NULL;

@@ -10,10 +10,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -570,6 +573,141 @@ static void case_doctor(void)
 	free(errout);
 }
 
+/* The host's pid of the sandboxed process whose command line starts with
+ * `want` (NUL-separated argv), among the descendants of host pid root. */
+static pid_t find_descendant(pid_t root, const char *want, size_t want_len)
+{
+	pid_t queue[512];
+	size_t head = 0, tail = 0;
+	queue[tail++] = root;
+	while (head < tail) {
+		pid_t p = queue[head++];
+		char path[64], buf[4096];
+		snprintf(path, sizeof path, "/proc/%d/cmdline", (int)p);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t n = read(fd, buf, sizeof buf);
+			close(fd);
+			if (p != root && n >= (ssize_t)want_len && memcmp(buf, want, want_len) == 0)
+				return p;
+		}
+		snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)p, (int)p);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		int c;
+		while (tail < sizeof queue / sizeof queue[0] && fscanf(f, "%d", &c) == 1)
+			queue[tail++] = (pid_t)c;
+		fclose(f);
+	}
+	return 0;
+}
+
+/* As the host account with uid 1000 (no such account is needed: setuid is
+ * enough), read /proc/PID/environ and PTRACE_ATTACH pid: "environ EACCES,
+ * ptrace EPERM" when both are refused. */
+static void as_uid_1000(pid_t pid, char *out, size_t n)
+{
+	int fds[2];
+	if (pipe(fds) != 0) {
+		snprintf(out, n, "pipe: %s", strerror(errno));
+		return;
+	}
+	pid_t k = fork();
+	if (k == 0) {
+		close(fds[0]);
+		char msg[128];
+		if (setgroups(0, NULL) != 0 || setgid(1000) != 0 || setuid(1000) != 0) {
+			snprintf(msg, sizeof msg, "setuid: %s", strerror(errno));
+		} else {
+			char path[64];
+			snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+			int fd = open(path, O_RDONLY | O_CLOEXEC);
+			int e1 = fd < 0 ? errno : 0;
+			if (fd >= 0)
+				close(fd);
+			long r = ptrace(PTRACE_ATTACH, pid, NULL, NULL);
+			int e2 = r != 0 ? errno : 0;
+			if (r == 0)
+				ptrace(PTRACE_DETACH, pid, NULL, NULL);
+			snprintf(msg, sizeof msg, "environ %s, ptrace %s", e1 ? strerrorname_np(e1) : "readable",
+				 e2 ? strerrorname_np(e2) : "attached");
+		}
+		ssize_t w = write(fds[1], msg, strlen(msg));
+		_exit(w < 0);
+	}
+	close(fds[1]);
+	ssize_t r = k > 0 ? read(fds[0], out, n - 1) : -1;
+	out[r > 0 ? r : 0] = '\0';
+	close(fds[0]);
+	if (k > 0)
+		waitpid(k, NULL, 0);
+}
+
+/* Issue 20 item 3: on a daemon with userns-remap the sandbox user is a
+ * subordinate host uid that no account has, so the host account with uid
+ * 1000 can neither read a sandboxed process's environment nor trace it.
+ * Without the remap it is that account: shown as SKIP with the reason. */
+static void case_host_uid(const char *name, const char *id)
+{
+	uint32_t ru = 0, rg = 0;
+	brig_error *err = NULL;
+	if (brig_engine_userns_root(E, &ru, &rg, &err) != 0) {
+		add_row("host", "sandbox_uid_on_host", "the daemon's remap", false, "%s", brig_error_message(err));
+		brig_error_free(err);
+		return;
+	}
+	if (ru == 0) {
+		skip_case("host", "sandbox_uid_on_host",
+			  "daemon without userns-remap: sandbox uid 1000 is host uid 1000 (brig doctor says how to fix)");
+		skip_case("host", "host_uid_1000_environ_ptrace", "daemon without userns-remap (see brig doctor)");
+		return;
+	}
+	if (!brig_engine_is_local(E)) {
+		skip_case("host", "sandbox_uid_on_host", "the daemon is not on this machine");
+		return;
+	}
+	brig_exec_result r;
+	int rc = sh(name, "sleep 60 </dev/null >/dev/null 2>&1 & echo started", 30000, &r, &err);
+	brig_exec_result_clear(&r);
+	json_t *j = NULL;
+	pid_t init = 0;
+	if (rc == 0 && brig_engine_container_inspect(E, &j, id, &err) == 0)
+		init = (pid_t)json_integer_value(json_object_get(json_object_get(j, "State"), "Pid"));
+	json_decref(j);
+	static const char want[] = "sleep\0" "60";
+	pid_t p = 0;
+	for (int i = 0; init > 0 && !p && i < 50; i++) {
+		p = find_descendant(init, want, sizeof want);
+		if (!p) {
+			struct timespec ts = {0, 100 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (!p) {
+		add_row("host", "sandbox_uid_on_host", "found", false, "no sandboxed sleep under host pid %d: %s",
+			(int)init, err ? brig_error_message(err) : "not found");
+		brig_error_free(err);
+		return;
+	}
+	char path[64], line[256] = "";
+	snprintf(path, sizeof path, "/proc/%d/status", (int)p);
+	FILE *f = fopen(path, "re");
+	long uid = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "Uid: %ld", &uid) == 1)
+			break;
+	if (f)
+		fclose(f);
+	bool shifted = uid == (long)ru + 1000 && getpwuid((uid_t)uid) == NULL;
+	add_row("host", "sandbox_uid_on_host", "root's remap + 1000, no account", shifted, "host uid %ld (remap root %u), %s",
+		uid, ru, getpwuid((uid_t)uid) ? "an account has it" : "no account");
+	char obs[160];
+	as_uid_1000(p, obs, sizeof obs);
+	add_row("host", "host_uid_1000_environ_ptrace", "environ EACCES, ptrace EPERM",
+		strcmp(obs, "environ EACCES, ptrace EPERM") == 0, "%s", obs);
+}
+
 /* ---- host-side cases ---- */
 
 /* 1 GB through an exec: brig keeps 1 MiB and says what it dropped; its own
@@ -830,6 +968,7 @@ int main(void)
 			}
 			case_cgroupns(c->name, c->id);
 			case_masked(c->name);
+			case_host_uid(c->name, c->id);
 			if (RUNTIME) {
 				/* Bounded by dockerd, brig's capture and the host's tmpfs
 				 * volumes, the same whatever the runtime: the default pass

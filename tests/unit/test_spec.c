@@ -1041,6 +1041,50 @@ static void test_container_run(void **state)
 	}
 	json_decref(c);
 
+	/* A daemon with userns-remap: the local driver mounts on the host, so
+	 * the owners are the host ids the container's map to; plain tmpfs
+	 * (mounted inside the user namespace) keeps the container's. Version 1
+	 * opts have no shift. */
+	o.shift = (brig_idshift){100000, 200000};
+	ASSERT_OK(brig_spec_container_json(&c, &s, &o, &err), err);
+	static const char *const shifted[] = {
+		"size=512m,uid=101000,gid=201000,mode=0700,nr_inodes=65536,nosuid,nodev",
+		"size=256m,uid=101000,gid=201000,mode=0700,nr_inodes=32768,nosuid,nodev",
+		"size=64m,uid=100000,gid=200000,mode=0755,nr_inodes=65536,nosuid,nodev",
+	};
+	m = GET(GET(c, "HostConfig"), "Mounts");
+	for (size_t i = 0; i < 3; i++)
+		assert_string_equal(json_string_value(GET(GET(GET(GET(json_array_get(m, i), "VolumeOptions"),
+								  "DriverConfig"),
+							      "Options"),
+						      "o")),
+				    shifted[i]);
+	json_decref(c);
+	o.plain_tmpfs = true;
+	o.inbox_mb = o.outbox_mb = 0;
+	ASSERT_OK(brig_spec_container_json(&c, &s, &o, &err), err);
+	ASSERT_CONTAINS(json_string_value(GET(GET(GET(c, "HostConfig"), "Tmpfs"), "/workspace")), "uid=1000,gid=1000");
+	json_decref(c);
+	o.plain_tmpfs = false;
+	o.inbox_mb = 64;
+	o.outbox_mb = BRIG_DEFAULT_OUT_MB;
+	o.version = 1;
+	ASSERT_OK(brig_spec_container_json(&c, &s, &o, &err), err);
+	assert_string_equal(json_string_value(GET(GET(GET(GET(json_array_get(GET(GET(c, "HostConfig"), "Mounts"), 0),
+								 "VolumeOptions"),
+							     "DriverConfig"),
+						     "Options"),
+					     "o")),
+			    opt[0]);
+	json_decref(c);
+	o.version = BRIG_CONTAINER_OPTS_VERSION;
+	o.shift = (brig_idshift){0, 0};
+	json_t *vj = NULL;
+	brig_idshift sh = {100000, 100000};
+	ASSERT_OK(brig_spec_volume_json_shifted(&vj, &s, "brig-x", BRIG_VOLUME_WORKSPACE, NULL, &sh, &err), err);
+	ASSERT_CONTAINS(json_string_value(GET(GET(vj, "DriverOpts"), "o")), "uid=101000,gid=101000");
+	json_decref(vj);
+
 	/* The run's inbox and outbox count against memory too. */
 	o.inbox_mb = 700;
 	o.outbox_mb = 300;
