@@ -402,6 +402,9 @@ class Api(unittest.TestCase):
         self.assertError(c.call("POST", p("/checkpoints/import"), raw=tar_of([("etc/passwd", b"x")]), token=tok),
                          400, "unsafe")
         self.assertError(c.call("POST", p("/checkpoints/import"), raw=b"not a tar at all" * 64, token=tok), 400)
+        # attach without the upgrade headers: 426 (Attach upgrades by hand)
+        self.assertError(call("POST", C + "/exec/attach", p("/exec/attach"), body={"argv": ["true"]}), 426,
+                         "upgrade_required")
         seen.add(("GET", "/v1/events"))
         events = self.watch_events(c, tok, ns, lambda: call("POST", C + "/pause", p("/pause")))
         self.assertIn(("pause", comp["name"]), [(e["action"], e["name"]) for e in events])
@@ -1063,6 +1066,241 @@ class CliClient(unittest.TestCase):
                           r.stderr, args)
         r = self.brig(self.host, "fs", "--help")  # help contacts nothing
         self.assertEqual(r.returncode, 0, r.stderr)
+
+
+# ---- exec attach: the HTTP Upgrade to a framed two-way stream ----
+
+def attach_open(sock_path, path, body, token, headers=None):
+    """POST path with an upgrade by hand. Returns (status, headers, body or
+    the stream's first bytes, socket or None)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(60)
+    s.connect(sock_path)
+    data = json.dumps(body).encode()
+    h = {"Host": "localhost", "Connection": "Upgrade", "Upgrade": "tcp", "Content-Type": "application/json",
+         "Content-Length": str(len(data))}
+    if token:
+        h["Authorization"] = "Bearer " + token
+    h.update(headers or {})
+    head = "POST %s HTTP/1.1\r\n%s\r\n" % (path, "".join("%s: %s\r\n" % kv for kv in h.items() if kv[1] is not None))
+    s.sendall(head.encode() + data)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise RuntimeError("the server closed before answering: %r" % buf)
+        buf += chunk
+    top, rest = buf.split(b"\r\n\r\n", 1)
+    lines = top.decode().split("\r\n")
+    status = int(lines[0].split()[1])
+    hs = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
+    if status == 101:
+        return status, hs, rest, s
+    n = int(hs.get("content-length", "0"))
+    while len(rest) < n:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    s.close()
+    return status, hs, rest, None
+
+
+def frame(t, payload=b""):
+    return bytes([t, 0, 0, 0]) + len(payload).to_bytes(4, "big") + payload
+
+
+class Frames:
+    """The server's frames: 1 stdout, 2 stderr, 3 end (JSON)."""
+
+    def __init__(self, s, head=b""):
+        self.s, self.buf = s, head
+        self.out, self.err, self.end = b"", b"", None
+
+    def _fill(self):
+        chunk = self.s.recv(65536)
+        if not chunk:
+            return False
+        self.buf += chunk
+        return True
+
+    def one(self):
+        """Reads one frame; False at the stream's end."""
+        while len(self.buf) < 8:
+            if not self._fill():
+                assert self.buf == b"", "the stream ended inside a frame header"
+                return False
+        t, n = self.buf[0], int.from_bytes(self.buf[4:8], "big")
+        assert t in (1, 2, 3) and self.buf[1:4] == b"\0\0\0", self.buf[:8]
+        while len(self.buf) < 8 + n:
+            assert self._fill(), "the stream ended inside a frame"
+        p, self.buf = self.buf[8:8 + n], self.buf[8 + n:]
+        if t == 1:
+            self.out += p
+        elif t == 2:
+            self.err += p
+        else:
+            self.end = json.loads(p)
+        return True
+
+    def until(self, pred):
+        while not pred(self):
+            assert self.end is None and self.one(), "ended before: %r %r %r" % (self.out, self.err, self.end)
+
+    def rest(self):
+        while self.end is None and self.one():
+            pass
+        return self
+
+
+class Attach(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmpdir = tempfile.TemporaryDirectory()
+        cls.srv = Server(cls.tmpdir.name)
+        cls.py = PyClient(cls.srv.sock)
+        st, _, b = cls.py.call("POST", "/v1/computers", {"ns": NS_A, "agent": "agent", "session": "att",
+                                                         "spec": {"labels": {"brig.test": PREFIX}}}, token=TOK_A)
+        assert st in (200, 201), b
+        st, _, b = cls.py.call("POST", "/v1/computers", {"ns": NS_B, "agent": "agent", "session": "att",
+                                                         "spec": {"labels": {"brig.test": PREFIX}}}, token=TOK_B)
+        assert st in (200, 201), b
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.py.call("DELETE", "/v1/computers/%s/agent/att" % NS_A, token=TOK_A)
+            cls.py.call("DELETE", "/v1/computers/%s/agent/att" % NS_B, token=TOK_B)
+        finally:
+            rc = cls.srv.stop()
+            docker_cleanup()
+            cls.tmpdir.cleanup()
+        assert rc == 0, "brig serve exited %s:\n%s" % (rc, cls.srv.logtext()[-4000:])
+
+    P = "/v1/computers/%s/agent/att/exec/attach" % NS_A
+
+    def open(self, argv, query="", token=TOK_A, path=None, body=None):
+        st, h, rest, s = attach_open(self.srv.sock, (path or self.P) + query, body or {"argv": argv}, token)
+        self.assertEqual(st, 101, rest)
+        self.assertEqual(h.get("upgrade"), "tcp")
+        self.addCleanup(s.close)
+        return s, Frames(s, rest)
+
+    def count(self, marker):
+        """How many processes of the computer run `marker`."""
+        st, _, b = self.py.call("POST", "/v1/computers/%s/agent/att/exec" % NS_A, token=TOK_A,
+                                body={"argv": ["sh", "-c", "ps -eo args | grep -c '^[%s]%s'" % (marker[0], marker[1:])]})
+        return int(json.loads(b)["stdout"]["text"])
+
+    def gone(self, marker):
+        """Whether no process of the computer runs `marker` (brig-init ended it)."""
+        self.assertEqual(self.count(marker), 1, "the command does not run")
+        self.closer()
+        for _ in range(100):
+            if self.count(marker) == 0:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def test_stdin_echo(self):
+        s, f = self.open(["cat"])
+        s.sendall(frame(0, b"hello\n"))
+        f.until(lambda f: f.out == b"hello\n")  # echoed before stdin ends
+        big = bytes(range(256)) * 1024  # binary, more than a pipe holds
+        for i in range(0, len(big), 70000):
+            s.sendall(frame(0, big[i:i + 70000]))
+        s.sendall(frame(4))
+        f.rest()
+        self.assertEqual(f.out, b"hello\n" + big)
+        self.assertEqual((f.end["type"], f.end["exit_code"], f.end["timed_out"]), ("exit", 0, False), f.end)
+        self.assertIsNone(s.recv(1) or None)  # the server closes after the end frame
+
+    def test_eof_exit_code_stderr(self):
+        s, f = self.open(["sh", "-c", "wc -c; echo err >&2; exit 7"])
+        s.sendall(frame(4))
+        f.rest()
+        self.assertEqual((f.out.strip(), f.err, f.end["exit_code"]), (b"0", b"err\n", 7), f.end)
+
+    def test_timeout(self):
+        s, f = self.open(None, body={"argv": ["sleep", "60"], "timeout_ms": 500})
+        f.rest()
+        self.assertEqual((f.end["exit_code"], f.end["timed_out"]), (124, True), f.end)
+
+    def test_tty_size_resize(self):
+        s, f = self.open(["sh", "-c", "tty; stty size; read x; stty size; echo got $x"], "?tty=true&rows=33&cols=101")
+        f.until(lambda f: b"33 101" in f.out)
+        self.assertRegex(f.out, rb"^/dev/pts/\d+\r\n")
+        s.sendall(frame(5, (50).to_bytes(2, "big") + (120).to_bytes(2, "big")))
+        time.sleep(0.3)  # the resize reaches the terminal before the line that asks for its size
+        s.sendall(frame(0, b"yes\n"))
+        f.rest()
+        self.assertIn(b"50 120\r\n", f.out)
+        self.assertIn(b"got yes", f.out)
+        self.assertEqual(f.end["exit_code"], 0, f.end)
+
+    def test_hangup_cancels(self):
+        s, f = self.open(["sh", "-c", "echo started; sleep 4242"])
+        f.until(lambda f: f.out == b"started\n")
+        self.closer = s.close
+        self.assertTrue(self.gone("sleep 4242"), "the command outlived its client")
+        self.assertIn(b"/exec/attach 101", open(os.path.join(self.tmpdir.name, "serve.log"), "rb").read())
+
+    def test_half_close_is_a_hangup(self):
+        s, f = self.open(["sh", "-c", "echo started; sleep 4244"])
+        f.until(lambda f: f.out == b"started\n")
+        self.closer = lambda: s.shutdown(socket.SHUT_WR)
+        self.assertTrue(self.gone("sleep 4244"))
+
+    def test_bad_frame_cancels(self):
+        for bad in (frame(9, b"x"), frame(5, b"\0\0\0\0"), frame(4, b"x"), frame(0, b"") [:4] + (2 << 20).to_bytes(4, "big"),
+                    frame(4) + frame(0, b"late")):
+            s, f = self.open(["sh", "-c", "echo started; sleep 4243"])
+            f.until(lambda f: f.out == b"started\n")
+            self.closer = lambda: s.sendall(bad)
+            self.assertTrue(self.gone("sleep 4243"), bad)
+            f.rest()
+            self.assertIsNone(f.end, bad)  # no end frame: the client broke the stream
+
+    def test_refused_before_upgrade(self):
+        P, body = self.P, {"argv": ["true"]}
+        for token, path, hdrs, status, code in (
+                (None, P, {}, 401, "unauthorized"),
+                ("x" * 32, P, {}, 401, "unauthorized"),
+                (TOK_A, "/v1/computers/%s/agent/att/exec/attach" % NS_B, {}, 403, "forbidden"),
+                (TOK_A, P + "?token=" + TOK_A, {}, 401, "unauthorized"),
+                (TOK_A, P, {"Upgrade": None}, 426, "upgrade_required"),
+                (TOK_A, P, {"Connection": "keep-alive"}, 426, "upgrade_required"),
+                (TOK_A, P, {"Upgrade": "websocket"}, 426, "upgrade_required"),
+                (TOK_A, P + "?rows=0", {}, 400, "invalid"),
+                (TOK_A, P + "?cols=1001", {}, 400, "invalid"),
+                (TOK_A, "/v1/computers/%s/agent/b%%21d/exec/attach" % NS_A, {}, 400, None)):
+            st, h, b, s = attach_open(self.srv.sock, path, body, token, hdrs)
+            self.assertEqual(st, status, (path, hdrs, b))
+            self.assertIsNone(s)
+            if code:
+                self.assertEqual(json.loads(b)["code"], code, b)
+            self.assertNotIn(TOK_A, b.decode(errors="replace"))
+        # a session without a computer: known once the command starts, as with ?stream=true
+        s, f = self.open(["true"], path="/v1/computers/%s/agent/nope/exec/attach" % NS_A)
+        f.rest()
+        self.assertEqual((f.end["type"], f.end["code"]), ("error", "not_found"), f.end)
+        for body in ({"argv": ["cat"], "stdin": "x"}, {"argv": []}, {"argv": ["true"], "nope": 1}):
+            st, h, b, s = attach_open(self.srv.sock, P, body, TOK_A)
+            self.assertEqual(st, 400, b)
+        # B's computer untouched by A's attempt; B attaches to its own
+        st, h, rest, s = attach_open(self.srv.sock, "/v1/computers/%s/agent/att/exec/attach" % NS_B,
+                                     {"argv": ["echo", "b"]}, TOK_B)
+        self.assertEqual(st, 101)
+        s.sendall(frame(4))
+        f = Frames(s, rest).rest()
+        s.close()
+        self.assertEqual((f.out, f.end["exit_code"]), (b"b\n", 0))
+
+    def test_tty_needs_no_stdin(self):
+        s, f = self.open(["sh", "-c", "stty size"], "?tty=1")
+        s.sendall(frame(4))
+        f.rest()
+        self.assertEqual((f.out, f.end["exit_code"]), (b"24 80\r\n", 0), f.end)
 
 
 if __name__ == "__main__":
