@@ -1056,9 +1056,57 @@ class CliClient(unittest.TestCase):
             time.sleep(0.1)
         self.assertEqual(r.stdout, b"0\n", r.stderr)
 
+    def same_input(self, data, *args):
+        """same() with data on stdin."""
+        d = subprocess.run([BRIG] + list(args), input=data, capture_output=True, timeout=120,
+                           env=dict(os.environ, BRIG_STORE=self.store, BRIG_IMAGE=IMAGE, BRIG_HOST="", BRIG_TOKEN=""))
+        r = subprocess.run([BRIG] + list(args), input=data, capture_output=True, timeout=120,
+                           env=dict(os.environ, BRIG_STORE=self.store, BRIG_IMAGE=IMAGE, BRIG_HOST=self.host,
+                                    BRIG_TOKEN=TOK_A))
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (d.returncode, d.stdout, d.stderr), args)
+        return r
+
+    def test_exec_interactive(self):
+        big = bytes(range(256)) * 700
+        r = self.same_input(big, "exec", "-i", self.name, "--", "sh", "-c", "cat; echo err >&2; exit 5")
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (5, big, b"err\n"))
+        r = self.same_input(b"", "exec", "-i", *self.ident, "--", "wc", "-c")
+        self.assertEqual(r.stdout.strip(), b"0")
+        r = subprocess.run([BRIG, "exec", "-i", "--json", self.name, "--", "cat"], input=b"x\n", capture_output=True,
+                           timeout=120, env=dict(os.environ, BRIG_HOST=self.host, BRIG_TOKEN=TOK_A))
+        self.assertEqual((r.returncode, json.loads(r.stdout)["stdout"]["text"]), (0, "x\n"), r.stderr)
+        r = self.same_input(b"", "exec", "-i", "--timeout", "1", self.name, "--", "sleep", "30")
+        self.assertEqual(r.returncode, 124)
+        r = self.same_input(b"", "exec", "-i", self.name, "--", "no-such-program")
+        self.assertEqual(r.returncode, 127)
+
+    def test_exec_tty(self):
+        # no terminal here: 24x80 both ways, the output through a terminal (CRLF)
+        r = self.same_input(b"", "exec", "-t", self.name, "--", "sh", "-c", "stty size; exit 3")
+        self.assertEqual((r.returncode, r.stdout), (3, b"24 80\r\n"))
+        r = self.same_input(b"hi\n", "exec", "-i", "-t", self.name, "--", "sh", "-c", "read x; echo got $x")
+        self.assertIn(b"got hi\r\n", r.stdout)
+        r = self.brig(self.host, "exec", "-t", self.name, "--", "tty")
+        self.assertRegex(r.stdout, rb"^/dev/pts/\d+\r\n$")
+
+    def test_exec_interactive_interrupt(self):
+        e = dict(os.environ, BRIG_HOST=self.host, BRIG_TOKEN=TOK_A)
+        p = subprocess.Popen([BRIG, "exec", "-i", self.name, "--", "sh", "-c", "echo started; sleep 78"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+        self.assertEqual(p.stdout.readline(), b"started\n")
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130, err)
+        self.assertIn(b"exec interrupted; the brig server was told to end the command", err)
+        for _ in range(50):
+            r = self.brig(self.host, "exec", self.name, "--", "sh", "-c", "ps -eo args | grep -c '^[s]leep 78'")
+            if r.stdout == b"0\n":
+                break
+            time.sleep(0.1)
+        self.assertEqual(r.stdout, b"0\n", r.stderr)
+
     def test_unsupported_refused(self):
         for args in (["fs", "ls", self.name, "/"], ["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"],
-                     ["exec", "-i", self.name, "--", "cat"], ["exec", "-t", self.name, "--", "sh"],
                      ["exec", "-d", self.name, "--", "true"]):
             r = self.brig(self.host, *args)
             self.assertEqual(r.returncode, 125, args)
@@ -1194,6 +1242,10 @@ class Attach(unittest.TestCase):
 
     def gone(self, marker):
         """Whether no process of the computer runs `marker` (brig-init ended it)."""
+        for _ in range(50):  # "started" comes just before sh starts it
+            if self.count(marker) == 1:
+                break
+            time.sleep(0.1)
         self.assertEqual(self.count(marker), 1, "the command does not run")
         self.closer()
         for _ in range(100):
