@@ -1348,6 +1348,67 @@ class Attach(unittest.TestCase):
         s.close()
         self.assertEqual((f.out, f.end["exit_code"]), (b"b\n", 0))
 
+    def test_drain_hangs_up_open_streams(self):
+        d = os.path.join(self.tmpdir.name, "drain")
+        os.mkdir(d)
+        srv = Server(d, extra=["--drain", "1"])
+        try:
+            st, h, rest, s = attach_open(srv.sock, self.P, {"argv": ["sh", "-c", "echo started; sleep 4245"]}, TOK_A)
+            self.assertEqual(st, 101, rest)
+            f = Frames(s, rest)
+            f.until(lambda f: f.out == b"started\n")
+            t0 = time.monotonic()
+            self.closer = lambda: srv.p.send_signal(signal.SIGTERM)
+            self.assertTrue(self.gone("sleep 4245"), "the drain left the command running")
+            self.assertEqual(srv.p.wait(30), 0, srv.logtext())
+            self.assertLess(time.monotonic() - t0, 20)
+            f.rest()
+            s.close()
+        finally:
+            srv.stop()
+        self.assertIn("still running after 1s", srv.logtext())
+
+    def test_tls(self):
+        """Over brig+https (libmicrohttpd forwards the upgraded TLS stream through a socketpair)."""
+        d = os.path.join(self.tmpdir.name, "tls")
+        os.mkdir(d)
+        cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                       check=True, capture_output=True)
+        tf = os.path.join(d, "tokens")
+        with open(tf, "w") as f:
+            f.write("%s %s\n" % (TOK_A, NS_A))
+        os.chmod(tf, 0o600)
+        ca = os.path.join(d, "ca")
+        os.mkdir(ca)
+        with open(cert) as src, open(os.path.join(ca, "ca.pem"), "w") as dst:
+            dst.write(src.read())
+        port = free_port()
+        log = open(os.path.join(d, "log"), "wb")
+        srv = subprocess.Popen([BRIG, "serve", "--listen", "tcp://127.0.0.1:%d" % port, "--tls-cert", cert,
+                                "--tls-key", key, "--tokens", tf, "--store", "sqlite://" + os.path.join(d, "db")],
+                               stdout=log, stderr=log)
+        try:
+            e = dict(os.environ, BRIG_HOST="brig+https://127.0.0.1:%d" % port, BRIG_CERT_PATH=ca, BRIG_TOKEN=TOK_A)
+            ident = ["--ns", NS_A, "--agent", "agent", "--session", "att"]
+            big = bytes(range(256)) * 2000
+            for _ in range(100):
+                p = subprocess.run([BRIG, "exec", "-i"] + ident + ["--", "sh", "-c", "cat; exit 4"], input=big,
+                                   capture_output=True, env=e, timeout=120)
+                if b"cannot reach" not in p.stderr:
+                    break
+                time.sleep(0.05)
+            self.assertEqual((p.returncode, p.stdout), (4, big), p.stderr)
+            p = subprocess.run([BRIG, "exec", "-t"] + ident + ["--", "sh", "-c", "tty; stty size"], capture_output=True,
+                               env=e, timeout=120)
+            self.assertRegex(p.stdout, rb"^/dev/pts/\d+\r\n24 80\r\n$", p.stderr)
+        finally:
+            srv.terminate()
+            self.assertEqual(srv.wait(30), 0)
+            log.close()
+        self.assertNotIn(TOK_A, open(os.path.join(d, "log")).read())
+
     def test_tty_needs_no_stdin(self):
         s, f = self.open(["sh", "-c", "stty size"], "?tty=1")
         s.sendall(frame(4))
