@@ -37,6 +37,7 @@ typedef struct attach {
 	int resize[2]; /* a byte per resize (tty) */
 	int done[2];   /* readable → the command ended, its end frame is out */
 	pthread_mutex_t lock;
+	pthread_mutex_t wlock; /* one frame at a time on the socket */
 	int rows, cols;
 	bool gone; /* the client hung up: output is dropped */
 	pthread_t th;
@@ -59,6 +60,7 @@ static void attach_free(void *payload)
 	close_pair(a->resize);
 	close_pair(a->done);
 	pthread_mutex_destroy(&a->lock);
+	pthread_mutex_destroy(&a->wlock);
 	serve_exec_req_clear(&a->req);
 	json_decref(a->body);
 	free(a->head);
@@ -111,7 +113,10 @@ static int send_frame(attach *a, unsigned type, const char *data, size_t len)
 		size_t n = len > SERVE_FRAME_DATA_MAX && type != SERVE_FRAME_END ? SERVE_FRAME_DATA_MAX : len;
 		unsigned char hdr[SERVE_FRAME_HDR];
 		serve_frame_header(hdr, type, (uint32_t)n);
-		if (sock_write(a->sock, hdr, sizeof hdr) != 0 || sock_write(a->sock, data, n) != 0) {
+		pthread_mutex_lock(&a->wlock);
+		int w = sock_write(a->sock, hdr, sizeof hdr) != 0 || sock_write(a->sock, data, n) != 0;
+		pthread_mutex_unlock(&a->wlock);
+		if (w) {
 			hang_up(a);
 			return -1;
 		}
@@ -400,6 +405,7 @@ void serve__h_exec_attach(serve_req *r, serve_reply *out)
 	a->cols = (int)cols;
 	a->sock = -1;
 	pthread_mutex_init(&a->lock, NULL);
+	pthread_mutex_init(&a->wlock, NULL);
 	int *pairs[] = {a->in, a->cancel, a->resize, a->done};
 	for (size_t i = 0; i < 4; i++)
 		pairs[i][0] = pairs[i][1] = -1;

@@ -1409,6 +1409,42 @@ class Attach(unittest.TestCase):
             log.close()
         self.assertNotIn(TOK_A, open(os.path.join(d, "log")).read())
 
+    def test_frames_before_the_101(self):
+        # a client that does not wait for the 101: its frames are kept
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(60)
+        s.connect(self.srv.sock)
+        self.addCleanup(s.close)
+        data = json.dumps({"argv": ["cat"]}).encode()
+        s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: Upgrade\r\n"
+                   "Upgrade: tcp\r\nContent-Length: %d\r\n\r\n" % (self.P, TOK_A, len(data))).encode() + data +
+                  frame(0, b"early\n") + frame(4))
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += s.recv(65536)
+        head, rest = buf.split(b"\r\n\r\n", 1)
+        self.assertTrue(head.startswith(b"HTTP/1.1 101"), head)
+        f = Frames(s, rest).rest()
+        self.assertEqual((f.out, f.end["exit_code"]), (b"early\n", 0), f.end)
+
+    def test_http10_gets_no_upgrade(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(60)
+        s.connect(self.srv.sock)
+        data = json.dumps({"argv": ["true"]}).encode()
+        s.sendall(("POST %s HTTP/1.0\r\nAuthorization: Bearer %s\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n"
+                   "Content-Length: %d\r\n\r\n" % (self.P, TOK_A, len(data))).encode() + data)
+        buf = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+        s.close()
+        self.assertNotIn(b" 101 ", buf.split(b"\r\n")[0] if buf else b"")
+        st, _, b = self.py.call("GET", "/v1/health")  # and the server goes on
+        self.assertEqual(st, 200)
+
     def test_tty_needs_no_stdin(self):
         s, f = self.open(["sh", "-c", "stty size"], "?tty=1")
         s.sendall(frame(4))
