@@ -95,9 +95,9 @@ int cli_remote_attach(cli_remote *r, const char *target, json_t *body, bool inte
 	serve_frame_dec_init(&dec, 1u << SERVE_FRAME_STDOUT | 1u << SERVE_FRAME_STDERR | 1u << SERVE_FRAME_END);
 	brig_buf out;                 /* frames not yet taken by the connection */
 	brig_buf_init(&out, 1 << 20); /* one stdin chunk, an EOF, a resize: stdin waits while out is not empty */
+	/* Without -i the command's stdin stays open and empty, as direct (a
+	 * terminal nobody types on); -t alone is the only way here without -i. */
 	bool stdin_open = interactive;
-	if (!interactive)
-		put_frame(&out, SERVE_FRAME_EOF, NULL, 0);
 	size_t sent = 0; /* bytes of out already written */
 	bool stalled = false;
 	bool resize = false; /* a resize to send once out is empty (a stalled write is retried as it was) */

@@ -1089,6 +1089,71 @@ class CliClient(unittest.TestCase):
         r = self.brig(self.host, "exec", "-t", self.name, "--", "tty")
         self.assertRegex(r.stdout, rb"^/dev/pts/\d+\r\n$")
 
+    def in_pty(self, host, args, steps):
+        """Runs brig with a pseudo-terminal as its stdin/stdout (stderr apart).
+        steps: (wait_for bytes, action) pairs; action(master_fd, proc). Returns (rc, output, stderr)."""
+        import fcntl
+        import pty
+        import select
+        import struct
+        import termios
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 90, 0, 0))
+        before = termios.tcgetattr(slave)
+        e = dict(os.environ, BRIG_STORE=self.store, BRIG_IMAGE=IMAGE, BRIG_HOST=host or "",
+                 BRIG_TOKEN=TOK_A if host else "")
+        p = subprocess.Popen([BRIG] + list(args), stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=e)
+        out = b""
+        try:
+            for want, act in steps:
+                deadline = time.monotonic() + 30
+                while want not in out:
+                    self.assertLess(time.monotonic(), deadline, (want, out))
+                    if select.select([master], [], [], 0.5)[0]:
+                        out += os.read(master, 65536)
+                act(master, p)
+            rc = p.wait(60)
+            err = p.stderr.read()
+            while select.select([master], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            # the terminal is given back as it was
+            self.assertEqual(termios.tcgetattr(slave), before)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            os.close(master)
+            os.close(slave)
+        return rc, out, err
+
+    def test_exec_tty_resize_and_ctrl_c(self):
+        import fcntl
+        import struct
+        import termios
+
+        def resize(m, p):
+            fcntl.ioctl(m, termios.TIOCSWINSZ, struct.pack("HHHH", 41, 123, 0, 0))
+            p.send_signal(signal.SIGWINCH)
+            time.sleep(0.5)  # the resize frame is out before the line that asks for the size
+            os.write(m, b"go\r")
+
+        cmd = ["exec", "-i", "-t", self.name, "--", "sh", "-c", "stty size; read x; stty size; exit 6"]
+        for host in (None, self.host):
+            rc, out, err = self.in_pty(host, cmd, [(b"30 90", resize), (b"41 123", lambda m, p: None)])
+            self.assertEqual(rc, 6, (host, out, err))
+            self.assertIn(b"41 123", out, host)
+        # Ctrl-C is a byte for the remote terminal (raw mode): it ends the command there
+        cmd = ["exec", "-i", "-t", self.name, "--", "sh", "-c", "echo ready; exec cat"]
+        for host in (None, self.host):
+            rc, out, err = self.in_pty(host, cmd, [(b"ready", lambda m, p: (time.sleep(0.3), os.write(m, b"\x03")))])
+            self.assertEqual(rc, 130, (host, out, err))
+
     def test_exec_interactive_interrupt(self):
         e = dict(os.environ, BRIG_HOST=self.host, BRIG_TOKEN=TOK_A)
         p = subprocess.Popen([BRIG, "exec", "-i", self.name, "--", "sh", "-c", "echo started; sleep 78"],
