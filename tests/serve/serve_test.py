@@ -1433,6 +1433,23 @@ class Attach(unittest.TestCase):
             srv.stop()
         self.assertIn("still running after 1s", srv.logtext())
 
+    def test_outlives_the_header_timeout(self):
+        # the header deadline is for requests; a stream that went quiet is not cut
+        d = os.path.join(self.tmpdir.name, "quiet")
+        os.mkdir(d)
+        srv = Server(d, extra=["--header-timeout", "1"])
+        try:
+            st, h, rest, s = attach_open(srv.sock, self.P, {"argv": ["sh", "-c", "sleep 3; cat"]}, TOK_A)
+            self.assertEqual(st, 101, rest)
+            time.sleep(2.5)
+            s.sendall(frame(0, b"still here\n") + frame(4))
+            f = Frames(s, rest).rest()
+            s.close()
+            self.assertEqual((f.out, f.end["exit_code"]), (b"still here\n", 0), f.end)
+        finally:
+            srv.stop()
+        self.assertNotIn("dropped a connection", srv.logtext())
+
     def test_tls(self):
         """Over brig+https (libmicrohttpd forwards the upgraded TLS stream through a socketpair)."""
         d = os.path.join(self.tmpdir.name, "tls")
