@@ -376,6 +376,10 @@ void serve__h_exec_attach(serve_req *r, serve_reply *out)
 		out->extra_value = "tcp";
 		return;
 	}
+	if (r->http10) {
+		serve__reply_fail(out, 400, "invalid", "an upgrade to a stream needs HTTP/1.1");
+		return;
+	}
 	if (json_object_get(r->json, "stdin")) {
 		serve__reply_fail(out, 400, "invalid", "stdin: it comes over the stream (frames of type 0)");
 		return;

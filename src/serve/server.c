@@ -672,7 +672,6 @@ static void dispatch(serve_req *r, serve_reply *rep)
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
 				  const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
-	(void)version;
 	serve_server *s = cls;
 	serve_req *r = *con_cls;
 	if (!r) {
@@ -681,6 +680,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->conn = conn;
 		r->method = xstrdup(method);
 		r->url = xstrdup(url);
+		r->http10 = version && strcmp(version, "HTTP/1.0") == 0;
 		r->started_us = now_us();
 		*con_cls = r;
 		track_phase(s, conn, false);
