@@ -82,7 +82,7 @@ struct serve_req {
 	bool refused_close;
 	int status;
 	int64_t started_us; /* monotonic, for the log line */
-	bool http10; /* an HTTP/1.0 request (no upgrade possible) */
+	bool http10;        /* an HTTP/1.0 request (no upgrade possible) */
 	/* an upgrade answer queued, not yet taken by its handler */
 	void (*upgrade_fn)(void *payload, serve_upgraded *u, const char *extra, size_t extra_len);
 	void (*upgrade_free)(void *payload);
