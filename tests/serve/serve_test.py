@@ -1140,12 +1140,12 @@ class CliClient(unittest.TestCase):
         def resize(m, p):
             fcntl.ioctl(m, termios.TIOCSWINSZ, struct.pack("HHHH", 41, 123, 0, 0))
             p.send_signal(signal.SIGWINCH)
-            time.sleep(0.5)  # the resize frame is out before the line that asks for the size
-            os.write(m, b"go\r")
 
-        cmd = ["exec", "-i", "-t", self.name, "--", "sh", "-c", "stty size; read x; stty size; exit 6"]
+        # the size is polled until it changes, then a line is read
+        cmd = ["exec", "-i", "-t", self.name, "--", "sh", "-c",
+               "stty size; while [ \"$(stty size)\" = '30 90' ]; do sleep 0.05; done; stty size; read x; exit 6"]
         for host in (None, self.host):
-            rc, out, err = self.in_pty(host, cmd, [(b"30 90", resize), (b"41 123", lambda m, p: None)])
+            rc, out, err = self.in_pty(host, cmd, [(b"30 90", resize), (b"41 123", lambda m, p: os.write(m, b"go\r"))])
             self.assertEqual(rc, 6, (host, out, err))
             self.assertIn(b"41 123", out, host)
         # Ctrl-C is a byte for the remote terminal (raw mode): it ends the command there
@@ -1344,11 +1344,13 @@ class Attach(unittest.TestCase):
         self.assertEqual((f.end["exit_code"], f.end["timed_out"]), (124, True), f.end)
 
     def test_tty_size_resize(self):
-        s, f = self.open(["sh", "-c", "tty; stty size; read x; stty size; echo got $x"], "?tty=true&rows=33&cols=101")
+        # the size is polled until it changes: the resize and stdin travel on apart pipes
+        s, f = self.open(["sh", "-c", "tty; stty size; while [ \"$(stty size)\" = '33 101' ]; do sleep 0.05; done; "
+                          "stty size; read x; echo got $x"], "?tty=true&rows=33&cols=101")
         f.until(lambda f: b"33 101" in f.out)
         self.assertRegex(f.out, rb"^/dev/pts/\d+\r\n")
         s.sendall(frame(5, (50).to_bytes(2, "big") + (120).to_bytes(2, "big")))
-        time.sleep(0.3)  # the resize reaches the terminal before the line that asks for its size
+        f.until(lambda f: b"50 120" in f.out)
         s.sendall(frame(0, b"yes\n"))
         f.rest()
         self.assertIn(b"50 120\r\n", f.out)
