@@ -3,7 +3,9 @@
 over brig serve's API from a client holding one connection (http.client
 over the unix socket), against `brig exec NAME -- true` as a process
 through the server (BRIG_HOST=brig+unix://…) and direct (to Docker), and
-`docker exec NAME true`, in interleaved rounds.
+`docker exec NAME true`, in interleaved rounds; and interactive round trips
+over the exec attach stream (a line to `cat` and its echo back, on a kept
+stream and on a new stream per round).
 Median and p95 in ms, table on stdout, progress on stderr.
 
 Usage: bench/serve_bench.py [-n N] [-w WARMUP] [--brig PATH] [--image IMG] [--flood]
@@ -101,9 +103,56 @@ def main():
         def docker():
             subprocess.run(["docker", "exec", name, "true"], check=True, stdout=devnull)
 
+        apath = "/v1/computers/%s/a/s/exec/attach" % ns
+
+        def attach_open():
+            """An upgraded stream to cat; returns (socket, bytes already read past the 101)."""
+            sk = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sk.connect(sock)
+            data = json.dumps({"argv": ["cat"]}).encode()
+            sk.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n"
+                        "Content-Length: %d\r\n\r\n" % (apath, len(data))).encode() + data)
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += sk.recv(65536)
+            head, rest = buf.split(b"\r\n\r\n", 1)
+            assert head.startswith(b"HTTP/1.1 101"), head
+            return sk, rest
+
+        def frame(t, p=b""):
+            return bytes([t, 0, 0, 0]) + len(p).to_bytes(4, "big") + p
+
+        def echo(sk, rest, line):
+            """Sends line as stdin; reads frames until it came back as stdout."""
+            sk.sendall(frame(0, line))
+            buf, out = rest, b""
+            while out != line:
+                while len(buf) < 8 or len(buf) < 8 + int.from_bytes(buf[4:8], "big"):
+                    buf += sk.recv(65536)
+                n = int.from_bytes(buf[4:8], "big")
+                assert buf[0] == 1, buf[:8]
+                out, buf = out + buf[8:8 + n], buf[8 + n:]
+            return buf
+
+        kept = {"s": None, "rest": b""}
+
+        def attach_kept():
+            if not kept["s"]:
+                kept["s"], kept["rest"] = attach_open()
+            kept["rest"] = echo(kept["s"], kept["rest"], b"ping\n")
+
+        def attach_new():
+            sk, rest = attach_open()
+            rest = echo(sk, rest, b"ping\n")
+            sk.sendall(frame(4))
+            while sk.recv(65536):  # the end frame, then the server closes
+                pass
+            sk.close()
+
         cases = [("API exec over one connection", api), ("brig exec --session (BRIG_HOST)", cli_served),
                  ("brig exec NAME (BRIG_HOST)", cli_served_name), ("brig exec (process, direct)", cli),
-                 ("docker exec (process)", docker)]
+                 ("docker exec (process)", docker),
+                 ("attach: line echoed (kept stream)", attach_kept), ("attach: open, echo, end", attach_new)]
         res = {n: [] for n, _ in cases}
         for i in range(a.w + a.n):
             k = i % len(cases)
@@ -117,6 +166,8 @@ def main():
                     res[n].append(dt)
             if i % 50 == 0:
                 print("round %d/%d" % (i, a.w + a.n), file=sys.stderr)
+        if kept["s"]:
+            kept["s"].close()
         print("%-34s %6s %9s %9s" % ("exec of true", "n", "p50 ms", "p95 ms"))
         for n, v in res.items():
             print("%-34s %6d %9.2f %9.2f" % (n, len(v), statistics.median(v), pct(v, 95)))

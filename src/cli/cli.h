@@ -341,6 +341,14 @@ void cli_every_stop(cli_every *ev);
  * by a second interrupt. */
 int cli_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
 		 brig_error **err);
+/* The parts of cli_exec_tty, for exec -t through a server: raw mode when
+ * raw and stdin is a terminal (restored by cli_tty_end, at exit, by a second
+ * interrupt); *rows, *cols the terminal's size (24x80 without one);
+ * *winch_fd readable after a SIGWINCH (-1: none; drain it, then ask
+ * cli_tty_size). */
+void cli_tty_begin(bool raw, int *rows, int *cols, int *winch_fd);
+void cli_tty_size(int *rows, int *cols);
+void cli_tty_end(void);
 /* The terminal settings a second interrupt restores before it exits. */
 struct termios;
 void cli_tty_remember(const struct termios *t);
@@ -420,6 +428,21 @@ brig_computer *cli_remote_computer(json_t *j);
  * server lists no computer by NAME (nothing printed), or CLI_EXIT_FAIL
  * (printed). */
 int cli_remote_target(cli_remote *r, const char *cmd, const cli_target *t, const char *name, char **path);
+/* For remote_attach.c: the connection, the Authorization header line (or
+ * NULL), and the error answer printer (returns CLI_EXIT_FAIL). */
+struct brig_http_conn;
+struct brig_http_conn *cli_remote__conn(cli_remote *r);
+const char *cli_remote__auth(const cli_remote *r);
+int cli_remote__error(int status, const char *body, size_t len);
+/* exec -i/-t through the server (remote_attach.c): POST target (…/exec/attach
+ * with its query) with body and an HTTP Upgrade, then stdin (interactive),
+ * resizes (tty) and the output (on_output) over the framed stream until the
+ * end frame, *end (a new reference: {"type":"exit",…} or {"type":"error",…}).
+ * A byte on cancel_fd hangs up (the server cancels the command) and
+ * CLI_EXIT_CANCELED comes back without a message; else 0 or CLI_EXIT_FAIL
+ * (printed). */
+int cli_remote_attach(cli_remote *r, const char *target, json_t *body, bool interactive, bool tty, int cancel_fd,
+		      brig_engine_output_cb on_output, void *payload, json_t **end);
 
 
 #endif

@@ -43,10 +43,11 @@ static void size_of(int *rows, int *cols, void *payload)
 		}
 }
 
-int cli_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, brig_exec_result *res, brig_error **err)
+void cli_tty_begin(bool raw, int *rows, int *cols, int *winch_fd)
 {
-	int rows = 24, cols = 80;
-	size_of(&rows, &cols, NULL);
+	*rows = 24;
+	*cols = 80;
+	size_of(rows, cols, NULL);
 	if (winch_pipe[0] < 0 && pipe2(winch_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
 		winch_pipe[0] = winch_pipe[1] = -1;
 	if (winch_pipe[0] >= 0) {
@@ -57,18 +58,34 @@ int cli_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, br
 		sa.sa_flags = SA_RESTART;
 		sigaction(SIGWINCH, &sa, NULL);
 	}
-	if (opts->stdin_fd == 0 && isatty(0) && tcgetattr(0, &saved) == 0) {
-		struct termios raw = saved;
-		cfmakeraw(&raw);
+	*winch_fd = winch_pipe[0];
+	if (raw && isatty(0) && tcgetattr(0, &saved) == 0) {
+		struct termios t = saved;
+		cfmakeraw(&t);
 		cli_tty_remember(&saved); /* a second interrupt exits at once: it restores too */
 		atexit(restore);
-		if (tcsetattr(0, TCSAFLUSH, &raw) == 0)
+		if (tcsetattr(0, TCSAFLUSH, &t) == 0)
 			raw_on = 1;
 		else
 			cli_tty_forget();
 	}
-	int r = brig_computer_exec_tty(e, ref, opts, rows, cols, winch_pipe[0], winch_pipe[0] >= 0 ? size_of : NULL,
-				       NULL, res, err);
+}
+
+void cli_tty_size(int *rows, int *cols)
+{
+	size_of(rows, cols, NULL);
+}
+
+void cli_tty_end(void)
+{
+	restore();
+}
+
+int cli_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, brig_exec_result *res, brig_error **err)
+{
+	int rows, cols, winch;
+	cli_tty_begin(opts->stdin_fd == 0, &rows, &cols, &winch);
+	int r = brig_computer_exec_tty(e, ref, opts, rows, cols, winch, winch >= 0 ? size_of : NULL, NULL, res, err);
 	restore();
 	return r;
 }

@@ -194,8 +194,8 @@ static int remote_code(const char *code)
 
 static int exec_remote(const exec_args *a, const char *name, char **cmd_argv)
 {
-	if (a->interactive || a->tty || a->detach)
-		return cli_remote_unsupported(a->detach ? "exec -d" : "exec -i/-t");
+	if (a->detach)
+		return cli_remote_unsupported("exec -d");
 	if (a->every_ms)
 		return cli_remote_unsupported("exec --checkpoint-every");
 	if (a->t.store)
@@ -236,8 +236,20 @@ static int exec_remote(const exec_args *a, const char *name, char **cmd_argv)
 		json_object_set_new(body, "workdir", json_string(a->workdir));
 	if (a->timeout_ms)
 		json_object_set_new(body, "timeout_ms", json_integer(a->timeout_ms));
-	path = cli_remote_path(ns, agent, session, "/exec?stream=true");
-	rc = cli_remote_stream(r, "POST", path, body, cli_cancel_install(), remote_line, &x);
+	if (a->interactive || a->tty) {
+		/* stdin and terminals: the upgraded stream; its end frame is the
+		 * stream's last line */
+		json_t *end = NULL;
+		path = cli_remote_path(ns, agent, session, "/exec/attach");
+		rc = cli_remote_attach(r, path, body, a->interactive, a->tty, cli_cancel_install(), cli_output_cb,
+				       &x.out, &end);
+		if (end)
+			remote_line(end, &x);
+		json_decref(end);
+	} else {
+		path = cli_remote_path(ns, agent, session, "/exec?stream=true");
+		rc = cli_remote_stream(r, "POST", path, body, cli_cancel_install(), remote_line, &x);
+	}
 	json_decref(body);
 	if (rc == CLI_EXIT_CANCELED) {
 		cli_note("exec interrupted; the brig server was told to end the command (brig-init ends it and "

@@ -127,7 +127,7 @@ void cli_remote_free(cli_remote *r)
 
 /* Prints the server's error answer {"code","message"} (or what the status
  * says) and returns CLI_EXIT_FAIL. */
-static int remote_error(int status, const char *body, size_t len)
+int cli_remote__error(int status, const char *body, size_t len)
 {
 	json_t *j = body ? json_loadb(body, len, 0, NULL) : NULL;
 	const char *m = json_string_value(json_object_get(j, "message"));
@@ -190,7 +190,7 @@ int cli_remote_request(cli_remote *r, const char *method, const char *target, js
 		return 0;
 	}
 	if (resp.status < 200 || resp.status > 299) {
-		rc = remote_error(resp.status, resp.body.data, resp.body.len);
+		rc = cli_remote__error(resp.status, resp.body.data, resp.body.len);
 		brig_http_response_clear(&resp);
 		return rc;
 	}
@@ -305,7 +305,7 @@ int cli_remote_stream(cli_remote *r, const char *method, const char *target, jso
 		rc = lr->stop;
 	else if (rc == 0 && (resp.status < 200 || resp.status > 299))
 		/* the error answer was collected whole in the line buffer */
-		rc = remote_error(resp.status, lr->line.data, lr->line.len);
+		rc = cli_remote__error(resp.status, lr->line.data, lr->line.len);
 	else if (lr->too_long)
 		rc = cli_fail("the brig server sent a line longer than %d bytes", CLI_NDJSON_LINE_CAP);
 	else if (rc != 0)
@@ -399,4 +399,16 @@ int cli_remote_target(cli_remote *r, const char *cmd, const cli_target *t, const
 	if (rc == 0)
 		*path = cli_remote_path(ns, agent, session, NULL);
 	return rc;
+}
+
+/* ---- for remote_attach.c ---- */
+
+struct brig_http_conn *cli_remote__conn(cli_remote *r)
+{
+	return r->c;
+}
+
+const char *cli_remote__auth(const cli_remote *r)
+{
+	return r->auth;
 }

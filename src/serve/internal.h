@@ -18,6 +18,7 @@
 
 typedef struct serve_server serve_server;
 typedef struct serve_req serve_req;
+typedef struct serve_upgraded serve_upgraded;
 
 /* What a handler answers. Exactly one of json, data or stream is used. */
 typedef struct serve_reply {
@@ -36,6 +37,11 @@ typedef struct serve_reply {
 	bool has_fd;
 	int fd;
 	uint64_t fd_size;
+	/* An HTTP Upgrade (status 101, "Upgrade: tcp"): once the 101 is out,
+	 * upgrade gets payload, the raw stream (give it back with
+	 * serve__upgraded_close) and the bytes the client sent past the
+	 * request; done(payload) instead when the 101 never went out. */
+	void (*upgrade)(void *payload, serve_upgraded *u, const char *extra, size_t extra_len);
 } serve_reply;
 
 typedef void (*serve_handler)(serve_req *r, serve_reply *out);
@@ -76,6 +82,11 @@ struct serve_req {
 	bool refused_close;
 	int status;
 	int64_t started_us; /* monotonic, for the log line */
+	bool http10;        /* an HTTP/1.0 request (no upgrade possible) */
+	/* an upgrade answer queued, not yet taken by its handler */
+	void (*upgrade_fn)(void *payload, serve_upgraded *u, const char *extra, size_t extra_len);
+	void (*upgrade_free)(void *payload);
+	void *upgrade_payload;
 };
 
 /* ---- from server.c, for the routes ---- */
@@ -108,6 +119,14 @@ int serve__guest(serve_server *s, const char *name, brig_guest **out, brig_error
 void serve__guest_release(serve_server *s, brig_guest *g);
 /* Forgets the handle of name (its computer stopped, was recovered…). */
 void serve__guest_forget(serve_server *s, const char *name);
+
+/* The socket of an upgraded connection (nonblocking; over TLS one end of
+ * libmicrohttpd's socketpair). Read and write it; shutdown is allowed,
+ * close is not. */
+int serve__upgraded_fd(const serve_upgraded *u);
+/* Closes an upgraded connection and frees u: the end of its request for
+ * the drain. */
+void serve__upgraded_close(serve_upgraded *u);
 
 /* docs/openapi.json as built in (borrowed). */
 void serve__openapi(const char **data, size_t *len);
@@ -149,5 +168,9 @@ void serve__h_file_mkdir(serve_req *r, serve_reply *out);
 void serve__h_archive_get(serve_req *r, serve_reply *out);
 void serve__h_archive_put(serve_req *r, serve_reply *out);
 void serve__h_runs(serve_req *r, serve_reply *out);
+
+/* ---- routes_attach.c ---- */
+
+void serve__h_exec_attach(serve_req *r, serve_reply *out);
 
 #endif

@@ -25,6 +25,7 @@
 	X(MHD_create_response_from_buffer)   \
 	X(MHD_create_response_from_callback) \
 	X(MHD_create_response_from_fd)       \
+	X(MHD_create_response_for_upgrade)   \
 	X(MHD_destroy_response)              \
 	X(MHD_get_connection_info)           \
 	X(MHD_get_connection_values)         \
@@ -35,7 +36,8 @@
 	X(MHD_queue_response)                \
 	X(MHD_quiesce_daemon)                \
 	X(MHD_start_daemon)                  \
-	X(MHD_stop_daemon)
+	X(MHD_stop_daemon)                   \
+	X(MHD_upgrade_action)
 
 typedef struct brig__mhd_api {
 	BRIG__MHD_FUNCS(BRIG__DL_SLOT)
@@ -52,6 +54,7 @@ int brig__mhd_load(brig_error **err) __attribute__((visibility("hidden")));
 #define MHD_create_response_from_buffer (brig__mhd.MHD_create_response_from_buffer)
 #define MHD_create_response_from_callback (brig__mhd.MHD_create_response_from_callback)
 #define MHD_create_response_from_fd (brig__mhd.MHD_create_response_from_fd)
+#define MHD_create_response_for_upgrade (brig__mhd.MHD_create_response_for_upgrade)
 #define MHD_destroy_response (brig__mhd.MHD_destroy_response)
 #define MHD_get_connection_info (brig__mhd.MHD_get_connection_info)
 #define MHD_get_connection_values (brig__mhd.MHD_get_connection_values)
@@ -63,6 +66,7 @@ int brig__mhd_load(brig_error **err) __attribute__((visibility("hidden")));
 #define MHD_quiesce_daemon (brig__mhd.MHD_quiesce_daemon)
 #define MHD_start_daemon (brig__mhd.MHD_start_daemon)
 #define MHD_stop_daemon (brig__mhd.MHD_stop_daemon)
+#define MHD_upgrade_action (brig__mhd.MHD_upgrade_action)
 #endif
 
 #endif

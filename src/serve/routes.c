@@ -951,6 +951,7 @@ const serve_route serve__routes[] = {
 	{"POST", C "/checkpoints/import", h_checkpoint_import, ROUTE_RAW_BODY},
 	{"POST", C "/recover", h_recover, 0},
 	{"GET", C "/history", h_history, 0},
+	{"POST", C "/exec/attach", serve__h_exec_attach, 0},
 };
 
 const size_t serve__route_count = sizeof serve__routes / sizeof serve__routes[0];

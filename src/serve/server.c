@@ -48,8 +48,17 @@ typedef struct conn_track {
 	int64_t phase_ms; /* connected, or the last request ended */
 	bool in_headers;  /* between those and a request's headers */
 	bool cut;
-	bool nul; /* the request's URL decoded to a NUL byte (%00) */
+	bool nul;      /* the request's URL decoded to a NUL byte (%00) */
+	bool upgraded; /* a raw stream now (exec attach): no header deadline */
 } conn_track;
+
+/* An upgraded connection, lent to its route until serve__upgraded_close. */
+struct serve_upgraded {
+	serve_upgraded *next;
+	serve_server *srv;
+	int fd;
+	struct MHD_UpgradeResponseHandle *urh;
+};
 
 struct serve_server {
 	serve_config cfg;
@@ -71,12 +80,15 @@ struct serve_server {
 	held_guest *old; /* retired, still lent: freed on their last release */
 	size_t n_old;
 	conn_track *conns;
+	serve_upgraded *upgraded; /* open raw streams (counted in inflight too) */
 	pthread_t watchdog;
 	bool watchdog_started, watchdog_stop;
 };
 
 static void track_phase(serve_server *s, struct MHD_Connection *conn, bool in_headers);
 static conn_track *track_of(struct MHD_Connection *conn);
+static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra, size_t extra_len,
+		       MHD_socket sock, struct MHD_UpgradeResponseHandle *urh);
 
 /* ---- what routes ask ---- */
 
@@ -443,7 +455,20 @@ static void stream_free(void *cls)
 static enum MHD_Result send_reply(serve_req *r, serve_reply *rep, bool close_after)
 {
 	struct MHD_Response *resp;
-	if (rep->read) {
+	if (rep->upgrade) {
+		/* libmicrohttpd wants "Connection" as the first header */
+		resp = MHD_create_response_for_upgrade(on_upgrade, r->srv);
+		if (!resp) {
+			if (rep->done)
+				rep->done(rep->payload);
+			return MHD_NO;
+		}
+		MHD_add_response_header(resp, "Connection", "Upgrade");
+		MHD_add_response_header(resp, "Upgrade", "tcp");
+		r->upgrade_fn = rep->upgrade;
+		r->upgrade_free = rep->done;
+		r->upgrade_payload = rep->payload;
+	} else if (rep->read) {
 		stream_ctx *c = xmalloc(sizeof *c);
 		*c = (stream_ctx){rep->read, rep->done, rep->payload};
 		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, c, stream_free);
@@ -489,6 +514,49 @@ static enum MHD_Result send_reply(serve_req *r, serve_reply *rep, bool close_aft
 	json_decref(rep->json);
 	rep->json = NULL;
 	return ok;
+}
+
+/* The 101 is out: the route's stream from here, counted in flight until
+ * serve__upgraded_close so that the drain waits for it. */
+static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra, size_t extra_len,
+		       MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+	serve_server *s = cls;
+	serve_req *r = con_cls;
+	serve_upgraded *u = xcalloc(1, sizeof *u);
+	*u = (serve_upgraded){.srv = s, .fd = (int)sock, .urh = urh};
+	conn_track *t = track_of(conn);
+	pthread_mutex_lock(&s->lock);
+	if (t)
+		t->upgraded = true;
+	u->next = s->upgraded;
+	s->upgraded = u;
+	s->inflight++;
+	pthread_mutex_unlock(&s->lock);
+	void *payload = r->upgrade_payload;
+	r->upgrade_payload = NULL;
+	r->upgrade_fn(payload, u, extra, extra_len);
+}
+
+int serve__upgraded_fd(const serve_upgraded *u)
+{
+	return u->fd;
+}
+
+void serve__upgraded_close(serve_upgraded *u)
+{
+	serve_server *s = u->srv;
+	MHD_upgrade_action(u->urh, MHD_UPGRADE_ACTION_CLOSE);
+	pthread_mutex_lock(&s->lock);
+	for (serve_upgraded **pp = &s->upgraded; *pp; pp = &(*pp)->next)
+		if (*pp == u) {
+			*pp = u->next;
+			break;
+		}
+	s->inflight--;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	free(u);
 }
 
 static enum MHD_Result answer_fail(serve_req *r, int status, const char *code, const char *msg, bool close)
@@ -604,7 +672,6 @@ static void dispatch(serve_req *r, serve_reply *rep)
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
 				  const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
-	(void)version;
 	serve_server *s = cls;
 	serve_req *r = *con_cls;
 	if (!r) {
@@ -613,6 +680,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->conn = conn;
 		r->method = xstrdup(method);
 		r->url = xstrdup(url);
+		r->http10 = version && strcmp(version, "HTTP/1.0") == 0;
 		r->started_us = now_us();
 		*con_cls = r;
 		track_phase(s, conn, false);
@@ -682,6 +750,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	s->inflight--;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
+	if (r->upgrade_payload && r->upgrade_free) /* the 101 never went out */
+		r->upgrade_free(r->upgrade_payload);
 	for (size_t i = 0; i < r->n_params; i++)
 		free(r->param[i]);
 	json_decref(r->json);
@@ -779,7 +849,7 @@ static void *watchdog_thread(void *arg)
 		pthread_cond_timedwait(&s->cond, &s->lock, &ts);
 		int64_t now = brig_now_ms();
 		for (conn_track *t = s->conns; t; t = t->next)
-			if (t->in_headers && !t->cut && t->fd >= 0 && now - t->phase_ms > limit) {
+			if (t->in_headers && !t->cut && !t->upgraded && t->fd >= 0 && now - t->phase_ms > limit) {
 				/* libmicrohttpd's thread sees the error and closes it. */
 				shutdown(t->fd, SHUT_RDWR);
 				t->cut = true;
@@ -993,7 +1063,7 @@ int serve_run(const serve_config *cfg, brig_error **err)
 		{MHD_OPTION_END, 0, NULL},
 	};
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
-			 MHD_USE_ERROR_LOG | (tcp ? MHD_USE_TLS : 0);
+			 MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE | (tcp ? MHD_USE_TLS : 0);
 	s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
 	if (!s->d) {
 		rc = brig__error_set(err, BRIG_EIO, 0, "libmicrohttpd did not start on %s (see the lines above)",
@@ -1032,6 +1102,14 @@ int serve_run(const serve_config *cfg, brig_error **err)
 	if (left)
 		fprintf(stderr, "brig: serve: %zu request(s) still running after %us: closing them\n", left,
 			s->cfg.drain_s);
+	/* Raw streams still open are hung up: their commands are cancelled
+	 * and they close themselves (libmicrohttpd must not free them first). */
+	pthread_mutex_lock(&s->lock);
+	for (serve_upgraded *u = s->upgraded; u; u = u->next)
+		shutdown(u->fd, SHUT_RDWR);
+	while (s->upgraded)
+		pthread_cond_wait(&s->cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
 	MHD_stop_daemon(s->d);
 	if (s->watchdog_started) {
 		pthread_mutex_lock(&s->lock);

@@ -402,6 +402,9 @@ class Api(unittest.TestCase):
         self.assertError(c.call("POST", p("/checkpoints/import"), raw=tar_of([("etc/passwd", b"x")]), token=tok),
                          400, "unsafe")
         self.assertError(c.call("POST", p("/checkpoints/import"), raw=b"not a tar at all" * 64, token=tok), 400)
+        # attach without the upgrade headers: 426 (Attach upgrades by hand)
+        self.assertError(call("POST", C + "/exec/attach", p("/exec/attach"), body={"argv": ["true"]}), 426,
+                         "upgrade_required")
         seen.add(("GET", "/v1/events"))
         events = self.watch_events(c, tok, ns, lambda: call("POST", C + "/pause", p("/pause")))
         self.assertIn(("pause", comp["name"]), [(e["action"], e["name"]) for e in events])
@@ -1053,9 +1056,122 @@ class CliClient(unittest.TestCase):
             time.sleep(0.1)
         self.assertEqual(r.stdout, b"0\n", r.stderr)
 
+    def same_input(self, data, *args):
+        """same() with data on stdin."""
+        d = subprocess.run([BRIG] + list(args), input=data, capture_output=True, timeout=120,
+                           env=dict(os.environ, BRIG_STORE=self.store, BRIG_IMAGE=IMAGE, BRIG_HOST="", BRIG_TOKEN=""))
+        r = subprocess.run([BRIG] + list(args), input=data, capture_output=True, timeout=120,
+                           env=dict(os.environ, BRIG_STORE=self.store, BRIG_IMAGE=IMAGE, BRIG_HOST=self.host,
+                                    BRIG_TOKEN=TOK_A))
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (d.returncode, d.stdout, d.stderr), args)
+        return r
+
+    def test_exec_interactive(self):
+        big = bytes(range(256)) * 700
+        r = self.same_input(big, "exec", "-i", self.name, "--", "sh", "-c", "cat; echo err >&2; exit 5")
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (5, big, b"err\n"))
+        r = self.same_input(b"", "exec", "-i", *self.ident, "--", "wc", "-c")
+        self.assertEqual(r.stdout.strip(), b"0")
+        r = subprocess.run([BRIG, "exec", "-i", "--json", self.name, "--", "cat"], input=b"x\n", capture_output=True,
+                           timeout=120, env=dict(os.environ, BRIG_HOST=self.host, BRIG_TOKEN=TOK_A))
+        self.assertEqual((r.returncode, json.loads(r.stdout)["stdout"]["text"]), (0, "x\n"), r.stderr)
+        r = self.same_input(b"", "exec", "-i", "--timeout", "1", self.name, "--", "sleep", "30")
+        self.assertEqual(r.returncode, 124)
+        r = self.same_input(b"", "exec", "-i", self.name, "--", "no-such-program")
+        self.assertEqual(r.returncode, 127)
+
+    def test_exec_tty(self):
+        # no terminal here: 24x80 both ways, the output through a terminal (CRLF)
+        r = self.same_input(b"", "exec", "-t", self.name, "--", "sh", "-c", "stty size; exit 3")
+        self.assertEqual((r.returncode, r.stdout), (3, b"24 80\r\n"))
+        r = self.same_input(b"hi\n", "exec", "-i", "-t", self.name, "--", "sh", "-c", "read x; echo got $x")
+        self.assertIn(b"got hi\r\n", r.stdout)
+        r = self.brig(self.host, "exec", "-t", self.name, "--", "tty")
+        self.assertRegex(r.stdout, rb"^/dev/pts/\d+\r\n$")
+
+    def in_pty(self, host, args, steps):
+        """Runs brig with a pseudo-terminal as its stdin/stdout (stderr apart).
+        steps: (wait_for bytes, action) pairs; action(master_fd, proc). Returns (rc, output, stderr)."""
+        import fcntl
+        import pty
+        import select
+        import struct
+        import termios
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 90, 0, 0))
+        before = termios.tcgetattr(slave)
+        e = dict(os.environ, BRIG_STORE=self.store, BRIG_IMAGE=IMAGE, BRIG_HOST=host or "",
+                 BRIG_TOKEN=TOK_A if host else "")
+        p = subprocess.Popen([BRIG] + list(args), stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=e)
+        out = b""
+        try:
+            for want, act in steps:
+                deadline = time.monotonic() + 30
+                while want not in out:
+                    self.assertLess(time.monotonic(), deadline, (want, out))
+                    if select.select([master], [], [], 0.5)[0]:
+                        out += os.read(master, 65536)
+                act(master, p)
+            rc = p.wait(60)
+            err = p.stderr.read()
+            while select.select([master], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            # the terminal is given back as it was
+            self.assertEqual(termios.tcgetattr(slave), before)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            os.close(master)
+            os.close(slave)
+        return rc, out, err
+
+    def test_exec_tty_resize_and_ctrl_c(self):
+        import fcntl
+        import struct
+        import termios
+
+        def resize(m, p):
+            fcntl.ioctl(m, termios.TIOCSWINSZ, struct.pack("HHHH", 41, 123, 0, 0))
+            p.send_signal(signal.SIGWINCH)
+
+        # the size is polled until it changes, then a line is read
+        cmd = ["exec", "-i", "-t", self.name, "--", "sh", "-c",
+               "stty size; while [ \"$(stty size)\" = '30 90' ]; do sleep 0.05; done; stty size; read x; exit 6"]
+        for host in (None, self.host):
+            rc, out, err = self.in_pty(host, cmd, [(b"30 90", resize), (b"41 123", lambda m, p: os.write(m, b"go\r"))])
+            self.assertEqual(rc, 6, (host, out, err))
+            self.assertIn(b"41 123", out, host)
+        # Ctrl-C is a byte for the remote terminal (raw mode): it ends the command there
+        cmd = ["exec", "-i", "-t", self.name, "--", "sh", "-c", "echo ready; exec cat"]
+        for host in (None, self.host):
+            rc, out, err = self.in_pty(host, cmd, [(b"ready", lambda m, p: (time.sleep(0.3), os.write(m, b"\x03")))])
+            self.assertEqual(rc, 130, (host, out, err))
+
+    def test_exec_interactive_interrupt(self):
+        e = dict(os.environ, BRIG_HOST=self.host, BRIG_TOKEN=TOK_A)
+        p = subprocess.Popen([BRIG, "exec", "-i", self.name, "--", "sh", "-c", "echo started; sleep 78"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+        self.assertEqual(p.stdout.readline(), b"started\n")
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130, err)
+        self.assertIn(b"exec interrupted; the brig server was told to end the command", err)
+        for _ in range(50):
+            r = self.brig(self.host, "exec", self.name, "--", "sh", "-c", "ps -eo args | grep -c '^[s]leep 78'")
+            if r.stdout == b"0\n":
+                break
+            time.sleep(0.1)
+        self.assertEqual(r.stdout, b"0\n", r.stderr)
+
     def test_unsupported_refused(self):
         for args in (["fs", "ls", self.name, "/"], ["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"],
-                     ["exec", "-i", self.name, "--", "cat"], ["exec", "-t", self.name, "--", "sh"],
                      ["exec", "-d", self.name, "--", "true"]):
             r = self.brig(self.host, *args)
             self.assertEqual(r.returncode, 125, args)
@@ -1063,6 +1179,379 @@ class CliClient(unittest.TestCase):
                           r.stderr, args)
         r = self.brig(self.host, "fs", "--help")  # help contacts nothing
         self.assertEqual(r.returncode, 0, r.stderr)
+
+
+# ---- exec attach: the HTTP Upgrade to a framed two-way stream ----
+
+def attach_open(sock_path, path, body, token, headers=None):
+    """POST path with an upgrade by hand. Returns (status, headers, body or
+    the stream's first bytes, socket or None)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(60)
+    s.connect(sock_path)
+    data = json.dumps(body).encode()
+    h = {"Host": "localhost", "Connection": "Upgrade", "Upgrade": "tcp", "Content-Type": "application/json",
+         "Content-Length": str(len(data))}
+    if token:
+        h["Authorization"] = "Bearer " + token
+    h.update(headers or {})
+    head = "POST %s HTTP/1.1\r\n%s\r\n" % (path, "".join("%s: %s\r\n" % kv for kv in h.items() if kv[1] is not None))
+    s.sendall(head.encode() + data)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise RuntimeError("the server closed before answering: %r" % buf)
+        buf += chunk
+    top, rest = buf.split(b"\r\n\r\n", 1)
+    lines = top.decode().split("\r\n")
+    status = int(lines[0].split()[1])
+    hs = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
+    if status == 101:
+        return status, hs, rest, s
+    n = int(hs.get("content-length", "0"))
+    while len(rest) < n:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    s.close()
+    return status, hs, rest, None
+
+
+def frame(t, payload=b""):
+    return bytes([t, 0, 0, 0]) + len(payload).to_bytes(4, "big") + payload
+
+
+class Frames:
+    """The server's frames: 1 stdout, 2 stderr, 3 end (JSON)."""
+
+    def __init__(self, s, head=b""):
+        self.s, self.buf = s, head
+        self.out, self.err, self.end = b"", b"", None
+
+    def _fill(self):
+        chunk = self.s.recv(65536)
+        if not chunk:
+            return False
+        self.buf += chunk
+        return True
+
+    def one(self):
+        """Reads one frame; False at the stream's end."""
+        while len(self.buf) < 8:
+            if not self._fill():
+                assert self.buf == b"", "the stream ended inside a frame header"
+                return False
+        t, n = self.buf[0], int.from_bytes(self.buf[4:8], "big")
+        assert t in (1, 2, 3) and self.buf[1:4] == b"\0\0\0", self.buf[:8]
+        while len(self.buf) < 8 + n:
+            assert self._fill(), "the stream ended inside a frame"
+        p, self.buf = self.buf[8:8 + n], self.buf[8 + n:]
+        if t == 1:
+            self.out += p
+        elif t == 2:
+            self.err += p
+        else:
+            self.end = json.loads(p)
+        return True
+
+    def until(self, pred):
+        while not pred(self):
+            assert self.end is None and self.one(), "ended before: %r %r %r" % (self.out, self.err, self.end)
+
+    def rest(self):
+        while self.end is None and self.one():
+            pass
+        return self
+
+
+class Attach(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmpdir = tempfile.TemporaryDirectory()
+        cls.srv = Server(cls.tmpdir.name)
+        cls.py = PyClient(cls.srv.sock)
+        st, _, b = cls.py.call("POST", "/v1/computers", {"ns": NS_A, "agent": "agent", "session": "att",
+                                                         "spec": {"labels": {"brig.test": PREFIX}}}, token=TOK_A)
+        assert st in (200, 201), b
+        st, _, b = cls.py.call("POST", "/v1/computers", {"ns": NS_B, "agent": "agent", "session": "att",
+                                                         "spec": {"labels": {"brig.test": PREFIX}}}, token=TOK_B)
+        assert st in (200, 201), b
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.py.call("DELETE", "/v1/computers/%s/agent/att" % NS_A, token=TOK_A)
+            cls.py.call("DELETE", "/v1/computers/%s/agent/att" % NS_B, token=TOK_B)
+        finally:
+            rc = cls.srv.stop()
+            docker_cleanup()
+            cls.tmpdir.cleanup()
+        assert rc == 0, "brig serve exited %s:\n%s" % (rc, cls.srv.logtext()[-4000:])
+
+    P = "/v1/computers/%s/agent/att/exec/attach" % NS_A
+
+    def open(self, argv, query="", token=TOK_A, path=None, body=None):
+        st, h, rest, s = attach_open(self.srv.sock, (path or self.P) + query, body or {"argv": argv}, token)
+        self.assertEqual(st, 101, rest)
+        self.assertEqual(h.get("upgrade"), "tcp")
+        self.addCleanup(s.close)
+        return s, Frames(s, rest)
+
+    def count(self, marker):
+        """How many processes of the computer run `marker`."""
+        st, _, b = self.py.call("POST", "/v1/computers/%s/agent/att/exec" % NS_A, token=TOK_A,
+                                body={"argv": ["sh", "-c", "ps -eo args | grep -c '^[%s]%s'" % (marker[0], marker[1:])]})
+        return int(json.loads(b)["stdout"]["text"])
+
+    def gone(self, marker):
+        """Whether no process of the computer runs `marker` (brig-init ended it)."""
+        for _ in range(50):  # "started" comes just before sh starts it
+            if self.count(marker) == 1:
+                break
+            time.sleep(0.1)
+        self.assertEqual(self.count(marker), 1, "the command does not run")
+        self.closer()
+        for _ in range(100):
+            if self.count(marker) == 0:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def test_stdin_echo(self):
+        s, f = self.open(["cat"])
+        s.sendall(frame(0, b"hello\n"))
+        f.until(lambda f: f.out == b"hello\n")  # echoed before stdin ends
+        big = bytes(range(256)) * 1024  # binary, more than a pipe holds
+        for i in range(0, len(big), 70000):
+            s.sendall(frame(0, big[i:i + 70000]))
+        s.sendall(frame(4))
+        f.rest()
+        self.assertEqual(f.out, b"hello\n" + big)
+        self.assertEqual((f.end["type"], f.end["exit_code"], f.end["timed_out"]), ("exit", 0, False), f.end)
+        self.assertIsNone(s.recv(1) or None)  # the server closes after the end frame
+
+    def test_eof_exit_code_stderr(self):
+        s, f = self.open(["sh", "-c", "wc -c; echo err >&2; exit 7"])
+        s.sendall(frame(4))
+        f.rest()
+        self.assertEqual((f.out.strip(), f.err, f.end["exit_code"]), (b"0", b"err\n", 7), f.end)
+
+    def test_timeout(self):
+        s, f = self.open(None, body={"argv": ["sleep", "60"], "timeout_ms": 500})
+        f.rest()
+        self.assertEqual((f.end["exit_code"], f.end["timed_out"]), (124, True), f.end)
+
+    def test_tty_size_resize(self):
+        # the size is polled until it changes: the resize and stdin travel on apart pipes
+        s, f = self.open(["sh", "-c", "tty; stty size; while [ \"$(stty size)\" = '33 101' ]; do sleep 0.05; done; "
+                          "stty size; read x; echo got $x"], "?tty=true&rows=33&cols=101")
+        f.until(lambda f: b"33 101" in f.out)
+        self.assertRegex(f.out, rb"^/dev/pts/\d+\r\n")
+        s.sendall(frame(5, (50).to_bytes(2, "big") + (120).to_bytes(2, "big")))
+        f.until(lambda f: b"50 120" in f.out)
+        s.sendall(frame(0, b"yes\n"))
+        f.rest()
+        self.assertIn(b"50 120\r\n", f.out)
+        self.assertIn(b"got yes", f.out)
+        self.assertEqual(f.end["exit_code"], 0, f.end)
+
+    def test_hangup_cancels(self):
+        s, f = self.open(["sh", "-c", "echo started; sleep 4242"])
+        f.until(lambda f: f.out == b"started\n")
+        self.closer = s.close
+        self.assertTrue(self.gone("sleep 4242"), "the command outlived its client")
+        self.assertIn(b"/exec/attach 101", open(os.path.join(self.tmpdir.name, "serve.log"), "rb").read())
+
+    def test_half_close_is_a_hangup(self):
+        s, f = self.open(["sh", "-c", "echo started; sleep 4244"])
+        f.until(lambda f: f.out == b"started\n")
+        self.closer = lambda: s.shutdown(socket.SHUT_WR)
+        self.assertTrue(self.gone("sleep 4244"))
+
+    def test_bad_frame_cancels(self):
+        for bad in (frame(9, b"x"), frame(5, b"\0\0\0\0"), frame(4, b"x"), frame(0, b"") [:4] + (2 << 20).to_bytes(4, "big"),
+                    frame(4) + frame(0, b"late")):
+            s, f = self.open(["sh", "-c", "echo started; sleep 4243"])
+            f.until(lambda f: f.out == b"started\n")
+            self.closer = lambda: s.sendall(bad)
+            self.assertTrue(self.gone("sleep 4243"), bad)
+            f.rest()
+            self.assertIsNone(f.end, bad)  # no end frame: the client broke the stream
+
+    def test_refused_before_upgrade(self):
+        P, body = self.P, {"argv": ["true"]}
+        for token, path, hdrs, status, code in (
+                (None, P, {}, 401, "unauthorized"),
+                ("x" * 32, P, {}, 401, "unauthorized"),
+                (TOK_A, "/v1/computers/%s/agent/att/exec/attach" % NS_B, {}, 403, "forbidden"),
+                (TOK_A, P + "?token=" + TOK_A, {}, 401, "unauthorized"),
+                (TOK_A, P, {"Upgrade": None}, 426, "upgrade_required"),
+                (TOK_A, P, {"Connection": "keep-alive"}, 426, "upgrade_required"),
+                (TOK_A, P, {"Upgrade": "websocket"}, 426, "upgrade_required"),
+                (TOK_A, P + "?rows=0", {}, 400, "invalid"),
+                (TOK_A, P + "?cols=1001", {}, 400, "invalid"),
+                (TOK_A, "/v1/computers/%s/agent/b%%21d/exec/attach" % NS_A, {}, 400, None)):
+            st, h, b, s = attach_open(self.srv.sock, path, body, token, hdrs)
+            self.assertEqual(st, status, (path, hdrs, b))
+            self.assertIsNone(s)
+            if code:
+                self.assertEqual(json.loads(b)["code"], code, b)
+            self.assertNotIn(TOK_A, b.decode(errors="replace"))
+        # a session without a computer: known once the command starts, as with ?stream=true
+        s, f = self.open(["true"], path="/v1/computers/%s/agent/nope/exec/attach" % NS_A)
+        f.rest()
+        self.assertEqual((f.end["type"], f.end["code"]), ("error", "not_found"), f.end)
+        for body in ({"argv": ["cat"], "stdin": "x"}, {"argv": []}, {"argv": ["true"], "nope": 1}):
+            st, h, b, s = attach_open(self.srv.sock, P, body, TOK_A)
+            self.assertEqual(st, 400, b)
+        # B's computer untouched by A's attempt; B attaches to its own
+        st, h, rest, s = attach_open(self.srv.sock, "/v1/computers/%s/agent/att/exec/attach" % NS_B,
+                                     {"argv": ["echo", "b"]}, TOK_B)
+        self.assertEqual(st, 101)
+        s.sendall(frame(4))
+        f = Frames(s, rest).rest()
+        s.close()
+        self.assertEqual((f.out, f.end["exit_code"]), (b"b\n", 0))
+
+    def test_drain_hangs_up_open_streams(self):
+        d = os.path.join(self.tmpdir.name, "drain")
+        os.mkdir(d)
+        srv = Server(d, extra=["--drain", "1"])
+        try:
+            st, h, rest, s = attach_open(srv.sock, self.P, {"argv": ["sh", "-c", "echo started; sleep 4245"]}, TOK_A)
+            self.assertEqual(st, 101, rest)
+            f = Frames(s, rest)
+            f.until(lambda f: f.out == b"started\n")
+            t0 = time.monotonic()
+            self.closer = lambda: srv.p.send_signal(signal.SIGTERM)
+            self.assertTrue(self.gone("sleep 4245"), "the drain left the command running")
+            self.assertEqual(srv.p.wait(30), 0, srv.logtext())
+            self.assertLess(time.monotonic() - t0, 20)
+            f.rest()
+            s.close()
+        finally:
+            srv.stop()
+        self.assertIn("still running after 1s", srv.logtext())
+
+    def test_outlives_the_header_timeout(self):
+        # the header deadline is for requests; a stream that went quiet is not cut
+        d = os.path.join(self.tmpdir.name, "quiet")
+        os.mkdir(d)
+        srv = Server(d, extra=["--header-timeout", "1"])
+        try:
+            st, h, rest, s = attach_open(srv.sock, self.P, {"argv": ["sh", "-c", "sleep 3; cat"]}, TOK_A)
+            self.assertEqual(st, 101, rest)
+            time.sleep(2.5)
+            s.sendall(frame(0, b"still here\n") + frame(4))
+            f = Frames(s, rest).rest()
+            s.close()
+            self.assertEqual((f.out, f.end["exit_code"]), (b"still here\n", 0), f.end)
+        finally:
+            srv.stop()
+        self.assertNotIn("dropped a connection", srv.logtext())
+
+    def test_tls(self):
+        """Over brig+https (libmicrohttpd forwards the upgraded TLS stream through a socketpair)."""
+        d = os.path.join(self.tmpdir.name, "tls")
+        os.mkdir(d)
+        cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                       check=True, capture_output=True)
+        tf = os.path.join(d, "tokens")
+        with open(tf, "w") as f:
+            f.write("%s %s\n" % (TOK_A, NS_A))
+        os.chmod(tf, 0o600)
+        ca = os.path.join(d, "ca")
+        os.mkdir(ca)
+        with open(cert) as src, open(os.path.join(ca, "ca.pem"), "w") as dst:
+            dst.write(src.read())
+        port = free_port()
+        log = open(os.path.join(d, "log"), "wb")
+        srv = subprocess.Popen([BRIG, "serve", "--listen", "tcp://127.0.0.1:%d" % port, "--tls-cert", cert,
+                                "--tls-key", key, "--tokens", tf, "--store", "sqlite://" + os.path.join(d, "db")],
+                               stdout=log, stderr=log)
+        try:
+            e = dict(os.environ, BRIG_HOST="brig+https://127.0.0.1:%d" % port, BRIG_CERT_PATH=ca, BRIG_TOKEN=TOK_A)
+            ident = ["--ns", NS_A, "--agent", "agent", "--session", "att"]
+            big = bytes(range(256)) * 2000
+            for _ in range(100):
+                p = subprocess.run([BRIG, "exec", "-i"] + ident + ["--", "sh", "-c", "cat; exit 4"], input=big,
+                                   capture_output=True, env=e, timeout=120)
+                if b"cannot reach" not in p.stderr:
+                    break
+                time.sleep(0.05)
+            self.assertEqual((p.returncode, p.stdout), (4, big), p.stderr)
+            p = subprocess.run([BRIG, "exec", "-t"] + ident + ["--", "sh", "-c", "tty; stty size"], capture_output=True,
+                               env=e, timeout=120)
+            self.assertRegex(p.stdout, rb"^/dev/pts/\d+\r\n24 80\r\n$", p.stderr)
+        finally:
+            srv.terminate()
+            self.assertEqual(srv.wait(30), 0)
+            log.close()
+        self.assertNotIn(TOK_A, open(os.path.join(d, "log")).read())
+
+    def test_frames_before_the_101(self):
+        # a client that does not wait for the 101: its frames are kept
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(60)
+        s.connect(self.srv.sock)
+        self.addCleanup(s.close)
+        data = json.dumps({"argv": ["cat"]}).encode()
+        s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: Upgrade\r\n"
+                   "Upgrade: tcp\r\nContent-Length: %d\r\n\r\n" % (self.P, TOK_A, len(data))).encode() + data +
+                  frame(0, b"early\n") + frame(4))
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += s.recv(65536)
+        head, rest = buf.split(b"\r\n\r\n", 1)
+        self.assertTrue(head.startswith(b"HTTP/1.1 101"), head)
+        f = Frames(s, rest).rest()
+        self.assertEqual((f.out, f.end["exit_code"]), (b"early\n", 0), f.end)
+
+    def test_client_leaves_before_the_101(self):
+        # the 101 may find the client gone (its payload is freed unused) or not
+        # (the stream sees the hang-up): either way nothing is left running
+        for _ in range(5):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(self.srv.sock)
+            data = json.dumps({"argv": ["sleep", "4246"]}).encode()
+            s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: Upgrade\r\n"
+                       "Upgrade: tcp\r\nContent-Length: %d\r\n\r\n" % (self.P, TOK_A, len(data))).encode() + data)
+            s.close()
+        for _ in range(100):
+            if self.count("sleep 4246") == 0:
+                break
+            time.sleep(0.1)
+        self.assertEqual(self.count("sleep 4246"), 0)
+        st, _, b = self.py.call("GET", "/v1/health")
+        self.assertEqual(st, 200)
+
+    def test_http10_gets_no_upgrade(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(60)
+        s.connect(self.srv.sock)
+        data = json.dumps({"argv": ["true"]}).encode()
+        s.sendall(("POST %s HTTP/1.0\r\nAuthorization: Bearer %s\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n"
+                   "Content-Length: %d\r\n\r\n" % (self.P, TOK_A, len(data))).encode() + data)
+        buf = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+        s.close()
+        self.assertTrue(buf.startswith(b"HTTP/1.0 400 ") or buf.startswith(b"HTTP/1.1 400 "), buf)
+        self.assertIn(b"needs HTTP/1.1", buf)
+        st, _, b = self.py.call("GET", "/v1/health")  # and the server goes on
+        self.assertEqual(st, 200)
+
+    def test_tty_needs_no_stdin(self):
+        s, f = self.open(["sh", "-c", "stty size"], "?tty=1")
+        f.rest()  # no stdin frame at all: the command ends on its own
+        self.assertEqual((f.out, f.end["exit_code"]), (b"24 80\r\n", 0), f.end)
 
 
 if __name__ == "__main__":

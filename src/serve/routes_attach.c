@@ -1,0 +1,430 @@
+/* routes_attach.c — POST …/exec/attach: a command with stdin, and a
+ * terminal if asked, over an HTTP Upgrade to a raw two-way stream (frames:
+ * serve/frames.h). One thread reads the client's frames (stdin, EOF,
+ * resize, the hang-up); another runs the command and writes its output. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "brig/session.h"
+#include "serve/frames.h"
+#include "serve/internal.h"
+#include "serve/mhd_dl.h"
+#include "util/util.h"
+
+#define ATTACH_READ 65536
+
+typedef struct attach {
+	serve_server *srv;
+	brig_engine *e;
+	brig_store *s;
+	char *name;
+	json_t *body; /* keeps the strings of req alive */
+	serve_exec_req req;
+	bool tty;
+	serve_upgraded *u;
+	int sock;
+	char *head; /* bytes the client sent before the 101 */
+	size_t head_len;
+	int in[2];     /* the command's stdin: [1] written here (nonblocking) */
+	int cancel[2]; /* readable → the command is cancelled */
+	int resize[2]; /* a byte per resize (tty) */
+	int done[2];   /* readable → the command ended, its end frame is out */
+	pthread_mutex_t lock;
+	pthread_mutex_t wlock; /* one frame at a time on the socket */
+	int rows, cols;
+	bool gone; /* the client hung up: output is dropped */
+	pthread_t th;
+} attach;
+
+static void close_pair(int p[2])
+{
+	for (int i = 0; i < 2; i++)
+		if (p[i] >= 0) {
+			close(p[i]);
+			p[i] = -1;
+		}
+}
+
+static void attach_free(void *payload)
+{
+	attach *a = payload;
+	close_pair(a->in);
+	close_pair(a->cancel);
+	close_pair(a->resize);
+	close_pair(a->done);
+	pthread_mutex_destroy(&a->lock);
+	pthread_mutex_destroy(&a->wlock);
+	serve_exec_req_clear(&a->req);
+	json_decref(a->body);
+	free(a->head);
+	free(a->name);
+	free(a);
+}
+
+/* Writes all of buf to the nonblocking socket, waiting while it is full. */
+static int sock_write(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+	while (n) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd pf = {.fd = fd, .events = POLLOUT};
+			if (poll(&pf, 1, -1) < 0 && errno != EINTR)
+				return -1;
+			if (pf.revents & (POLLERR | POLLHUP))
+				return -1;
+			continue;
+		}
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static void hang_up(attach *a)
+{
+	pthread_mutex_lock(&a->lock);
+	bool first = !a->gone;
+	a->gone = true;
+	pthread_mutex_unlock(&a->lock);
+	if (first)
+		(void)!write(a->cancel[1], "x", 1);
+}
+
+static int send_frame(attach *a, unsigned type, const char *data, size_t len)
+{
+	pthread_mutex_lock(&a->lock);
+	bool gone = a->gone;
+	pthread_mutex_unlock(&a->lock);
+	if (gone)
+		return -1;
+	while (len || type == SERVE_FRAME_END) {
+		size_t n = len > SERVE_FRAME_DATA_MAX && type != SERVE_FRAME_END ? SERVE_FRAME_DATA_MAX : len;
+		unsigned char hdr[SERVE_FRAME_HDR];
+		serve_frame_header(hdr, type, (uint32_t)n);
+		pthread_mutex_lock(&a->wlock);
+		int w = sock_write(a->sock, hdr, sizeof hdr) != 0 || sock_write(a->sock, data, n) != 0;
+		pthread_mutex_unlock(&a->wlock);
+		if (w) {
+			hang_up(a);
+			return -1;
+		}
+		data += n;
+		len -= n;
+		if (type == SERVE_FRAME_END)
+			break;
+	}
+	return 0;
+}
+
+static int on_output(int stream, const char *data, size_t len, void *payload)
+{
+	/* A client gone is not the command's failure: its output is dropped
+	 * while the cancel ends it. */
+	(void)send_frame(payload, stream == BRIG_STREAM_STDERR ? SERVE_FRAME_STDERR : SERVE_FRAME_STDOUT, data, len);
+	return 0;
+}
+
+static void size_of(int *rows, int *cols, void *payload)
+{
+	attach *a = payload;
+	pthread_mutex_lock(&a->lock);
+	*rows = a->rows;
+	*cols = a->cols;
+	pthread_mutex_unlock(&a->lock);
+}
+
+static void *command_thread(void *arg)
+{
+	attach *a = arg;
+	brig_exec_opts o = BRIG_EXEC_OPTS_INIT;
+	o.argv = a->req.argv;
+	o.env = a->req.env;
+	o.env_count = a->req.env_count;
+	o.workdir = a->req.workdir;
+	o.stdin_fd = a->in[0];
+	o.timeout_ms = a->req.timeout_ms;
+	o.capture_max = a->req.capture_max;
+	o.cancel_fd = a->cancel[0];
+	o.on_output = on_output;
+	o.payload = a;
+	brig_exec_result res = {0};
+	brig_error *err = NULL;
+	int64_t t0 = brig_now_ms();
+	int rc;
+	if (a->tty) {
+		int rows, cols;
+		size_of(&rows, &cols, a);
+		rc = brig_computer_exec_tty(a->e, a->name, &o, rows, cols, a->resize[0], size_of, a, &res, &err);
+	} else {
+		rc = brig_session_exec_keep(a->e, a->s, a->name, &o, NULL, &res, &err);
+	}
+	serve__exec_observe(a->srv, brig_now_ms() - t0);
+	json_t *ev;
+	/* As ?stream=true's last line: a timeout or cancel brig-init ended
+	 * (the computer runs on) is a result, not an error. */
+	if (rc == 0 || ((rc == BRIG_ETIMEDOUT || rc == BRIG_ECANCELED) && !res.container_stopped)) {
+		ev = brig_exec_result_to_json(&res);
+		json_object_set_new(ev, "type", json_string("exit"));
+	} else {
+		const char *code;
+		serve__status(rc, &code);
+		const char *m = brig_error_message(err);
+		ev = json_pack("{s:s,s:s,s:o}", "type", "error", "code", code, "message", ops_string(m, strlen(m)));
+	}
+	if (res.container_stopped)
+		serve__guest_forget(a->srv, a->name);
+	char *text = json_dumps(ev, JSON_COMPACT);
+	json_decref(ev);
+	if (text)
+		(void)send_frame(a, SERVE_FRAME_END, text, strlen(text));
+	free(text);
+	brig_error_free(err);
+	brig_exec_result_clear(&res);
+	(void)!write(a->done[1], "x", 1);
+	return NULL;
+}
+
+/* ---- the client's frames ---- */
+
+typedef struct reader {
+	attach *a;
+	brig_buf pend; /* stdin not yet taken by the command */
+	bool eof;      /* the EOF frame came: close stdin once pend is out */
+} reader;
+
+static int on_frame(unsigned type, const char *data, size_t len, void *payload)
+{
+	reader *rd = payload;
+	attach *a = rd->a;
+	if (type == SERVE_FRAME_STDIN) {
+		if (a->in[1] >= 0)
+			brig_buf_put(&rd->pend, data, len);
+	} else if (type == SERVE_FRAME_EOF) {
+		rd->eof = true;
+	} else if (type == SERVE_FRAME_RESIZE) {
+		int rows, cols;
+		serve_frame_resize_get(data, &rows, &cols);
+		pthread_mutex_lock(&a->lock);
+		a->rows = rows;
+		a->cols = cols;
+		pthread_mutex_unlock(&a->lock);
+		if (a->resize[1] >= 0)
+			(void)!write(a->resize[1], "r", 1);
+	}
+	return 0;
+}
+
+/* Moves pending stdin into the command's pipe as far as it takes it now. */
+static void stdin_push(reader *rd)
+{
+	attach *a = rd->a;
+	while (rd->pend.len && a->in[1] >= 0) {
+		ssize_t w = write(a->in[1], rd->pend.data, rd->pend.len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN)
+			return;
+		if (w <= 0) { /* the command closed its stdin: the rest is dropped */
+			close(a->in[1]);
+			a->in[1] = -1;
+			rd->pend.len = 0;
+			return;
+		}
+		memmove(rd->pend.data, rd->pend.data + w, rd->pend.len - (size_t)w);
+		rd->pend.len -= (size_t)w;
+	}
+	if (rd->eof && !rd->pend.len && a->in[1] >= 0) {
+		close(a->in[1]);
+		a->in[1] = -1;
+	}
+}
+
+/* Returns false when the client is gone or broke the protocol (the
+ * command is then cancelled). */
+static bool feed(reader *rd, serve_frame_dec *dec, const char *data, size_t len)
+{
+	brig_error *err = NULL;
+	if (serve_frame_feed(dec, data, len, on_frame, rd, &err) != 0) {
+		fprintf(stderr, "brig: serve: exec attach on %s: %s; the command is cancelled\n", rd->a->name,
+			brig_error_message(err));
+		brig_error_free(err);
+		return false;
+	}
+	stdin_push(rd);
+	return true;
+}
+
+static void *attach_thread(void *arg)
+{
+	attach *a = arg;
+	pthread_t th;
+	bool started = pthread_create(&th, NULL, command_thread, a) == 0;
+	if (!started) {
+		const char *end = "{\"type\":\"error\",\"code\":\"internal\",\"message\":\"cannot start a thread\"}";
+		(void)send_frame(a, SERVE_FRAME_END, end, strlen(end));
+		(void)!write(a->done[1], "x", 1);
+	}
+	serve_frame_dec dec;
+	serve_frame_dec_init(&dec, 1u << SERVE_FRAME_STDIN | 1u << SERVE_FRAME_EOF | 1u << SERVE_FRAME_RESIZE);
+	reader rd = {.a = a};
+	brig_buf_init(&rd.pend, ATTACH_READ + a->head_len); /* what one read can add */
+	bool open = a->head_len == 0 || feed(&rd, &dec, a->head, a->head_len);
+	if (!open)
+		hang_up(a);
+	char *buf = xmalloc(ATTACH_READ);
+	for (;;) {
+		/* The client is read only when its stdin so far is out: a
+		 * command that does not read stdin holds the client back (TCP's
+		 * window), not the server's memory. Its hang-up is seen anyway. */
+		struct pollfd p[3] = {
+			{.fd = a->done[0], .events = POLLIN},
+			{.fd = open ? a->sock : -1, .events = POLLRDHUP | (rd.pend.len ? 0 : POLLIN)},
+			{.fd = rd.pend.len && a->in[1] >= 0 ? a->in[1] : -1, .events = POLLOUT},
+		};
+		if (poll(p, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[0].revents)
+			break;
+		if (p[2].revents)
+			stdin_push(&rd);
+		if (!p[1].revents)
+			continue;
+		if (p[1].revents & POLLIN) {
+			ssize_t n = recv(a->sock, buf, ATTACH_READ, 0);
+			if (n < 0 && (errno == EINTR || errno == EAGAIN))
+				continue;
+			if (n > 0 && feed(&rd, &dec, buf, (size_t)n))
+				continue;
+		} else if (!(p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+			continue;
+		}
+		/* EOF, an error, a hang-up, a broken frame: the client is gone. */
+		open = false;
+		hang_up(a);
+	}
+	free(buf);
+	brig_buf_free(&rd.pend);
+	serve_frame_dec_clear(&dec);
+	if (started)
+		pthread_join(th, NULL);
+	serve__upgraded_close(a->u);
+	attach_free(a);
+	return NULL;
+}
+
+static void attach_start(void *payload, serve_upgraded *u, const char *extra, size_t extra_len)
+{
+	attach *a = payload;
+	a->u = u;
+	a->sock = serve__upgraded_fd(u);
+	if (extra_len) {
+		a->head = xmalloc(extra_len);
+		memcpy(a->head, extra, extra_len);
+		a->head_len = extra_len;
+	}
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&a->th, &at, attach_thread, a) != 0) {
+		fprintf(stderr, "brig: serve: exec attach on %s: cannot start a thread\n", a->name);
+		serve__upgraded_close(u);
+		attach_free(a);
+	}
+	pthread_attr_destroy(&at);
+}
+
+/* Whether header h holds token t (comma-separated, any case). */
+static bool header_has(serve_req *r, const char *h, const char *t)
+{
+	const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, h);
+	size_t tl = strlen(t);
+	while (v && *v) {
+		v += strspn(v, " \t,");
+		size_t n = strcspn(v, ",");
+		size_t m = n;
+		while (m && (v[m - 1] == ' ' || v[m - 1] == '\t'))
+			m--;
+		if (m == tl && strncasecmp(v, t, tl) == 0)
+			return true;
+		v += n;
+	}
+	return false;
+}
+
+void serve__h_exec_attach(serve_req *r, serve_reply *out)
+{
+	if (!header_has(r, "Connection", "upgrade") || !header_has(r, "Upgrade", "tcp")) {
+		serve__reply_fail(
+			out, 426, "upgrade_required",
+			"this route switches to a raw stream: send \"Connection: Upgrade\" and \"Upgrade: tcp\"");
+		out->extra_header = "Upgrade";
+		out->extra_value = "tcp";
+		return;
+	}
+	if (r->http10) {
+		serve__reply_fail(out, 400, "invalid", "an upgrade to a stream needs HTTP/1.1");
+		return;
+	}
+	if (json_object_get(r->json, "stdin")) {
+		serve__reply_fail(out, 400, "invalid", "stdin: it comes over the stream (frames of type 0)");
+		return;
+	}
+	cleanup_free char *name = NULL;
+	if (!serve__path_computer(r, out, &name))
+		return;
+	int64_t rows = 24, cols = 80;
+	if (!serve__query_i64(r, out, "rows", 1, SERVE_FRAME_TTY_MAX, &rows) ||
+	    !serve__query_i64(r, out, "cols", 1, SERVE_FRAME_TTY_MAX, &cols))
+		return;
+	serve_exec_req req;
+	brig_error *err = NULL;
+	if (serve_exec_req_parse(&req, r->json, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	attach *a = xcalloc(1, sizeof *a);
+	a->srv = r->srv;
+	a->e = serve__engine(r);
+	a->s = serve__store(r);
+	a->name = steal_pointer(&name);
+	a->body = json_incref(r->json);
+	a->req = req;
+	a->tty = serve__query_bool(r, "tty");
+	a->rows = (int)rows;
+	a->cols = (int)cols;
+	a->sock = -1;
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_mutex_init(&a->wlock, NULL);
+	int *pairs[] = {a->in, a->cancel, a->resize, a->done};
+	for (size_t i = 0; i < 4; i++)
+		pairs[i][0] = pairs[i][1] = -1;
+	for (size_t i = 0; i < 4; i++)
+		if (pipe2(pairs[i], O_CLOEXEC) != 0) {
+			serve__reply_fail(out, 500, "io", "pipe: %s", strerror(errno));
+			attach_free(a);
+			return;
+		}
+	/* The command's stdin is fed without ever blocking the reader (which
+	 * must keep seeing the hang-up); the resize pipe never blocks either. */
+	fcntl(a->in[1], F_SETFL, O_NONBLOCK);
+	fcntl(a->resize[1], F_SETFL, O_NONBLOCK);
+	out->status = 101;
+	out->upgrade = attach_start;
+	out->done = attach_free;
+	out->payload = a;
+}
