@@ -117,7 +117,11 @@ after(async () => {
   await new Promise((r) => (server && server.exitCode === null ? server.once('exit', r) : r()));
   const names = execFileSync('docker', ['ps', '-a', '--filter', `label=brig.test=${tag}`, '--format', '{{.Names}}'],
     { encoding: 'utf8' }).split('\n').filter(Boolean);
-  if (names.length) execFileSync(BRIG, ['destroy', ...names], { stdio: 'inherit' });
+  // The session store of this test's server (not the machine's default one).
+  if (names.length) {
+    execFileSync(BRIG, ['destroy', ...names],
+      { stdio: 'inherit', env: { ...process.env, BRIG_STORE: `sqlite://${join(dir, 'db')}` } });
+  }
   if (process.env.BRIG_TEST_KEEP_LOG) console.log(readFileSync(join(dir, 'serve.log'), 'utf8'));
   rmSync(dir, { recursive: true, force: true });
 });
