@@ -29,9 +29,8 @@ typedef struct mh_waiter {
 	brig_buf sse;  /* events not yet sent */
 	char *response;
 	size_t notes; /* notifications queued before the response */
-	bool done;    /* answered, cancelled, or the session ended */
-	bool overflow;
-	int wake[2]; /* a byte in wake[1]: sse grew or done */
+	bool done;    /* answered, cancelled, the session ended, or too much queued */
+	int wake[2];  /* a byte in wake[1]: sse grew or done */
 	int client;
 } mh_waiter;
 
@@ -69,12 +68,16 @@ static void deliver_locked(mh_waiter *w, const char *line, size_t len, bool resp
 {
 	if (w->done)
 		return;
-	if (brig_buf_add(&w->sse, "event: message\ndata: ", 21) != 0 || brig_buf_add(&w->sse, line, len) != 0 ||
-	    brig_buf_add(&w->sse, "\n\n", 2) != 0) {
-		/* A client that does not read its stream: end it. */
-		w->overflow = true;
+	if (w->sse.cap - w->sse.len < len + 23) {
+		/* A client that does not read its stream: end it (between
+		 * events, so what it got is whole). */
 		w->done = true;
+		wake(w);
+		return;
 	}
+	brig_buf_put(&w->sse, "event: message\ndata: ", 21);
+	brig_buf_put(&w->sse, line, len);
+	brig_buf_put(&w->sse, "\n\n", 2);
 	if (response) {
 		w->response = xstrndup(line, len);
 		w->done = true;
