@@ -52,6 +52,6 @@ try {
     console.log(`${label.padEnd(34)} ${q(a, 0.5).toFixed(2).padStart(10)} ${q(a, 0.95).toFixed(2).padStart(10)}`);
 } finally {
   await client.close().catch(() => {});
-  if (name) execFileSync(BRIG, ['destroy', name], { stdio: 'ignore' });
+  if (name) execFileSync(BRIG, ['destroy', name], { stdio: 'ignore', env: { ...process.env, BRIG_STORE: join(dir, 'store.db') } });
   rmSync(dir, { recursive: true, force: true });
 }

@@ -272,6 +272,18 @@ BRIG_PUBLIC void brig_store_checkpoint_free_array(brig_store_checkpoint *arr, si
  * of strings. *out_id (may be NULL) receives the row id. */
 BRIG_PUBLIC int brig_store_audit_add(brig_store *s, int64_t *out_id, const brig_store_audit *rec, brig_error **err);
 
+/* From now on, brig_store_audit_add with out_id NULL queues a copy of the row
+ * and returns at once: a writer thread of s writes the rows in order, so a
+ * command's caller does not wait for the database (~1 ms on SQLite). At most
+ * BRIG_STORE_AUDIT_QUEUE rows wait; a caller finding the queue full waits
+ * for room (a row is never dropped to keep up). brig_store_audit_list and
+ * brig_store_close first wait until every queued row is written. A row the
+ * writer cannot write (database gone, disk full) is retried once, then
+ * reported on stderr with its session and argv: never lost silently.
+ * Idempotent. Errors: BRIG_EIO (no thread). */
+#define BRIG_STORE_AUDIT_QUEUE 1024
+BRIG_PUBLIC int brig_store_audit_background(brig_store *s, brig_error **err);
+
 /* Lists a session's audit rows, newest first, at most limit (0: all), into an
  * array of *n records (NULL when none), freed with brig_store_audit_free_array. */
 BRIG_PUBLIC int brig_store_audit_list(brig_store *s, brig_store_audit **out, size_t *n, const char *ns,

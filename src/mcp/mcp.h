@@ -1,6 +1,8 @@
-/* mcp.h — brig's Model Context Protocol server: JSON-RPC 2.0 over
- * newline-delimited stdio, bound to one session, whose tools run commands and
- * touch files in that session's computer. Private to src/ (brig mcp uses it).
+/* mcp.h — brig's Model Context Protocol server: the JSON-RPC 2.0
+ * dispatcher, bound to one session, whose tools run commands and touch files
+ * in that session's computer; its transports are newline-delimited stdio
+ * (mcp_server_serve, brig mcp) and Streamable HTTP (src/serve/mcp_http.c,
+ * which hands each POST's message to mcp_server_handle). Private to src/.
  *
  * Transport contract (stated as include/brig/engine.h states its own):
  *  - Every line read is one JSON-RPC message; a line longer than
@@ -51,6 +53,7 @@ typedef struct mcp_config {
 	brig_store *store;   /* borrowed */
 	const char *ns, *agent, *session;
 	const brig_spec *spec; /* borrowed; NULL: the session's recorded spec, else the default */
+	const char *image;     /* with spec NULL: the image of a new session's computer (NULL: the default) */
 	mcp_write_fn write;    /* NULL: stdout */
 	void *payload;
 	bool inline_calls; /* run tools/call on the caller's thread (the fuzzer) */

@@ -222,6 +222,13 @@ int mcp__computer(mcp_call *c, char **out, brig_error **err)
 		int grc = brig_store_session_get(cfg->store, &rec, cfg->ns, cfg->agent, cfg->session, NULL);
 		if (!(grc == 0 && rec->spec_json))
 			spec = &def;
+		int src = spec == &def && cfg->image ? brig_spec_set(&def, "image", cfg->image, err) : 0;
+		if (src) {
+			pthread_mutex_unlock(&s->computer_lock);
+			brig_store_session_free(rec);
+			brig_spec_clear(&def);
+			return src;
+		}
 	}
 	brig_identity id = {cfg->ns, cfg->agent, cfg->session, 1};
 	brig_computer *comp = NULL;

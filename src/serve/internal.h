@@ -173,4 +173,17 @@ void serve__h_runs(serve_req *r, serve_reply *out);
 
 void serve__h_exec_attach(serve_req *r, serve_reply *out);
 
+/* ---- mcp_http.c: MCP over Streamable HTTP ---- */
+
+typedef struct serve_mcp serve_mcp;
+serve_mcp *serve__mcp_new(void);
+/* Ends every MCP session (their calls and background processes). */
+void serve__mcp_free(serve_mcp *t);
+/* The server's MCP sessions. */
+serve_mcp *serve__mcp(serve_req *r);
+/* A request header, or NULL. */
+const char *serve__header(serve_req *r, const char *name);
+void serve__h_mcp_post(serve_req *r, serve_reply *out);
+void serve__h_mcp_delete(serve_req *r, serve_reply *out);
+
 #endif

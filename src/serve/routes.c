@@ -952,6 +952,8 @@ const serve_route serve__routes[] = {
 	{"POST", C "/recover", h_recover, 0},
 	{"GET", C "/history", h_history, 0},
 	{"POST", C "/exec/attach", serve__h_exec_attach, 0},
+	{"POST", "/v1/mcp/{ns}/{agent}/{session}", serve__h_mcp_post, ROUTE_RAW_BODY},
+	{"DELETE", "/v1/mcp/{ns}/{agent}/{session}", serve__h_mcp_delete, ROUTE_RAW_BODY},
 };
 
 const size_t serve__route_count = sizeof serve__routes / sizeof serve__routes[0];

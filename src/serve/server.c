@@ -83,6 +83,7 @@ struct serve_server {
 	serve_upgraded *upgraded; /* open raw streams (counted in inflight too) */
 	pthread_t watchdog;
 	bool watchdog_started, watchdog_stop;
+	serve_mcp *mcp; /* MCP over HTTP sessions (mcp_http.c) */
 };
 
 static void track_phase(serve_server *s, struct MHD_Connection *conn, bool in_headers);
@@ -135,6 +136,16 @@ int serve__client_fd(serve_req *r)
 bool serve__allowed(serve_req *r, const char *ns)
 {
 	return serve_tokens_allows(r->token, ns);
+}
+
+serve_mcp *serve__mcp(serve_req *r)
+{
+	return r->srv->mcp;
+}
+
+const char *serve__header(serve_req *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
 bool serve__all_ns(serve_req *r)
@@ -961,6 +972,7 @@ static int read_file(char **out, const char *path, size_t max, const char *what,
 
 static void server_free(serve_server *s)
 {
+	serve__mcp_free(s->mcp);
 	serve_tokens_free(s->tokens);
 	for (size_t i = 0; i < s->n_guests; i++) {
 		brig_guest_free(s->guests[i].g);
@@ -1009,6 +1021,7 @@ int serve_run(const serve_config *cfg, brig_error **err)
 	if (!s->cfg.drain_s)
 		s->cfg.drain_s = SERVE_DRAIN_S;
 	s->requests = xcalloc(serve__route_count + 1, sizeof *s->requests);
+	s->mcp = serve__mcp_new();
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);

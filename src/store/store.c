@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -110,10 +112,13 @@ int brig_store_open(brig_store **out, const char *url, brig_error **err)
 	return 0;
 }
 
+static void audit_writer_stop(brig_store *s);
+
 void brig_store_close(brig_store *s)
 {
 	if (!s)
 		return;
+	audit_writer_stop(s);
 	char *display = s->display_url;
 	pthread_mutex_destroy(&s->lock);
 	s->ops->close(s); /* frees s and s->path */
@@ -473,6 +478,144 @@ int brig_store_checkpoint_prune(brig_store *s, brig_store_checkpoint **out, size
 	return 0;
 }
 
+/* ---- the audit writer (brig_store_audit_background) ---- */
+
+typedef struct audit_item {
+	brig_store_audit rec;
+	int64_t now;
+} audit_item;
+
+struct audit_writer {
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* a row queued or written, or stopping */
+	audit_item q[BRIG_STORE_AUDIT_QUEUE];
+	size_t head, len;
+	bool busy; /* the writer holds a row outside q */
+	bool stop;
+	pthread_t th;
+};
+
+static void audit_write_one(brig_store *s, audit_item *it)
+{
+	brig_error *err = NULL;
+	int64_t id = 0;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		brig__error_clear(&err);
+		if (LOCKED(s, s->ops->audit_add(s, &id, &it->rec, it->now, &err)) == 0)
+			break;
+		if (attempt == 0) {
+			struct timespec ts = {0, 100 * 1000000L};
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		/* argv_json holds no environment values (check_audit's contract). */
+		fprintf(stderr, "brig: the audit row of %s/%s/%s %s (%s) could not be written to %s: %s\n", it->rec.ns,
+			it->rec.agent, it->rec.session, it->rec.argv_json, it->rec.outcome,
+			s->display_url ? s->display_url : "the store", brig_error_message(err));
+	}
+	brig_error_free(err);
+}
+
+static void *audit_writer_main(void *arg)
+{
+	brig_store *s = arg;
+	struct audit_writer *w = s->aw;
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		while (!w->len && !w->stop)
+			pthread_cond_wait(&w->cond, &w->lock);
+		if (!w->len)
+			break; /* stopping, nothing left */
+		audit_item it = w->q[w->head];
+		w->head = (w->head + 1) % BRIG_STORE_AUDIT_QUEUE;
+		w->len--;
+		w->busy = true;
+		pthread_mutex_unlock(&w->lock);
+		audit_write_one(s, &it);
+		brig_store__audit_clear(&it.rec);
+		pthread_mutex_lock(&w->lock);
+		w->busy = false;
+		pthread_cond_broadcast(&w->cond);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+static char *dup_or_null(const char *v)
+{
+	return v ? xstrdup(v) : NULL;
+}
+
+static int audit_queue(brig_store *s, const brig_store_audit *rec, int64_t now)
+{
+	struct audit_writer *w = s->aw;
+	audit_item it = {.rec = *rec, .now = now};
+	it.rec.ns = dup_or_null(rec->ns);
+	it.rec.agent = dup_or_null(rec->agent);
+	it.rec.session = dup_or_null(rec->session);
+	it.rec.container_name = dup_or_null(rec->container_name);
+	it.rec.argv_json = dup_or_null(rec->argv_json);
+	it.rec.outcome = dup_or_null(rec->outcome);
+	pthread_mutex_lock(&w->lock);
+	while (w->len == BRIG_STORE_AUDIT_QUEUE)
+		pthread_cond_wait(&w->cond, &w->lock);
+	w->q[(w->head + w->len) % BRIG_STORE_AUDIT_QUEUE] = it;
+	w->len++;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	return 0;
+}
+
+/* Waits until every queued row is written. */
+static void audit_flush(brig_store *s)
+{
+	struct audit_writer *w = s->aw;
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	while (w->len || w->busy)
+		pthread_cond_wait(&w->cond, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+}
+
+static void audit_writer_stop(brig_store *s)
+{
+	struct audit_writer *w = s->aw;
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stop = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->th, NULL); /* it writes what is queued first */
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cond);
+	free(w);
+	s->aw = NULL;
+}
+
+int brig_store_audit_background(brig_store *s, brig_error **err)
+{
+	int r;
+	if ((r = check_store(s, err)) < 0)
+		return r;
+	if (s->aw)
+		return 0;
+	struct audit_writer *w = xcalloc(1, sizeof *w);
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	s->aw = w;
+	int e = pthread_create(&w->th, NULL, audit_writer_main, s);
+	if (e) {
+		s->aw = NULL;
+		pthread_mutex_destroy(&w->lock);
+		pthread_cond_destroy(&w->cond);
+		free(w);
+		return brig__error_set(err, BRIG_EIO, e, "cannot start the audit writer: %s", strerror(e));
+	}
+	return 0;
+}
+
 int brig_store_audit_add(brig_store *s, int64_t *out_id, const brig_store_audit *rec, brig_error **err)
 {
 	int64_t id = 0;
@@ -482,6 +625,8 @@ int brig_store_audit_add(brig_store *s, int64_t *out_id, const brig_store_audit 
 	if ((r = check_store(s, err)) < 0 || (r = check_audit(rec, err)) < 0)
 		return r;
 	int64_t now = brig_wall_ms();
+	if (!out_id && s->aw)
+		return audit_queue(s, rec, now);
 	r = LOCKED(s, s->ops->audit_add(s, &id, rec, now, err));
 	if (r == 0 && out_id)
 		*out_id = id;
@@ -499,6 +644,7 @@ int brig_store_audit_list(brig_store *s, brig_store_audit **out, size_t *n, cons
 		return r;
 	if (limit > (size_t)INT64_MAX)
 		limit = 0;
+	audit_flush(s); /* a caller reads the rows of its own commands */
 	return LOCKED(s, s->ops->audit_list(s, out, n, &k, limit, err));
 }
 

@@ -55,8 +55,9 @@ struct brig_store_ops {
 struct brig_store {
 	const struct brig_store_ops *ops;
 	pthread_mutex_t lock;
-	char *display_url; /* password redacted */
-	char *path;        /* SQLite file, or NULL */
+	char *display_url;       /* password redacted */
+	char *path;              /* SQLite file, or NULL */
+	struct audit_writer *aw; /* brig_store_audit_background; NULL: rows written by the caller */
 };
 
 /* Backend constructors. display is the redacted URL for messages. They set

@@ -52,7 +52,8 @@ before(async () => { client = await connect('main'); });
 after(async () => {
   try { await client?.close(); } catch { /* already gone */ }
   const names = computers();
-  if (names.length) execFileSync(BRIG, ['destroy', ...names], { stdio: 'inherit' });
+  // The test's own session store (not the machine's default one).
+  if (names.length) execFileSync(BRIG, ['destroy', ...names], { stdio: 'inherit', env: { ...process.env, BRIG_STORE: store } });
   rmSync(dir, { recursive: true, force: true });
 });
 

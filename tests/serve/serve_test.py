@@ -421,6 +421,15 @@ class Api(unittest.TestCase):
         self.assertEqual(json.loads(b)["stdout"]["text"], "kept across recovery", b)
         st, _, b = c.call("GET", p("/files?path=imported.txt"), token=tok)
         self.assertEqual((st, b), (200, b"imported"))
+        # MCP over Streamable HTTP (tests/mcp/mcp_http.test.mjs drives it with the SDK).
+        M, mp = "/v1/mcp/{ns}/{agent}/{session}", "/v1/mcp/%s/agent/%s" % (ns, session)
+        st, h, b = call("POST", M, mp, body={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "walk", "version": "1"}}},
+            headers={"Accept": "application/json, text/event-stream"})
+        self.assertEqual((st, json.loads(b)["result"]["serverInfo"]["name"]), (200, "brig"), b)
+        sid = {k.lower(): v for k, v in h.items()}["mcp-session-id"]
+        st, _, b = call("DELETE", M, mp, headers={"Mcp-Session-Id": sid})
+        self.assertEqual(st, 204, b)
         st, _, b = call("DELETE", C, p())
         self.assertEqual(st, 204, b)
         self.assertEqual(seen, server_routes(), "the walk missed a route")

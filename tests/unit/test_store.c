@@ -1359,14 +1359,123 @@ static void test_bad_state_in_db(void **state)
 		  err);
 }
 
-#define STORE_SUITE(b)                                                                                            \
-	cmocka_unit_test_prestate(test_backend_info, b), cmocka_unit_test_prestate(test_roundtrip, b),            \
-		cmocka_unit_test_prestate(test_create_conflict, b), cmocka_unit_test_prestate(test_cas, b),       \
-		cmocka_unit_test_prestate(test_concurrent_cas, b),                                                \
-		cmocka_unit_test_prestate(test_concurrent_create, b),                                             \
-		cmocka_unit_test_prestate(test_two_processes, b), cmocka_unit_test_prestate(test_checkpoints, b), \
-		cmocka_unit_test_prestate(test_audit, b), cmocka_unit_test_prestate(test_migrations, b),          \
-		cmocka_unit_test_prestate(test_egress_ledger, b), cmocka_unit_test_prestate(test_bad_state_in_db, b)
+/* ---- audit rows written by the store's writer thread ---- */
+
+typedef struct bg_writer {
+	brig_store *s;
+	const char *session;
+	int n;
+} bg_writer;
+
+static void *bg_add(void *arg)
+{
+	bg_writer *w = arg;
+	for (int i = 0; i < w->n; i++) {
+		brig_store_audit r = {.ns = "bg",
+				      .agent = "a",
+				      .session = (char *)w->session,
+				      .generation = 1,
+				      .argv_json = "[\"true\"]",
+				      .outcome = "ok",
+				      .duration_ms = i};
+		brig_error *err = NULL;
+		if (brig_store_audit_add(w->s, NULL, &r, &err) != 0)
+			return (void *)1;
+	}
+	return NULL;
+}
+
+static size_t bg_count(brig_store *s, const char *session)
+{
+	brig_store_audit *arr = NULL;
+	size_t n = 0;
+	brig_error *err = NULL;
+	ASSERT_OK(brig_store_audit_list(s, &arr, &n, "bg", "a", session, 0, &err), err);
+	/* in order: newest first, the durations count down */
+	for (size_t i = 1; i < n; i++)
+		assert_true(arr[i - 1].id > arr[i].id && arr[i - 1].duration_ms == arr[i].duration_ms + 1);
+	brig_store_audit_free_array(arr, n);
+	return n;
+}
+
+static void test_audit_background(void **state)
+{
+	backend *b = use(state);
+	brig_error *err = NULL;
+	char *url = extra_url(b, "bg");
+	brig_store *s = NULL;
+	ASSERT_OK(brig_store_open(&s, url, &err), err);
+	ASSERT_OK(brig_store_audit_background(s, &err), err);
+	ASSERT_OK(brig_store_audit_background(s, &err), err); /* idempotent */
+	/* Two writers, more rows than the queue holds: callers wait for room,
+	 * nothing is dropped, and a list sees every row queued before it. */
+	bg_writer w[2] = {{s, "one", BRIG_STORE_AUDIT_QUEUE + 200}, {s, "two", 300}};
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, bg_add, &w[i]), 0);
+	for (int i = 0; i < 2; i++) {
+		void *ret = NULL;
+		pthread_join(th[i], &ret);
+		assert_null(ret);
+	}
+	assert_int_equal(bg_count(s, "one"), BRIG_STORE_AUDIT_QUEUE + 200);
+	assert_int_equal(bg_count(s, "two"), 300);
+	/* Closing writes what is still queued. */
+	bg_writer last = {s, "three", 50};
+	assert_null(bg_add(&last));
+	brig_store_close(s);
+	s = NULL;
+	ASSERT_OK(brig_store_open(&s, url, &err), err);
+	assert_int_equal(bg_count(s, "three"), 50);
+
+	if (b == &sqlite_b) {
+		/* A row the writer cannot write is reported on stderr, not lost
+		 * silently. */
+		ASSERT_OK(brig_store_audit_background(s, &err), err);
+		sqlite3 *db = NULL;
+		assert_int_equal(sqlite3_open(url + strlen("sqlite://"), &db), SQLITE_OK);
+		sqlite3_busy_timeout(db, 5000);
+		assert_int_equal(sqlite3_exec(db, "ALTER TABLE audit RENAME TO audit_gone", NULL, NULL, NULL),
+				 SQLITE_OK);
+		sqlite3_close(db);
+		char logpath[] = "/tmp/brig-test-store-log-XXXXXX";
+		int logfd = mkstemp(logpath);
+		assert_true(logfd >= 0);
+		fflush(stderr);
+		int saved = dup(2);
+		dup2(logfd, 2);
+		brig_store_audit r = {.ns = "bg",
+				      .agent = "a",
+				      .session = "lost",
+				      .generation = 1,
+				      .argv_json = "[\"echo\",\"marker\"]",
+				      .outcome = "ok"};
+		ASSERT_OK(brig_store_audit_add(s, NULL, &r, &err), err);
+		brig_store_close(s); /* waits for the writer */
+		s = NULL;
+		fflush(stderr);
+		dup2(saved, 2);
+		close(saved);
+		char buf[4096] = {0};
+		assert_true(pread(logfd, buf, sizeof buf - 1, 0) > 0);
+		close(logfd);
+		unlink(logpath);
+		assert_non_null(
+			strstr(buf, "the audit row of bg/a/lost [\"echo\",\"marker\"] (ok) could not be written"));
+	}
+	brig_store_close(s);
+	free(url);
+}
+
+#define STORE_SUITE(b)                                                                                                \
+	cmocka_unit_test_prestate(test_backend_info, b), cmocka_unit_test_prestate(test_roundtrip, b),                \
+		cmocka_unit_test_prestate(test_create_conflict, b), cmocka_unit_test_prestate(test_cas, b),           \
+		cmocka_unit_test_prestate(test_concurrent_cas, b),                                                    \
+		cmocka_unit_test_prestate(test_concurrent_create, b),                                                 \
+		cmocka_unit_test_prestate(test_two_processes, b), cmocka_unit_test_prestate(test_checkpoints, b),     \
+		cmocka_unit_test_prestate(test_audit, b), cmocka_unit_test_prestate(test_migrations, b),              \
+		cmocka_unit_test_prestate(test_egress_ledger, b), cmocka_unit_test_prestate(test_bad_state_in_db, b), \
+		cmocka_unit_test_prestate(test_audit_background, b)
 
 int main(int argc, char **argv)
 {
