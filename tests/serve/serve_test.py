@@ -622,8 +622,9 @@ class Tcp(unittest.TestCase):
     """tcp:// needs TLS and tokens; with them, HTTPS with a bearer token."""
 
     def test_tcp_needs_tls_and_tokens(self):
-        p = subprocess.run([BRIG, "serve", "--listen", "tcp://127.0.0.1:%d" % free_port()], capture_output=True,
-                           text=True, timeout=30)
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.run([BRIG, "serve", "--listen", "tcp://127.0.0.1:%d" % free_port()], capture_output=True,
+                               text=True, timeout=30, env=dict(os.environ, BRIG_STORE="sqlite://" + d + "/db"))
         self.assertEqual(p.returncode, 125, p.stderr)
         self.assertIn("needs --tls-cert, --tls-key and --tokens", p.stderr)
 
@@ -634,7 +635,8 @@ class Tcp(unittest.TestCase):
                 f.write("%s *\n" % TOK_ALL)
             os.chmod(tf, 0o644)
             p = subprocess.run([BRIG, "serve", "--listen", "unix://" + os.path.join(d, "s"), "--tokens", tf],
-                               capture_output=True, text=True, timeout=30)
+                               capture_output=True, text=True, timeout=30,
+                               env=dict(os.environ, BRIG_STORE="sqlite://" + d + "/db"))
             self.assertEqual(p.returncode, 125, p.stderr)
             self.assertIn("chmod 600", p.stderr)
             self.assertNotIn(TOK_ALL, p.stderr)
@@ -642,7 +644,8 @@ class Tcp(unittest.TestCase):
             with open(tf, "w") as f:
                 f.write("short *\n")
             p = subprocess.run([BRIG, "serve", "--listen", "unix://" + os.path.join(d, "s"), "--tokens", tf],
-                               capture_output=True, text=True, timeout=30)
+                               capture_output=True, text=True, timeout=30,
+                               env=dict(os.environ, BRIG_STORE="sqlite://" + d + "/db"))
             self.assertEqual(p.returncode, 125, p.stderr)
             self.assertIn("line 1", p.stderr)
             self.assertNotIn("short", p.stderr)
