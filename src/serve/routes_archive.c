@@ -403,6 +403,14 @@ void serve__h_archive_put(serve_req *r, serve_reply *out)
 		brig_tar_extract_free(x);
 		if (rc == BRIG_EUNSAFE)
 			brig__error_prefix(&err, rc, "tar in (links, devices, absolute or '..' names are refused)");
+		if (rc == BRIG_EPROTO) {
+			/* the client's bytes, not a peer's: a bad request */
+			serve__reply_fail(out, 400, "invalid", "tar in: %s", brig_error_message(err));
+			brig_error_free(err);
+			nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+			serve__guest_release(r->srv, g);
+			return;
+		}
 	}
 	if (!rc) {
 		tar_in t = {.g = g, .dest = strcmp(path, "/") ? path : "", .tmp = dir};

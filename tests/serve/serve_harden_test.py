@@ -192,11 +192,26 @@ class Archive(Base):
         self.assertFail(self.py.call("PUT", self.path("tar", "/archive?path=/workspace"), token=TOK_A,
                                      raw=tar_of([("ok.txt", b"1"), ("l", "->/etc/passwd")])), 400, "unsafe", "tar in")
         self.assertFail(self.py.call("PUT", self.path("tar", "/archive?path=/workspace"), token=TOK_A,
-                                     raw=b"not a tar" * 100), 502)
+                                     raw=b"not a tar" * 100), 400, "invalid", "tar in")
         self.assertFail(self.py.call("PUT", self.path("tar", "/archive?path=/workspace/in/y"), token=TOK_A,
                                      raw=tar_of([("z", b"1")])), 400, "invalid", "not a directory")
         self.assertFail(self.py.call("PUT", self.path("tar", "/archive?path=/nope"), token=TOK_A,
                                      raw=tar_of([("z", b"1")])), 404, "not_found")
+
+    def test_tar_out_cut_when_over_a_cap(self):
+        """A tar that breaks a cap mid-stream ends the connection without the
+        chunked end: a client never takes a cut tar for a whole one."""
+        self.sh("tar", "mkdir -p /workspace/many && cd /workspace/many && seq 50001 | xargs touch")
+        conn = UnixConnection(self.srv.sock, timeout=120)
+        conn.request("GET", self.path("tar", "/archive?path=many"), headers={"Authorization": "Bearer " + TOK_A})
+        r = conn.getresponse()
+        self.assertEqual(r.status, 200)
+        import http.client
+        with self.assertRaises(http.client.IncompleteRead):
+            r.read()
+        conn.close()
+        self.sh("tar", "rm -rf /workspace/many")
+        self.assertIn("cut short", self.srv.logtext())
 
     def test_transfers_capped_per_token(self):
         self.sh("tar", "head -c 67108864 /dev/zero > /workspace/huge && echo s > /workspace/small")
@@ -223,6 +238,39 @@ class Archive(Base):
                 break
             time.sleep(0.1)
         self.assertEqual(st, 200, b)
+
+
+class NoGuest(Base):
+    """A computer made without brig-init (BRIG_GUEST=0, as before it): tar
+    in/out refuse instead of falling back to Docker's archive API as root."""
+
+    @classmethod
+    def setUpClass(cls):
+        os.environ["BRIG_GUEST"] = "0"
+        try:
+            super().setUpClass()
+        finally:
+            del os.environ["BRIG_GUEST"]
+
+    def test_tar_refused(self):
+        self.created("old")
+        for method, raw in (("GET", None), ("PUT", tar_of([("x", b"1")]))):
+            self.assertFail(self.py.call(method, self.path("old", "/archive?path=/workspace"), raw=raw, token=TOK_A),
+                            409, "state", "brig-init")
+
+
+class Options(unittest.TestCase):
+    def test_bad_options(self):
+        for args, words in ((["--allow-publish-address", "example.org"], "numeric"),
+                            (["--allow-publish-address", "1.2.3.4:80"], "numeric"),
+                            (["--max-transfers", "0"], "--max-transfers")):
+            p = subprocess.run([BRIG, "serve", "--listen", "unix:///nonexistent/s"] + args, capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(p.returncode, 125, p.stderr)
+            self.assertIn(words, p.stderr)
+        p = subprocess.run([BRIG, "serve", "--help"], capture_output=True, text=True, timeout=30)
+        for o in ("--allow-runtime", "--allow-custom-seccomp", "--allow-publish-address", "--max-transfers"):
+            self.assertIn(o, p.stdout)
 
 
 class Policy(Base):
