@@ -96,9 +96,12 @@ bool serve__allowed(serve_req *r, const char *ns);
 bool serve__all_ns(serve_req *r);
 /* Readable once the drain period is over: an exec's or run's cancel_fd. */
 int serve__cancel_fd(serve_req *r);
-/* A streamed reply's read from pipe_fd: waits for bytes, ends (-1) when the
- * client hangs up (client_fd, -1: not watched) first; 0 at the pipe's end. */
-ssize_t serve__pipe_read(int pipe_fd, int client_fd, char *buf, size_t max);
+/* Readable once the drain begins. */
+int serve__drain_fd(serve_req *r);
+/* A streamed reply's read from pipe_fd: waits for bytes; -1 when the client
+ * hangs up (client_fd; -1: not watched) first, -2 when stop_fd (-1: none)
+ * is readable first; 0 at the pipe's end. */
+ssize_t serve__pipe_read(int pipe_fd, int client_fd, int stop_fd, char *buf, size_t max);
 
 void serve__reply_json(serve_reply *out, int status, json_t *j);
 /* An error answer {"code","message"} from err (consumed), context may be NULL. */

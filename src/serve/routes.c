@@ -382,6 +382,7 @@ typedef struct exec_stream {
 	int cancel[2];
 	int pipe[2]; /* NDJSON lines: the thread writes, the reader reads */
 	int client;  /* the connection's socket (polled for the client leaving), or -1 */
+	int stop;    /* the server's cancel fd (the drain period is over), until used */
 	pthread_t th;
 	bool started;
 } exec_stream;
@@ -447,13 +448,15 @@ static void *exec_thread(void *arg)
 	return NULL;
 }
 
-ssize_t serve__pipe_read(int pipe_fd, int client_fd, char *buf, size_t max)
+ssize_t serve__pipe_read(int pipe_fd, int client_fd, int stop_fd, char *buf, size_t max)
 {
 	/* A client that leaves while the pipe is silent is noticed by its
 	 * socket's hang-up: the stream ends and its done callback cleans up. */
-	struct pollfd p[2] = {{.fd = pipe_fd, .events = POLLIN}, {.fd = client_fd, .events = POLLRDHUP}};
+	struct pollfd p[3] = {{.fd = pipe_fd, .events = POLLIN},
+			      {.fd = client_fd, .events = POLLRDHUP},
+			      {.fd = stop_fd, .events = POLLIN}};
 	for (;;) {
-		int n = poll(p, client_fd >= 0 ? 2 : 1, -1);
+		int n = poll(p, 3, -1); /* negative fds are skipped */
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -462,6 +465,8 @@ ssize_t serve__pipe_read(int pipe_fd, int client_fd, char *buf, size_t max)
 			break;
 		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))
 			return -1;
+		if (p[2].revents)
+			return -2;
 	}
 	for (;;) {
 		ssize_t n = read(pipe_fd, buf, max);
@@ -475,7 +480,15 @@ ssize_t serve__pipe_read(int pipe_fd, int client_fd, char *buf, size_t max)
 static ssize_t exec_stream_read(void *payload, char *buf, size_t max)
 {
 	exec_stream *x = payload;
-	return serve__pipe_read(x->pipe[0], x->client, buf, max);
+	ssize_t n = serve__pipe_read(x->pipe[0], x->client, x->stop, buf, max);
+	if (n == -2) {
+		/* The drain period is over: cancel, and send what the command
+		 * ends with (its exit event) before the stream ends. */
+		(void)!write(x->cancel[1], "x", 1);
+		x->stop = -1;
+		n = serve__pipe_read(x->pipe[0], x->client, -1, buf, max);
+	}
+	return n;
 }
 
 static void exec_stream_done(void *payload)
@@ -517,6 +530,7 @@ static void h_exec(serve_req *r, serve_reply *out)
 		x->req = req;
 		x->pipe[1] = -1;
 		x->client = serve__client_fd(r);
+		x->stop = serve__cancel_fd(r);
 		x->cancel[0] = x->cancel[1] = -1;
 		if (pipe2(x->cancel, O_CLOEXEC) != 0 || pipe2(x->pipe, O_CLOEXEC) != 0) {
 			serve__reply_fail(out, 500, "io", "pipe: %s", strerror(errno));
@@ -809,6 +823,7 @@ typedef struct event_stream {
 	char *ns;          /* ?ns=, or NULL */
 	int pipe[2];
 	int client;
+	int drain; /* the server's drain fd */
 	pthread_t th;
 	bool started;
 	volatile int stop; /* set by done: the thread ends within a second */
@@ -882,7 +897,8 @@ static void *event_thread(void *arg)
 static ssize_t event_stream_read(void *payload, char *buf, size_t max)
 {
 	event_stream *x = payload;
-	return serve__pipe_read(x->pipe[0], x->client, buf, max);
+	ssize_t n = serve__pipe_read(x->pipe[0], x->client, x->drain, buf, max);
+	return n == -2 ? 0 : n; /* the server drains: the stream ends whole */
 }
 
 static void event_stream_done(void *payload)
@@ -910,6 +926,7 @@ static void h_events(serve_req *r, serve_reply *out)
 	x->token = r->token;
 	x->ns = ns ? xstrdup(ns) : NULL;
 	x->client = serve__client_fd(r);
+	x->drain = serve__drain_fd(r);
 	if (pipe2(x->pipe, O_CLOEXEC) != 0) {
 		serve__reply_fail(out, 500, "io", "pipe: %s", strerror(errno));
 		free(x->ns);

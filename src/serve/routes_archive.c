@@ -51,6 +51,7 @@ typedef struct tar_out {
 	json_t *root_st, *entries;
 	int pipe[2];
 	int client;
+	int stop; /* the server's cancel fd */
 	pthread_t th;
 	bool started;
 	volatile bool failed; /* the reply is cut instead of ended */
@@ -234,7 +235,9 @@ static void *tar_out_thread(void *arg)
 static ssize_t tar_out_read(void *payload, char *buf, size_t max)
 {
 	tar_out *x = payload;
-	ssize_t n = serve__pipe_read(x->pipe[0], x->client, buf, max);
+	ssize_t n = serve__pipe_read(x->pipe[0], x->client, x->stop, buf, max);
+	if (n == -2)
+		return -1;                   /* the drain period is over: cut */
 	return n == 0 && x->failed ? -1 : n; /* a cut tar must not look whole */
 }
 
@@ -282,6 +285,7 @@ void serve__h_archive_get(serve_req *r, serve_reply *out)
 	x->root = steal_pointer(&path);
 	x->base = xstrdup(base);
 	x->client = serve__client_fd(r);
+	x->stop = serve__cancel_fd(r);
 	x->pipe[0] = x->pipe[1] = -1;
 	brig_buf_init(&x->chunk, CHUNK);
 	brig_error *err = NULL;

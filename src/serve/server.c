@@ -78,6 +78,7 @@ struct serve_server {
 	} * heavy;
 	size_t n_heavy;
 	int cancel[2]; /* readable once the drain period is over: execs and runs cancel */
+	int drain[2];  /* readable once the drain begins: event streams end */
 	pthread_t watchdog;
 	bool watchdog_started, watchdog_stop;
 };
@@ -140,6 +141,11 @@ bool serve__all_ns(serve_req *r)
 int serve__cancel_fd(serve_req *r)
 {
 	return r->srv->cancel[0];
+}
+
+int serve__drain_fd(serve_req *r)
+{
+	return r->srv->drain[0];
 }
 
 /* Takes one of the token's heavy slots; false when all are taken. */
@@ -955,9 +961,11 @@ static void server_free(serve_server *s)
 	free(s->guests);
 	free(s->old);
 	free(s->heavy);
-	if (s->cancel[0] >= 0) {
-		close(s->cancel[0]);
-		close(s->cancel[1]);
+	for (int i = 0; i < 2; i++) {
+		if (s->cancel[i] >= 0)
+			close(s->cancel[i]);
+		if (s->drain[i] >= 0)
+			close(s->drain[i]);
 	}
 	free(s->requests);
 	for (size_t i = 0; i < MAX_CODES; i++)
@@ -999,8 +1007,8 @@ int serve_run(const serve_config *cfg, brig_error **err)
 		s->cfg.drain_s = SERVE_DRAIN_S;
 	if (!s->cfg.heavy_max)
 		s->cfg.heavy_max = SERVE_HEAVY_MAX;
-	s->cancel[0] = s->cancel[1] = -1;
-	if (pipe2(s->cancel, O_CLOEXEC) != 0) {
+	s->cancel[0] = s->cancel[1] = s->drain[0] = s->drain[1] = -1;
+	if (pipe2(s->cancel, O_CLOEXEC) != 0 || pipe2(s->drain, O_CLOEXEC) != 0) {
 		rc = brig__error_set(err, BRIG_EIO, errno, "pipe: %s", strerror(errno));
 		server_free(s);
 		return rc;
@@ -1082,6 +1090,7 @@ int serve_run(const serve_config *cfg, brig_error **err)
 	s->draining = true;
 	size_t left = s->inflight;
 	pthread_mutex_unlock(&s->lock);
+	(void)!write(s->drain[1], "x", 1); /* event streams end: they never finish on their own */
 	fprintf(stderr, "brig: serve: stopping: %zu request(s) in flight\n", left);
 	MHD_socket lfd = MHD_quiesce_daemon(s->d);
 	if (lfd != MHD_INVALID_SOCKET)

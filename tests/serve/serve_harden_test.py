@@ -358,6 +358,25 @@ class Drain(unittest.TestCase):
                     ("exec", "/v1/computers/%s/agent/drain/exec" % NS_A, {"argv": ["sleep", "300"]}),
                     ("run", "/v1/runs", {"ns": NS_A, "argv": ["sleep", "300"],
                                          "spec": {"labels": {"brig.test": PREFIX}}}))]
+                def stream(key, path, body=None):
+                    try:
+                        conn = UnixConnection(srv.sock, timeout=60)
+                        conn.request("POST" if body else "GET", path, body=json.dumps(body) if body else None,
+                                     headers={"Authorization": "Bearer " + TOK_A})
+                        r = conn.getresponse()
+                        lines = []
+                        while True:
+                            line = r.readline()
+                            if not line:
+                                break
+                            lines.append(json.loads(line))
+                        results[key] = (r.status, lines, time.monotonic())
+                    except Exception as e:  # noqa: BLE001
+                        results[key] = e
+
+                ts.append(threading.Thread(target=stream, args=(
+                    "stream", "/v1/computers/%s/agent/drain/exec?stream=true" % NS_A, {"argv": ["sleep", "300"]})))
+                ts.append(threading.Thread(target=stream, args=("events", "/v1/events?ns=" + NS_A)))
                 for t in ts:
                     t.start()
                 time.sleep(3)
@@ -374,6 +393,13 @@ class Drain(unittest.TestCase):
                 st, _, b = results["run"]
                 self.assertEqual((st, json.loads(b)["code"]), (409, "canceled"), b)
                 self.assertIn("cancelling them", srv.logtext())
+                # A streamed exec gets its end (cancelled) as its last event;
+                # an event stream ends whole as soon as the drain begins.
+                st, lines, _ = results["stream"]
+                self.assertEqual((st, lines[-1]["type"], lines[-1]["canceled"]), (200, "exit", True), lines)
+                st, lines, ended = results["events"]
+                self.assertEqual(st, 200)
+                self.assertLess(ended - t0, 2, "the event stream held the drain")
                 # Nothing half-made: the run's container is gone, the computer runs on.
                 left = subprocess.run(["docker", "ps", "-aq", "--filter", "label=" + LABEL, "--filter",
                                        "label=brig.kind=run"], capture_output=True, text=True).stdout.split()
