@@ -25,6 +25,10 @@
  *    503 shutting_down. At drain_s the execs and runs still going are
  *    cancelled (brig-init ends their trees; a run's container is removed)
  *    and get SERVE_CANCEL_GRACE_S to answer; then connections are closed.
+ *  - Tar in/out and runs are "heavy": one token has at most heavy_max of
+ *    them in flight (more: 429 too_many, before any body is read). Tar
+ *    goes through brig-init as the computer's user, never Docker's archive
+ *    API (root in the computer); tar out is streamed.
  *  - Commands never retry on their own; an exec answer is as certain as
  *    brig_computer_exec's (uncertain: 502 with code "uncertain").
  */
