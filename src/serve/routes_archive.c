@@ -350,6 +350,23 @@ static int put_one(const char *hpath, const struct stat *st, int flag, struct FT
 						 &t->err);
 		if (fd >= 0)
 			close(fd);
+	} else if (S_ISLNK(st->st_mode)) {
+		/* the extractor kept only links that stay inside the tree; an
+		 * existing entry is replaced, as Docker's archive PUT does */
+		char link[4096];
+		ssize_t n = readlink(hpath, link, sizeof link - 1);
+		if (n <= 0) {
+			t->rc = brig__error_set(&t->err, BRIG_EIO, errno, "tar in: %s: %s", hpath, strerror(errno));
+		} else {
+			link[n] = '\0';
+			brig_error *rerr = NULL;
+			if (brig_guest_remove(t->g, gpath, false, deadline, &rerr) == BRIG_EUNCERTAIN)
+				t->rc = BRIG_EUNCERTAIN, t->err = rerr;
+			else
+				brig_error_free(rerr);
+			if (!t->rc)
+				t->rc = brig_guest_symlink(t->g, gpath, link, deadline, &t->err);
+		}
 	}
 	return t->rc ? 1 : 0;
 }
@@ -396,9 +413,10 @@ void serve__h_archive_put(serve_req *r, serve_reply *out)
 	if (!rc && !dir)
 		rc = brig__error_set(&err, BRIG_EIO, errno, "mkdtemp: %s", strerror(errno));
 	if (!rc) {
-		/* brig-init writes files and makes directories; it has no link
-		 * operation, so a tar with links is refused whole. */
+		/* Symlinks only when they stay inside the tree (the extractor's
+		 * rule); hardlinks and devices are refused. */
 		brig_tar_extract_opts o = BRIG_TAR_EXTRACT_OPTS_INIT;
+		o.allow_symlinks = true;
 		brig_tar_extract *x = NULL;
 		mem_reader m = {r->body ? r->body : "", r->body_len, 0};
 		rc = brig_tar_extract_new(&x, AT_FDCWD, dir, &o, &err);
@@ -406,7 +424,10 @@ void serve__h_archive_put(serve_req *r, serve_reply *out)
 			rc = brig_tar_extract_from_reader(x, mem_read, &m, &err);
 		brig_tar_extract_free(x);
 		if (rc == BRIG_EUNSAFE)
-			brig__error_prefix(&err, rc, "tar in (links, devices, absolute or '..' names are refused)");
+			brig__error_prefix(
+				&err, rc,
+				"tar in (hardlinks, devices, absolute or '..' names and links leaving the tree "
+				"are refused)");
 		if (rc == BRIG_EPROTO) {
 			/* the client's bytes, not a peer's: a bad request */
 			serve__reply_fail(out, 400, "invalid", "tar in: %s", brig_error_message(err));

@@ -188,9 +188,19 @@ class Archive(Base):
         self.assertFail(self.py.call("PUT", self.path("tar", "/archive?path=/workspace/lnk"), token=TOK_A,
                                      raw=tar_of([("evil", b"x")])), 403, "denied")
         self.assertEqual(self.sh("tar", "ls -la /runtime/.brig; cat /runtime/.brig/* 2>/dev/null | sha256sum"), before)
-        # Links in a tar in: refused whole (brig-init has no link operation).
-        self.assertFail(self.py.call("PUT", self.path("tar", "/archive?path=/workspace"), token=TOK_A,
-                                     raw=tar_of([("ok.txt", b"1"), ("l", "->/etc/passwd")])), 400, "unsafe", "tar in")
+        # Links: made by brig-init as uid 1000 when they stay inside the tree
+        # (an existing entry is replaced); others refuse the tar.
+        self.sh("tar", "mkdir -p /workspace/ln && echo old > /workspace/ln/l")
+        st, _, b = self.py.call("PUT", self.path("tar", "/archive?path=/workspace/ln"), token=TOK_A,
+                                raw=tar_of([("t.txt", b"target"), ("l", "->t.txt"), ("d", None), ("d/up", "->../t.txt")]))
+        self.assertEqual(st, 204, b)
+        self.assertEqual(self.sh("tar", "cd /workspace/ln && readlink l && readlink d/up && cat l d/up && stat -c %u l"),
+                         "t.txt\n../t.txt\ntargettarget1000\n")
+        for bad in ("->/etc/passwd", "->../../x"):
+            self.assertFail(self.py.call("PUT", self.path("tar", "/archive?path=/workspace"), token=TOK_A,
+                                         raw=tar_of([("ok.txt", b"1"), ("l2", bad)])), 400, "unsafe", "tar in")
+        self.assertFail(self.py.call("PUT", self.path("tar", "/archive?path=/runtime/.brig"), token=TOK_A,
+                                     raw=tar_of([("l", "->x")])), 403, "denied", "symlink")
         self.assertFail(self.py.call("PUT", self.path("tar", "/archive?path=/workspace"), token=TOK_A,
                                      raw=b"not a tar" * 100), 400, "invalid", "tar in")
         self.assertFail(self.py.call("PUT", self.path("tar", "/archive?path=/workspace/in/y"), token=TOK_A,
