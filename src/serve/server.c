@@ -1008,11 +1008,6 @@ int serve_run(const serve_config *cfg, brig_error **err)
 	if (!s->cfg.heavy_max)
 		s->cfg.heavy_max = SERVE_HEAVY_MAX;
 	s->cancel[0] = s->cancel[1] = s->drain[0] = s->drain[1] = -1;
-	if (pipe2(s->cancel, O_CLOEXEC) != 0 || pipe2(s->drain, O_CLOEXEC) != 0) {
-		rc = brig__error_set(err, BRIG_EIO, errno, "pipe: %s", strerror(errno));
-		server_free(s);
-		return rc;
-	}
 	s->requests = xcalloc(serve__route_count + 1, sizeof *s->requests);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_condattr_t ca;
@@ -1020,6 +1015,11 @@ int serve_run(const serve_config *cfg, brig_error **err)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->cond, &ca);
 	pthread_condattr_destroy(&ca);
+	if (pipe2(s->cancel, O_CLOEXEC) != 0 || pipe2(s->drain, O_CLOEXEC) != 0) {
+		rc = brig__error_set(err, BRIG_EIO, errno, "pipe: %s", strerror(errno));
+		server_free(s);
+		return rc;
+	}
 
 	char *cert = NULL, *key = NULL, *toks = NULL;
 	int fd = -1;
