@@ -1,5 +1,6 @@
 /* guest/files.c — file operations with brig-init's own permissions: STAT,
- * LIST, READ (paced by the connection), WRITE (temp + rename), MKDIR, REMOVE, RENAME. */
+ * LIST, READ (paced by the connection), WRITE (temp + rename), MKDIR, REMOVE, RENAME,
+ * SYMLINK. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -493,6 +494,16 @@ void gi_file_op(gi_conn *c, uint8_t type, uint32_t req, gi_req *r)
 		}
 		if (rename(r->path, r->path2) < 0) {
 			fail(c, req, "rename", r->path, errno);
+			return;
+		}
+		break;
+	case BRIG_GP_T_SYMLINK:
+		if (!r->path2 || !*r->path2) {
+			gi_send_error(c, req, EINVAL, "SYMLINK needs a target (PATH2)");
+			return;
+		}
+		if (symlink(r->path2, r->path) < 0) {
+			fail(c, req, "symlink", r->path, errno);
 			return;
 		}
 		break;

@@ -279,6 +279,7 @@ const char *brig_gp_type_name(uint8_t type)
 	case BRIG_GP_T_MKDIR: return "MKDIR";
 	case BRIG_GP_T_REMOVE: return "REMOVE";
 	case BRIG_GP_T_RENAME: return "RENAME";
+	case BRIG_GP_T_SYMLINK: return "SYMLINK";
 	default: return "?";
 	}
 }

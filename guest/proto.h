@@ -96,6 +96,7 @@ enum {
 	BRIG_GP_T_MKDIR = 37,    /* c→g id: request. PATH, MODE, PARENTS → OK */
 	BRIG_GP_T_REMOVE = 38,   /* c→g id: request. PATH, RECURSIVE → OK */
 	BRIG_GP_T_RENAME = 39,   /* c→g id: request. PATH, PATH2 → OK */
+	BRIG_GP_T_SYMLINK = 40,  /* c→g id: request. PATH (the link, must not exist), PATH2 (its target, verbatim) → OK */
 };
 
 /* Field tags. (i) integer, (s) string, (d) data. */

@@ -247,7 +247,8 @@ static void on_frame(gi_conn *c, const brig_gp_hdr *h, const unsigned char *payl
 	case BRIG_GP_T_WRITE:
 	case BRIG_GP_T_MKDIR:
 	case BRIG_GP_T_REMOVE:
-	case BRIG_GP_T_RENAME: gi_file_op(c, h->type, h->id, &r); break;
+	case BRIG_GP_T_RENAME:
+	case BRIG_GP_T_SYMLINK: gi_file_op(c, h->type, h->id, &r); break;
 	case BRIG_GP_T_DATA: gi_file_data(c, h->id, &r, 0); break;
 	case BRIG_GP_T_WRITE_END: gi_file_data(c, h->id, &r, 1); break;
 	default: gi_send_error(c, h->id, ENOSYS, "brig-init does not know message type %u", h->type); break;

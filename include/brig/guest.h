@@ -161,6 +161,13 @@ BRIG_PUBLIC int brig_guest_remove(brig_guest *g, const char *path, bool recursiv
 				  brig_error **err);
 BRIG_PUBLIC int brig_guest_rename(brig_guest *g, const char *from, const char *to, int64_t deadline_ms,
 				  brig_error **err);
+/* Makes path a symlink to target (1..4095 bytes, stored as given, never
+ * resolved by brig-init), with brig-init's own permissions (uid 1000).
+ * Errors: BRIG_EINVAL, BRIG_EDENIED, BRIG_ENOTFOUND (no parent),
+ * BRIG_ECONFLICT (path exists), BRIG_EIO (e.g. ENOSYS: a brig-init older
+ * than this call), and the relay's (BRIG_EUNCERTAIN…). */
+BRIG_PUBLIC int brig_guest_symlink(brig_guest *g, const char *path, const char *target, int64_t deadline_ms,
+				   brig_error **err);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
 /* cmd_serve.c — `brig serve`: brig's HTTP API (src/serve/) in the
  * foreground, logs on stderr; SIGTERM or SIGINT drains and exits. */
+#include <arpa/inet.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include "brig/store.h"
 #include "cli/cli.h"
 #include "serve/serve.h"
+#include "util/util.h"
 
 static const char serve_usage[] =
 	"Usage: brig serve [OPTIONS]\n"
@@ -27,7 +29,15 @@ static const char serve_usage[] =
 	"      --store URL         Session store (default $BRIG_STORE, then brig's data dir)\n"
 	"      --body-max BYTES    Largest request body (default 16 MiB)\n"
 	"      --header-timeout S  Idle seconds before a connection is dropped (default 30)\n"
-	"      --drain S           Seconds calls in flight get on stop (default 60)\n"
+	"      --drain S           Seconds calls in flight get on stop (default 60); execs and\n"
+	"                          runs still going then are cancelled and answered\n"
+	"      --allow-runtime NAME  A runtime clients' specs may name (repeatable; default:\n"
+	"                          none, the daemon's default only)\n"
+	"      --allow-custom-seccomp  Clients' specs may replace brig's seccomp profile\n"
+	"      --allow-publish-address ADDR  A host address besides loopback clients may\n"
+	"                          publish ports on (repeatable)\n"
+	"      --max-transfers N   Tar in/out and runs of one token at once (default 4;\n"
+	"                          more are answered 429)\n"
 	"      --routes            Print the route table and exit\n"
 	"  -h, --help              Print this help\n";
 
@@ -41,7 +51,11 @@ enum {
 	OPT_BODY,
 	OPT_HTO,
 	OPT_DRAIN,
-	OPT_ROUTES
+	OPT_ROUTES,
+	OPT_ALLOW_RUNTIME,
+	OPT_ALLOW_SECCOMP,
+	OPT_ALLOW_PUBLISH,
+	OPT_MAX_TRANSFERS
 };
 
 int cmd_serve(int argc, char **argv)
@@ -57,11 +71,18 @@ int cmd_serve(int argc, char **argv)
 		{"header-timeout", required_argument, NULL, OPT_HTO},
 		{"drain", required_argument, NULL, OPT_DRAIN},
 		{"routes", no_argument, NULL, OPT_ROUTES},
+		{"allow-runtime", required_argument, NULL, OPT_ALLOW_RUNTIME},
+		{"allow-custom-seccomp", no_argument, NULL, OPT_ALLOW_SECCOMP},
+		{"allow-publish-address", required_argument, NULL, OPT_ALLOW_PUBLISH},
+		{"max-transfers", required_argument, NULL, OPT_MAX_TRANSFERS},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	serve_config cfg = {.stop_fd = -1};
 	const char *store = NULL;
+	const char *runtimes[64], *publish[64];
+	static char canon[64][INET6_ADDRSTRLEN];
+	brig_port port;
 	int64_t v;
 	int opt;
 	optind = 0;
@@ -87,6 +108,36 @@ int cmd_serve(int argc, char **argv)
 			if (cli_parse_i64("--drain", optarg, 1, 86400, &v) != 0)
 				return CLI_EXIT_FAIL;
 			cfg.drain_s = (unsigned)v;
+			break;
+		case OPT_ALLOW_RUNTIME:
+			if (cfg.allow_runtime_count == 64)
+				return cli_usage("serve", "at most 64 --allow-runtime");
+			runtimes[cfg.allow_runtime_count++] = optarg;
+			cfg.allow_runtimes = runtimes;
+			break;
+		case OPT_ALLOW_SECCOMP: cfg.allow_custom_seccomp = true; break;
+		case OPT_ALLOW_PUBLISH: {
+			/* spelled as brig_port_parse keeps a host address */
+			cleanup_free char *probe = xasprintf(strchr(optarg, ':') ? "[%s]:1:1" : "%s:1:1", optarg);
+			brig_error *perr = NULL;
+			if (cfg.allow_publish_count == 64)
+				return cli_usage("serve", "at most 64 --allow-publish-address");
+			if (brig_port_parse(&port, probe, &perr) != 0) {
+				brig_error_free(perr);
+				return cli_usage("serve",
+						 "--allow-publish-address %s: give a numeric IPv4 or IPv6 address",
+						 optarg);
+			}
+			snprintf(canon[cfg.allow_publish_count], sizeof canon[0], "%s", port.host_ip);
+			publish[cfg.allow_publish_count] = canon[cfg.allow_publish_count];
+			cfg.allow_publish_count++;
+			cfg.allow_publish = publish;
+			break;
+		}
+		case OPT_MAX_TRANSFERS:
+			if (cli_parse_i64("--max-transfers", optarg, 1, 4096, &v) != 0)
+				return CLI_EXIT_FAIL;
+			cfg.heavy_max = (unsigned)v;
 			break;
 		case OPT_ROUTES: serve_routes_write(stdout); return 0;
 		case 'h': return cli_help(serve_usage);

@@ -1,5 +1,5 @@
 /* client_files.c — files over a brig-init relay: stat, list, read, write,
- * mkdir, remove and rename. */
+ * mkdir, remove, rename and symlink. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -280,4 +280,20 @@ int brig_guest_rename(brig_guest *g, const char *from, const char *to, int64_t d
 	gmsg m;
 	cleanup_free char *op = xasprintf("rename %s", from);
 	return brig_guest__simple_call(g, &e, BRIG_GP_T_RENAME, op, &m, NULL, deadline_ms, err);
+}
+
+int brig_guest_symlink(brig_guest *g, const char *path, const char *target, int64_t deadline_ms, brig_error **err)
+{
+	int rc = check_path(path, err);
+	if (rc)
+		return rc;
+	if (!target || !*target || strlen(target) > 4095)
+		return brig__error_set(err, BRIG_EINVAL, 0, "symlink %s: give a target of 1..4095 bytes", path);
+	brig_gp_enc e = {0};
+	brig_gp_enc_begin(&e);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, path);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH2, target);
+	gmsg m;
+	cleanup_free char *op = xasprintf("symlink %s", path);
+	return brig_guest__simple_call(g, &e, BRIG_GP_T_SYMLINK, op, &m, NULL, deadline_ms, err);
 }

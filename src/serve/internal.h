@@ -50,6 +50,7 @@ enum {
 	ROUTE_PUBLIC = 1,   /* no token needed (health) */
 	ROUTE_RAW_BODY = 2, /* the body is bytes, not JSON */
 	ROUTE_ALL_NS = 4,   /* needs a token of every namespace (metrics) */
+	ROUTE_HEAVY = 8,    /* tar in/out, runs: at most heavy_max in flight per token (429) */
 };
 
 typedef struct serve_route {
@@ -80,6 +81,7 @@ struct serve_req {
 	size_t refused_len; /* body bytes of a refused request, dropped unread (capped too) */
 	const char *refused_code, *refused_msg;
 	bool refused_close;
+	bool heavy; /* holds one of its token's heavy slots */
 	int status;
 	int64_t started_us; /* monotonic, for the log line */
 	bool http10;        /* an HTTP/1.0 request (no upgrade possible) */
@@ -103,6 +105,14 @@ int serve__client_fd(serve_req *r);
 /* Whether the request's token may touch namespace ns. */
 bool serve__allowed(serve_req *r, const char *ns);
 bool serve__all_ns(serve_req *r);
+/* Readable once the drain period is over: an exec's or run's cancel_fd. */
+int serve__cancel_fd(serve_req *r);
+/* Readable once the drain begins. */
+int serve__drain_fd(serve_req *r);
+/* A streamed reply's read from pipe_fd: waits for bytes; -1 when the client
+ * hangs up (client_fd; -1: not watched) first, -2 when stop_fd (-1: none)
+ * is readable first; 0 at the pipe's end. */
+ssize_t serve__pipe_read(int pipe_fd, int client_fd, int stop_fd, char *buf, size_t max);
 
 void serve__reply_json(serve_reply *out, int status, json_t *j);
 /* An error answer {"code","message"} from err (consumed), context may be NULL. */

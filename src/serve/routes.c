@@ -230,6 +230,12 @@ static void h_computers_create(serve_req *r, serve_reply *out)
 		brig_spec_clear(&spec); /* from_json overwrites without freeing */
 		int rc = brig_spec_from_json(&spec, copy, &err);
 		json_decref(copy);
+		if (rc == 0 && serve_spec_policy(&spec, cfg, &err) != 0) {
+			brig_spec_clear(&spec);
+			serve__reply_fail(out, 403, "policy", "%s", brig_error_message(err));
+			brig_error_free(err);
+			return;
+		}
 		if (rc) {
 			brig_spec_clear(&spec);
 			serve__reply_error(out, err);
@@ -287,19 +293,46 @@ static void h_computer_get(serve_req *r, serve_reply *out)
 	brig_computer_free(c);
 }
 
+/* Tells the store what a lifecycle route did to the session's computer
+ * (c: as it was before), as the CLI's verbs do; a store that cannot take
+ * it is said in the log (the next create finds out). */
+static void mark_store(serve_req *r, const brig_computer *c, brig_store_state state)
+{
+	if (!c || !c->ns || !c->agent || !c->session || !c->generation)
+		return;
+	brig_error *err = NULL;
+	if (brig_session_mark(serve__store(r), c->ns, c->agent, c->session, c->generation, state, &err) != 0)
+		fprintf(stderr, "brig: serve: %s: the session store still has it as it was: %s\n", c->name,
+			brig_error_message(err));
+	brig_error_free(err);
+}
+
 static void lifecycle(serve_req *r, serve_reply *out, int (*fn)(brig_engine *, const char *, brig_error **),
-		      bool forget)
+		      brig_store_state state)
 {
 	cleanup_free char *name = NULL;
 	if (!serve__path_computer(r, out, &name))
 		return;
 	brig_error *err = NULL;
+	brig_computer *before = NULL;
+	if (brig_computer_get(serve__engine(r), &before, name, NULL, &err) != 0) {
+		brig_error_free(err);
+		err = NULL;
+	}
+	bool destroy = fn == brig_computer_destroy;
 	if (fn(serve__engine(r), name, &err) != 0) {
+		brig_computer_free(before);
 		serve__reply_error(out, err);
 		return;
 	}
-	if (forget)
+	mark_store(r, before, state);
+	brig_computer_free(before);
+	if (state == BRIG_STORE_DESTROYED)
 		serve__guest_forget(r->srv, name);
+	if (destroy) {
+		out->status = 204;
+		return;
+	}
 	brig_computer *c = NULL;
 	if (brig_computer_get(serve__engine(r), &c, name, NULL, &err) != 0) {
 		brig_error_free(err);
@@ -312,31 +345,22 @@ static void lifecycle(serve_req *r, serve_reply *out, int (*fn)(brig_engine *, c
 
 static void h_pause(serve_req *r, serve_reply *out)
 {
-	lifecycle(r, out, brig_computer_pause, false);
+	lifecycle(r, out, brig_computer_pause, BRIG_STORE_PAUSED);
 }
 
 static void h_resume(serve_req *r, serve_reply *out)
 {
-	lifecycle(r, out, brig_computer_resume, false);
+	lifecycle(r, out, brig_computer_resume, BRIG_STORE_RUNNING);
 }
 
 static void h_stop(serve_req *r, serve_reply *out)
 {
-	lifecycle(r, out, brig_computer_stop, true);
+	lifecycle(r, out, brig_computer_stop, BRIG_STORE_DESTROYED);
 }
 
 static void h_destroy(serve_req *r, serve_reply *out)
 {
-	cleanup_free char *name = NULL;
-	if (!serve__path_computer(r, out, &name))
-		return;
-	brig_error *err = NULL;
-	if (brig_computer_destroy(serve__engine(r), name, &err) != 0) {
-		serve__reply_error(out, err);
-		return;
-	}
-	serve__guest_forget(r->srv, name);
-	out->status = 204;
+	lifecycle(r, out, brig_computer_destroy, BRIG_STORE_DESTROYED);
 }
 
 /* ---- exec ---- */
@@ -358,6 +382,7 @@ typedef struct exec_stream {
 	int cancel[2];
 	int pipe[2]; /* NDJSON lines: the thread writes, the reader reads */
 	int client;  /* the connection's socket (polled for the client leaving), or -1 */
+	int stop;    /* the server's cancel fd (the drain period is over), until used */
 	pthread_t th;
 	bool started;
 } exec_stream;
@@ -423,14 +448,15 @@ static void *exec_thread(void *arg)
 	return NULL;
 }
 
-static ssize_t exec_stream_read(void *payload, char *buf, size_t max)
+ssize_t serve__pipe_read(int pipe_fd, int client_fd, int stop_fd, char *buf, size_t max)
 {
-	exec_stream *x = payload;
-	/* A client that leaves while the command is silent is noticed by its
-	 * socket's hang-up: the stream ends and done cancels the command. */
-	struct pollfd p[2] = {{.fd = x->pipe[0], .events = POLLIN}, {.fd = x->client, .events = POLLRDHUP}};
+	/* A client that leaves while the pipe is silent is noticed by its
+	 * socket's hang-up: the stream ends and its done callback cleans up. */
+	struct pollfd p[3] = {{.fd = pipe_fd, .events = POLLIN},
+			      {.fd = client_fd, .events = POLLRDHUP},
+			      {.fd = stop_fd, .events = POLLIN}};
 	for (;;) {
-		int n = poll(p, x->client >= 0 ? 2 : 1, -1);
+		int n = poll(p, 3, -1); /* negative fds are skipped */
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -439,14 +465,30 @@ static ssize_t exec_stream_read(void *payload, char *buf, size_t max)
 			break;
 		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))
 			return -1;
+		if (p[2].revents)
+			return -2;
 	}
 	for (;;) {
-		ssize_t n = read(x->pipe[0], buf, max);
+		ssize_t n = read(pipe_fd, buf, max);
 		if (n >= 0)
 			return n;
 		if (errno != EINTR)
 			return -1;
 	}
+}
+
+static ssize_t exec_stream_read(void *payload, char *buf, size_t max)
+{
+	exec_stream *x = payload;
+	ssize_t n = serve__pipe_read(x->pipe[0], x->client, x->stop, buf, max);
+	if (n == -2) {
+		/* The drain period is over: cancel, and send what the command
+		 * ends with (its exit event) before the stream ends. */
+		(void)!write(x->cancel[1], "x", 1);
+		x->stop = -1;
+		n = serve__pipe_read(x->pipe[0], x->client, -1, buf, max);
+	}
+	return n;
 }
 
 static void exec_stream_done(void *payload)
@@ -488,6 +530,7 @@ static void h_exec(serve_req *r, serve_reply *out)
 		x->req = req;
 		x->pipe[1] = -1;
 		x->client = serve__client_fd(r);
+		x->stop = serve__cancel_fd(r);
 		x->cancel[0] = x->cancel[1] = -1;
 		if (pipe2(x->cancel, O_CLOEXEC) != 0 || pipe2(x->pipe, O_CLOEXEC) != 0) {
 			serve__reply_fail(out, 500, "io", "pipe: %s", strerror(errno));
@@ -521,6 +564,7 @@ static void h_exec(serve_req *r, serve_reply *out)
 	o.stdin_len = req.stdin_len;
 	o.timeout_ms = req.timeout_ms;
 	o.capture_max = req.capture_max;
+	o.cancel_fd = serve__cancel_fd(r); /* the drain period is over */
 	brig_exec_result res = {0};
 	int64_t t0 = brig_now_ms();
 	int rc = brig_session_exec_keep(serve__engine(r), serve__store(r), name, &o, NULL, &res, &err);
@@ -779,6 +823,7 @@ typedef struct event_stream {
 	char *ns;          /* ?ns=, or NULL */
 	int pipe[2];
 	int client;
+	int drain; /* the server's drain fd */
 	pthread_t th;
 	bool started;
 	volatile int stop; /* set by done: the thread ends within a second */
@@ -852,22 +897,8 @@ static void *event_thread(void *arg)
 static ssize_t event_stream_read(void *payload, char *buf, size_t max)
 {
 	event_stream *x = payload;
-	struct pollfd p[2] = {{.fd = x->pipe[0], .events = POLLIN}, {.fd = x->client, .events = POLLRDHUP}};
-	for (;;) {
-		int n = poll(p, x->client >= 0 ? 2 : 1, -1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (p[0].revents)
-			break;
-		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))
-			return -1;
-	}
-	ssize_t n;
-	while ((n = read(x->pipe[0], buf, max)) < 0 && errno == EINTR)
-		;
-	return n;
+	ssize_t n = serve__pipe_read(x->pipe[0], x->client, x->drain, buf, max);
+	return n == -2 ? 0 : n; /* the server drains: the stream ends whole */
 }
 
 static void event_stream_done(void *payload)
@@ -895,6 +926,7 @@ static void h_events(serve_req *r, serve_reply *out)
 	x->token = r->token;
 	x->ns = ns ? xstrdup(ns) : NULL;
 	x->client = serve__client_fd(r);
+	x->drain = serve__drain_fd(r);
 	if (pipe2(x->pipe, O_CLOEXEC) != 0) {
 		serve__reply_fail(out, 500, "io", "pipe: %s", strerror(errno));
 		free(x->ns);
@@ -922,7 +954,7 @@ const serve_route serve__routes[] = {
 	{"GET", "/metrics", h_metrics, ROUTE_ALL_NS},
 	{"GET", "/v1/computers", h_computers_list, 0},
 	{"POST", "/v1/computers", h_computers_create, 0},
-	{"POST", "/v1/runs", serve__h_runs, 0},
+	{"POST", "/v1/runs", serve__h_runs, ROUTE_HEAVY},
 	{"GET", "/v1/sessions", h_sessions, 0},
 	{"GET", "/v1/events", h_events, 0},
 	{"GET", C, h_computer_get, 0},
@@ -943,8 +975,8 @@ const serve_route serve__routes[] = {
 	{"GET", C "/files/stat", serve__h_file_stat, 0},
 	{"POST", C "/files/move", serve__h_file_move, 0},
 	{"POST", C "/files/mkdir", serve__h_file_mkdir, 0},
-	{"GET", C "/archive", serve__h_archive_get, 0},
-	{"PUT", C "/archive", serve__h_archive_put, ROUTE_RAW_BODY},
+	{"GET", C "/archive", serve__h_archive_get, ROUTE_HEAVY},
+	{"PUT", C "/archive", serve__h_archive_put, ROUTE_RAW_BODY | ROUTE_HEAVY},
 	{"POST", C "/checkpoints", h_checkpoint_create, 0},
 	{"GET", C "/checkpoints", h_checkpoint_list, 0},
 	{"GET", C "/checkpoints/{id}/export", h_checkpoint_export, 0},

@@ -24,8 +24,8 @@
 
 typedef struct target {
 	ops_target t;
-	serve_req *r;
-	const char *name;
+	serve_req *r;     /* NULL: not set up */
+	char *name;       /* the container's, owned */
 	brig_guest *held; /* lent by serve__guest until the target goes */
 } target;
 
@@ -56,27 +56,43 @@ static int target_exec(ops_target *t, const char *const *argv, const char *const
 	return brig_session_exec(serve__engine(tg->r), serve__store(tg->r), tg->name, &o, res, err);
 }
 
-static void target_init(target *tg, serve_req *r, const char *name)
-{
-	*tg = (target){.t = {.guest = target_guest, .exec = target_exec, .payload = tg}, .r = r, .name = name};
-}
-
-/* Gives the handle back when the handler's target goes out of scope. */
+/* Gives the handle back and frees the name when the handler's target goes
+ * out of scope. */
 static void target_done(target *tg)
 {
+	if (!tg->r)
+		return;
 	serve__guest_release(tg->r->srv, tg->held);
+	free(tg->name);
 }
 
-/* A target released at the end of its scope: declare and target_init it
- * at once (nothing may return between the two). */
+/* A target released at the end of its scope: declare it = {0}, then set it
+ * up with computer_target or file_target. */
 #define cleanup_target __attribute__((cleanup(target_done)))
+
+/* Every route's prologue: the path's computer as the target. False with
+ * *out answered. */
+static bool computer_target(serve_req *r, serve_reply *out, target *tg)
+{
+	char *name = NULL;
+	if (!serve__path_computer(r, out, &name))
+		return false;
+	*tg = (target){.t = {.guest = target_guest, .exec = target_exec, .payload = tg}, .r = r, .name = name};
+	return true;
+}
+
+/* The file routes' prologue: the target and ?path= (checked, absolute). */
+static bool file_target(serve_req *r, serve_reply *out, target *tg, char **path)
+{
+	return computer_target(r, out, tg) && (*path = serve__query_path(r, out, "path")) != NULL;
+}
 
 /* ---- background processes ---- */
 
 void serve__h_procs_start(serve_req *r, serve_reply *out)
 {
-	cleanup_free char *name = NULL;
-	if (!serve__path_computer(r, out, &name))
+	cleanup_target target tg = {0};
+	if (!computer_target(r, out, &tg))
 		return;
 	serve_exec_req req;
 	brig_error *err = NULL;
@@ -84,8 +100,6 @@ void serve__h_procs_start(serve_req *r, serve_reply *out)
 		serve__reply_error(out, err);
 		return;
 	}
-	cleanup_target target tg;
-	target_init(&tg, r, name);
 	char *id = NULL;
 	cleanup_free char *wd = NULL;
 	int rc = 0;
@@ -104,11 +118,9 @@ void serve__h_procs_start(serve_req *r, serve_reply *out)
 
 void serve__h_procs_list(serve_req *r, serve_reply *out)
 {
-	cleanup_free char *name = NULL;
-	if (!serve__path_computer(r, out, &name))
+	cleanup_target target tg = {0};
+	if (!computer_target(r, out, &tg))
 		return;
-	cleanup_target target tg;
-	target_init(&tg, r, name);
 	json_t *arr = NULL;
 	brig_error *err = NULL;
 	if (ops_proc_list(&tg.t, &arr, &err) != 0) {
@@ -120,16 +132,14 @@ void serve__h_procs_list(serve_req *r, serve_reply *out)
 
 void serve__h_procs_get(serve_req *r, serve_reply *out)
 {
-	cleanup_free char *name = NULL;
-	if (!serve__path_computer(r, out, &name))
+	cleanup_target target tg = {0};
+	if (!computer_target(r, out, &tg))
 		return;
 	int64_t so = 0, eo = 0, max = 65536;
 	if (!serve__query_i64(r, out, "stdout_offset", 0, INT64_MAX, &so) ||
 	    !serve__query_i64(r, out, "stderr_offset", 0, INT64_MAX, &eo) ||
 	    !serve__query_i64(r, out, "max_bytes", 1, 1 << 20, &max))
 		return;
-	cleanup_target target tg;
-	target_init(&tg, r, name);
 	json_t *st = NULL;
 	brig_error *err = NULL;
 	if (ops_proc_read(&tg.t, serve__param(r, "id"), (uint64_t)so, (uint64_t)eo, (size_t)max, &st, &err) != 0) {
@@ -141,16 +151,14 @@ void serve__h_procs_get(serve_req *r, serve_reply *out)
 
 void serve__h_procs_input(serve_req *r, serve_reply *out)
 {
-	cleanup_free char *name = NULL;
-	if (!serve__path_computer(r, out, &name))
+	cleanup_target target tg = {0};
+	if (!computer_target(r, out, &tg))
 		return;
 	json_t *data = json_object_get(r->json, "data"), *close_in = json_object_get(r->json, "close");
 	if ((data && !json_is_string(data)) || (close_in && !json_is_boolean(close_in))) {
 		serve__reply_fail(out, 400, "invalid", "give {\"data\": string, \"close\": boolean}");
 		return;
 	}
-	cleanup_target target tg;
-	target_init(&tg, r, name);
 	brig_error *err = NULL;
 	if (ops_proc_input(&tg.t, serve__param(r, "id"), data ? json_string_value(data) : "",
 			   data ? json_string_length(data) : 0, json_is_true(close_in), &err) != 0) {
@@ -162,16 +170,14 @@ void serve__h_procs_input(serve_req *r, serve_reply *out)
 
 void serve__h_procs_kill(serve_req *r, serve_reply *out)
 {
-	cleanup_free char *name = NULL;
-	if (!serve__path_computer(r, out, &name))
+	cleanup_target target tg = {0};
+	if (!computer_target(r, out, &tg))
 		return;
 	json_t *sig = json_object_get(r->json, "signal");
 	if (sig && !json_is_string(sig)) {
 		serve__reply_fail(out, 400, "invalid", "signal: give TERM, KILL, INT or HUP");
 		return;
 	}
-	cleanup_target target tg;
-	target_init(&tg, r, name);
 	brig_error *err = NULL;
 	if (ops_proc_kill(&tg.t, serve__param(r, "id"), sig ? json_string_value(sig) : "TERM", &err) != 0) {
 		serve__reply_error(out, err);
@@ -184,15 +190,14 @@ void serve__h_procs_kill(serve_req *r, serve_reply *out)
 
 void serve__h_file_read(serve_req *r, serve_reply *out)
 {
-	cleanup_free char *name = NULL, *path = NULL;
-	if (!serve__path_computer(r, out, &name) || !(path = serve__query_path(r, out, "path")))
+	cleanup_target target tg = {0};
+	cleanup_free char *path = NULL;
+	if (!file_target(r, out, &tg, &path))
 		return;
 	int64_t off = 0, len = (int64_t)OPS_FS_MAX;
 	if (!serve__query_i64(r, out, "offset", 0, INT64_MAX, &off) ||
 	    !serve__query_i64(r, out, "length", 0, (int64_t)OPS_FS_MAX, &len))
 		return;
-	cleanup_target target tg;
-	target_init(&tg, r, name);
 	char *data = NULL;
 	size_t n = 0;
 	uint64_t size = 0;
@@ -213,15 +218,14 @@ void serve__h_file_read(serve_req *r, serve_reply *out)
 
 void serve__h_file_write(serve_req *r, serve_reply *out)
 {
-	cleanup_free char *name = NULL, *path = NULL;
-	if (!serve__path_computer(r, out, &name) || !(path = serve__query_path(r, out, "path")))
+	cleanup_target target tg = {0};
+	cleanup_free char *path = NULL;
+	if (!file_target(r, out, &tg, &path))
 		return;
 	if (r->body_len > OPS_FS_MAX) {
 		serve__reply_fail(out, 413, "too_big", "a file written at once is at most %zu bytes", OPS_FS_MAX);
 		return;
 	}
-	cleanup_target target tg;
-	target_init(&tg, r, name);
 	brig_error *err = NULL;
 	if (ops_fs_write(&tg.t, path, r->body ? r->body : "", r->body_len, serve__query_bool(r, "append"), &err) != 0) {
 		serve__reply_error(out, err);
@@ -232,11 +236,10 @@ void serve__h_file_write(serve_req *r, serve_reply *out)
 
 void serve__h_file_remove(serve_req *r, serve_reply *out)
 {
-	cleanup_free char *name = NULL, *path = NULL;
-	if (!serve__path_computer(r, out, &name) || !(path = serve__query_path(r, out, "path")))
+	cleanup_target target tg = {0};
+	cleanup_free char *path = NULL;
+	if (!file_target(r, out, &tg, &path))
 		return;
-	cleanup_target target tg;
-	target_init(&tg, r, name);
 	brig_error *err = NULL;
 	if (ops_fs_remove(&tg.t, path, serve__query_bool(r, "recursive"), &err) != 0) {
 		serve__reply_error(out, err);
@@ -247,14 +250,13 @@ void serve__h_file_remove(serve_req *r, serve_reply *out)
 
 void serve__h_file_list(serve_req *r, serve_reply *out)
 {
-	cleanup_free char *name = NULL, *path = NULL;
-	if (!serve__path_computer(r, out, &name) || !(path = serve__query_path(r, out, "path")))
+	cleanup_target target tg = {0};
+	cleanup_free char *path = NULL;
+	if (!file_target(r, out, &tg, &path))
 		return;
 	int64_t depth = 1;
 	if (!serve__query_i64(r, out, "depth", 1, 10, &depth))
 		return;
-	cleanup_target target tg;
-	target_init(&tg, r, name);
 	json_t *entries = NULL;
 	bool truncated = false;
 	brig_error *err = NULL;
@@ -267,11 +269,10 @@ void serve__h_file_list(serve_req *r, serve_reply *out)
 
 void serve__h_file_stat(serve_req *r, serve_reply *out)
 {
-	cleanup_free char *name = NULL, *path = NULL;
-	if (!serve__path_computer(r, out, &name) || !(path = serve__query_path(r, out, "path")))
+	cleanup_target target tg = {0};
+	cleanup_free char *path = NULL;
+	if (!file_target(r, out, &tg, &path))
 		return;
-	cleanup_target target tg;
-	target_init(&tg, r, name);
 	json_t *st = NULL;
 	brig_error *err = NULL;
 	if (ops_fs_stat(&tg.t, path, &st, &err) != 0) {
@@ -283,13 +284,12 @@ void serve__h_file_stat(serve_req *r, serve_reply *out)
 
 void serve__h_file_move(serve_req *r, serve_reply *out)
 {
-	cleanup_free char *name = NULL, *from = NULL, *to = NULL;
-	if (!serve__path_computer(r, out, &name) || !(from = serve__body_path(r, out, "from")) ||
+	cleanup_target target tg = {0};
+	cleanup_free char *from = NULL, *to = NULL;
+	if (!computer_target(r, out, &tg) || !(from = serve__body_path(r, out, "from")) ||
 	    !(to = serve__body_path(r, out, "to")))
 		return;
 	json_t *ow = json_object_get(r->json, "overwrite");
-	cleanup_target target tg;
-	target_init(&tg, r, name);
 	brig_error *err = NULL;
 	if (ops_fs_move(&tg.t, from, to, json_is_true(ow), &err) != 0) {
 		serve__reply_error(out, err);
@@ -300,11 +300,10 @@ void serve__h_file_move(serve_req *r, serve_reply *out)
 
 void serve__h_file_mkdir(serve_req *r, serve_reply *out)
 {
-	cleanup_free char *name = NULL, *path = NULL;
-	if (!serve__path_computer(r, out, &name) || !(path = serve__body_path(r, out, "path")))
+	cleanup_target target tg = {0};
+	cleanup_free char *path = NULL;
+	if (!computer_target(r, out, &tg) || !(path = serve__body_path(r, out, "path")))
 		return;
-	cleanup_target target tg;
-	target_init(&tg, r, name);
 	brig_error *err = NULL;
 	if (ops_fs_mkdir(&tg.t, path, &err) != 0) {
 		serve__reply_error(out, err);
@@ -313,99 +312,7 @@ void serve__h_file_mkdir(serve_req *r, serve_reply *out)
 	out->status = 204;
 }
 
-/* ---- tar in and out ---- */
-
-#define ARCHIVE_MAX ((size_t)256 << 20) /* bytes of one tar sent out */
-
-/* Every tar passes brig's copier both ways: entries are checked (no "..",
- * no absolute names, no links leaving the tree, no devices), re-written
- * plainly, and owned by the computer's user 1000:1000 on the way in. */
-static int buf_writer(const void *data, size_t len, void *payload, brig_error **err)
-{
-	if (brig_buf_add(payload, data, len) != 0)
-		return brig__error_set(err, BRIG_ETOOBIG, 0, "the archive is larger than %zu bytes", ARCHIVE_MAX);
-	return 0;
-}
-
-typedef struct mem_reader {
-	const char *data;
-	size_t len, off;
-} mem_reader;
-
-static ssize_t mem_read(char *buf, size_t len, void *payload, brig_error **err)
-{
-	(void)err;
-	mem_reader *m = payload;
-	size_t n = m->len - m->off < len ? m->len - m->off : len;
-	memcpy(buf, m->data + m->off, n);
-	m->off += n;
-	return (ssize_t)n;
-}
-
-void serve__h_archive_get(serve_req *r, serve_reply *out)
-{
-	cleanup_free char *name = NULL, *path = NULL;
-	if (!serve__path_computer(r, out, &name) || !(path = serve__query_path(r, out, "path")))
-		return;
-	brig_buf b;
-	brig_buf_init(&b, ARCHIVE_MAX);
-	brig_tar_copy_opts o = BRIG_TAR_COPY_OPTS_INIT;
-	o.allow_symlinks = true;
-	o.allow_absolute_symlinks = true;
-	brig_tar_copy *c = NULL;
-	brig_error *err = NULL;
-	int rc = brig_tar_copy_new(&c, &o, buf_writer, &b, &err);
-	if (!rc)
-		rc = brig_engine_archive_get(serve__engine(r), name, path, NULL, brig_tar_copy_data_cb, c, &err);
-	if (!rc)
-		rc = brig_tar_copy_finish(c, NULL, &err);
-	else if (c) {
-		brig_error *ferr = NULL;
-		if (brig_tar_copy_finish(c, NULL, &ferr) != 0 && ferr && !err)
-			err = ferr;
-		else
-			brig_error_free(ferr);
-	}
-	brig_tar_copy_free(c);
-	if (rc) {
-		brig_buf_free(&b);
-		serve__reply_error(out, err);
-		return;
-	}
-	out->status = 200;
-	out->type = "application/x-tar";
-	out->data = brig_buf_steal(&b, &out->len);
-}
-
-void serve__h_archive_put(serve_req *r, serve_reply *out)
-{
-	cleanup_free char *name = NULL, *path = NULL;
-	if (!serve__path_computer(r, out, &name) || !(path = serve__query_path(r, out, "path")))
-		return;
-	brig_buf b;
-	brig_buf_init(&b, ARCHIVE_MAX);
-	brig_tar_copy_opts o = BRIG_TAR_COPY_OPTS_INIT;
-	o.allow_symlinks = true;
-	o.rewrite_owner = true;
-	o.uid = o.gid = 1000;
-	brig_tar_copy *c = NULL;
-	brig_error *err = NULL;
-	mem_reader m = {r->body ? r->body : "", r->body_len, 0};
-	int rc = brig_tar_copy_new(&c, &o, buf_writer, &b, &err);
-	if (!rc)
-		rc = brig_tar_copy_from_reader(c, mem_read, &m, &err);
-	if (!rc)
-		rc = brig_tar_copy_finish(c, NULL, &err);
-	brig_tar_copy_free(c);
-	if (!rc)
-		rc = brig_engine_archive_put_buf(serve__engine(r), name, path, b.data, b.len, &err);
-	brig_buf_free(&b);
-	if (rc) {
-		serve__reply_error(out, err);
-		return;
-	}
-	out->status = 204;
-}
+#define ARCHIVE_MAX ((size_t)256 << 20) /* bytes of a run's outputs sent back */
 
 /* ---- disposable runs ---- */
 
@@ -475,11 +382,27 @@ void serve__h_runs(serve_req *r, serve_reply *out)
 	const char *key;
 	json_t *v;
 	json_object_foreach (b, key, v) {
-		if (strcmp(key, "spec") && strcmp(key, "argv") && strcmp(key, "timeout_s") &&
+		if (strcmp(key, "ns") && strcmp(key, "spec") && strcmp(key, "argv") && strcmp(key, "timeout_s") &&
 		    strcmp(key, "inputs_tar") && strcmp(key, "outputs") && strcmp(key, "capture_max")) {
 			serve__reply_fail(out, 400, "invalid", "unknown field '%.64s'", key);
 			return;
 		}
+	}
+	/* A run belongs to a namespace like a computer: its token must cover it. */
+	const char *ns = json_string_value(json_object_get(b, "ns"));
+	brig_identity nid = {ns, "run", "run", 1};
+	brig_error *nerr = NULL;
+	if (!ns) {
+		serve__reply_fail(out, 400, "invalid", "ns: the run's namespace is a required string");
+		return;
+	}
+	if (brig_identity_validate(&nid, &nerr) != 0) {
+		serve__reply_error(out, nerr);
+		return;
+	}
+	if (!serve__allowed(r, ns)) {
+		serve__reply_fail(out, 403, "forbidden", "the token does not cover this namespace");
+		return;
 	}
 	json_t *js = json_object_get(b, "spec"), *to = json_object_get(b, "timeout_s");
 	json_t *in = json_object_get(b, "inputs_tar"), *outs = json_object_get(b, "outputs");
@@ -510,6 +433,18 @@ void serve__h_runs(serve_req *r, serve_reply *out)
 	brig_spec_clear(&spec);
 	rc = brig_spec_from_json(&spec, copy, &err);
 	json_decref(copy);
+	if (!rc && serve_spec_policy(&spec, serve__config(r), &err) != 0) {
+		serve__reply_fail(out, 403, "policy", "%s", brig_error_message(err));
+		brig_error_free(err);
+		brig_spec_clear(&spec);
+		serve_exec_req_clear(&req);
+		json_decref(ej);
+		return;
+	}
+	if (!rc) {
+		cleanup_free char *lbl = xasprintf("brig.serve.ns=%s", ns);
+		rc = brig_spec_add_label(&spec, lbl, &err);
+	}
 	char tmpl[] = "/tmp/brig-serve-run-XXXXXX";
 	char *dir = NULL;
 	cleanup_free char *indir = NULL, *outdir = NULL;
@@ -545,6 +480,7 @@ void serve__h_runs(serve_req *r, serve_reply *out)
 		o.out_dir = json_is_true(outs) ? outdir : NULL;
 		o.timeout_s = to ? json_integer_value(to) : 0;
 		o.capture_max = req.capture_max;
+		o.cancel_fd = serve__cancel_fd(r); /* the drain period is over: the run is removed */
 		rc = brig_run(serve__engine(r), &o, &res, &err);
 		if (!rc)
 			serve__exec_observe(r->srv, res.run_ms);

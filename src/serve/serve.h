@@ -21,8 +21,14 @@
  *    is refused (401) whatever it holds. Without a tokens file (unix socket
  *    only) the socket's mode is the access control.
  *  - The stop fd readable → drain: the listening socket is closed, calls in
- *    flight finish (up to drain_s, then their connections are closed), new
- *    requests on open connections get 503 shutting_down.
+ *    flight finish (up to drain_s), new requests on open connections get
+ *    503 shutting_down. At drain_s the execs and runs still going are
+ *    cancelled (brig-init ends their trees; a run's container is removed)
+ *    and get SERVE_CANCEL_GRACE_S to answer; then connections are closed.
+ *  - Tar in/out and runs are "heavy": one token has at most heavy_max of
+ *    them in flight (more: 429 too_many, before any body is read). Tar
+ *    goes through brig-init as the computer's user, never Docker's archive
+ *    API (root in the computer); tar out is streamed.
  *  - Commands never retry on their own; an exec answer is as certain as
  *    brig_computer_exec's (uncertain: 502 with code "uncertain").
  */
@@ -37,6 +43,7 @@
 
 #include "brig/engine.h"
 #include "brig/error.h"
+#include "brig/spec.h"
 #include "brig/store.h"
 
 #define SERVE_DEFAULT_SOCKET "/run/brig/brig.sock"
@@ -47,6 +54,12 @@
 #define SERVE_HEADER_MAX ((size_t)64 << 10) /* request line + headers */
 #define SERVE_MAX_ARGS 4096                 /* argv and env entries of one exec */
 #define SERVE_TOKENS_MAX ((size_t)1 << 20)  /* the tokens file */
+#define SERVE_HEAVY_MAX 4                   /* default: tar in/out and runs of one token at once */
+#define SERVE_CANCEL_GRACE_S 10             /* after the drain: for cancelled calls to answer */
+/* TLS 1.2 and 1.3 only; AEAD ciphers with forward-secret key exchange. */
+#define SERVE_TLS_PRIORITY                                                                                     \
+	"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-CIPHER-ALL:+CHACHA20-POLY1305:+AES-256-GCM:+AES-128-GCM:" \
+	"-MAC-ALL:+AEAD:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:%SERVER_PRECEDENCE"
 
 typedef struct serve_config {
 	brig_engine *engine;            /* borrowed; shared by every connection */
@@ -59,7 +72,21 @@ typedef struct serve_config {
 	unsigned header_timeout_s;      /* 0: SERVE_HEADER_TIMEOUT_S */
 	unsigned drain_s;               /* 0: SERVE_DRAIN_S */
 	int stop_fd;                    /* readable → drain and return */
+	/* What a token's spec may ask for beyond the defaults (serve_spec_policy). */
+	const char *const *allow_runtimes; /* runtime names a spec may name */
+	size_t allow_runtime_count;
+	bool allow_custom_seccomp;        /* a seccomp_profile other than brig's own */
+	const char *const *allow_publish; /* host addresses besides loopback a port may be published on */
+	size_t allow_publish_count;
+	unsigned heavy_max; /* tar in/out and runs of one token at once (more: 429); 0: SERVE_HEAVY_MAX */
 } serve_config;
+
+/* Whether a spec sent by a client stays within what the server allows: a
+ * runtime only from allow_runtimes, brig's own seccomp profile unless
+ * allow_custom_seccomp, published ports on loopback (127.0.0.0/8, ::1) or
+ * an address of allow_publish. Errors: BRIG_EDENIED naming the field and
+ * what is allowed. */
+int serve_spec_policy(const brig_spec *spec, const serve_config *cfg, brig_error **err);
 
 /* Serves until stop_fd is readable, then drains. Sets SIGPIPE to be
  * ignored (a client that leaves must not end the process). Errors: BRIG_EINVAL

@@ -81,6 +81,14 @@ struct serve_server {
 	size_t n_old;
 	conn_track *conns;
 	serve_upgraded *upgraded; /* open raw streams (counted in inflight too) */
+	/* heavy calls (tar in/out, runs) in flight, per token entry */
+	struct heavy_slot {
+		const void *token;
+		unsigned n;
+	} * heavy;
+	size_t n_heavy;
+	int cancel[2]; /* readable once the drain period is over: execs and runs cancel */
+	int drain[2];  /* readable once the drain begins: event streams end */
 	pthread_t watchdog;
 	bool watchdog_started, watchdog_stop;
 	serve_mcp *mcp; /* MCP over HTTP sessions (mcp_http.c) */
@@ -151,6 +159,45 @@ const char *serve__header(serve_req *r, const char *name)
 bool serve__all_ns(serve_req *r)
 {
 	return serve_tokens_all(r->token);
+}
+
+int serve__cancel_fd(serve_req *r)
+{
+	return r->srv->cancel[0];
+}
+
+int serve__drain_fd(serve_req *r)
+{
+	return r->srv->drain[0];
+}
+
+/* Takes one of the token's heavy slots; false when all are taken. */
+static bool heavy_enter(serve_server *s, const void *token)
+{
+	pthread_mutex_lock(&s->lock);
+	struct heavy_slot *h = NULL;
+	for (size_t i = 0; i < s->n_heavy && !h; i++)
+		if (s->heavy[i].token == token)
+			h = &s->heavy[i];
+	if (!h) {
+		s->heavy = xrealloc(s->heavy, (s->n_heavy + 1) * sizeof *s->heavy);
+		h = &s->heavy[s->n_heavy++];
+		*h = (struct heavy_slot){.token = token};
+	}
+	bool ok = h->n < s->cfg.heavy_max;
+	if (ok)
+		h->n++;
+	pthread_mutex_unlock(&s->lock);
+	return ok;
+}
+
+static void heavy_leave(serve_server *s, const void *token)
+{
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->n_heavy; i++)
+		if (s->heavy[i].token == token && s->heavy[i].n)
+			s->heavy[i].n--;
+	pthread_mutex_unlock(&s->lock);
 }
 
 void serve__reply_json(serve_reply *out, int status, json_t *j)
@@ -662,8 +709,19 @@ static bool early_checks(serve_req *r, enum MHD_Result *ret)
 		return false;
 	}
 	const char *ns = serve__param(r, "ns");
-	if (ns && !serve_tokens_allows(r->token, ns))
+	if (ns && !serve_tokens_allows(r->token, ns)) {
 		refuse(r, 403, "forbidden", "the token does not cover this namespace", false);
+		return false;
+	}
+	/* Taken before the body is read: an upload holds memory too. */
+	if ((r->route->flags & ROUTE_HEAVY) && !(r->heavy = heavy_enter(s, r->token))) {
+		static __thread char m[160];
+		snprintf(m, sizeof m,
+			 "this token already has %u tar or run calls in flight (the server's limit): retry when "
+			 "one has ended",
+			 s->cfg.heavy_max);
+		refuse(r, 429, "too_many", m, false);
+	}
 	return false;
 }
 
@@ -763,6 +821,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	pthread_mutex_unlock(&s->lock);
 	if (r->upgrade_payload && r->upgrade_free) /* the 101 never went out */
 		r->upgrade_free(r->upgrade_payload);
+	if (r->heavy)
+		heavy_leave(s, r->token);
 	for (size_t i = 0; i < r->n_params; i++)
 		free(r->param[i]);
 	json_decref(r->json);
@@ -982,6 +1042,13 @@ static void server_free(serve_server *s)
 		brig_guest_free(s->old[i].g);
 	free(s->guests);
 	free(s->old);
+	free(s->heavy);
+	for (int i = 0; i < 2; i++) {
+		if (s->cancel[i] >= 0)
+			close(s->cancel[i]);
+		if (s->drain[i] >= 0)
+			close(s->drain[i]);
+	}
 	free(s->requests);
 	for (size_t i = 0; i < MAX_CODES; i++)
 		free(s->err_codes[i]);
@@ -1020,6 +1087,9 @@ int serve_run(const serve_config *cfg, brig_error **err)
 		s->cfg.header_timeout_s = SERVE_HEADER_TIMEOUT_S;
 	if (!s->cfg.drain_s)
 		s->cfg.drain_s = SERVE_DRAIN_S;
+	if (!s->cfg.heavy_max)
+		s->cfg.heavy_max = SERVE_HEAVY_MAX;
+	s->cancel[0] = s->cancel[1] = s->drain[0] = s->drain[1] = -1;
 	s->requests = xcalloc(serve__route_count + 1, sizeof *s->requests);
 	s->mcp = serve__mcp_new();
 	pthread_mutex_init(&s->lock, NULL);
@@ -1028,6 +1098,11 @@ int serve_run(const serve_config *cfg, brig_error **err)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->cond, &ca);
 	pthread_condattr_destroy(&ca);
+	if (pipe2(s->cancel, O_CLOEXEC) != 0 || pipe2(s->drain, O_CLOEXEC) != 0) {
+		rc = brig__error_set(err, BRIG_EIO, errno, "pipe: %s", strerror(errno));
+		server_free(s);
+		return rc;
+	}
 
 	char *cert = NULL, *key = NULL, *toks = NULL;
 	int fd = -1;
@@ -1073,6 +1148,7 @@ int serve_run(const serve_config *cfg, brig_error **err)
 		{MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)SERVE_HEADER_MAX, NULL},
 		{tcp ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, cert},
 		{tcp ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, key},
+		{tcp ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END, 0, (void *)SERVE_TLS_PRIORITY},
 		{MHD_OPTION_END, 0, NULL},
 	};
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
@@ -1097,6 +1173,7 @@ int serve_run(const serve_config *cfg, brig_error **err)
 	s->draining = true;
 	size_t left = s->inflight;
 	pthread_mutex_unlock(&s->lock);
+	(void)!write(s->drain[1], "x", 1); /* event streams end: they never finish on their own */
 	fprintf(stderr, "brig: serve: stopping: %zu request(s) in flight\n", left);
 	MHD_socket lfd = MHD_quiesce_daemon(s->d);
 	if (lfd != MHD_INVALID_SOCKET)
@@ -1112,9 +1189,25 @@ int serve_run(const serve_config *cfg, brig_error **err)
 		;
 	left = s->inflight;
 	pthread_mutex_unlock(&s->lock);
-	if (left)
-		fprintf(stderr, "brig: serve: %zu request(s) still running after %us: closing them\n", left,
+	if (left) {
+		/* Execs and runs still going are cancelled (brig-init ends their
+		 * trees, a run's container is removed) and answered; then the
+		 * connections are closed. */
+		fprintf(stderr, "brig: serve: %zu request(s) still running after %us: cancelling them\n", left,
 			s->cfg.drain_s);
+		(void)!write(s->cancel[1], "x", 1);
+		until.tv_sec += SERVE_CANCEL_GRACE_S;
+		pthread_mutex_lock(&s->lock);
+		/* raw streams are hung up now: that is their cancel */
+		for (serve_upgraded *u = s->upgraded; u; u = u->next)
+			shutdown(u->fd, SHUT_RDWR);
+		while (s->inflight && pthread_cond_timedwait(&s->cond, &s->lock, &until) != ETIMEDOUT)
+			;
+		left = s->inflight;
+		pthread_mutex_unlock(&s->lock);
+		if (left)
+			fprintf(stderr, "brig: serve: %zu request(s) still running: closing them\n", left);
+	}
 	/* Raw streams still open are hung up: their commands are cancelled
 	 * and they close themselves (libmicrohttpd must not free them first). */
 	pthread_mutex_lock(&s->lock);

@@ -666,6 +666,20 @@ static void test_handle_calls(void **state)
 	brig_buf_free(&b);
 	assert_int_equal(brig_guest_mkdir(g, "/etc/nope", 0755, false, 0, &err), BRIG_EDENIED);
 	brig_error_free(err);
+	err = NULL;
+	/* SYMLINK: stored as given, never resolved; uid 1000's permissions */
+	ASSERT_OK(brig_guest_symlink(g, "/workspace/l", "f.txt", 0, &err), err);
+	ASSERT_OK(brig_guest_stat(g, &st, "/workspace/l", true, 0, &err), err);
+	assert_string_equal(json_string_value(json_object_get(st, "link")), "f.txt");
+	json_decref(st);
+	assert_int_equal(brig_guest_symlink(g, "/workspace/l", "g", 0, &err), BRIG_ECONFLICT);
+	brig_error_free(err);
+	err = NULL;
+	assert_int_equal(brig_guest_symlink(g, "/runtime/.brig/l", "x", 0, &err), BRIG_EDENIED);
+	brig_error_free(err);
+	err = NULL;
+	assert_int_equal(brig_guest_symlink(g, "/workspace/l2", "", 0, &err), BRIG_EINVAL);
+	brig_error_free(err);
 	brig_guest_free(g);
 	brig_computer_free(c);
 }

@@ -288,7 +288,7 @@ class Api(unittest.TestCase):
             ti = tarfile.TarInfo("in.txt")
             ti.size = 3
             tf.addfile(ti, io.BytesIO(b"abc"))
-        st, _, b = call("POST", "/v1/runs", "/v1/runs", body={
+        st, _, b = call("POST", "/v1/runs", "/v1/runs", body={"ns": ns,
             "argv": ["sh", "-c", "cat /inbox/in.txt; cp /inbox/in.txt /outbox/out.txt"], "outputs": True,
             "inputs_tar": base64.b64encode(tb.getvalue()).decode(), "spec": {"labels": {"brig.test": PREFIX}}})
         self.assertEqual(st, 200, b)
@@ -296,7 +296,7 @@ class Api(unittest.TestCase):
         self.assertEqual((r["exit_code"], r["stdout"]["text"], r["outputs"]), (0, "abc", ["out.txt"]))
         with tarfile.open(fileobj=io.BytesIO(base64.b64decode(r["outputs_tar"]))) as tf:
             self.assertEqual(tf.extractfile("out.txt").read(), b"abc")
-        self.assertError(c.call("POST", "/v1/runs", {"argv": ["true"], "inputs_tar": "!!"}, token=tok), 400, "invalid")
+        self.assertError(c.call("POST", "/v1/runs", {"ns": ns, "argv": ["true"], "inputs_tar": "!!"}, token=tok), 400, "invalid")
         seen.add(("POST", "/v1/computers"))
         comp = self.create(c, ns, tok, session)
         self.assertEqual(comp["state"], "running")

@@ -179,11 +179,63 @@ static void test_status(void **state)
 	assert_string_equal(code, "internal");
 }
 
+/* What a client's spec may ask for (serve_spec_policy). */
+static void test_policy(void **state)
+{
+	(void)state;
+	serve_config cfg = {0};
+	brig_spec sp;
+	brig_spec_init(&sp);
+	brig_error *err = NULL;
+	assert_int_equal(serve_spec_policy(&sp, &cfg, &err), 0); /* the defaults */
+	assert_int_equal(brig_spec_set(&sp, "runtime", "runsc", NULL), 0);
+	assert_int_equal(serve_spec_policy(&sp, &cfg, &err), BRIG_EDENIED);
+	assert_non_null(strstr(brig_error_message(err), "--allow-runtime"));
+	brig_error_free(err);
+	err = NULL;
+	const char *rts[] = {"kata", "runsc"};
+	cfg.allow_runtimes = rts;
+	cfg.allow_runtime_count = 2;
+	assert_int_equal(serve_spec_policy(&sp, &cfg, NULL), 0);
+	assert_int_equal(brig_spec_set(&sp, "seccomp-profile", "", NULL), 0);
+	assert_int_equal(serve_spec_policy(&sp, &cfg, &err), BRIG_EDENIED);
+	assert_non_null(strstr(brig_error_message(err), "seccomp_profile"));
+	brig_error_free(err);
+	err = NULL;
+	cfg.allow_custom_seccomp = true;
+	assert_int_equal(serve_spec_policy(&sp, &cfg, NULL), 0);
+	assert_int_equal(brig_spec_set(&sp, "network", "isolated", NULL), 0);
+	static const struct {
+		const char *publish;
+		bool ok;
+	} ports[] = {
+		{"8080:80", true},           {"127.0.0.2:8081:80", true},  {"[::1]:8082:80", true},
+		{"0.0.0.0:8083:80", false},  {"[::]:8084:80", false},      {"10.0.0.1:8085:80", false},
+		{"192.0.2.7:8086:80", true}, {"128.0.0.1:8087:80", false},
+	};
+	const char *pubs[] = {"192.0.2.7"};
+	cfg.allow_publish = pubs;
+	cfg.allow_publish_count = 1;
+	for (size_t i = 0; i < sizeof ports / sizeof ports[0]; i++) {
+		brig_spec one;
+		brig_spec_init(&one);
+		assert_int_equal(brig_spec_add_publish(&one, ports[i].publish, NULL), 0);
+		int rc = serve_spec_policy(&one, &cfg, &err);
+		assert_int_equal(rc, ports[i].ok ? 0 : BRIG_EDENIED);
+		if (rc)
+			assert_non_null(strstr(brig_error_message(err), "--allow-publish-address"));
+		brig_error_free(err);
+		err = NULL;
+		brig_spec_clear(&one);
+	}
+	brig_spec_clear(&sp);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_body),   cmocka_unit_test(test_exec_req), cmocka_unit_test(test_paths),
-		cmocka_unit_test(test_tokens), cmocka_unit_test(test_status),
+		cmocka_unit_test(test_tokens), cmocka_unit_test(test_status),   cmocka_unit_test(test_policy),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,66 @@
+/* policy.c — what a client's spec may ask for: the runtime, the seccomp
+ * profile and the addresses ports are published on stay within what the
+ * server's operator allowed (brig serve --allow-*). */
+#include <arpa/inet.h>
+#include <string.h>
+
+#include "serve/serve.h"
+#include "util/util.h"
+
+static bool loopback(const char *ip)
+{
+	struct in_addr a4;
+	struct in6_addr a6;
+	if (inet_pton(AF_INET, ip, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (inet_pton(AF_INET6, ip, &a6) == 1)
+		return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+	return false;
+}
+
+static char *joined(const char *const *v, size_t n)
+{
+	brig_buf b;
+	brig_buf_init(&b, 1 << 16);
+	for (size_t i = 0; i < n; i++)
+		brig_buf_putf(&b, "%s%s", i ? ", " : "", v[i]);
+	size_t len;
+	char *s = brig_buf_steal(&b, &len);
+	return s ? s : xstrdup("");
+}
+
+int serve_spec_policy(const brig_spec *spec, const serve_config *cfg, brig_error **err)
+{
+	if (spec->runtime && *spec->runtime) {
+		bool ok = false;
+		for (size_t i = 0; i < cfg->allow_runtime_count && !ok; i++)
+			ok = strcmp(cfg->allow_runtimes[i], spec->runtime) == 0;
+		if (!ok) {
+			cleanup_free char *list = joined(cfg->allow_runtimes, cfg->allow_runtime_count);
+			return brig__error_set(err, BRIG_EDENIED, 0,
+					       "runtime: '%.64s' is not allowed by this server (%s%s); its operator "
+					       "allows one with brig serve --allow-runtime NAME",
+					       spec->runtime, *list ? "allowed: " : "only the daemon's default", list);
+		}
+	}
+	if (!cfg->allow_custom_seccomp &&
+	    (!spec->seccomp_profile || strcmp(spec->seccomp_profile, brig_spec_seccomp_default()) != 0))
+		return brig__error_set(err, BRIG_EDENIED, 0,
+				       "seccomp_profile: this server allows only brig's own profile (leave the field "
+				       "out); its operator allows others with brig serve --allow-custom-seccomp");
+	for (size_t i = 0; i < spec->port_count; i++) {
+		const char *ip = spec->ports[i].host_ip;
+		bool ok = loopback(ip);
+		for (size_t k = 0; k < cfg->allow_publish_count && !ok; k++)
+			ok = strcmp(cfg->allow_publish[k], ip) == 0;
+		if (!ok) {
+			cleanup_free char *list = joined(cfg->allow_publish, cfg->allow_publish_count);
+			return brig__error_set(err, BRIG_EDENIED, 0,
+					       "publish: host address %s is not allowed by this server (allowed: "
+					       "loopback%s%s); its operator allows one with brig serve "
+					       "--allow-publish-address ADDR",
+					       ip, *list ? ", " : "", list);
+		}
+	}
+	return 0;
+}
