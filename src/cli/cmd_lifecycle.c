@@ -244,10 +244,10 @@ int cmd_stop(int argc, char **argv)
 		VERB_USAGE("stop") "Stop computers. Their processes end and their /workspace and /runtime volumes\n"
 				   "lose their contents (checkpoint first to keep them). Stopping a stopped computer\n"
 				   "succeeds.\n"
-				   "A session's computer is recorded as destroyed in the session store: the next\n"
+				   "A session's computer is recorded as stopped in the session store: the next\n"
 				   "`brig up`, `brig agent` or `brig exec --session` restores the session's latest\n"
 				   "checkpoint into a new generation.\n" VERB_OPTIONS,
-		false, BRIG_STORE_DESTROYED);
+		false, BRIG_STORE_STOPPED);
 }
 
 int cmd_destroy(int argc, char **argv)

@@ -360,6 +360,7 @@ typedef struct exec_stream {
 	int client;  /* the connection's socket (polled for the client leaving), or -1 */
 	pthread_t th;
 	bool started;
+	const char *actor; /* the token's name (the server's tokens outlive the stream) */
 } exec_stream;
 
 static int stream_output(int stream, const char *data, size_t len, void *payload)
@@ -396,7 +397,7 @@ static void *exec_thread(void *arg)
 	brig_exec_result res = {0};
 	brig_error *err = NULL;
 	int64_t t0 = brig_now_ms();
-	int rc = brig_session_exec_keep(x->e, x->s, x->name, &o, NULL, &res, &err);
+	int rc = brig_session_exec_by(x->e, x->s, x->name, &o, NULL, x->actor, &res, &err);
 	serve__exec_observe(x->srv, brig_now_ms() - t0);
 	json_t *ev;
 	if (exec_result_ok(rc, &res)) {
@@ -488,6 +489,7 @@ static void h_exec(serve_req *r, serve_reply *out)
 		x->req = req;
 		x->pipe[1] = -1;
 		x->client = serve__client_fd(r);
+		x->actor = serve_tokens_name(r->token);
 		x->cancel[0] = x->cancel[1] = -1;
 		if (pipe2(x->cancel, O_CLOEXEC) != 0 || pipe2(x->pipe, O_CLOEXEC) != 0) {
 			serve__reply_fail(out, 500, "io", "pipe: %s", strerror(errno));
@@ -523,7 +525,8 @@ static void h_exec(serve_req *r, serve_reply *out)
 	o.capture_max = req.capture_max;
 	brig_exec_result res = {0};
 	int64_t t0 = brig_now_ms();
-	int rc = brig_session_exec_keep(serve__engine(r), serve__store(r), name, &o, NULL, &res, &err);
+	int rc = brig_session_exec_by(serve__engine(r), serve__store(r), name, &o, NULL, serve_tokens_name(r->token),
+				      &res, &err);
 	serve__exec_observe(r->srv, brig_now_ms() - t0);
 	serve_exec_req_clear(&req);
 	if (exec_result_ok(rc, &res)) {

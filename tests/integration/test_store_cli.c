@@ -267,8 +267,8 @@ static void test_agent_nothing_half_created(void **state)
 	}
 }
 
-/* destroy (by identity or by name) and stop record the generation as
- * destroyed; up then restores the latest checkpoint into a new one. */
+/* destroy (by identity or by name) records the generation as destroyed,
+ * stop as stopped; up then restores the latest checkpoint into a new one. */
 static void destroy_then_up(const char *url, const char *S)
 {
 	cleanup_free char *g1 = gen_name("agent", S, 1);
@@ -300,10 +300,10 @@ static void destroy_then_up(const char *url, const char *S)
 	brig_store_session_free(rec);
 	expect(0, NULL, (const char *[]){"stop", g2, "--store", url, NULL});
 	rec = store_session(url, "agent", S);
-	assert_int_equal(rec->state, BRIG_STORE_DESTROYED);
+	assert_int_equal(rec->state, BRIG_STORE_STOPPED);
 	assert_int_equal(rec->generation, 2);
 	brig_store_session_free(rec);
-	expect(0, "restored checkpoint", (const char *[]){"up", ID, NULL});
+	expect(0, "was stopped by brig", (const char *[]){"up", ID, NULL});
 	assert_true(exists(g3));
 	assert_false(exists(g2));
 
@@ -423,26 +423,54 @@ static void sessions_cmds(const char *url, const char *S)
 	assert_string_equal(json_string_value(json_array_get(
 				    json_object_get(json_array_get(json_object_get(h, "commands"), 0), "argv"), 2)),
 			    "echo hist-marker > /workspace/f");
+	/* who: this process's OS user */
+	cleanup_free char *uid = xasprintf("(uid %u)", (unsigned)geteuid());
+	const char *who =
+		json_string_value(json_object_get(json_array_get(json_object_get(h, "commands"), 0), "actor"));
+	assert_non_null(who);
+	assert_non_null(strstr(who, uid));
 	json_decref(h);
 	run_free(&r);
+	r = brig_expect(0, NULL, (const char *[]){"history", ID, NULL});
+	assert_non_null(strstr(r.out, uid));
+	run_free(&r);
 
-	/* Docker and the store disagree: ls says so and fixes the store. */
+	/* Docker and the store disagree: ls says so and fixes the store (an
+	 * exited computer is stopped: its container stays). */
 	brig_error *err = NULL;
 	ASSERT_OK(brig_engine_container_kill(E, g1, "KILL", &err), err);
-	expect(0, "recorded as destroyed", (const char *[]){"sessions", "ls", "--ns", NS, "--store", url, NULL});
+	expect(0, "recorded as stopped", (const char *[]){"sessions", "ls", "--ns", NS, "--store", url, NULL});
 	brig_store_session *rec = store_session(url, "agent", S);
-	assert_int_equal(rec->state, BRIG_STORE_DESTROYED);
+	assert_int_equal(rec->state, BRIG_STORE_STOPPED);
 	brig_store_session_free(rec);
 
-	/* rm refuses while the computer exists, or while checkpoints would go. */
+	/* rm refuses while the computer exists; it keeps the checkpoints. */
 	expect(125, "still has computer", (const char *[]){"sessions", "rm", ID, "--checkpoints", NULL});
-	expect(125, "has 1 checkpoint", (const char *[]){"sessions", "rm", ID, "--force", NULL});
 	assert_true(exists(g1)); /* refused before anything went */
-	r = brig_expect(0, "removed 1 checkpoint",
-			(const char *[]){"sessions", "rm", ID, "--force", "--checkpoints", NULL});
+	r = brig_expect(0, "kept 1 checkpoint", (const char *[]){"sessions", "rm", ID, "--force", NULL});
 	assert_non_null(strstr(r.out, S));
 	run_free(&r);
 	assert_false(exists(g1));
+	assert_null(store_session(url, "agent", S));
+	assert_int_equal(access(blob, F_OK), 0);
+	r = brig_expect(0, NULL, (const char *[]){"checkpoints", ID, NULL});
+	assert_non_null(strstr(r.out, "1 "));
+	run_free(&r);
+	r = brig_expect(0, NULL, (const char *[]){"history", ID, NULL});
+	assert_non_null(strstr(r.out, "kept checkpoints remain"));
+	run_free(&r);
+	/* The next up restores the latest kept checkpoint into a new generation. */
+	expect(0, "restored checkpoint", (const char *[]){"up", ID, NULL});
+	r = brig_expect(0, NULL, (const char *[]){"exec", ID, "--", "cat", "/workspace/f", NULL});
+	assert_string_equal(r.out, "hist-marker\n");
+	run_free(&r);
+	rec = store_session(url, "agent", S);
+	assert_int_equal(rec->generation, 2);
+	brig_store_session_free(rec);
+	/* --checkpoints removes them and their blobs. */
+	r = brig_expect(0, "removed 1 checkpoint",
+			(const char *[]){"sessions", "rm", ID, "--force", "--checkpoints", NULL});
+	run_free(&r);
 	assert_null(store_session(url, "agent", S));
 	assert_int_equal(access(blob, F_OK), -1);
 	expect(125, "not found", (const char *[]){"sessions", "rm", ID, NULL});
@@ -544,12 +572,20 @@ static void test_session_remove_lib(void **state)
 						    "0000000000000000000000000000000000000000000000000000000000000000",
 					    .blob = "blob.tar.zst"};
 		ASSERT_OK(brig_store_checkpoint_add(s, NULL, &cp, &err), err);
+		/* Without checkpoints=true they stay, listed under the identity. */
 		size_t removed = 99;
-		assert_int_equal(brig_session_remove(s, dir, NS, "lib", "rm", false, &removed, &err), BRIG_ESTATE);
-		assert_non_null(strstr(brig_error_message(err), "--checkpoints"));
+		ASSERT_OK(brig_session_remove(s, dir, NS, "lib", "rm", false, &removed, &err), err);
 		assert_int_equal(removed, 0);
+		brig_store_checkpoint *cps = NULL;
+		size_t ncp = 0;
+		ASSERT_OK(brig_store_checkpoint_list(s, &cps, &ncp, NS, "lib", "rm", &err), err);
+		assert_int_equal(ncp, 1);
+		brig_store_checkpoint_free_array(cps, ncp);
+		/* No session record to add to: refused as before. */
+		assert_int_equal(brig_store_checkpoint_add(s, NULL, &cp, &err), BRIG_ENOTFOUND);
 		brig_error_free(err);
 		err = NULL;
+		ASSERT_OK(brig_store_session_create(s, NULL, &rec, &err), err);
 		assert_int_equal(brig_session_remove(s, dir, NS, "lib", "rm", true, &removed, &err), BRIG_EIO);
 		assert_non_null(strstr(brig_error_message(err), "not its checkpoint blob"));
 		brig_error_free(err);
