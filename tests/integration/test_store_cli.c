@@ -867,6 +867,98 @@ static void sql(const char *path, const char *stmt)
 	sqlite3_close(db);
 }
 
+/* A computer is named by its NAME or a unique prefix of it (looked up only
+ * when the exact name is not found), or by --ns/--agent/--session — cp
+ * too; an ambiguous prefix is refused, naming the computers it matches,
+ * and destroy acts on nothing then. */
+static void test_name_prefix(void **state)
+{
+	(void)state;
+	const char *url = STORES[0];
+	cleanup_free char *ga = gen_name("agent", "pfa", 1);
+	cleanup_free char *gb = gen_name("agent", "pfb", 1);
+#define IDA "--ns", NS, "--agent", "agent", "--session", "pfa", "--store", url
+	expect(0, NULL, (const char *[]){"up", IDA, "--label", LABEL, NULL});
+	expect(0, NULL,
+	       (const char *[]){"up", "--ns", NS, "--agent", "agent", "--session", "pfb", "--store", url, "--label",
+				LABEL, NULL});
+	/* "brig-" and 15 digits of the hash: unique on any daemon. */
+	char pa[24], pb[24];
+	snprintf(pa, sizeof pa, "%.20s", ga);
+	snprintf(pb, sizeof pb, "%.20s", gb);
+
+	run_out r = brig_expect(0, NULL, (const char *[]){"exec", pa, "--", "sh", "-c", "echo hi > f; cat f", NULL});
+	assert_string_equal(r.out, "hi\n");
+	run_free(&r);
+	/* -d too (BRIG_GUEST=0 here: refused, about the computer in full). */
+	r = brig_expect(125, ga, (const char *[]){"exec", "-d", pa, "--", "true", NULL});
+	run_free(&r);
+	r = brig_expect(0, NULL, (const char *[]){"inspect", pa, "--json", NULL});
+	json_t *j = json_loads(r.out, 0, NULL);
+	assert_string_equal(json_string_value(json_object_get(j, "name")), ga);
+	json_decref(j);
+	run_free(&r);
+	r = brig_expect(125, ga, (const char *[]){"fs", "cat", pa, "f", NULL}); /* no brig-init here either */
+	run_free(&r);
+
+	/* cp: by prefix, and by session with :PATH on the computer's side. */
+	cleanup_free char *host = xasprintf("%s/pf-out", TMP);
+	cleanup_free char *src = xasprintf("%s:/workspace/f", pa);
+	expect(0, NULL, (const char *[]){"cp", src, host, NULL});
+	char text[16] = "";
+	FILE *hf = fopen(host, "r");
+	assert_non_null(hf);
+	assert_non_null(fgets(text, sizeof text, hf));
+	fclose(hf);
+	assert_string_equal(text, "hi\n");
+	cleanup_free char *host2 = xasprintf("%s/pf-out2", TMP);
+	expect(0, NULL, (const char *[]){"cp", IDA, ":f", host2, NULL});
+	assert_int_equal(access(host2, F_OK), 0);
+	expect(0, NULL, (const char *[]){"cp", IDA, host2, ":g", NULL});
+	r = brig_expect(0, NULL, (const char *[]){"exec", IDA, "--", "cat", "g", NULL});
+	assert_string_equal(r.out, "hi\n");
+	run_free(&r);
+	expect(125, "give either NAME or --ns", (const char *[]){"cp", IDA, src, host2, NULL});
+	expect(125, "one of SRC and DEST", (const char *[]){"cp", ":f", host2, NULL});
+	expect(125, "no computer named brig-nosuchprefix",
+	       (const char *[]){"cp", "brig-nosuchprefix:/workspace/f", host2, NULL});
+	expect(125, "no computer named", (const char *[]){"fs", "cat", "brig-nosuchprefix", "f", NULL});
+
+	/* pause/resume by prefix keep the store in step. */
+	r = brig_expect(0, NULL, (const char *[]){"pause", pa, "--store", url, NULL});
+	cleanup_free char *line = xasprintf("%s\n", ga);
+	assert_string_equal(r.out, line); /* the full name, alone */
+	run_free(&r);
+	brig_store_session *rec = store_session(url, "agent", "pfa");
+	assert_int_equal(rec->state, BRIG_STORE_PAUSED);
+	brig_store_session_free(rec);
+	expect(0, NULL, (const char *[]){"resume", pa, "--store", url, NULL});
+
+	/* Ambiguous: "brig-" starts both (and every computer). Refused first
+	 * where it is harmless, then by destroy, which leaves both. */
+	expect(125, "is a prefix of", (const char *[]){"exec", "brig-", "--", "true", NULL});
+	expect(125, "is a prefix of", (const char *[]){"inspect", "brig-", NULL});
+	expect(125, "is a prefix of", (const char *[]){"pause", "brig-", NULL});
+	r = brig_expect(1, "is a prefix of", (const char *[]){"destroy", "brig-", "--store", url, NULL});
+	assert_string_equal(r.out, "");
+	run_free(&r);
+	assert_true(exists(ga));
+	assert_true(exists(gb));
+	/* --force takes only full names: a prefix names nothing then. */
+	expect(0, NULL, (const char *[]){"destroy", "-f", pb, "--store", url, NULL});
+	assert_true(exists(gb));
+	expect(1, "no such computer", (const char *[]){"destroy", "brig-nosuchprefix", "--store", url, NULL});
+	r = brig_expect(0, NULL, (const char *[]){"destroy", pb, "--store", url, NULL});
+	assert_non_null(strstr(r.out, gb));
+	run_free(&r);
+	assert_false(exists(gb));
+	rec = store_session(url, "agent", "pfb");
+	assert_int_equal(rec->state, BRIG_STORE_DESTROYED);
+	brig_store_session_free(rec);
+	expect(0, NULL, (const char *[]){"destroy", IDA, NULL});
+#undef IDA
+}
+
 /* A store that fails part-way: each command reports it (exit 125) and says
  * what became of the computer. */
 static void test_broken_store(void **state)
@@ -911,6 +1003,7 @@ int main(void)
 		cmocka_unit_test(test_checkpoint_before_stop),
 		cmocka_unit_test(test_checkpoint_every),
 		cmocka_unit_test(test_guest_commands_by_session),
+		cmocka_unit_test(test_name_prefix),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
