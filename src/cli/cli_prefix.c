@@ -60,3 +60,25 @@ int cli_name_prefix(brig_engine *e, const char *prefix, char **out)
 	brig_computer_free_array(cs, n);
 	return rc;
 }
+
+int cli_computer_get(brig_engine *e, brig_computer **out, char **ref, bool prefix)
+{
+	brig_error *err = NULL;
+	int g = brig_computer_get(e, out, *ref, NULL, &err);
+	if (g == BRIG_ENOTFOUND && prefix) {
+		char *full = NULL;
+		int p = cli_name_prefix(e, *ref, &full);
+		if (p == CLI_EXIT_FAIL) {
+			brig_error_free(err);
+			return p;
+		}
+		if (p == 0) {
+			brig_error_free(err);
+			err = NULL;
+			free(*ref);
+			*ref = full;
+			g = brig_computer_get(e, out, *ref, NULL, &err);
+		}
+	}
+	return g ? cli_error(err, NULL) : 0;
+}

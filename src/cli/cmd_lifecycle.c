@@ -429,7 +429,6 @@ int cmd_inspect(int argc, char **argv)
 		return cli_usage("inspect", "one NAME at a time");
 	brig_engine *e = NULL;
 	brig_computer *c = NULL;
-	brig_error *err = NULL;
 	char *ref = NULL;
 	int rc = CLI_EXIT_FAIL;
 	if (cli_remote_host()) {
@@ -440,26 +439,8 @@ int cmd_inspect(int argc, char **argv)
 			goto out;
 		if (cli_engine_open(&e) != 0)
 			goto out;
-		int g = brig_computer_get(e, &c, ref, NULL, &err);
-		char *expanded = NULL;
-		if (g == BRIG_ENOTFOUND && !t.id_given) {
-			int p = cli_name_prefix(e, ref, &expanded);
-			if (p == CLI_EXIT_FAIL) {
-				brig_error_free(err);
-				goto out;
-			}
-			if (p == 0) {
-				brig_error_free(err);
-				err = NULL;
-				free(ref);
-				ref = expanded;
-				g = brig_computer_get(e, &c, ref, NULL, &err);
-			}
-		}
-		if (g != 0) {
-			cli_error(err, NULL);
+		if (cli_computer_get(e, &c, &ref, !t.id_given) != 0)
 			goto out;
-		}
 	}
 	if (json) {
 		rc = cli_print_json(brig_computer_to_json(c));

@@ -900,6 +900,12 @@ static void test_name_prefix(void **state)
 	run_free(&r);
 	r = brig_expect(125, ga, (const char *[]){"fs", "cat", pa, "f", NULL}); /* no brig-init here either */
 	run_free(&r);
+	expect(0, NULL, (const char *[]){"port", pa, NULL});
+	r = brig_expect(125, NULL, (const char *[]){"ps", pa, NULL}); /* no brig-init: refused about ga */
+	assert_null(strstr(r.err, "no such container"));
+	run_free(&r);
+	expect(125, "is a prefix of", (const char *[]){"ps", "brig-", NULL});
+	expect(125, "is a prefix of", (const char *[]){"port", "brig-", NULL});
 
 	/* cp: by prefix, and by session with :PATH on the computer's side. */
 	cleanup_free char *host = xasprintf("%s/pf-out", TMP);
