@@ -763,12 +763,13 @@ static void h_history(serve_req *r, serve_reply *out)
 		json_error_t je;
 		json_t *argv = v[i].argv_json ? json_loads(v[i].argv_json, 0, &je) : NULL;
 		json_array_append_new(
-			arr, json_pack("{s:I,s:I,s:o,s:i,s:b,s:s,s:I,s:I,s:I,s:I}", "id", (json_int_t)v[i].id,
+			arr, json_pack("{s:I,s:I,s:o,s:i,s:b,s:s,s:I,s:I,s:I,s:I,s:s?}", "id", (json_int_t)v[i].id,
 				       "generation", (json_int_t)v[i].generation, "argv", argv ? argv : json_array(),
 				       "exit_code", v[i].exit_code, "timed_out", v[i].timed_out, "outcome",
 				       v[i].outcome ? v[i].outcome : "", "duration_ms", (json_int_t)v[i].duration_ms,
 				       "stdout_bytes", (json_int_t)v[i].stdout_bytes, "stderr_bytes",
-				       (json_int_t)v[i].stderr_bytes, "created_ms", (json_int_t)v[i].created_ms));
+				       (json_int_t)v[i].stderr_bytes, "created_ms", (json_int_t)v[i].created_ms,
+				       "actor", v[i].actor));
 	}
 	brig_store_audit_free_array(v, n);
 	serve__reply_json(out, 200, json_pack("{s:o}", "history", arr));
