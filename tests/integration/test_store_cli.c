@@ -699,8 +699,11 @@ static void exec_restores(const char *url, const char *S)
 	assert_string_equal(r.out, "saved\n");
 	run_free(&r);
 	assert_true(exists(g2));
-	/* After brig stop (recorded as destroyed), the same. */
+	/* After brig stop (recorded as stopped), the same. */
 	expect(0, NULL, (const char *[]){"stop", ID, NULL});
+	brig_store_session *rec = store_session(url, "agent", S);
+	assert_int_equal(rec->state, BRIG_STORE_STOPPED);
+	brig_store_session_free(rec);
 	r = brig_expect(0, "restored checkpoint", (const char *[]){"exec", ID, "--", "cat", "/workspace/f", NULL});
 	assert_string_equal(r.out, "saved\n");
 	run_free(&r);
@@ -901,6 +904,8 @@ static void test_name_prefix(void **state)
 	r = brig_expect(125, ga, (const char *[]){"fs", "cat", pa, "f", NULL}); /* no brig-init here either */
 	run_free(&r);
 	expect(0, NULL, (const char *[]){"port", pa, NULL});
+	expect(0, "checkpoint", (const char *[]){"checkpoint", pa, "--store", url, NULL});
+	expect(125, "is a prefix of", (const char *[]){"checkpoint", "brig-", "--store", url, NULL});
 	r = brig_expect(125, NULL, (const char *[]){"ps", pa, NULL}); /* no brig-init: refused about ga */
 	assert_null(strstr(r.err, "no such container"));
 	run_free(&r);
