@@ -58,13 +58,11 @@ static const char *const migrations[] = {
 	" bytes_up INTEGER NOT NULL, bytes_down INTEGER NOT NULL,"
 	" start_ms INTEGER NOT NULL, duration_ms INTEGER NOT NULL);"
 	"CREATE INDEX egress_by_sandbox ON egress (sandbox, id);"
-	"CREATE INDEX egress_by_session ON egress (ns, agent, session, id);", /* 3: a 'stopped' state (brig stop: the
-									       * container stays, its tmpfs volumes are
-									       * empty) and no foreign key from
-									       * checkpoints to sessions (brig sessions
-									       * rm keeps them unless asked): both in
-									       * schema_edits; and who ran each command.
-									       */
+	"CREATE INDEX egress_by_session ON egress (ns, agent, session, id);",
+	/* 3: a 'stopped' state (brig stop: the container stays, its tmpfs
+	 * volumes are empty) and no foreign key from checkpoints to sessions
+	 * (brig sessions rm keeps them unless asked): both in schema_edits[2]
+	 * (renumber the two together); and who ran each command. */
 	"ALTER TABLE audit ADD COLUMN actor TEXT;",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
