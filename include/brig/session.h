@@ -83,8 +83,11 @@ BRIG_PUBLIC void brig_up_result_clear(brig_up_result *r);
  * + 1 restored from its latest checkpoint (as brig_session_recover, so two
  * racers make one generation) and res->lost says why; with no checkpoint
  * that is BRIG_ESTATE ("… its files are gone …; nothing was created")
- * unless opts->fresh. opts may be NULL (defaults). Errors: those of
- * brig_session_up and brig_session_recover. */
+ * unless opts->fresh. The same when the store records the generation
+ * stopped or destroyed by brig, and when the session is new to the store
+ * but has checkpoints (brig_session_remove kept them): it goes on from the
+ * latest. opts may be NULL (defaults). Errors: those of brig_session_up and
+ * brig_session_recover. */
 BRIG_PUBLIC int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const brig_identity *id,
 				  const brig_spec *spec, const brig_up_opts *opts, brig_error **err);
 
