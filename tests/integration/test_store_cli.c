@@ -544,6 +544,30 @@ static void test_sessions_ls_without_docker(void **state)
 		fail_msg("sessions ls without Docker exited %d\nstdout: %s\nstderr: %s", code, out, errs);
 	free(out);
 	free(errs);
+	/* No daemon: sessions rm removes nothing, exec --session (which looks
+	 * at the computer's files first) runs nothing. */
+	cleanup_free char *nosock = xasprintf("DOCKER_HOST=unix://%s/no-daemon.sock", TMP);
+	env[0] = nosock;
+	char *rm[] = {"brig",      "sessions", "rm",      "--ns",    NS,          "--agent", "agent",
+		      "--session", "nod",      "--force", "--store", (char *)url, NULL};
+	code = brig_test_spawn(rm, NULL, env, &out, &errs);
+	if (code != 125 || !strstr(errs, "cannot connect to the Docker daemon"))
+		fail_msg("sessions rm without Docker exited %d\nstderr: %s", code, errs);
+	free(out);
+	free(errs);
+	brig_store_session *rec = store_session(url, "agent", "nod");
+	assert_non_null(rec);
+	brig_store_session_free(rec);
+	char *ex[] = {"brig", "exec",    "--ns",      NS,   "--agent", "agent", "--session",
+		      "nod",  "--store", (char *)url, "--", "true",    NULL};
+	code = brig_test_spawn(ex, NULL, env, &out, &errs);
+	if (code != 125 || !strstr(errs, "cannot connect to the Docker daemon"))
+		fail_msg("exec --session without Docker exited %d\nstderr: %s", code, errs);
+	free(out);
+	free(errs);
+	expect(0, NULL,
+	       (const char *[]){"sessions", "rm", "--ns", NS, "--agent", "agent", "--session", "nod", "--force",
+				"--store", url, NULL});
 }
 
 /* The library's own refusals of brig_session_remove (the CLI checks first). */
