@@ -83,8 +83,11 @@ BRIG_PUBLIC void brig_up_result_clear(brig_up_result *r);
  * + 1 restored from its latest checkpoint (as brig_session_recover, so two
  * racers make one generation) and res->lost says why; with no checkpoint
  * that is BRIG_ESTATE ("… its files are gone …; nothing was created")
- * unless opts->fresh. opts may be NULL (defaults). Errors: those of
- * brig_session_up and brig_session_recover. */
+ * unless opts->fresh. The same when the store records the generation
+ * stopped or destroyed by brig, and when the session is new to the store
+ * but has checkpoints (brig_session_remove kept them): it goes on from the
+ * latest. opts may be NULL (defaults). Errors: those of brig_session_up and
+ * brig_session_recover. */
 BRIG_PUBLIC int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const brig_identity *id,
 				  const brig_spec *spec, const brig_up_opts *opts, brig_error **err);
 
@@ -113,17 +116,26 @@ BRIG_PUBLIC int brig_session_exec(brig_engine *e, brig_store *s, const char *ref
 BRIG_PUBLIC int brig_session_exec_keep(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts,
 				       const char *checkpoint_dir, brig_exec_result *res, brig_error **err);
 
+/* brig_session_exec_keep whose audit row names actor (at most
+ * BRIG_STORE_MAX_NAME bytes, no control characters) as who ran the command
+ * — brig serve's token, "mcp" — instead of this process's OS user (NULL).
+ * Errors: as brig_session_exec. */
+BRIG_PUBLIC int brig_session_exec_by(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts,
+				     const char *checkpoint_dir, const char *actor, brig_exec_result *res,
+				     brig_error **err);
+
 /* Marks generation `generation` of the session failed (no-op when the
  * session has moved on to another generation). Errors: BRIG_ESTORE. */
 BRIG_PUBLIC int brig_session_mark_failed(brig_store *s, const char *ns, const char *agent, const char *session,
 					 int64_t generation, brig_error **err);
 
 /* Records that brig paused, resumed (running), stopped or destroyed
- * generation `generation`'s computer: a stop or destroy is recorded as
- * BRIG_STORE_DESTROYED (its files are gone), which brig_session_open then
- * restores from the latest checkpoint as it does a lost computer. No-op
- * when the store has no such session or it moved on to another generation,
- * and for running/paused when the generation is failed or destroyed.
+ * generation `generation`'s computer: BRIG_STORE_STOPPED or
+ * BRIG_STORE_DESTROYED (either way its files are gone), which
+ * brig_session_open then restores from the latest checkpoint as it does a
+ * lost computer. No-op when the store has no such session or it moved on to
+ * another generation, and for running/paused when the generation is failed,
+ * destroyed or stopped.
  * Errors: BRIG_EINVAL (state creating), BRIG_ESTORE. */
 BRIG_PUBLIC int brig_session_mark(brig_store *s, const char *ns, const char *agent, const char *session,
 				  int64_t generation, brig_store_state state, brig_error **err);
@@ -172,16 +184,16 @@ BRIG_PUBLIC int brig_checkpoint_import(brig_store *s, brig_store_checkpoint **ou
  * names it. Errors: BRIG_ENOTFOUND, BRIG_ESTORE, BRIG_EIO. */
 BRIG_PUBLIC int brig_checkpoint_remove(brig_store *s, const char *dir, int64_t id, brig_error **err);
 
-/* Removes session (ns, agent, session) from the store: its record, its
- * checkpoint records and each of their blobs (in dir; NULL:
- * brig_checkpoint_dir()) that no other record names. A session that has
- * checkpoints is refused unless checkpoints is true (BRIG_ESTATE, saying
- * how many; nothing changes). The command audit rows stay (brig history).
- * The session's computers are the caller's to remove first. *removed (may
- * be NULL) gets the number of checkpoints removed. Errors: BRIG_ENOTFOUND,
- * BRIG_ESTATE, BRIG_ECONFLICT (the session changed meanwhile: nothing
- * removed), BRIG_EIO (a blob could not be removed; the records are gone),
- * BRIG_ESTORE. */
+/* Removes session (ns, agent, session) from the store: its record and,
+ * only when checkpoints is true, its checkpoint records and each of their
+ * blobs (in dir; NULL: brig_checkpoint_dir()) that no other record names.
+ * Kept checkpoints stay listed under the identity, and brig_session_open
+ * restores the latest of them when the session is opened again. The
+ * command audit rows stay (brig history). The session's computers are the
+ * caller's to remove first. *removed (may be NULL) gets the number of
+ * checkpoints removed. Errors: BRIG_ENOTFOUND, BRIG_ECONFLICT (the session
+ * changed meanwhile: nothing removed), BRIG_EIO (a blob could not be
+ * removed; the records are gone), BRIG_ESTORE. */
 BRIG_PUBLIC int brig_session_remove(brig_store *s, const char *dir, const char *ns, const char *agent,
 				    const char *session, bool checkpoints, size_t *removed, brig_error **err);
 

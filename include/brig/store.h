@@ -63,10 +63,13 @@ typedef enum brig_store_state {
 	BRIG_STORE_RUNNING = 1,
 	BRIG_STORE_PAUSED = 2,
 	BRIG_STORE_FAILED = 3,
-	BRIG_STORE_DESTROYED = 4
+	BRIG_STORE_DESTROYED = 4,
+	/* brig stop: the container exists but its tmpfs volumes are empty, so
+	 * the session is restored from a checkpoint as for a destroyed one. */
+	BRIG_STORE_STOPPED = 5
 } brig_store_state;
 
-/* "creating", "running", "paused", "failed", "destroyed"; "unknown" for a value
+/* "creating", "running", "paused", "failed", "destroyed", "stopped"; "unknown" for a value
  * outside the enum. Static string. */
 BRIG_PUBLIC const char *brig_store_state_to_string(brig_store_state state);
 
@@ -124,6 +127,10 @@ typedef struct brig_store_audit {
 	int64_t stdout_bytes; /* >= 0 */
 	int64_t stderr_bytes; /* >= 0 */
 	int64_t created_ms;   /* set by the store */
+	/* Who ran it: a token's name for brig serve, "mcp" for brig mcp; NULL
+	 * when adding means this process's OS user, stored as "NAME (uid N)".
+	 * NULL when listing a row written before the store had the column. */
+	char *actor;
 } brig_store_audit;
 
 /* One connection an egress sandbox made, or tried, through brig's proxy. */
@@ -222,6 +229,14 @@ BRIG_PUBLIC int brig_store_session_list(brig_store *s, brig_store_session **out,
  * Errors: BRIG_ENOTFOUND, BRIG_ECONFLICT (revision moved on). */
 BRIG_PUBLIC int brig_store_session_delete(brig_store *s, brig_store_checkpoint **out_removed, size_t *n_removed,
 					  const char *ns, const char *agent, const char *session,
+					  int64_t expected_revision, brig_error **err);
+
+/* Deletes a session's record only, if its revision is expected_revision
+ * (BRIG_STORE_ANY_REVISION: any): its checkpoint and audit rows stay, still
+ * listed by brig_store_checkpoint_list under the same identity (and owned
+ * again by a session created later with it).
+ * Errors: BRIG_ENOTFOUND, BRIG_ECONFLICT (revision moved on). */
+BRIG_PUBLIC int brig_store_session_forget(brig_store *s, const char *ns, const char *agent, const char *session,
 					  int64_t expected_revision, brig_error **err);
 
 /* Frees one record returned through a `brig_store_session **out`; accepts NULL. */

@@ -141,6 +141,7 @@ class StoreAudit(Structure):
         ("stdout_bytes", c_int64),
         ("stderr_bytes", c_int64),
         ("created_ms", c_int64),
+        ("actor", c_char_p),
     ]
 
 

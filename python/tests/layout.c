@@ -67,6 +67,7 @@ int main(void)
 	F(brig_store_audit, stdout_bytes);
 	F(brig_store_audit, stderr_bytes);
 	F(brig_store_audit, created_ms);
+	F(brig_store_audit, actor);
 	S(brig_guest_exec_opts);
 	F(brig_guest_exec_opts, version);
 	F(brig_guest_exec_opts, argv);

@@ -471,19 +471,11 @@ int brig_session_remove(brig_store *s, const char *dir, const char *ns, const ch
 	}
 	int64_t rev = r->revision;
 	brig_store_session_free(r);
-	brig_store_checkpoint *cps = NULL;
-	size_t n = 0;
-	if ((rc = brig_store_checkpoint_list(s, &cps, &n, ns, agent, session, err)) != 0)
-		return rc;
-	brig_store_checkpoint_free_array(cps, n);
-	if (n && !checkpoints)
-		return brig__error_set(err, BRIG_ESTATE, 0,
-				       "session %s/%s/%s has %zu checkpoint%s; removing the session removes them too: "
-				       "pass --checkpoints to do that, or keep the session",
-				       ns, agent, session, n, n == 1 ? "" : "s");
 	brig_store_checkpoint *gone = NULL;
 	size_t ngone = 0;
-	if ((rc = brig_store_session_delete(s, &gone, &ngone, ns, agent, session, rev, err)) != 0) {
+	rc = checkpoints ? brig_store_session_delete(s, &gone, &ngone, ns, agent, session, rev, err)
+			 : brig_store_session_forget(s, ns, agent, session, rev, err);
+	if (rc != 0) {
 		if (rc == BRIG_ECONFLICT)
 			brig__error_prefix(err, rc, "session %s/%s/%s changed while being removed; nothing was removed",
 					   ns, agent, session);

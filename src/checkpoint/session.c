@@ -109,10 +109,11 @@ int brig_session_mark(brig_store *s, const char *ns, const char *agent, const ch
 		      brig_store_state state, brig_error **err)
 {
 	if (state != BRIG_STORE_RUNNING && state != BRIG_STORE_PAUSED && state != BRIG_STORE_FAILED &&
-	    state != BRIG_STORE_DESTROYED)
-		return brig__error_set(err, BRIG_EINVAL, 0, "session state: running, paused, failed or destroyed");
+	    state != BRIG_STORE_DESTROYED && state != BRIG_STORE_STOPPED)
+		return brig__error_set(err, BRIG_EINVAL, 0,
+				       "session state: running, paused, failed, destroyed or stopped");
 	if (state == BRIG_STORE_RUNNING || state == BRIG_STORE_PAUSED) {
-		/* A pause or resume never hides a failed or destroyed generation. */
+		/* A pause or resume never hides a failed, destroyed or stopped generation. */
 		brig_store_session *r = NULL;
 		int g = brig_store_session_get(s, &r, ns, agent, session, err);
 		if (g == BRIG_ENOTFOUND) {
@@ -260,6 +261,7 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 		return rc;
 	brig_store_session *r = NULL;
 	bool made = false; /* this call created the record: a failure removes it */
+	bool kept = false; /* made over checkpoints that brig sessions rm kept */
 	rc = brig_store_session_get(s, &r, id->ns, id->agent, id->session, err);
 	if (rc == BRIG_ENOTFOUND) {
 		brig__error_clear(err);
@@ -285,12 +287,26 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 		brig_computer *found = NULL;
 		if ((rc = newest_computer(e, &found, id, err)) != 0)
 			return rc;
+		brig_store_checkpoint *last = NULL;
 		if (found) {
 			rec.generation = found->generation;
 			rec.state = BRIG_STORE_RUNNING;
 			rec.container_name = found->name;
 			rec.container_id = found->id;
+		} else if ((rc = brig_store_checkpoint_latest(s, &last, id->ns, id->agent, id->session, err)) == 0) {
+			/* brig sessions rm kept its checkpoints: the session goes on
+			 * from the latest, restored below like a destroyed generation. */
+			rec.generation = last->generation;
+			rec.state = BRIG_STORE_DESTROYED;
+			rec.container_name = NULL;
+			kept = true;
+		} else if (rc != BRIG_ENOTFOUND) {
+			brig_computer_free(found);
+			return rc;
+		} else {
+			brig__error_clear(err);
 		}
+		brig_store_checkpoint_free(last);
 		rc = brig_store_session_create(s, &r, &rec, err);
 		made = rc == 0;
 		res->recorded = made && found;
@@ -319,10 +335,17 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 			return rc;
 		}
 	}
-	if (r->state == BRIG_STORE_DESTROYED) {
+	if (r->state == BRIG_STORE_DESTROYED || r->state == BRIG_STORE_STOPPED) {
 		/* brig destroy or brig stop ended this generation's computer: its
-		 * files are gone, as for one lost behind brig's back. */
-		rc = replace_lost(e, s, res, r, "was destroyed or stopped by brig", o, err);
+		 * files are gone (a stopped container's tmpfs volumes are empty),
+		 * as for one lost behind brig's back. */
+		rc = replace_lost(e, s, res, r,
+				  kept ? "was removed with its session (brig sessions rm kept the checkpoints)"
+				  : r->state == BRIG_STORE_STOPPED ? "was stopped by brig"
+								   : "was destroyed by brig",
+				  o, err);
+		if (rc && made) /* as below: no record without a computer */
+			brig_store_session_forget(s, r->ns, r->agent, r->session, r->revision, NULL);
 		brig_store_session_free(r);
 		return rc;
 	}
@@ -362,8 +385,7 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 				brig_spec_clear(&recorded);
 			rc = replace_lost(e, s, res, r, why, o, err);
 			if (rc && made)
-				brig_store_session_delete(s, NULL, NULL, r->ns, r->agent, r->session, r->revision,
-							  NULL);
+				brig_store_session_forget(s, r->ns, r->agent, r->session, r->revision, NULL);
 			brig_store_session_free(r);
 			return rc;
 		}
@@ -374,7 +396,7 @@ int brig_session_open(brig_engine *e, brig_store *s, brig_up_result *res, const 
 	if (have_recorded)
 		brig_spec_clear(&recorded);
 	if (rc && made) /* nothing half-created: no session without its computer */
-		brig_store_session_delete(s, NULL, NULL, r->ns, r->agent, r->session, r->revision, NULL);
+		brig_store_session_forget(s, r->ns, r->agent, r->session, r->revision, NULL);
 	if (rc == 0)
 		rc = advance_state(s, r->ns, r->agent, r->session, r->generation, BRIG_STORE_RUNNING, c->name, c->id,
 				   err);
@@ -413,22 +435,28 @@ static void checkpoint_before_stop(brig_engine *e, const char *container_id, voi
 }
 
 static int session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, bool keep,
-			const char *dir, brig_exec_result *res, brig_error **err);
+			const char *dir, const char *actor, brig_exec_result *res, brig_error **err);
 
 int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
 		      brig_error **err)
 {
-	return session_exec(e, s, ref, opts, false, NULL, res, err);
+	return session_exec(e, s, ref, opts, false, NULL, NULL, res, err);
 }
 
 int brig_session_exec_keep(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts,
 			   const char *checkpoint_dir, brig_exec_result *res, brig_error **err)
 {
-	return session_exec(e, s, ref, opts, true, checkpoint_dir, res, err);
+	return session_exec(e, s, ref, opts, true, checkpoint_dir, NULL, res, err);
+}
+
+int brig_session_exec_by(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts,
+			 const char *checkpoint_dir, const char *actor, brig_exec_result *res, brig_error **err)
+{
+	return session_exec(e, s, ref, opts, true, checkpoint_dir, actor, res, err);
 }
 
 static int session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, bool keep,
-			const char *dir, brig_exec_result *res, brig_error **err)
+			const char *dir, const char *actor, brig_exec_result *res, brig_error **err)
 {
 	stop_checkpoint sc = {.s = s, .dir = dir};
 	brig_exec_opts o;
@@ -499,7 +527,8 @@ static int session_exec(brig_engine *e, brig_store *s, const char *ref, const br
 				      .outcome = (char *)outcome,
 				      .duration_ms = res->duration_ms,
 				      .stdout_bytes = (int64_t)res->out.total,
-				      .stderr_bytes = (int64_t)res->err.total};
+				      .stderr_bytes = (int64_t)res->err.total,
+				      .actor = (char *)actor};
 		brig_error *serr = NULL;
 		int src = brig_store_audit_add(s, NULL, &a, &serr);
 		/* A computer whose brig-init ended the command keeps running with

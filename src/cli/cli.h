@@ -295,6 +295,16 @@ int cli_target_check(const char *cmd, const cli_target *t);
 int cli_target_name(char **out, const char *cmd, const cli_target *t, const char *name, struct brig_store *s,
 		    bool fallback);
 
+/* After the exact name was not found: the one brig computer whose name
+ * starts with prefix (and is longer) goes to *out (malloc'd), returning 0;
+ * 1 when none does (report the name as not found); CLI_EXIT_FAIL when
+ * several do (message printed, naming them). */
+int cli_name_prefix(brig_engine *e, const char *prefix, char **out);
+/* brig_computer_get of *ref; when not found and prefix, of the computer a
+ * unique prefix names (*ref then replaced by its full name). Returns 0 or
+ * CLI_EXIT_FAIL (message printed). */
+int cli_computer_get(brig_engine *e, brig_computer **out, char **ref, bool prefix);
+
 /* What brig_session_open did beyond the usual (recorded a computer found
  * in Docker, or replaced a lost one: ur->lost set): the checkpoint restored
  * into which generation, or that it started empty; one note on stderr.

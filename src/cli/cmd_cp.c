@@ -32,6 +32,11 @@
 
 static const char cp_usage[] = "Usage: brig cp [OPTIONS] NAME:SRC_PATH DEST_PATH|-\n"
 			       "       brig cp [OPTIONS] SRC_PATH|- NAME:DEST_PATH\n"
+			       "       brig cp --ns NS --agent A --session S [--gen N] :SRC_PATH DEST_PATH|-\n"
+			       "       brig cp --ns NS --agent A --session S [--gen N] SRC_PATH|- :DEST_PATH\n"
+			       "\n"
+			       "NAME may be a unique prefix of the computer's name; with the session\n"
+			       "flags the computer's side is written :PATH.\n"
 			       "\n"
 			       "Copy files and directories (recursively) out of or into computer NAME, as\n"
 			       "docker cp does. `-` is a tar stream on stdin or stdout. Container paths are\n"
@@ -45,38 +50,46 @@ static const char cp_usage[] = "Usage: brig cp [OPTIONS] NAME:SRC_PATH DEST_PATH
 			       "to the sandbox's user (1000:1000).\n"
 			       "\n"
 			       "Options:\n"
-			       "  -L, --follow-link   Copy-in: follow SRC_PATH when it is a symlink\n"
+			       "  -L, --follow-link   Copy-in: follow SRC_PATH when it is a symlink\n" CLI_HELP_TARGET
 			       "  -h, --help          Print this help\n";
 
-static const struct option cp_opts[] = {
-	{"follow-link", no_argument, NULL, 'L'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+static const struct option cp_opts[] = {{"follow-link", no_argument, NULL, 'L'},
+					{"help", no_argument, NULL, 'h'},
+					CLI_TARGET_LONGOPTS,
+					{NULL, 0, NULL, 0}};
 
 /* "NAME:PATH" → NAME and PATH (absolute); a host path otherwise (docker's
  * rule: a path starting with / or . is local, or with no colon before a
- * slash). */
-static bool split_remote(const char *arg, char **name, char **path)
+ * slash). With the session flags (by_id), ":PATH" is the computer's side
+ * (*name NULL). */
+static bool split_remote(const char *arg, bool by_id, char **name, char **path)
 {
 	if (arg[0] == '/' || arg[0] == '.')
 		return false;
 	const char *colon = strchr(arg, ':');
 	const char *slash = strchr(arg, '/');
-	if (!colon || (slash && slash < colon) || colon == arg)
+	if (!colon || (slash && slash < colon) || (colon == arg && !by_id))
 		return false;
-	*name = xstrndup(arg, (size_t)(colon - arg));
+	*name = colon == arg ? NULL : xstrndup(arg, (size_t)(colon - arg));
 	const char *p = colon + 1;
 	*path = p[0] == '/' ? xstrdup(p) : xasprintf("/workspace/%s", p);
 	return true;
 }
 
-/* The computer's container id; refuses containers brig does not manage. */
-static int computer_id(brig_engine *e, char **out, const char *name)
+/* The computer's container id; refuses containers brig does not manage.
+ * A NAME not found may be a unique prefix (prefix: look it up then). */
+static int computer_id(brig_engine *e, char **out, const char *name, bool prefix)
 {
 	json_t *j = NULL;
 	brig_error *err = NULL;
 	int rc = brig_engine_container_inspect(e, &j, name, &err);
 	if (rc == BRIG_ENOTFOUND) {
 		brig_error_free(err);
-		return cli_fail("no computer named %s", name);
+		cleanup_free char *full = NULL;
+		int p = prefix ? cli_name_prefix(e, name, &full) : 1;
+		if (p == 0)
+			return computer_id(e, out, full, false);
+		return p == 1 ? cli_fail("no computer named %s", name) : p;
 	}
 	if (rc)
 		return cli_error(err, NULL);
@@ -405,9 +418,15 @@ static int copy_in(brig_engine *e, const char *id, const char *src, const char *
 int cmd_cp(int argc, char **argv)
 {
 	bool follow = false;
-	int opt;
+	cli_target t = {0};
+	int opt, trc = 0;
 	optind = 0;
 	while ((opt = cli_getopt("cp", argc, argv, ":hL", cp_opts, NULL)) != -1) {
+		if (cli_target_opt(&t, opt, optarg, &trc)) {
+			if (trc)
+				return trc;
+			continue;
+		}
 		if (opt == 'h')
 			return cli_help(cp_usage);
 		if (opt == 'L')
@@ -419,19 +438,22 @@ int cmd_cp(int argc, char **argv)
 		return cli_usage("cp", "SRC and DEST are required");
 	const char *src = argv[optind], *dst = argv[optind + 1];
 	char *sname = NULL, *spath = NULL, *dname = NULL, *dpath = NULL;
-	bool out = split_remote(src, &sname, &spath);
-	bool in = split_remote(dst, &dname, &dpath);
+	bool out = split_remote(src, t.id_given, &sname, &spath);
+	bool in = split_remote(dst, t.id_given, &dname, &dpath);
 	int rc = 0;
 	if (out == in)
 		rc = cli_usage("cp", "%s",
 			       out ? "copying between computers is not supported"
-				   : "one of SRC and DEST must be NAME:PATH");
+				   : "one of SRC and DEST must be NAME:PATH (or :PATH with --ns/--agent/--session)");
 	brig_engine *e = NULL;
 	cleanup_free char *id = NULL;
+	cleanup_free char *ref = NULL;
+	if (!rc && cli_target_name(&ref, "cp", &t, out ? sname : dname, NULL, true) != 0)
+		rc = CLI_EXIT_FAIL;
 	if (!rc && cli_engine_open(&e) != 0)
 		rc = CLI_EXIT_FAIL;
 	if (!rc)
-		rc = computer_id(e, &id, out ? sname : dname);
+		rc = computer_id(e, &id, ref, !t.id_given);
 	if (!rc)
 		rc = out ? copy_out(e, id, spath, dst) : copy_in(e, id, src, dpath, follow);
 	brig_engine_free(e);

@@ -15,6 +15,7 @@ static const char usage[] =
 	"Usage: brig exec [OPTIONS] NAME [--] CMD [ARG...]\n"
 	"       brig exec [OPTIONS] --ns NS --agent A --session S [--gen N] [--] CMD [ARG...]\n"
 	"\n"
+	"NAME may be a unique prefix of a computer's name.\n"
 	"Run CMD with its arguments (no shell: write sh -c '...' for one) in a computer,\n"
 	"as its user (uid 1000). stdout and stderr stream live and apart; brig exits with\n"
 	"the command's exit code. Options may come before or after NAME; the command\n"
@@ -112,6 +113,24 @@ static int parse_pass(exec_args *a, int argc, char **argv, bool *dashdash)
 	return 0;
 }
 
+/* After *ref was not found (*err says so): the computer a unique prefix
+ * names replaces *ref and *err is cleared (0); 1 leaves both; CLI_EXIT_FAIL
+ * when ambiguous (printed; *err freed). */
+static int retry_prefix(brig_engine *e, char **ref, brig_error **err)
+{
+	char *full = NULL;
+	int p = cli_name_prefix(e, *ref, &full);
+	if (p == 1)
+		return 1;
+	brig_error_free(*err);
+	*err = NULL;
+	if (p == 0) {
+		free(*ref);
+		*ref = full;
+	}
+	return p;
+}
+
 /* A session named by identity whose computer lost its files is restored
  * (as brig up does) before the command runs in it: *ref then names the new
  * generation. Returns 0 or CLI_EXIT_FAIL (message printed). */
@@ -126,7 +145,7 @@ static int restore_if_lost(brig_engine *e, brig_store *s, const brig_identity *i
 	}
 	if (g)
 		return cli_error(err, NULL);
-	bool lost = r->state == BRIG_STORE_DESTROYED;
+	bool lost = r->state == BRIG_STORE_DESTROYED || r->state == BRIG_STORE_STOPPED;
 	if (!lost && (r->state == BRIG_STORE_RUNNING || r->state == BRIG_STORE_PAUSED) && r->container_name) {
 		cleanup_free char *why = NULL;
 		if (brig_computer_check_files(e, r->container_name, &lost, &why, &err) != 0) {
@@ -387,7 +406,19 @@ int cmd_exec(int argc, char **argv)
 					.stdin_fd = -1,
 					.cancel_fd = -1};
 		int64_t proc = 0;
-		if (brig_computer_start(e, ref, &dopts, &proc, &err) != 0) {
+		int sr = brig_computer_start(e, ref, &dopts, &proc, &err);
+		if (sr == BRIG_ENOTFOUND && !a.t.id_given) {
+			int p = retry_prefix(e, &resolved, &err);
+			if (p == CLI_EXIT_FAIL) {
+				rc = p;
+				goto out;
+			}
+			if (p == 0) {
+				ref = resolved;
+				sr = brig_computer_start(e, ref, &dopts, &proc, &err);
+			}
+		}
+		if (sr != 0) {
 			rc = cli_error(err, NULL);
 			err = NULL;
 			goto out;
@@ -410,12 +441,27 @@ int cmd_exec(int argc, char **argv)
 		.on_output = cli_output_cb,
 		.payload = &out,
 	};
-	cli_every *every = cli_every_start(e, store, ref, a.every_ms);
-	/* Audited in the store; a timeout, cancel or uncertain end marks the
-	 * session failed there. */
-	int r = a.tty ? cli_exec_tty(e, ref, &opts, &res, &err)
-		      : brig_session_exec_keep(e, store, ref, &opts, NULL, &res, &err);
-	cli_every_stop(every);
+	int r;
+	for (int attempt = 0;; attempt++) {
+		cli_every *every = cli_every_start(e, store, ref, a.every_ms);
+		/* Audited in the store; a timeout, cancel or uncertain end marks
+		 * the session failed there. */
+		r = a.tty ? cli_exec_tty(e, ref, &opts, &res, &err)
+			  : brig_session_exec_keep(e, store, ref, &opts, NULL, &res, &err);
+		cli_every_stop(every);
+		/* Not found (nothing ran): NAME may be a prefix of one computer's. */
+		if (r != BRIG_ENOTFOUND || attempt || a.t.id_given)
+			break;
+		int p = retry_prefix(e, &resolved, &err);
+		if (p == CLI_EXIT_FAIL) {
+			rc = p;
+			goto out;
+		}
+		if (p != 0)
+			break;
+		ref = resolved;
+		brig_exec_result_clear(&res);
+	}
 	bool started = r == 0 || r == BRIG_ETIMEDOUT || r == BRIG_ECANCELED || r == BRIG_EUNCERTAIN;
 	char recover[512];
 	if (a.t.id_given)

@@ -17,7 +17,8 @@ static const char fs_usage[] =
 	"Usage: brig fs COMMAND [OPTIONS] NAME PATH...\n"
 	"\n"
 	"A computer's files, through its brig-init (as uid 1000). PATHs are absolute\n"
-	"or relative to /workspace; only /workspace and /runtime are writable.\n"
+	"or relative to /workspace; only /workspace and /runtime are writable. NAME\n"
+	"may be a unique prefix of a computer's name, or give --ns/--agent/--session.\n"
 	"\n"
 	"Commands:\n"
 	"  ls NAME PATH          List a directory (or show one file)\n"
@@ -70,17 +71,25 @@ static char *abs_path(const char *p)
 }
 
 /* The computer's brig-init, with a clear story for a computer made before
- * it. Returns 0 or CLI_EXIT_FAIL (message printed). */
-static int open_guest(brig_engine **e, brig_guest **g, const char *ref)
+ * it. A NAME not found may be a unique prefix (prefix): *ref then names the
+ * computer in full. Returns 0 or CLI_EXIT_FAIL (message printed). */
+static int open_guest(brig_engine **e, brig_guest **g, char **ref, bool prefix)
 {
-	if (cli_engine_open(e) != 0)
+	if (!*e && cli_engine_open(e) != 0)
 		return CLI_EXIT_FAIL;
 	brig_error *err = NULL;
 	json_t *j = NULL;
-	int rc = brig_engine_container_inspect(*e, &j, ref, &err);
+	int rc = brig_engine_container_inspect(*e, &j, *ref, &err);
 	if (rc == BRIG_ENOTFOUND) {
 		brig_error_free(err);
-		return cli_fail("no computer named %s", ref);
+		char *full = NULL;
+		int p = prefix ? cli_name_prefix(*e, *ref, &full) : 1;
+		if (p == 0) {
+			free(*ref);
+			*ref = full;
+			return open_guest(e, g, ref, false);
+		}
+		return p == 1 ? cli_fail("no computer named %s", *ref) : p;
 	}
 	if (rc)
 		return cli_error(err, NULL);
@@ -91,8 +100,8 @@ static int open_guest(brig_engine **e, brig_guest **g, const char *ref)
 	if (managed && !init)
 		return cli_fail("computer %s has no brig-init (created before brig ran it as PID 1): recreate it to "
 				"use brig fs, or copy files with brig cp",
-				ref);
-	if (brig_computer_guest(*e, g, ref, &err) != 0)
+				*ref);
+	if (brig_computer_guest(*e, g, *ref, &err) != 0)
 		return cli_error(err, NULL);
 	return 0;
 }
@@ -367,7 +376,7 @@ int cmd_fs(int argc, char **argv)
 		a.paths[i] = abs_path(argv[optind + i]);
 	brig_engine *e = NULL;
 	brig_guest *g = NULL;
-	rc = open_guest(&e, &g, a.ref);
+	rc = open_guest(&e, &g, &a.ref, !t.id_given);
 	if (!rc)
 		rc = fs_run(g, &a);
 	brig_guest_free(g);

@@ -98,12 +98,30 @@ static int operands(const char *cmd, int argc, char **argv, const cli_target *t,
 	return 0;
 }
 
-static int open_guest(brig_engine **e, brig_guest **g, const char *name)
+/* A NAME not found may be a unique prefix (prefix): *name then names the
+ * computer in full. */
+static int open_guest(brig_engine **e, brig_guest **g, char **name, bool prefix)
 {
 	if (cli_engine_open(e) != 0)
 		return CLI_EXIT_FAIL;
 	brig_error *err = NULL;
-	if (brig_computer_guest(*e, g, name, &err) != 0)
+	int r = brig_computer_guest(*e, g, *name, &err);
+	if (r == BRIG_ENOTFOUND && prefix) {
+		char *full = NULL;
+		int p = cli_name_prefix(*e, *name, &full);
+		if (p == CLI_EXIT_FAIL) {
+			brig_error_free(err);
+			return p;
+		}
+		if (p == 0) {
+			brig_error_free(err);
+			err = NULL;
+			free(*name);
+			*name = full;
+			r = brig_computer_guest(*e, g, *name, &err);
+		}
+	}
+	if (r != 0)
 		return cli_error(err, NULL);
 	return 0;
 }
@@ -132,7 +150,7 @@ int cmd_ps(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	brig_engine *e = NULL;
 	brig_guest *g = NULL;
-	int rc = open_guest(&e, &g, name);
+	int rc = open_guest(&e, &g, &name, !t.id_given);
 	json_t *list = NULL;
 	brig_error *err = NULL;
 	if (!rc && brig_guest_ps(g, &list, 0, &err) != 0)
@@ -201,7 +219,7 @@ int cmd_kill(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	brig_engine *e = NULL;
 	brig_guest *g = NULL;
-	int rc = open_guest(&e, &g, name);
+	int rc = open_guest(&e, &g, &name, !t.id_given);
 	brig_error *err = NULL;
 	if (!rc && sig && brig_guest_signal(g, id, sig, 0, &err) != 0)
 		rc = cli_error(err, NULL);
@@ -239,7 +257,7 @@ int cmd_attach(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	brig_engine *e = NULL;
 	brig_guest *g = NULL;
-	int rc = open_guest(&e, &g, name);
+	int rc = open_guest(&e, &g, &name, !t.id_given);
 	if (!rc) {
 		cli_output out = {.stdout_live = true, .stderr_live = true};
 		brig_guest_exec_opts o = {.version = BRIG_GUEST_EXEC_OPTS_VERSION,

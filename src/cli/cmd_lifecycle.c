@@ -176,9 +176,20 @@ static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const 
 	bool missing = false;
 	for (int i = 0; i < n; i++) {
 		const char *ref = resolved ? resolved : argv[optind + i];
+		cleanup_free char *expanded = NULL; /* the computer a NAME prefix names */
 		brig_error *err = NULL;
 		if (must_exist && !force) {
 			int x = exists(e, ref);
+			if (x == BRIG_ENOTFOUND && !resolved) {
+				int p = cli_name_prefix(e, ref, &expanded);
+				if (p == 0) {
+					ref = expanded;
+					x = 0;
+				} else if (p != 1) { /* ambiguous: refused, named */
+					missing = true;
+					continue;
+				}
+			}
 			if (x == BRIG_ENOTFOUND) {
 				cli_note("no such computer: %s (with --force, destroy removes whatever it left and "
 					 "succeeds)",
@@ -193,7 +204,17 @@ static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const 
 		}
 		/* Who it was, before destroy makes that unknowable. */
 		brig_computer *before = NULL;
-		brig_computer_get(e, &before, ref, NULL, NULL);
+		if (brig_computer_get(e, &before, ref, NULL, NULL) == BRIG_ENOTFOUND && !resolved && !expanded &&
+		    !must_exist) {
+			int p = cli_name_prefix(e, ref, &expanded);
+			if (p == 0) {
+				ref = expanded;
+				brig_computer_get(e, &before, ref, NULL, NULL);
+			} else if (p != 1) {
+				rc = p;
+				continue;
+			}
+		}
 		if (fn(e, ref, &err) != 0) {
 			rc = cli_error(err, NULL);
 			brig_computer_free(before);
@@ -215,8 +236,10 @@ static int name_verb(int argc, char **argv, const char *verb, verb_fn fn, const 
 #define VERB_USAGE(verb)                        \
 	"Usage: brig " verb " NAME [NAME...]\n" \
 	"       brig " verb " --ns NS --agent A --session S [--gen N] [--store URL]\n\n"
-#define VERB_OPTIONS \
-	"\n"         \
+#define VERB_OPTIONS                                                              \
+	"NAME may be a unique prefix of a computer's name (an ambiguous one is\n" \
+	"refused, naming the computers it matches).\n"                            \
+	"\n"                                                                      \
 	"Options:\n" CLI_HELP_TARGET "  -h, --help              Print this help\n"
 
 int cmd_pause(int argc, char **argv)
@@ -244,10 +267,10 @@ int cmd_stop(int argc, char **argv)
 		VERB_USAGE("stop") "Stop computers. Their processes end and their /workspace and /runtime volumes\n"
 				   "lose their contents (checkpoint first to keep them). Stopping a stopped computer\n"
 				   "succeeds.\n"
-				   "A session's computer is recorded as destroyed in the session store: the next\n"
+				   "A session's computer is recorded as stopped in the session store: the next\n"
 				   "`brig up`, `brig agent` or `brig exec --session` restores the session's latest\n"
 				   "checkpoint into a new generation.\n" VERB_OPTIONS,
-		false, BRIG_STORE_DESTROYED);
+		false, BRIG_STORE_STOPPED);
 }
 
 int cmd_destroy(int argc, char **argv)
@@ -257,7 +280,9 @@ int cmd_destroy(int argc, char **argv)
 			 "       brig destroy [-f] --ns NS --agent A --session S [--gen N] [--store URL]\n"
 			 "\n"
 			 "Remove computers: the container and its volumes. A computer that does not exist\n"
-			 "is an error (exit 1, as `docker rm`) unless --force. A session's computer is\n"
+			 "is an error (exit 1, as `docker rm`) unless --force. NAME may be a unique\n"
+			 "prefix of a computer's name; an ambiguous one is refused (exit 1) naming the\n"
+			 "computers it matches, and --force takes only full names. A session's computer is\n"
 			 "recorded as destroyed in the session store (--store, $BRIG_STORE or the default):\n"
 			 "the next `brig up` restores the session's latest checkpoint into a new generation.\n"
 			 "\n"
@@ -372,8 +397,9 @@ int cmd_inspect(int argc, char **argv)
 		"Usage: brig inspect [--json] NAME\n"
 		"       brig inspect [--json] --ns NS --agent A --session S [--gen N] [--store URL]\n"
 		"\n"
-		"Show a computer (by name or container id): identity, state, image and the\n"
-		"effective spec, as `key value` lines or, with --json, one object.\n"
+		"Show a computer (by name, a unique prefix of it, or container id): identity,\n"
+		"state, image and the effective spec, as `key value` lines or, with --json,\n"
+		"one object.\n"
 		"\n"
 		"Options:\n" CLI_HELP_TARGET "      --json              Print JSON\n"
 		"  -h, --help              Print this help\n";
@@ -403,7 +429,6 @@ int cmd_inspect(int argc, char **argv)
 		return cli_usage("inspect", "one NAME at a time");
 	brig_engine *e = NULL;
 	brig_computer *c = NULL;
-	brig_error *err = NULL;
 	char *ref = NULL;
 	int rc = CLI_EXIT_FAIL;
 	if (cli_remote_host()) {
@@ -414,10 +439,8 @@ int cmd_inspect(int argc, char **argv)
 			goto out;
 		if (cli_engine_open(&e) != 0)
 			goto out;
-		if (brig_computer_get(e, &c, ref, NULL, &err) != 0) {
-			cli_error(err, NULL);
+		if (cli_computer_get(e, &c, &ref, !t.id_given) != 0)
 			goto out;
-		}
 	}
 	if (json) {
 		rc = cli_print_json(brig_computer_to_json(c));

@@ -45,17 +45,14 @@ int cmd_port(int argc, char **argv)
 		return cli_usage("port", "one NAME at a time");
 	brig_engine *e = NULL;
 	brig_computer *c = NULL;
-	brig_error *err = NULL;
 	char *ref = NULL;
 	int rc = CLI_EXIT_FAIL;
 	if (cli_target_name(&ref, "port", &t, optind < argc ? argv[optind] : NULL, NULL, true) != 0)
 		goto out;
 	if (cli_engine_open(&e) != 0)
 		goto out;
-	if (brig_computer_get(e, &c, ref, NULL, &err) != 0) {
-		cli_error(err, NULL);
+	if (cli_computer_get(e, &c, &ref, !t.id_given) != 0)
 		goto out;
-	}
 	if (json) {
 		json_t *all = brig_computer_to_json(c);
 		json_t *ports = json_incref(json_object_get(all, "ports"));

@@ -390,7 +390,23 @@ int cmd_checkpoint(int argc, char **argv)
 	if (cli_engine_open(&e) != 0)
 		goto out;
 	brig_checkpoint_opts opts = {.version = BRIG_CHECKPOINT_OPTS_VERSION, .keep = (size_t)keep};
-	if (brig_checkpoint_create(e, s, &cp, ref, &opts, &err) != 0) {
+	int cr = brig_checkpoint_create(e, s, &cp, ref, &opts, &err);
+	if (cr == BRIG_ENOTFOUND && name) { /* NAME may be a unique prefix */
+		char *full = NULL;
+		int p = cli_name_prefix(e, ref, &full);
+		if (p == CLI_EXIT_FAIL) {
+			brig_error_free(err);
+			goto out;
+		}
+		if (p == 0) {
+			brig_error_free(err);
+			err = NULL;
+			free(ref);
+			ref = full;
+			cr = brig_checkpoint_create(e, s, &cp, ref, &opts, &err);
+		}
+	}
+	if (cr != 0) {
 		cli_error(err, NULL);
 		goto out;
 	}

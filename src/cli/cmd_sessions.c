@@ -60,12 +60,14 @@ static const char sessions_usage[] =
 	"\n"
 	"ls lists the sessions of the session store with what Docker says of each current\n"
 	"computer (COMPUTER: running, paused, exited, gone). When the store says running but\n"
-	"the computer is exited or gone, brig says so and records it as destroyed; the next\n"
-	"`brig up` restores the session's latest checkpoint.\n"
+	"the computer is exited or gone, brig says so and records it as stopped or destroyed;\n"
+	"the next `brig up` restores the session's latest checkpoint.\n"
 	"\n"
 	"rm removes a session from the store. It refuses while any computer of the session\n"
-	"exists (--force destroys them first), and while the session has checkpoints\n"
-	"(--checkpoints removes them and their blobs too). Its command history stays.\n"
+	"exists (--force destroys them first). Its checkpoints stay (`brig checkpoints`\n"
+	"lists them, and the next `brig up` or `brig agent` of the session restores the\n"
+	"latest) unless --checkpoints, which removes them and their blobs too. Its command\n"
+	"history stays.\n"
 	"\n"
 	"Options:\n"
 	"      --ns NS             ls: only this namespace; rm: the session, with --agent, --session\n" CLI_HELP_STORE
@@ -129,16 +131,16 @@ static int sessions_ls(int argc, char **argv)
 		const char *ds = docker_state(e, r->container_name, buf, sizeof buf);
 		bool live = r->state == BRIG_STORE_RUNNING || r->state == BRIG_STORE_PAUSED;
 		if (e && live && (strcmp(ds, "gone") == 0 || strcmp(ds, "exited") == 0 || strcmp(ds, "dead") == 0)) {
+			brig_store_state now = strcmp(ds, "gone") == 0 ? BRIG_STORE_DESTROYED : BRIG_STORE_STOPPED;
 			cli_note("%s/%s/%s: the store said %s, but its computer %s is %s (its files are gone): "
-				 "recorded as destroyed; `brig up` restores its latest checkpoint",
+				 "recorded as %s; `brig up` restores its latest checkpoint",
 				 r->ns, r->agent, r->session, brig_store_state_to_string(r->state),
-				 r->container_name ? r->container_name : "-", ds);
-			if (brig_session_mark(s, r->ns, r->agent, r->session, r->generation, BRIG_STORE_DESTROYED,
-					      &err) != 0) {
+				 r->container_name ? r->container_name : "-", ds, brig_store_state_to_string(now));
+			if (brig_session_mark(s, r->ns, r->agent, r->session, r->generation, now, &err) != 0) {
 				rc = cli_error(err, NULL);
 				err = NULL;
 			} else {
-				r->state = BRIG_STORE_DESTROYED;
+				r->state = now;
 			}
 		}
 		if (json) {
@@ -211,20 +213,13 @@ static int sessions_rm(int argc, char **argv)
 		cli_error(err, "sessions rm");
 		goto out;
 	}
-	/* Refused before anything goes: not a destroyed computer and a kept session. */
 	brig_store_checkpoint *cps = NULL;
 	size_t ncp = 0;
-	if (brig_store_checkpoint_list(s, &cps, &ncp, ns, agent, session, &err) != 0) {
+	if (!checkpoints && brig_store_checkpoint_list(s, &cps, &ncp, ns, agent, session, &err) != 0) {
 		cli_error(err, NULL);
 		goto out;
 	}
 	brig_store_checkpoint_free_array(cps, ncp);
-	if (ncp && !checkpoints) {
-		cli_fail("session %s/%s/%s has %zu checkpoint%s; removing the session removes them too: pass "
-			 "--checkpoints to do that, or keep the session; nothing was removed",
-			 ns, agent, session, ncp, ncp == 1 ? "" : "s");
-		goto out;
-	}
 	if (cli_engine_open(&e) != 0)
 		goto out;
 	label = xasprintf(BRIG_LABEL_SESSION "=%s", session);
@@ -255,6 +250,10 @@ static int sessions_rm(int argc, char **argv)
 	}
 	if (removed)
 		cli_note("removed %zu checkpoint%s of %s/%s/%s", removed, removed == 1 ? "" : "s", ns, agent, session);
+	if (ncp)
+		cli_note("kept %zu checkpoint%s of %s/%s/%s (`brig checkpoints` lists them; the next `brig up` "
+			 "restores the latest; `brig sessions rm --checkpoints` removes them)",
+			 ncp, ncp == 1 ? "" : "s", ns, agent, session);
 	printf("%s/%s/%s\n", ns, agent, session);
 	rc = 0;
 out:
@@ -286,8 +285,9 @@ static const char history_usage[] =
 	"\n"
 	"Show what the session store recorded of a session, oldest first: each command run\n"
 	"through brig exec or brig agent (time, generation, exit code, outcome, duration,\n"
-	"argv — never environment values) and each checkpoint. Commands outlive the session:\n"
-	"the history of a removed session is still shown.\n"
+	"who ran it — the OS user, or the token's name for brig serve, \"mcp\" for brig mcp —\n"
+	"and argv, never environment values) and each checkpoint. Commands outlive the\n"
+	"session: the history of a removed session is still shown.\n"
 	"\n" CLI_HELP_SESSION "      --limit N           Only the newest N commands (default all)\n"
 	"      --json              Print {session, commands, checkpoints}\n"
 	"  -h, --help              Print this help\n";
@@ -359,7 +359,7 @@ int cmd_history(int argc, char **argv)
 		cli_error(err, NULL);
 		goto out;
 	}
-	if (!r && nau == 0) {
+	if (!r && nau == 0 && ncp == 0) {
 		cli_fail("no session %s/%s/%s in the store (%s) and no command recorded for it", ns, agent, session,
 			 brig_store_display_url(s));
 		goto out;
@@ -369,12 +369,13 @@ int cmd_history(int argc, char **argv)
 		for (size_t i = nau; i-- > 0;) {
 			const brig_store_audit *a = &au[i];
 			json_t *argvj = json_loads(a->argv_json ? a->argv_json : "[]", 0, NULL);
-			json_t *o = json_pack(
-				"{s:I,s:I,s:o,s:i,s:b,s:s,s:I,s:I,s:I,s:I}", "id", (json_int_t)a->id, "generation",
-				(json_int_t)a->generation, "argv", argvj ? argvj : json_array(), "exit_code",
-				a->exit_code, "timed_out", a->timed_out, "outcome", a->outcome ? a->outcome : "",
-				"duration_ms", (json_int_t)a->duration_ms, "stdout_bytes", (json_int_t)a->stdout_bytes,
-				"stderr_bytes", (json_int_t)a->stderr_bytes, "created_ms", (json_int_t)a->created_ms);
+			json_t *o = json_pack("{s:I,s:I,s:o,s:i,s:b,s:s,s:I,s:I,s:I,s:I,s:s?}", "id", (json_int_t)a->id,
+					      "generation", (json_int_t)a->generation, "argv",
+					      argvj ? argvj : json_array(), "exit_code", a->exit_code, "timed_out",
+					      a->timed_out, "outcome", a->outcome ? a->outcome : "", "duration_ms",
+					      (json_int_t)a->duration_ms, "stdout_bytes", (json_int_t)a->stdout_bytes,
+					      "stderr_bytes", (json_int_t)a->stderr_bytes, "created_ms",
+					      (json_int_t)a->created_ms, "actor", a->actor);
 			json_array_append_new(cmds, o);
 		}
 		for (size_t i = ncp; i-- > 0;)
@@ -392,7 +393,8 @@ int cmd_history(int argc, char **argv)
 		printf("# %s/%s/%s: generation %" PRId64 ", %s\n", ns, agent, session, r->generation,
 		       brig_store_state_to_string(r->state));
 	else
-		printf("# %s/%s/%s: removed from the store; its commands remain\n", ns, agent, session);
+		printf("# %s/%s/%s: removed from the store; its commands and kept checkpoints remain\n", ns, agent,
+		       session);
 	printf("%-19s %-4s %-10s %s\n", "TIME", "GEN", "EVENT", "DETAIL");
 	/* Both lists are newest first: merge them oldest first. */
 	size_t ia = nau, ic = ncp;
@@ -408,8 +410,10 @@ int cmd_history(int argc, char **argv)
 		}
 		const brig_store_audit *a = &au[--ia];
 		format_ms(when, sizeof when, a->created_ms);
-		printf("%-19s %-4" PRId64 " %-10s exit %d, %s, %" PRId64 " ms: ", when, a->generation, "exec",
+		printf("%-19s %-4" PRId64 " %-10s exit %d, %s, %" PRId64 " ms, by ", when, a->generation, "exec",
 		       a->exit_code, a->outcome ? a->outcome : "-", a->duration_ms);
+		cli_put_safe(a->actor ? a->actor : "?");
+		fputs(": ", stdout);
 		put_argv(a->argv_json);
 		putchar('\n');
 	}

@@ -203,6 +203,7 @@ typedef struct token_entry {
 	bool all;
 	char **ns;
 	size_t n_ns;
+	char name[48]; /* who, in the audit log: where the token is, never what */
 } token_entry;
 
 struct serve_tokens {
@@ -277,6 +278,7 @@ int serve_tokens_parse(serve_tokens **out, const char *text, size_t len, brig_er
 		token_entry *e = &t->v[t->n++];
 		memset(e, 0, sizeof *e);
 		brig_sha256(e->digest, line + ts, tl);
+		snprintf(e->name, sizeof e->name, "serve token, line %zu", lineno);
 		while (p < ll) {
 			size_t ns = p;
 			while (p < ll && line[p] != ',' && line[p] != ' ' && line[p] != '\t')
@@ -350,6 +352,12 @@ bool serve_tokens_allows(const void *entry, const char *ns)
 		if (strcmp(e->ns[i], ns) == 0)
 			return true;
 	return false;
+}
+
+const char *serve_tokens_name(const void *entry)
+{
+	const token_entry *e = entry;
+	return e ? e->name : "serve";
 }
 
 bool serve_tokens_all(const void *entry)

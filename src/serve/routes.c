@@ -385,6 +385,7 @@ typedef struct exec_stream {
 	int stop;    /* the server's cancel fd (the drain period is over), until used */
 	pthread_t th;
 	bool started;
+	const char *actor; /* the token's name (the server's tokens outlive the stream) */
 } exec_stream;
 
 static int stream_output(int stream, const char *data, size_t len, void *payload)
@@ -421,7 +422,7 @@ static void *exec_thread(void *arg)
 	brig_exec_result res = {0};
 	brig_error *err = NULL;
 	int64_t t0 = brig_now_ms();
-	int rc = brig_session_exec_keep(x->e, x->s, x->name, &o, NULL, &res, &err);
+	int rc = brig_session_exec_by(x->e, x->s, x->name, &o, NULL, x->actor, &res, &err);
 	serve__exec_observe(x->srv, brig_now_ms() - t0);
 	json_t *ev;
 	if (exec_result_ok(rc, &res)) {
@@ -531,6 +532,7 @@ static void h_exec(serve_req *r, serve_reply *out)
 		x->pipe[1] = -1;
 		x->client = serve__client_fd(r);
 		x->stop = serve__cancel_fd(r);
+		x->actor = serve_tokens_name(r->token);
 		x->cancel[0] = x->cancel[1] = -1;
 		if (pipe2(x->cancel, O_CLOEXEC) != 0 || pipe2(x->pipe, O_CLOEXEC) != 0) {
 			serve__reply_fail(out, 500, "io", "pipe: %s", strerror(errno));
@@ -567,7 +569,8 @@ static void h_exec(serve_req *r, serve_reply *out)
 	o.cancel_fd = serve__cancel_fd(r); /* the drain period is over */
 	brig_exec_result res = {0};
 	int64_t t0 = brig_now_ms();
-	int rc = brig_session_exec_keep(serve__engine(r), serve__store(r), name, &o, NULL, &res, &err);
+	int rc = brig_session_exec_by(serve__engine(r), serve__store(r), name, &o, NULL, serve_tokens_name(r->token),
+				      &res, &err);
 	serve__exec_observe(r->srv, brig_now_ms() - t0);
 	serve_exec_req_clear(&req);
 	if (exec_result_ok(rc, &res)) {
@@ -804,12 +807,13 @@ static void h_history(serve_req *r, serve_reply *out)
 		json_error_t je;
 		json_t *argv = v[i].argv_json ? json_loads(v[i].argv_json, 0, &je) : NULL;
 		json_array_append_new(
-			arr, json_pack("{s:I,s:I,s:o,s:i,s:b,s:s,s:I,s:I,s:I,s:I}", "id", (json_int_t)v[i].id,
+			arr, json_pack("{s:I,s:I,s:o,s:i,s:b,s:s,s:I,s:I,s:I,s:I,s:s?}", "id", (json_int_t)v[i].id,
 				       "generation", (json_int_t)v[i].generation, "argv", argv ? argv : json_array(),
 				       "exit_code", v[i].exit_code, "timed_out", v[i].timed_out, "outcome",
 				       v[i].outcome ? v[i].outcome : "", "duration_ms", (json_int_t)v[i].duration_ms,
 				       "stdout_bytes", (json_int_t)v[i].stdout_bytes, "stderr_bytes",
-				       (json_int_t)v[i].stderr_bytes, "created_ms", (json_int_t)v[i].created_ms));
+				       (json_int_t)v[i].stderr_bytes, "created_ms", (json_int_t)v[i].created_ms,
+				       "actor", v[i].actor));
 	}
 	brig_store_audit_free_array(v, n);
 	serve__reply_json(out, 200, json_pack("{s:o}", "history", arr));

@@ -141,6 +141,9 @@ const void *serve_tokens_match(const serve_tokens *t, const char *h);
 /* Whether entry (from serve_tokens_match; NULL: no tokens configured, all
  * allowed) may touch namespace ns. */
 bool serve_tokens_allows(const void *entry, const char *ns);
+/* Who entry is, for the audit log: "serve token, line N" (of the tokens
+ * file; never the token), or "serve" for NULL (no tokens configured). */
+const char *serve_tokens_name(const void *entry);
 /* Whether entry holds every namespace ("*"). */
 bool serve_tokens_all(const void *entry);
 

@@ -10,7 +10,7 @@
 
 static const char *const state_names[] = {
 	[BRIG_STORE_CREATING] = "creating", [BRIG_STORE_RUNNING] = "running",     [BRIG_STORE_PAUSED] = "paused",
-	[BRIG_STORE_FAILED] = "failed",     [BRIG_STORE_DESTROYED] = "destroyed",
+	[BRIG_STORE_FAILED] = "failed",     [BRIG_STORE_DESTROYED] = "destroyed", [BRIG_STORE_STOPPED] = "stopped",
 };
 #define N_STATES (sizeof state_names / sizeof state_names[0])
 
@@ -31,7 +31,7 @@ int brig_store_state_from_string(brig_store_state *out, const char *name, brig_e
 	}
 	return brig__error_set(
 		err, BRIG_EINVAL, 0,
-		"unknown session state \"%.32s\" (expected creating, running, paused, failed or destroyed)",
+		"unknown session state \"%.32s\" (expected creating, running, paused, failed, destroyed or stopped)",
 		name ? name : "(null)");
 }
 
@@ -85,6 +85,7 @@ void brig_store__audit_clear(brig_store_audit *r)
 	free(r->container_name);
 	free(r->argv_json);
 	free(r->outcome);
+	free(r->actor);
 	memset(r, 0, sizeof *r);
 }
 

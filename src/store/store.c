@@ -5,9 +5,11 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 /* ---- defaults and opening ---- */
 
@@ -191,7 +193,7 @@ static int check_session(const brig_store_session *rec, bool creating, brig_erro
 	if (rec->generation < (creating ? 0 : 1))
 		return brig__error_set(err, BRIG_EINVAL, 0, "generation %lld is invalid (must be at least 1)",
 				       (long long)rec->generation);
-	if ((unsigned)rec->state > BRIG_STORE_DESTROYED)
+	if ((unsigned)rec->state > BRIG_STORE_STOPPED)
 		return brig__error_set(err, BRIG_EINVAL, 0, "session state %d is invalid", (int)rec->state);
 	if ((r = check_name("container name", rec->container_name, true, BRIG_STORE_MAX_NAME, err)) < 0 ||
 	    (r = check_name("container id", rec->container_id, true, BRIG_STORE_MAX_NAME, err)) < 0 ||
@@ -257,6 +259,7 @@ static int check_audit(const brig_store_audit *rec, brig_error **err)
 		return brig__error_set(err, BRIG_EINVAL, 0, "audit generation %lld is invalid (must be at least 1)",
 				       (long long)rec->generation);
 	if ((r = check_name("audit container name", rec->container_name, true, BRIG_STORE_MAX_NAME, err)) < 0 ||
+	    (r = check_name("audit actor", rec->actor, true, BRIG_STORE_MAX_NAME, err)) < 0 ||
 	    (r = check_argv_json(rec->argv_json, err)) < 0)
 		return r;
 	if (!rec->outcome || !*rec->outcome || strlen(rec->outcome) > BRIG_STORE_MAX_NAME ||
@@ -346,8 +349,9 @@ int brig_store_session_list(brig_store *s, brig_store_session **out, size_t *n, 
 	return LOCKED(s, s->ops->session_list(s, out, n, ns, err));
 }
 
-int brig_store_session_delete(brig_store *s, brig_store_checkpoint **out_removed, size_t *n_removed, const char *ns,
-			      const char *agent, const char *session, int64_t expected_revision, brig_error **err)
+static int session_delete(brig_store *s, brig_store_checkpoint **out_removed, size_t *n_removed, const char *ns,
+			  const char *agent, const char *session, int64_t expected_revision, bool keep,
+			  brig_error **err)
 {
 	if (out_removed)
 		*out_removed = NULL;
@@ -365,7 +369,7 @@ int brig_store_session_delete(brig_store *s, brig_store_checkpoint **out_removed
 				       (long long)expected_revision);
 	brig_store_checkpoint *removed = NULL;
 	size_t nr = 0;
-	r = LOCKED(s, s->ops->session_delete(s, &removed, &nr, &k, expected_revision, err));
+	r = LOCKED(s, s->ops->session_delete(s, &removed, &nr, &k, expected_revision, keep, err));
 	if (r < 0)
 		return r;
 	if (out_removed) {
@@ -375,6 +379,18 @@ int brig_store_session_delete(brig_store *s, brig_store_checkpoint **out_removed
 		brig_store_checkpoint_free_array(removed, nr);
 	}
 	return 0;
+}
+
+int brig_store_session_delete(brig_store *s, brig_store_checkpoint **out_removed, size_t *n_removed, const char *ns,
+			      const char *agent, const char *session, int64_t expected_revision, brig_error **err)
+{
+	return session_delete(s, out_removed, n_removed, ns, agent, session, expected_revision, false, err);
+}
+
+int brig_store_session_forget(brig_store *s, const char *ns, const char *agent, const char *session,
+			      int64_t expected_revision, brig_error **err)
+{
+	return session_delete(s, NULL, NULL, ns, agent, session, expected_revision, true, err);
 }
 
 int brig_store_checkpoint_add(brig_store *s, brig_store_checkpoint **out, const brig_store_checkpoint *rec,
@@ -556,6 +572,7 @@ static int audit_queue(brig_store *s, const brig_store_audit *rec, int64_t now)
 	it.rec.container_name = dup_or_null(rec->container_name);
 	it.rec.argv_json = dup_or_null(rec->argv_json);
 	it.rec.outcome = dup_or_null(rec->outcome);
+	it.rec.actor = dup_or_null(rec->actor);
 	pthread_mutex_lock(&w->lock);
 	while (w->len == BRIG_STORE_AUDIT_QUEUE)
 		pthread_cond_wait(&w->cond, &w->lock);
@@ -625,9 +642,22 @@ int brig_store_audit_add(brig_store *s, int64_t *out_id, const brig_store_audit 
 	if ((r = check_store(s, err)) < 0 || (r = check_audit(rec, err)) < 0)
 		return r;
 	int64_t now = brig_wall_ms();
+	brig_store_audit w = *rec;
+	cleanup_free char *me = NULL;
+	if (!w.actor) {
+		uid_t uid = geteuid();
+		struct passwd pw, *pwp = NULL;
+		char buf[1024];
+		if (getpwuid_r(uid, &pw, buf, sizeof buf, &pwp) == 0 && pwp && pwp->pw_name &&
+		    check_name("user", pwp->pw_name, false, 64, NULL) == 0)
+			me = xasprintf("%s (uid %u)", pwp->pw_name, (unsigned)uid);
+		else
+			me = xasprintf("uid %u", (unsigned)uid);
+		w.actor = me;
+	}
 	if (!out_id && s->aw)
-		return audit_queue(s, rec, now);
-	r = LOCKED(s, s->ops->audit_add(s, &id, rec, now, err));
+		return audit_queue(s, &w, now);
+	r = LOCKED(s, s->ops->audit_add(s, &id, &w, now, err));
 	if (r == 0 && out_id)
 		*out_id = id;
 	return r;

@@ -31,8 +31,9 @@ struct brig_store_ops {
 	int (*session_cas)(brig_store *s, brig_store_session **out, const brig_store_session *rec, int64_t expected,
 			   int64_t now_ms, brig_error **err);
 	int (*session_list)(brig_store *s, brig_store_session **out, size_t *n, const char *ns, brig_error **err);
+	/* keep_checkpoints: only the session row goes (*n stays 0). */
 	int (*session_delete)(brig_store *s, brig_store_checkpoint **out, size_t *n, const brig_store_key *k,
-			      int64_t expected, brig_error **err);
+			      int64_t expected, bool keep_checkpoints, brig_error **err);
 	int (*checkpoint_add)(brig_store *s, brig_store_checkpoint **out, const brig_store_checkpoint *rec,
 			      int64_t now_ms, brig_error **err);
 	int (*checkpoint_get)(brig_store *s, brig_store_checkpoint **out, int64_t id, brig_error **err);

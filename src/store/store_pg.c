@@ -59,6 +59,16 @@ static const char *const migrations[] = {
 	" start_ms BIGINT NOT NULL, duration_ms BIGINT NOT NULL);"
 	"CREATE INDEX egress_by_sandbox ON egress (sandbox, id);"
 	"CREATE INDEX egress_by_session ON egress (ns, agent, session, id);",
+	/* 3: a 'stopped' state (brig stop: the container stays, its tmpfs
+	 * volumes are empty); checkpoints outlive their session record (brig
+	 * sessions rm keeps them unless asked), so no foreign key; and who ran
+	 * each command. The names are PostgreSQL's defaults for migration 1's
+	 * constraints. */
+	"ALTER TABLE sessions DROP CONSTRAINT sessions_state_check;"
+	"ALTER TABLE sessions ADD CONSTRAINT sessions_state_check"
+	" CHECK (state IN ('creating','running','paused','failed','destroyed','stopped'));"
+	"ALTER TABLE checkpoints DROP CONSTRAINT checkpoints_ns_agent_session_fkey;"
+	"ALTER TABLE audit ADD COLUMN actor TEXT;",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

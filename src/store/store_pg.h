@@ -35,7 +35,7 @@ static inline struct pg_store *PG(brig_store *s)
 #define CKPT_COLS "id, ns, agent, session, generation, digest, blob, bytes_raw, bytes_stored, created_ms"
 #define AUDIT_COLS                                                                                                    \
 	"id, ns, agent, session, generation, container_name, argv_json, exit_code, timed_out, outcome, duration_ms, " \
-	"stdout_bytes, stderr_bytes, created_ms"
+	"stdout_bytes, stderr_bytes, created_ms, actor"
 #define KEY_WHERE "ns = $1 AND agent = $2 AND session = $3"
 
 static inline void pg_clearp(PGresult **r)

@@ -26,7 +26,7 @@ static int row_session(struct pg_store *p, const PGresult *res, int i, brig_stor
 		return brig__error_set(err, BRIG_ESTORE, 0,
 				       "store %s: session %s/%s/%s has an unknown state \"%.32s\" in the database "
 				       "(written by a newer brig, or edited by hand); expected creating, running, "
-				       "paused, failed or destroyed",
+				       "paused, failed, destroyed or stopped",
 				       p->base.display_url, r->ns ? r->ns : "", r->agent ? r->agent : "",
 				       r->session ? r->session : "", state);
 	return 0;
@@ -239,6 +239,7 @@ static int count_blob_refs(struct pg_store *p, brig_store_checkpoint *arr, size_
 struct removal {
 	const brig_store_key *k;
 	int64_t expected; /* session delete */
+	bool keep_checkpoints; /* session delete: the row only */
 	size_t keep;      /* prune */
 	int64_t id;       /* remove */
 	brig_store_checkpoint *out;
@@ -278,8 +279,8 @@ static int tx_session_delete(struct pg_store *p, void *ctx, brig_error **err)
 	const char *key[] = {c->k->ns, c->k->agent, c->k->session};
 	int r;
 	{
-		/* The row lock makes concurrent checkpoint adds (whose foreign-key
-		 * check needs a share lock on the row) wait and then fail cleanly. */
+		/* The row lock makes concurrent checkpoint adds (which take a key
+		 * share lock on the row) wait and then fail cleanly. */
 		cleanup_result PGresult *res = NULL;
 		if ((r = brig_store__pg_exec(p, &res, "SELECT revision FROM sessions WHERE " KEY_WHERE " FOR UPDATE", 3,
 					     key, false, "locking a session", err)) < 0)
@@ -294,7 +295,7 @@ static int tx_session_delete(struct pg_store *p, void *ctx, brig_error **err)
 					       c->k->ns, c->k->agent, c->k->session, (long long)rev,
 					       (long long)c->expected);
 	}
-	{
+	if (!c->keep_checkpoints) {
 		cleanup_result PGresult *res = NULL;
 		if ((r = brig_store__pg_exec(p, &res,
 					     "DELETE FROM checkpoints WHERE " KEY_WHERE " RETURNING " CKPT_COLS, 3, key,
@@ -313,9 +314,9 @@ static int tx_session_delete(struct pg_store *p, void *ctx, brig_error **err)
 }
 
 static int pg_session_delete(brig_store *s, brig_store_checkpoint **out, size_t *n, const brig_store_key *k,
-			     int64_t expected, brig_error **err)
+			     int64_t expected, bool keep_checkpoints, brig_error **err)
 {
-	struct removal c = {.k = k, .expected = expected};
+	struct removal c = {.k = k, .expected = expected, .keep_checkpoints = keep_checkpoints};
 	return run_removal(s, tx_session_delete, &c, out, n, err);
 }
 
@@ -342,9 +343,12 @@ static int pg_checkpoint_add(brig_store *s, brig_store_checkpoint **out, const b
 	r = brig_store__pg_exec(
 		p, &res,
 		"INSERT INTO checkpoints (ns, agent, session, generation, digest, blob, bytes_raw, bytes_stored,"
-		" created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING " CKPT_COLS,
+		" created_ms) SELECT $1, $2, $3, $4::bigint, $5, $6, $7::bigint, $8::bigint, $9::bigint"
+		" FROM sessions WHERE " KEY_WHERE " FOR KEY SHARE RETURNING " CKPT_COLS,
 		9, vals, true, "adding a checkpoint", err);
-	if (r == BRIG_ENOTFOUND)
+	/* No row: no such session (checkpoints have no foreign key: they
+	 * outlive a session record that brig sessions rm removed). */
+	if (r == 0 && PQntuples(res) == 0)
 		return brig__error_set(err, BRIG_ENOTFOUND, 0, "session %s/%s/%s not found in store %s", rec->ns,
 				       rec->agent, rec->session, s->display_url);
 	if (r < 0)
@@ -479,14 +483,15 @@ static int pg_audit_add(brig_store *s, int64_t *out_id, const brig_store_audit *
 			      i64(&db, rec->duration_ms),
 			      i64(&ob, rec->stdout_bytes),
 			      i64(&sb, rec->stderr_bytes),
-			      i64(&tb, now)};
+			      i64(&tb, now),
+			      rec->actor};
 	cleanup_result PGresult *res = NULL;
 	if ((r = brig_store__pg_exec(
 		     p, &res,
 		     "INSERT INTO audit (ns, agent, session, generation, container_name, argv_json, exit_code,"
-		     " timed_out, outcome, duration_ms, stdout_bytes, stderr_bytes, created_ms)"
-		     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
-		     13, vals, true, "adding an audit row", err)) < 0)
+		     " timed_out, outcome, duration_ms, stdout_bytes, stderr_bytes, created_ms, actor)"
+		     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
+		     14, vals, true, "adding an audit row", err)) < 0)
 		return r;
 	*out_id = get_i64(res, 0, 0);
 	return 0;
@@ -526,6 +531,7 @@ static int pg_audit_list(brig_store *s, brig_store_audit **out, size_t *n, const
 		a->stdout_bytes = get_i64(res, i, 11);
 		a->stderr_bytes = get_i64(res, i, 12);
 		a->created_ms = get_i64(res, i, 13);
+		a->actor = get_text(res, i, 14);
 	}
 	*n = (size_t)rows;
 	return 0;

@@ -59,8 +59,25 @@ static const char *const migrations[] = {
 	" start_ms INTEGER NOT NULL, duration_ms INTEGER NOT NULL);"
 	"CREATE INDEX egress_by_sandbox ON egress (sandbox, id);"
 	"CREATE INDEX egress_by_session ON egress (ns, agent, session, id);",
+	/* 3: a 'stopped' state (brig stop: the container stays, its tmpfs
+	 * volumes are empty) and no foreign key from checkpoints to sessions
+	 * (brig sessions rm keeps them unless asked): both in schema_edits[2]
+	 * (renumber the two together); and who ran each command. */
+	"ALTER TABLE audit ADD COLUMN actor TEXT;",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+
+/* Run before migrations[N - 1] when set, with PRAGMA writable_schema on,
+ * then the schema cookie is bumped: SQLite cannot ALTER a constraint, and
+ * its documentation allows editing a stored table definition in place for
+ * changes no existing row can violate (a CHECK loosened, a FOREIGN KEY
+ * removed); every column stays, also any a later migration adds. */
+static const char *const schema_edits[N_MIGRATIONS] = {
+	[2] = "UPDATE sqlite_master SET sql = replace(sql, '''failed'',''destroyed'')',"
+	      " '''failed'',''destroyed'',''stopped'')') WHERE type = 'table' AND name = 'sessions';"
+	      "UPDATE sqlite_master SET sql = replace(sql, ', FOREIGN KEY (ns, agent, session) REFERENCES sessions"
+	      " (ns, agent, session) ON DELETE CASCADE', '') WHERE type = 'table' AND name = 'checkpoints';",
+};
 
 /* ---- errors ---- */
 
@@ -140,6 +157,33 @@ static int sq_read_version(struct sq_store *q, int *out, brig_error **err)
 	return 0;
 }
 
+/* Applies migration v inside the migrating transaction. */
+static int sq_apply(struct sq_store *q, int v, const char *what, brig_error **err)
+{
+	int r;
+	if (schema_edits[v - 1]) {
+		int cookie = 0;
+		{
+			cleanup_stmt sqlite3_stmt *st = NULL;
+			if ((r = brig_store__sq_prepare(q, &st, "PRAGMA schema_version", err)) < 0)
+				return r;
+			int rc = sqlite3_step(st);
+			if (rc != SQLITE_ROW)
+				return brig_store__sq_fail(q, rc, what, err);
+			cookie = sqlite3_column_int(st, 0);
+		}
+		char bump[96];
+		snprintf(bump, sizeof bump, "PRAGMA schema_version = %d; PRAGMA writable_schema = OFF", cookie + 1);
+		if ((r = sq_exec(q, "PRAGMA writable_schema = ON", what, err)) < 0)
+			return r;
+		if ((r = sq_exec(q, schema_edits[v - 1], what, err)) < 0 || (r = sq_exec(q, bump, what, err)) < 0) {
+			sqlite3_exec(q->db, "PRAGMA writable_schema = OFF", NULL, NULL, NULL);
+			return r;
+		}
+	}
+	return sq_exec(q, migrations[v - 1], what, err);
+}
+
 static int sq_migrate(struct sq_store *q, brig_error **err)
 {
 	int r = sq_begin(q, err);
@@ -162,7 +206,7 @@ static int sq_migrate(struct sq_store *q, brig_error **err)
 	for (int v = cur + 1; v <= N_MIGRATIONS; v++) {
 		char what[64];
 		snprintf(what, sizeof what, "applying schema migration %d", v);
-		if ((r = sq_exec(q, migrations[v - 1], what, err)) < 0)
+		if ((r = sq_apply(q, v, what, err)) < 0)
 			goto fail;
 		cleanup_stmt sqlite3_stmt *st = NULL;
 		if ((r = brig_store__sq_prepare(

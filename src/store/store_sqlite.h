@@ -22,7 +22,7 @@ static inline struct sq_store *SQ(brig_store *s)
 #define CKPT_COLS "id, ns, agent, session, generation, digest, blob, bytes_raw, bytes_stored, created_ms"
 #define AUDIT_COLS                                                                                                    \
 	"id, ns, agent, session, generation, container_name, argv_json, exit_code, timed_out, outcome, duration_ms, " \
-	"stdout_bytes, stderr_bytes, created_ms"
+	"stdout_bytes, stderr_bytes, created_ms, actor"
 
 static inline void sq_finalizep(sqlite3_stmt **st)
 {

@@ -25,7 +25,7 @@ static int row_session(struct sq_store *q, sqlite3_stmt *st, brig_store_session 
 		return brig__error_set(err, BRIG_ESTORE, 0,
 				       "store %s: session %s/%s/%s has an unknown state \"%.32s\" in the database "
 				       "(written by a newer brig, or edited by hand); expected creating, running, "
-				       "paused, failed or destroyed",
+				       "paused, failed, destroyed or stopped",
 				       q->base.display_url, r->ns ? r->ns : "", r->agent ? r->agent : "",
 				       r->session ? r->session : "", state ? state : "(null)");
 	return 0;
@@ -62,6 +62,7 @@ static void row_audit(sqlite3_stmt *st, brig_store_audit *r)
 	r->stdout_bytes = sqlite3_column_int64(st, 11);
 	r->stderr_bytes = sqlite3_column_int64(st, 12);
 	r->created_ms = sqlite3_column_int64(st, 13);
+	r->actor = col_text(st, 14);
 }
 
 /* Steps a prepared checkpoint query, collecting every row. */
@@ -291,6 +292,7 @@ static int count_blob_refs(struct sq_store *q, brig_store_checkpoint *arr, size_
 struct removal {
 	const brig_store_key *k;
 	int64_t expected; /* session_delete: the revision, 0 = any */
+	bool keep_checkpoints; /* session_delete: the row only */
 	int64_t id;       /* checkpoint_remove */
 	size_t keep;      /* checkpoint_prune */
 	brig_store_checkpoint *out;
@@ -313,17 +315,7 @@ static int hand_removed(brig_store_checkpoint **out, size_t *n, struct removal *
 static int tx_session_delete(struct sq_store *q, void *ctx, brig_error **err)
 {
 	struct removal *c = ctx;
-	cleanup_stmt sqlite3_stmt *sel = NULL;
-	int r = brig_store__sq_prepare(q, &sel,
-				       "SELECT " CKPT_COLS
-				       " FROM checkpoints WHERE ns = ? AND agent = ? AND session = ?"
-				       " ORDER BY id DESC",
-				       err);
-	if (r < 0)
-		return r;
-	bind_key(sel, 1, c->k);
-	if ((r = collect_checkpoints(q, sel, &c->out, &c->n, err)) < 0)
-		return r;
+	int r;
 	cleanup_stmt sqlite3_stmt *del = NULL;
 	if ((r = brig_store__sq_prepare(q, &del,
 					"DELETE FROM sessions WHERE ns = ? AND agent = ? AND session = ?"
@@ -337,14 +329,25 @@ static int tx_session_delete(struct sq_store *q, void *ctx, brig_error **err)
 		return brig_store__sq_fail(q, rc, "deleting a session", err);
 	if (sqlite3_changes(q->db) == 0)
 		return explain_miss(q, c->k, c->expected, err);
-	/* checkpoints went with the session (ON DELETE CASCADE). */
+	if (c->keep_checkpoints)
+		return 0;
+	cleanup_stmt sqlite3_stmt *sel = NULL;
+	if ((r = brig_store__sq_prepare(q, &sel,
+					"DELETE FROM checkpoints WHERE ns = ? AND agent = ? AND session = ?"
+					" RETURNING " CKPT_COLS,
+					err)) < 0)
+		return r;
+	bind_key(sel, 1, c->k);
+	if ((r = collect_checkpoints(q, sel, &c->out, &c->n, err)) < 0)
+		return r;
+	brig_store__checkpoint_sort(c->out, c->n);
 	return count_blob_refs(q, c->out, c->n, err);
 }
 
 static int sq_session_delete(brig_store *s, brig_store_checkpoint **out, size_t *n, const brig_store_key *k,
-			     int64_t expected, brig_error **err)
+			     int64_t expected, bool keep_checkpoints, brig_error **err)
 {
-	struct removal c = {.k = k, .expected = expected};
+	struct removal c = {.k = k, .expected = expected, .keep_checkpoints = keep_checkpoints};
 	return hand_removed(out, n, &c, brig_store__sq_tx(SQ(s), tx_session_delete, &c, err));
 }
 
@@ -381,7 +384,8 @@ static int tx_checkpoint_add(struct sq_store *q, void *ctx, brig_error **err)
 	int r = brig_store__sq_prepare(
 		q, &st,
 		"INSERT INTO checkpoints (ns, agent, session, generation, digest, blob, bytes_raw,"
-		" bytes_stored, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING " CKPT_COLS,
+		" bytes_stored, created_ms) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 WHERE EXISTS"
+		" (SELECT 1 FROM sessions WHERE ns = ?1 AND agent = ?2 AND session = ?3) RETURNING " CKPT_COLS,
 		err);
 	if (r < 0)
 		return r;
@@ -394,7 +398,8 @@ static int tx_checkpoint_add(struct sq_store *q, void *ctx, brig_error **err)
 	sqlite3_bind_int64(st, 7, rec->bytes_raw);
 	sqlite3_bind_int64(st, 8, rec->bytes_stored);
 	sqlite3_bind_int64(st, 9, c->now);
-	/* The foreign key may fail on either step (RETURNING rows come first). */
+	/* No row: no such session (checkpoints have no foreign key: they
+	 * outlive a session record that brig sessions rm removed). */
 	int rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		c->res = xcalloc(1, sizeof *c->res);
@@ -402,7 +407,7 @@ static int tx_checkpoint_add(struct sq_store *q, void *ctx, brig_error **err)
 		if ((rc = sqlite3_step(st)) == SQLITE_DONE)
 			return 0;
 	}
-	if (rc == SQLITE_CONSTRAINT_FOREIGNKEY)
+	if (rc == SQLITE_DONE)
 		return brig__error_set(err, BRIG_ENOTFOUND, 0, "session %s/%s/%s not found in store %s", rec->ns,
 				       rec->agent, rec->session, q->base.display_url);
 	return brig_store__sq_fail(q, rc, "adding a checkpoint", err);
@@ -511,8 +516,8 @@ static int tx_audit_add(struct sq_store *q, void *ctx, brig_error **err)
 	int r = brig_store__sq_prepare(
 		q, &st,
 		"INSERT INTO audit (ns, agent, session, generation, container_name, argv_json,"
-		" exit_code, timed_out, outcome, duration_ms, stdout_bytes, stderr_bytes, created_ms)"
-		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		" exit_code, timed_out, outcome, duration_ms, stdout_bytes, stderr_bytes, created_ms, actor)"
+		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		err);
 	if (r < 0)
 		return r;
@@ -532,6 +537,7 @@ static int tx_audit_add(struct sq_store *q, void *ctx, brig_error **err)
 	sqlite3_bind_int64(st, 11, rec->stdout_bytes);
 	sqlite3_bind_int64(st, 12, rec->stderr_bytes);
 	sqlite3_bind_int64(st, 13, c->now);
+	bind_text(st, 14, rec->actor);
 	int rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE)
 		return brig_store__sq_fail(q, rc, "adding an audit row", err);

@@ -15,13 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "brig/sandbox.h"
+#include "brig/session.h"
 #include "brig/spec.h"
+#include "brig/store.h"
 #include "util/util.h"
 
 #define DOCKER_SOCK "/var/run/docker.sock"
@@ -778,6 +781,94 @@ static void test_timeout_cancel_uncertain(void **state)
 	brig_test_cleanup(E);
 }
 
+/* A session's command whose end is uncertain (the proxy cuts the daemon
+ * connection mid-stream): before brig stops the computer it freezes it and
+ * takes a checkpoint, names it in the message, and recover brings the files
+ * back from it into a new generation. */
+static void test_uncertain_checkpoints_first(void **state)
+{
+	(void)state;
+	char dir[64];
+	assert_int_equal(brig_test_tmpdir(dir, sizeof dir, "brig-race-store"), 0);
+	cleanup_free char *url = xasprintf("sqlite://%s/store.db", dir);
+	cleanup_free char *ckdir = xasprintf("%s/ck", dir);
+	assert_int_equal(mkdir(ckdir, 0700), 0);
+	brig_store *s = NULL;
+	brig_error *err = NULL;
+	ASSERT_OK(brig_store_open(&s, url, &err), err);
+	brig_spec spec;
+	brig_test_spec(&spec, NULL);
+	brig_identity id = ident("cut-keep");
+	brig_computer *c = NULL;
+	ASSERT_OK(brig_session_up(E, s, &c, &id, &spec, &err), err);
+	brig_spec_clear(&spec);
+	brig_exec_result r;
+	ASSERT_OK(
+		brig_computer_exec(E, c->name,
+				   &(brig_exec_opts){.version = BRIG_EXEC_OPTS_VERSION,
+						     .argv = (const char *const[]){"sh", "-c",
+										   "echo kept > /workspace/kept", NULL},
+						     .stdin_fd = -1,
+						     .cancel_fd = -1},
+				   &r, &err),
+		err);
+	brig_exec_result_clear(&r);
+
+	proxy *p = proxy_start(PROXY_KILL_AT_MARKER);
+	brig_engine *pe = proxy_engine(p);
+	const char *argv[] = {"sh", "-c", "echo " MARKER "; sleep 30", NULL};
+	brig_exec_opts o = {.version = BRIG_EXEC_OPTS_VERSION, .argv = argv, .stdin_fd = -1, .cancel_fd = -1};
+	int rc = brig_session_exec_keep(pe, s, c->name, &o, ckdir, &r, &err);
+	print_message("uncertain in a session: %s: %s\n", brig_error_name(rc), brig_error_message(err));
+	assert_int_equal(atomic_load(&p->triggered), 1);
+	assert_int_equal(rc, BRIG_EUNCERTAIN);
+	assert_true(r.uncertain);
+	assert_true(r.container_stopped);
+	assert_false(r.stop_checkpoint_failed);
+	assert_true(r.stop_checkpoint_id > 0);
+	char named[48];
+	snprintf(named, sizeof named, "checkpoint %lld", (long long)r.stop_checkpoint_id);
+	if (!strstr(brig_error_message(err), named))
+		fail_msg("the message must name %s: %s", named, brig_error_message(err));
+	int64_t ck = r.stop_checkpoint_id;
+	brig_error_free(err);
+	err = NULL;
+	brig_exec_result_clear(&r);
+	brig_engine_free(pe);
+	proxy_stop(p);
+	assert_stopped(c->id);
+
+	/* The store: the session failed, the checkpoint its latest. */
+	brig_store_session *rec = NULL;
+	ASSERT_OK(brig_store_session_get(s, &rec, NS, "agent", "cut-keep", &err), err);
+	assert_int_equal(rec->state, BRIG_STORE_FAILED);
+	brig_store_session_free(rec);
+	brig_store_checkpoint *latest = NULL;
+	ASSERT_OK(brig_store_checkpoint_latest(s, &latest, NS, "agent", "cut-keep", &err), err);
+	assert_int_equal(latest->id, ck);
+	assert_int_equal(latest->generation, 1);
+	brig_store_checkpoint_free(latest);
+
+	brig_recover_result rr;
+	ASSERT_OK(brig_session_recover(E, s, &rr, NS, "agent", "cut-keep", ckdir, &err), err);
+	assert_int_equal(rr.checkpoint_id, ck);
+	assert_int_equal(rr.new_generation, 2);
+	ASSERT_OK(brig_computer_exec(E, rr.computer->name,
+				     &(brig_exec_opts){.version = BRIG_EXEC_OPTS_VERSION,
+						       .argv = (const char *const[]){"cat", "/workspace/kept", NULL},
+						       .stdin_fd = -1,
+						       .cancel_fd = -1},
+				     &r, &err),
+		  err);
+	assert_string_equal(r.out.data, "kept\n");
+	brig_exec_result_clear(&r);
+	brig_recover_result_clear(&rr);
+	brig_computer_free(c);
+	brig_store_close(s);
+	brig_test_rmdir(dir);
+	brig_test_cleanup(E);
+}
+
 /* With brig-init, a daemon connection that dies mid-command is not the
  * end of certainty: brig reopens the relay once, brig-init says the
  * command ended (it ends the commands of a relay that closed), nothing is
@@ -847,6 +938,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_lost_create_answer, stop_live_proxy),
 		cmocka_unit_test_teardown(test_timeout_cancel_uncertain, stop_live_proxy),
 		cmocka_unit_test_teardown(test_guest_relay_cut, stop_live_proxy),
+		cmocka_unit_test_teardown(test_uncertain_checkpoints_first, stop_live_proxy),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -267,8 +267,8 @@ static void test_agent_nothing_half_created(void **state)
 	}
 }
 
-/* destroy (by identity or by name) and stop record the generation as
- * destroyed; up then restores the latest checkpoint into a new one. */
+/* destroy (by identity or by name) records the generation as destroyed,
+ * stop as stopped; up then restores the latest checkpoint into a new one. */
 static void destroy_then_up(const char *url, const char *S)
 {
 	cleanup_free char *g1 = gen_name("agent", S, 1);
@@ -300,10 +300,10 @@ static void destroy_then_up(const char *url, const char *S)
 	brig_store_session_free(rec);
 	expect(0, NULL, (const char *[]){"stop", g2, "--store", url, NULL});
 	rec = store_session(url, "agent", S);
-	assert_int_equal(rec->state, BRIG_STORE_DESTROYED);
+	assert_int_equal(rec->state, BRIG_STORE_STOPPED);
 	assert_int_equal(rec->generation, 2);
 	brig_store_session_free(rec);
-	expect(0, "restored checkpoint", (const char *[]){"up", ID, NULL});
+	expect(0, "was stopped by brig", (const char *[]){"up", ID, NULL});
 	assert_true(exists(g3));
 	assert_false(exists(g2));
 
@@ -423,26 +423,54 @@ static void sessions_cmds(const char *url, const char *S)
 	assert_string_equal(json_string_value(json_array_get(
 				    json_object_get(json_array_get(json_object_get(h, "commands"), 0), "argv"), 2)),
 			    "echo hist-marker > /workspace/f");
+	/* who: this process's OS user */
+	cleanup_free char *uid = xasprintf("(uid %u)", (unsigned)geteuid());
+	const char *who =
+		json_string_value(json_object_get(json_array_get(json_object_get(h, "commands"), 0), "actor"));
+	assert_non_null(who);
+	assert_non_null(strstr(who, uid));
 	json_decref(h);
 	run_free(&r);
+	r = brig_expect(0, NULL, (const char *[]){"history", ID, NULL});
+	assert_non_null(strstr(r.out, uid));
+	run_free(&r);
 
-	/* Docker and the store disagree: ls says so and fixes the store. */
+	/* Docker and the store disagree: ls says so and fixes the store (an
+	 * exited computer is stopped: its container stays). */
 	brig_error *err = NULL;
 	ASSERT_OK(brig_engine_container_kill(E, g1, "KILL", &err), err);
-	expect(0, "recorded as destroyed", (const char *[]){"sessions", "ls", "--ns", NS, "--store", url, NULL});
+	expect(0, "recorded as stopped", (const char *[]){"sessions", "ls", "--ns", NS, "--store", url, NULL});
 	brig_store_session *rec = store_session(url, "agent", S);
-	assert_int_equal(rec->state, BRIG_STORE_DESTROYED);
+	assert_int_equal(rec->state, BRIG_STORE_STOPPED);
 	brig_store_session_free(rec);
 
-	/* rm refuses while the computer exists, or while checkpoints would go. */
+	/* rm refuses while the computer exists; it keeps the checkpoints. */
 	expect(125, "still has computer", (const char *[]){"sessions", "rm", ID, "--checkpoints", NULL});
-	expect(125, "has 1 checkpoint", (const char *[]){"sessions", "rm", ID, "--force", NULL});
 	assert_true(exists(g1)); /* refused before anything went */
-	r = brig_expect(0, "removed 1 checkpoint",
-			(const char *[]){"sessions", "rm", ID, "--force", "--checkpoints", NULL});
+	r = brig_expect(0, "kept 1 checkpoint", (const char *[]){"sessions", "rm", ID, "--force", NULL});
 	assert_non_null(strstr(r.out, S));
 	run_free(&r);
 	assert_false(exists(g1));
+	assert_null(store_session(url, "agent", S));
+	assert_int_equal(access(blob, F_OK), 0);
+	r = brig_expect(0, NULL, (const char *[]){"checkpoints", ID, NULL});
+	assert_non_null(strstr(r.out, "1 "));
+	run_free(&r);
+	r = brig_expect(0, NULL, (const char *[]){"history", ID, NULL});
+	assert_non_null(strstr(r.out, "kept checkpoints remain"));
+	run_free(&r);
+	/* The next up restores the latest kept checkpoint into a new generation. */
+	expect(0, "restored checkpoint", (const char *[]){"up", ID, NULL});
+	r = brig_expect(0, NULL, (const char *[]){"exec", ID, "--", "cat", "/workspace/f", NULL});
+	assert_string_equal(r.out, "hist-marker\n");
+	run_free(&r);
+	rec = store_session(url, "agent", S);
+	assert_int_equal(rec->generation, 2);
+	brig_store_session_free(rec);
+	/* --checkpoints removes them and their blobs. */
+	r = brig_expect(0, "removed 1 checkpoint",
+			(const char *[]){"sessions", "rm", ID, "--force", "--checkpoints", NULL});
+	run_free(&r);
 	assert_null(store_session(url, "agent", S));
 	assert_int_equal(access(blob, F_OK), -1);
 	expect(125, "not found", (const char *[]){"sessions", "rm", ID, NULL});
@@ -516,6 +544,30 @@ static void test_sessions_ls_without_docker(void **state)
 		fail_msg("sessions ls without Docker exited %d\nstdout: %s\nstderr: %s", code, out, errs);
 	free(out);
 	free(errs);
+	/* No daemon: sessions rm removes nothing, exec --session (which looks
+	 * at the computer's files first) runs nothing. */
+	cleanup_free char *nosock = xasprintf("DOCKER_HOST=unix://%s/no-daemon.sock", TMP);
+	env[0] = nosock;
+	char *rm[] = {"brig",      "sessions", "rm",      "--ns",    NS,          "--agent", "agent",
+		      "--session", "nod",      "--force", "--store", (char *)url, NULL};
+	code = brig_test_spawn(rm, NULL, env, &out, &errs);
+	if (code != 125 || !strstr(errs, "cannot connect to the Docker daemon"))
+		fail_msg("sessions rm without Docker exited %d\nstderr: %s", code, errs);
+	free(out);
+	free(errs);
+	brig_store_session *rec = store_session(url, "agent", "nod");
+	assert_non_null(rec);
+	brig_store_session_free(rec);
+	char *ex[] = {"brig", "exec",    "--ns",      NS,   "--agent", "agent", "--session",
+		      "nod",  "--store", (char *)url, "--", "true",    NULL};
+	code = brig_test_spawn(ex, NULL, env, &out, &errs);
+	if (code != 125 || !strstr(errs, "cannot connect to the Docker daemon"))
+		fail_msg("exec --session without Docker exited %d\nstderr: %s", code, errs);
+	free(out);
+	free(errs);
+	expect(0, NULL,
+	       (const char *[]){"sessions", "rm", "--ns", NS, "--agent", "agent", "--session", "nod", "--force",
+				"--store", url, NULL});
 }
 
 /* The library's own refusals of brig_session_remove (the CLI checks first). */
@@ -544,12 +596,20 @@ static void test_session_remove_lib(void **state)
 						    "0000000000000000000000000000000000000000000000000000000000000000",
 					    .blob = "blob.tar.zst"};
 		ASSERT_OK(brig_store_checkpoint_add(s, NULL, &cp, &err), err);
+		/* Without checkpoints=true they stay, listed under the identity. */
 		size_t removed = 99;
-		assert_int_equal(brig_session_remove(s, dir, NS, "lib", "rm", false, &removed, &err), BRIG_ESTATE);
-		assert_non_null(strstr(brig_error_message(err), "--checkpoints"));
+		ASSERT_OK(brig_session_remove(s, dir, NS, "lib", "rm", false, &removed, &err), err);
 		assert_int_equal(removed, 0);
+		brig_store_checkpoint *cps = NULL;
+		size_t ncp = 0;
+		ASSERT_OK(brig_store_checkpoint_list(s, &cps, &ncp, NS, "lib", "rm", &err), err);
+		assert_int_equal(ncp, 1);
+		brig_store_checkpoint_free_array(cps, ncp);
+		/* No session record to add to: refused as before. */
+		assert_int_equal(brig_store_checkpoint_add(s, NULL, &cp, &err), BRIG_ENOTFOUND);
 		brig_error_free(err);
 		err = NULL;
+		ASSERT_OK(brig_store_session_create(s, NULL, &rec, &err), err);
 		assert_int_equal(brig_session_remove(s, dir, NS, "lib", "rm", true, &removed, &err), BRIG_EIO);
 		assert_non_null(strstr(brig_error_message(err), "not its checkpoint blob"));
 		brig_error_free(err);
@@ -663,8 +723,11 @@ static void exec_restores(const char *url, const char *S)
 	assert_string_equal(r.out, "saved\n");
 	run_free(&r);
 	assert_true(exists(g2));
-	/* After brig stop (recorded as destroyed), the same. */
+	/* After brig stop (recorded as stopped), the same. */
 	expect(0, NULL, (const char *[]){"stop", ID, NULL});
+	brig_store_session *rec = store_session(url, "agent", S);
+	assert_int_equal(rec->state, BRIG_STORE_STOPPED);
+	brig_store_session_free(rec);
 	r = brig_expect(0, "restored checkpoint", (const char *[]){"exec", ID, "--", "cat", "/workspace/f", NULL});
 	assert_string_equal(r.out, "saved\n");
 	run_free(&r);
@@ -831,6 +894,106 @@ static void sql(const char *path, const char *stmt)
 	sqlite3_close(db);
 }
 
+/* A computer is named by its NAME or a unique prefix of it (looked up only
+ * when the exact name is not found), or by --ns/--agent/--session — cp
+ * too; an ambiguous prefix is refused, naming the computers it matches,
+ * and destroy acts on nothing then. */
+static void test_name_prefix(void **state)
+{
+	(void)state;
+	const char *url = STORES[0];
+	cleanup_free char *ga = gen_name("agent", "pfa", 1);
+	cleanup_free char *gb = gen_name("agent", "pfb", 1);
+#define IDA "--ns", NS, "--agent", "agent", "--session", "pfa", "--store", url
+	expect(0, NULL, (const char *[]){"up", IDA, "--label", LABEL, NULL});
+	expect(0, NULL,
+	       (const char *[]){"up", "--ns", NS, "--agent", "agent", "--session", "pfb", "--store", url, "--label",
+				LABEL, NULL});
+	/* "brig-" and 15 digits of the hash: unique on any daemon. */
+	char pa[24], pb[24];
+	snprintf(pa, sizeof pa, "%.20s", ga);
+	snprintf(pb, sizeof pb, "%.20s", gb);
+
+	run_out r = brig_expect(0, NULL, (const char *[]){"exec", pa, "--", "sh", "-c", "echo hi > f; cat f", NULL});
+	assert_string_equal(r.out, "hi\n");
+	run_free(&r);
+	/* -d too (BRIG_GUEST=0 here: refused, about the computer in full). */
+	r = brig_expect(125, ga, (const char *[]){"exec", "-d", pa, "--", "true", NULL});
+	run_free(&r);
+	r = brig_expect(0, NULL, (const char *[]){"inspect", pa, "--json", NULL});
+	json_t *j = json_loads(r.out, 0, NULL);
+	assert_string_equal(json_string_value(json_object_get(j, "name")), ga);
+	json_decref(j);
+	run_free(&r);
+	r = brig_expect(125, ga, (const char *[]){"fs", "cat", pa, "f", NULL}); /* no brig-init here either */
+	run_free(&r);
+	expect(0, NULL, (const char *[]){"port", pa, NULL});
+	expect(0, "checkpoint", (const char *[]){"checkpoint", pa, "--store", url, NULL});
+	expect(125, "is a prefix of", (const char *[]){"checkpoint", "brig-", "--store", url, NULL});
+	r = brig_expect(125, NULL, (const char *[]){"ps", pa, NULL}); /* no brig-init: refused about ga */
+	assert_null(strstr(r.err, "no such container"));
+	run_free(&r);
+	expect(125, "is a prefix of", (const char *[]){"ps", "brig-", NULL});
+	expect(125, "is a prefix of", (const char *[]){"port", "brig-", NULL});
+
+	/* cp: by prefix, and by session with :PATH on the computer's side. */
+	cleanup_free char *host = xasprintf("%s/pf-out", TMP);
+	cleanup_free char *src = xasprintf("%s:/workspace/f", pa);
+	expect(0, NULL, (const char *[]){"cp", src, host, NULL});
+	char text[16] = "";
+	FILE *hf = fopen(host, "r");
+	assert_non_null(hf);
+	assert_non_null(fgets(text, sizeof text, hf));
+	fclose(hf);
+	assert_string_equal(text, "hi\n");
+	cleanup_free char *host2 = xasprintf("%s/pf-out2", TMP);
+	expect(0, NULL, (const char *[]){"cp", IDA, ":f", host2, NULL});
+	assert_int_equal(access(host2, F_OK), 0);
+	expect(0, NULL, (const char *[]){"cp", IDA, host2, ":g", NULL});
+	r = brig_expect(0, NULL, (const char *[]){"exec", IDA, "--", "cat", "g", NULL});
+	assert_string_equal(r.out, "hi\n");
+	run_free(&r);
+	expect(125, "give either NAME or --ns", (const char *[]){"cp", IDA, src, host2, NULL});
+	expect(125, "one of SRC and DEST", (const char *[]){"cp", ":f", host2, NULL});
+	expect(125, "no computer named brig-nosuchprefix",
+	       (const char *[]){"cp", "brig-nosuchprefix:/workspace/f", host2, NULL});
+	expect(125, "no computer named", (const char *[]){"fs", "cat", "brig-nosuchprefix", "f", NULL});
+
+	/* pause/resume by prefix keep the store in step. */
+	r = brig_expect(0, NULL, (const char *[]){"pause", pa, "--store", url, NULL});
+	cleanup_free char *line = xasprintf("%s\n", ga);
+	assert_string_equal(r.out, line); /* the full name, alone */
+	run_free(&r);
+	brig_store_session *rec = store_session(url, "agent", "pfa");
+	assert_int_equal(rec->state, BRIG_STORE_PAUSED);
+	brig_store_session_free(rec);
+	expect(0, NULL, (const char *[]){"resume", pa, "--store", url, NULL});
+
+	/* Ambiguous: "brig-" starts both (and every computer). Refused first
+	 * where it is harmless, then by destroy, which leaves both. */
+	expect(125, "is a prefix of", (const char *[]){"exec", "brig-", "--", "true", NULL});
+	expect(125, "is a prefix of", (const char *[]){"inspect", "brig-", NULL});
+	expect(125, "is a prefix of", (const char *[]){"pause", "brig-", NULL});
+	r = brig_expect(1, "is a prefix of", (const char *[]){"destroy", "brig-", "--store", url, NULL});
+	assert_string_equal(r.out, "");
+	run_free(&r);
+	assert_true(exists(ga));
+	assert_true(exists(gb));
+	/* --force takes only full names: a prefix names nothing then. */
+	expect(0, NULL, (const char *[]){"destroy", "-f", pb, "--store", url, NULL});
+	assert_true(exists(gb));
+	expect(1, "no such computer", (const char *[]){"destroy", "brig-nosuchprefix", "--store", url, NULL});
+	r = brig_expect(0, NULL, (const char *[]){"destroy", pb, "--store", url, NULL});
+	assert_non_null(strstr(r.out, gb));
+	run_free(&r);
+	assert_false(exists(gb));
+	rec = store_session(url, "agent", "pfb");
+	assert_int_equal(rec->state, BRIG_STORE_DESTROYED);
+	brig_store_session_free(rec);
+	expect(0, NULL, (const char *[]){"destroy", IDA, NULL});
+#undef IDA
+}
+
 /* A store that fails part-way: each command reports it (exit 125) and says
  * what became of the computer. */
 static void test_broken_store(void **state)
@@ -875,6 +1038,7 @@ int main(void)
 		cmocka_unit_test(test_checkpoint_before_stop),
 		cmocka_unit_test(test_checkpoint_every),
 		cmocka_unit_test(test_guest_commands_by_session),
+		cmocka_unit_test(test_name_prefix),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -128,6 +128,10 @@ test('every tool, called (the SDK validates results against output schemas)', as
   assert.equal(r.structuredContent.stdout, 'hello\n');
   assert.equal(r.structuredContent.stderr, 'oops\n');
   assert.match(text(r), /exit code 3/);
+  // who ran it, in the store's audit log: "mcp"
+  const hist = JSON.parse(execFileSync(BRIG, ['history', '--ns', 'mcptest', '--agent', 'node', '--session', 'main',
+    '--store', store, '--json'], { encoding: 'utf8' }));
+  assert.ok(hist.commands.some((c) => c.actor === 'mcp'), JSON.stringify(hist.commands));
 
   r = await call(client, 'run', { argv: ['sh', '-c', 'echo "$FOO" in $(pwd)'], env: { FOO: 'bar' }, workdir: '/tmp' });
   assert.equal(r.structuredContent.stdout, 'bar in /tmp\n');

@@ -372,6 +372,8 @@ class Api(unittest.TestCase):
         st, _, b = call("GET", C + "/history", p("/history?limit=50"))
         self.assertEqual(st, 200, b)
         self.assertIn(["sh", "-c", "echo out; echo err >&2; exit 3"], [x["argv"] for x in json.loads(b)["history"]])
+        # who: the token's line in the tokens file, never the token
+        self.assertIn("serve token, line 2", [x.get("actor") for x in json.loads(b)["history"]])
         st, _, b = call("GET", "/v1/sessions", "/v1/sessions?ns=" + ns)
         self.assertIn(session, [x["session"] for x in json.loads(b)["sessions"]])
         st, _, b = call("POST", C + "/checkpoints", p("/checkpoints"))

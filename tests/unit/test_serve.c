@@ -144,6 +144,10 @@ static void test_tokens(void **state)
 	assert_null(serve_tokens_match(t, "Basic tokenAAAAAAAAAAAAAAAA"));
 	assert_null(serve_tokens_match(t, NULL));
 	assert_true(serve_tokens_allows(NULL, "x")); /* no tokens configured */
+	/* who, in the audit log: where the token is, never what */
+	assert_string_equal(serve_tokens_name(a), "serve token, line 3");
+	assert_string_equal(serve_tokens_name(b), "serve token, line 4");
+	assert_string_equal(serve_tokens_name(NULL), "serve");
 	serve_tokens_free(t);
 
 	static const char *const bad[][2] = {

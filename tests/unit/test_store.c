@@ -1359,6 +1359,236 @@ static void test_bad_state_in_db(void **state)
 		  err);
 }
 
+/* ---- a store written by a brig of schema version 2 ---- */
+
+/* Migrations 1 and 2 exactly as released (the SQLite edit of migration 3
+ * matches this text). */
+static const char *const v2_sqlite[] = {
+	/* 1: sessions, checkpoints, audit */
+	"CREATE TABLE sessions ("
+	" ns TEXT NOT NULL, agent TEXT NOT NULL, session TEXT NOT NULL,"
+	" generation INTEGER NOT NULL CHECK (generation >= 1),"
+	" state TEXT NOT NULL CHECK (state IN ('creating','running','paused','failed','destroyed')),"
+	" container_name TEXT, container_id TEXT, spec_json TEXT,"
+	" revision INTEGER NOT NULL CHECK (revision >= 1),"
+	" created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,"
+	" PRIMARY KEY (ns, agent, session));"
+	"CREATE TABLE checkpoints ("
+	" id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" ns TEXT NOT NULL, agent TEXT NOT NULL, session TEXT NOT NULL,"
+	" generation INTEGER NOT NULL CHECK (generation >= 1),"
+	" digest TEXT NOT NULL CHECK (length(digest) = 64),"
+	" blob TEXT NOT NULL,"
+	" bytes_raw INTEGER NOT NULL CHECK (bytes_raw >= 0),"
+	" bytes_stored INTEGER NOT NULL CHECK (bytes_stored >= 0),"
+	" created_ms INTEGER NOT NULL,"
+	" FOREIGN KEY (ns, agent, session) REFERENCES sessions (ns, agent, session) ON DELETE CASCADE);"
+	"CREATE INDEX checkpoints_by_session ON checkpoints (ns, agent, session, id);"
+	"CREATE INDEX checkpoints_by_blob ON checkpoints (blob);"
+	"CREATE TABLE audit ("
+	" id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" ns TEXT NOT NULL, agent TEXT NOT NULL, session TEXT NOT NULL,"
+	" generation INTEGER NOT NULL,"
+	" container_name TEXT,"
+	" argv_json TEXT NOT NULL,"
+	" exit_code INTEGER,"
+	" timed_out INTEGER NOT NULL,"
+	" outcome TEXT NOT NULL,"
+	" duration_ms INTEGER NOT NULL,"
+	" stdout_bytes INTEGER NOT NULL, stderr_bytes INTEGER NOT NULL,"
+	" created_ms INTEGER NOT NULL);"
+	"CREATE INDEX audit_by_session ON audit (ns, agent, session, id);",
+	/* 2: the egress ledger */
+	"CREATE TABLE egress ("
+	" id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" sandbox TEXT NOT NULL, ns TEXT, agent TEXT, session TEXT,"
+	" host TEXT NOT NULL, port INTEGER NOT NULL,"
+	" decision TEXT NOT NULL, reason TEXT NOT NULL,"
+	" bytes_up INTEGER NOT NULL, bytes_down INTEGER NOT NULL,"
+	" start_ms INTEGER NOT NULL, duration_ms INTEGER NOT NULL);"
+	"CREATE INDEX egress_by_sandbox ON egress (sandbox, id);"
+	"CREATE INDEX egress_by_session ON egress (ns, agent, session, id);",
+};
+
+static const char *const v2_pg[] = {
+	/* 1: sessions, checkpoints, audit */
+	"CREATE TABLE sessions ("
+	" ns TEXT NOT NULL, agent TEXT NOT NULL, session TEXT NOT NULL,"
+	" generation BIGINT NOT NULL CHECK (generation >= 1),"
+	" state TEXT NOT NULL CHECK (state IN ('creating','running','paused','failed','destroyed')),"
+	" container_name TEXT, container_id TEXT, spec_json TEXT,"
+	" revision BIGINT NOT NULL CHECK (revision >= 1),"
+	" created_ms BIGINT NOT NULL, updated_ms BIGINT NOT NULL,"
+	" PRIMARY KEY (ns, agent, session));"
+	"CREATE TABLE checkpoints ("
+	" id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+	" ns TEXT NOT NULL, agent TEXT NOT NULL, session TEXT NOT NULL,"
+	" generation BIGINT NOT NULL CHECK (generation >= 1),"
+	" digest TEXT NOT NULL CHECK (length(digest) = 64),"
+	" blob TEXT NOT NULL,"
+	" bytes_raw BIGINT NOT NULL CHECK (bytes_raw >= 0),"
+	" bytes_stored BIGINT NOT NULL CHECK (bytes_stored >= 0),"
+	" created_ms BIGINT NOT NULL,"
+	" FOREIGN KEY (ns, agent, session) REFERENCES sessions (ns, agent, session) ON DELETE CASCADE);"
+	"CREATE INDEX checkpoints_by_session ON checkpoints (ns, agent, session, id);"
+	"CREATE INDEX checkpoints_by_blob ON checkpoints (blob);"
+	"CREATE TABLE audit ("
+	" id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+	" ns TEXT NOT NULL, agent TEXT NOT NULL, session TEXT NOT NULL,"
+	" generation BIGINT NOT NULL,"
+	" container_name TEXT,"
+	" argv_json TEXT NOT NULL,"
+	" exit_code INTEGER,"
+	" timed_out BOOLEAN NOT NULL,"
+	" outcome TEXT NOT NULL,"
+	" duration_ms BIGINT NOT NULL,"
+	" stdout_bytes BIGINT NOT NULL, stderr_bytes BIGINT NOT NULL,"
+	" created_ms BIGINT NOT NULL);"
+	"CREATE INDEX audit_by_session ON audit (ns, agent, session, id);",
+	/* 2: the egress ledger */
+	"CREATE TABLE egress ("
+	" id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+	" sandbox TEXT NOT NULL, ns TEXT, agent TEXT, session TEXT,"
+	" host TEXT NOT NULL, port INTEGER NOT NULL,"
+	" decision TEXT NOT NULL, reason TEXT NOT NULL,"
+	" bytes_up BIGINT NOT NULL, bytes_down BIGINT NOT NULL,"
+	" start_ms BIGINT NOT NULL, duration_ms BIGINT NOT NULL);"
+	"CREATE INDEX egress_by_sandbox ON egress (sandbox, id);"
+	"CREATE INDEX egress_by_session ON egress (ns, agent, session, id);",
+};
+
+/* Makes a version-2 store at url (a fresh file or schema) holding one
+ * destroyed session with one checkpoint and one audit row. */
+static void make_v2_store(backend *b, const char *url)
+{
+	const char *rows =
+		"INSERT INTO schema_version VALUES (1, 0), (2, 0);"
+		"INSERT INTO sessions VALUES ('old', 'agent', 's', 2, 'destroyed', NULL, NULL, NULL, 3, 0, 0);"
+		"INSERT INTO checkpoints (ns, agent, session, generation, digest, blob, bytes_raw,"
+		" bytes_stored, created_ms) VALUES ('old', 'agent', 's', 2,"
+		" 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'b.tar.zst', 1, 1, 0);"
+		"INSERT INTO audit (ns, agent, session, generation, argv_json, timed_out, outcome,"
+		" duration_ms, stdout_bytes, stderr_bytes, created_ms)"
+		" VALUES ('old', 'agent', 's', 2, '[\"true\"]', false, 'ok', 1, 0, 0, 0);";
+	char *sql = NULL;
+	if (b == &sqlite_b) {
+		assert_true(asprintf(&sql,
+				     "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_ms INTEGER "
+				     "NOT NULL);%s%s%s",
+				     v2_sqlite[0], v2_sqlite[1], rows) > 0);
+		sqlite3 *db = NULL;
+		assert_int_equal(sqlite3_open(url + strlen("sqlite://"), &db), SQLITE_OK);
+		char *msg = NULL;
+		if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+			fail_msg("making a version-2 store: %s", msg);
+		sqlite3_close(db);
+		free(sql);
+		return;
+	}
+	const char *schema = strstr(url, "schema=") + strlen("schema=");
+	PGconn *c = PQconnectdb(b->pg_base);
+	assert_int_equal(PQstatus(c), CONNECTION_OK);
+	char *q = PQescapeIdentifier(c, schema, strlen(schema));
+	assert_true(asprintf(&sql,
+			     "CREATE SCHEMA %s; SET search_path TO %s;"
+			     "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL);"
+			     "%s%s%s",
+			     q, q, v2_pg[0], v2_pg[1], rows) > 0);
+	PGresult *r = PQexec(c, sql);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		fail_msg("making a version-2 store: %s", PQresultErrorMessage(r));
+	PQclear(r);
+	free(sql);
+	PQfreemem(q);
+	PQfinish(c);
+}
+
+/* An old store migrates: its rows stay, a session can be stopped, a
+ * checkpoint outlives its session's removal (forget) or goes with it
+ * (delete), and the old audit row has no actor while a new one has this
+ * process's user. */
+static void test_v2_store_migrates(void **state)
+{
+	backend *b = use(state);
+	brig_error *err = NULL;
+	char *url = extra_url(b, "v2");
+	make_v2_store(b, url);
+	brig_store *s = NULL;
+	ASSERT_OK(brig_store_open(&s, url, &err), err);
+	int v = 0;
+	ASSERT_OK(brig_store_schema_version(s, &v, &err), err);
+	assert_true(v >= 3);
+	brig_store_session *r = NULL;
+	ASSERT_OK(brig_store_session_get(s, &r, "old", "agent", "s", &err), err);
+	assert_int_equal(r->state, BRIG_STORE_DESTROYED);
+	assert_int_equal(r->generation, 2);
+	r->state = BRIG_STORE_STOPPED;
+	brig_store_session *w = NULL;
+	ASSERT_OK(brig_store_session_cas(s, &w, r, r->revision, &err), err);
+	assert_int_equal(w->state, BRIG_STORE_STOPPED);
+	assert_string_equal(brig_store_state_to_string(w->state), "stopped");
+	brig_store_session_free(w);
+	w = NULL;
+	ASSERT_OK(brig_store_session_get(s, &w, "old", "agent", "s", &err), err);
+	assert_int_equal(w->state, BRIG_STORE_STOPPED);
+	brig_store_session_free(w);
+
+	/* forget: the session goes, its checkpoint stays. */
+	expect_code(brig_store_session_forget(s, "old", "agent", "s", 1, &err), BRIG_ECONFLICT, &err, "forget");
+	ASSERT_OK(brig_store_session_forget(s, "old", "agent", "s", BRIG_STORE_ANY_REVISION, &err), err);
+	expect_code(brig_store_session_forget(s, "old", "agent", "s", 0, &err), BRIG_ENOTFOUND, &err, "forget");
+	brig_store_checkpoint *cps = NULL;
+	size_t n = 0;
+	ASSERT_OK(brig_store_checkpoint_list(s, &cps, &n, "old", "agent", "s", &err), err);
+	assert_int_equal(n, 1);
+	brig_store_checkpoint_free_array(cps, n);
+	char d[65];
+	hexdigest(d, 'b');
+	brig_store_checkpoint cp = {
+		.ns = "old", .agent = "agent", .session = "s", .generation = 2, .digest = d, .blob = "c.tar.zst"};
+	expect_code(brig_store_checkpoint_add(s, NULL, &cp, &err), BRIG_ENOTFOUND, &err, "add without session");
+	/* A session made again owns the kept checkpoint; delete takes it. */
+	r->revision = 0;
+	ASSERT_OK(brig_store_session_create(s, NULL, r, &err), err);
+	ASSERT_OK(brig_store_checkpoint_add(s, NULL, &cp, &err), err);
+	brig_store_checkpoint *gone = NULL;
+	ASSERT_OK(brig_store_session_delete(s, &gone, &n, "old", "agent", "s", 0, &err), err);
+	assert_int_equal(n, 2);
+	assert_true(gone[0].id > gone[1].id);
+	assert_string_equal(gone[0].blob, "c.tar.zst");
+	assert_int_equal(gone[0].blob_refs, 0);
+	brig_store_checkpoint_free_array(gone, n);
+	ASSERT_OK(brig_store_checkpoint_list(s, &cps, &n, "old", "agent", "s", &err), err);
+	assert_int_equal(n, 0);
+	brig_store_session_free(r);
+
+	/* who: none for the old row; this process's user, or what is given. */
+	brig_store_audit a = {.ns = "old",
+			      .agent = "agent",
+			      .session = "s",
+			      .generation = 2,
+			      .argv_json = "[\"ls\"]",
+			      .exit_code = 0,
+			      .outcome = "ok"};
+	ASSERT_OK(brig_store_audit_add(s, NULL, &a, &err), err);
+	a.actor = "mcp";
+	ASSERT_OK(brig_store_audit_add(s, NULL, &a, &err), err);
+	a.actor = "bad\nactor";
+	expect_code(brig_store_audit_add(s, NULL, &a, &err), BRIG_EINVAL, &err, "actor with a newline");
+	brig_store_audit *au = NULL;
+	ASSERT_OK(brig_store_audit_list(s, &au, &n, "old", "agent", "s", 0, &err), err);
+	assert_int_equal(n, 3);
+	assert_string_equal(au[0].actor, "mcp");
+	char *uid = NULL;
+	assert_true(asprintf(&uid, "uid %u", (unsigned)geteuid()) > 0);
+	assert_non_null(strstr(au[1].actor, uid));
+	assert_null(au[2].actor);
+	free(uid);
+	brig_store_audit_free_array(au, n);
+	brig_store_close(s);
+	free(url);
+}
+
 /* ---- audit rows written by the store's writer thread ---- */
 
 typedef struct bg_writer {
@@ -1475,7 +1705,7 @@ static void test_audit_background(void **state)
 		cmocka_unit_test_prestate(test_two_processes, b), cmocka_unit_test_prestate(test_checkpoints, b),     \
 		cmocka_unit_test_prestate(test_audit, b), cmocka_unit_test_prestate(test_migrations, b),              \
 		cmocka_unit_test_prestate(test_egress_ledger, b), cmocka_unit_test_prestate(test_bad_state_in_db, b), \
-		cmocka_unit_test_prestate(test_audit_background, b)
+		cmocka_unit_test_prestate(test_v2_store_migrates, b), cmocka_unit_test_prestate(test_audit_background, b)
 
 int main(int argc, char **argv)
 {
