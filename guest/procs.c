@@ -314,8 +314,8 @@ void gi_proc_start(gi_conn *c, uint32_t req, gi_req *r)
 		gi_send_error(c, req, EINVAL, "a terminal's ROWS and COLS must be 1..1000");
 		return;
 	}
-	if (r->timeout_ms < 0 || r->keep < 0 || r->keep > 64ll * 1024 * 1024) {
-		gi_send_error(c, req, EINVAL, "TIMEOUT_MS or KEEP out of range");
+	if (r->timeout_ms < 0 || r->keep < 0 || r->keep > 64ll * 1024 * 1024 || r->window < 0) {
+		gi_send_error(c, req, EINVAL, "TIMEOUT_MS, KEEP or WINDOW out of range");
 		return;
 	}
 	if (r->tag && find_proc(0, 0, r->tag)) {
@@ -423,7 +423,12 @@ void gi_proc_start(gi_conn *c, uint32_t req, gi_req *r)
 	p->keep = r->keep ? (size_t)r->keep : 1024 * 1024;
 	p->starter = c;
 	p->start_req = req;
-	p->sinks[p->nsinks++] = c;
+	/* On a FLOW connection a detached command's output is only kept: its
+	 * starter does not listen, and an unread window would stop it. */
+	if (!(c->flow && p->detached)) {
+		p->credit[p->nsinks] = c->flow && r->window > 0 ? r->window : GI_NO_LIMIT;
+		p->sinks[p->nsinks++] = c;
+	}
 	p->state = GI_STARTING;
 	for (int *fd = &p->in_fd; fd <= &p->ctl_fd; fd++)
 		if (*fd >= 0)
@@ -450,12 +455,32 @@ fail:
 
 /* ---- output ---- */
 
+/* True while a connection has GI_OUT_CAP queued, or a FLOW sink's window
+ * is used up: the command's pipes are then not read, so it blocks. */
 static int sinks_full(gi_proc *p)
 {
 	for (int i = 0; i < p->nsinks; i++)
-		if (gi_buf_pending(&p->sinks[i]->out) >= GI_OUT_CAP)
+		if (gi_buf_pending(&p->sinks[i]->out) >= GI_OUT_CAP || p->credit[i] <= 0)
 			return 1;
 	return 0;
+}
+
+static void credit_use(int64_t *credit, size_t n)
+{
+	if (*credit != GI_NO_LIMIT)
+		*credit -= (int64_t)n;
+}
+
+/* Tells the connection that sent a proc's stdin how much of it is gone
+ * (written to the command, or dropped), so it may send that much more. */
+static void stdin_ack(gi_proc *p, int force)
+{
+	if (!p->stdin_conn || p->stdin_ack <= 0 || (!force && p->stdin_ack < 65536))
+		return;
+	brig_gp_enc *e = gi_enc();
+	brig_gp_put_int(e, BRIG_GP_F_CREDIT, p->stdin_ack);
+	gi_send(p->stdin_conn, BRIG_GP_T_CREDIT, p->id);
+	p->stdin_ack = 0;
 }
 
 static void rec_hdr(unsigned char *h, int stream, size_t n)
@@ -518,6 +543,7 @@ static void emit_output(gi_proc *p, int stream, const unsigned char *d, size_t n
 		brig_gp_put_int(e, BRIG_GP_F_STREAM, stream);
 		brig_gp_put_bytes(e, BRIG_GP_F_DATA, d, n);
 		gi_send(p->sinks[i], BRIG_GP_T_OUTPUT, p->id);
+		credit_use(&p->credit[i], n);
 	}
 }
 
@@ -698,13 +724,16 @@ static void stdin_flush(gi_proc *p)
 		if (w < 0 && errno == EAGAIN)
 			break;
 		if (w <= 0) { /* the command closed its stdin: the rest is dropped */
+			p->stdin_ack += (int64_t)gi_buf_pending(&p->stdin_buf);
 			gi_buf_free(&p->stdin_buf);
 			if (!p->pty)
 				close_fd(&p->in_fd);
 			break;
 		}
 		p->stdin_buf.off += (size_t)w;
+		p->stdin_ack += w;
 	}
+	stdin_ack(p, !gi_buf_pending(&p->stdin_buf));
 	if (!gi_buf_pending(&p->stdin_buf) && p->stdin_close && p->in_fd >= 0) {
 		if (p->pty) {
 			char eof = 4; /* ^D: the terminal's end of input */
@@ -820,16 +849,23 @@ static gi_proc *lookup(gi_conn *c, uint32_t req, gi_req *r)
 void gi_proc_stdin(gi_conn *c, uint32_t id, gi_req *r, int close_it)
 {
 	gi_proc *p = find_proc(1, id, NULL);
-	if (!p || p->state == GI_EXITED || p->in_fd < 0)
-		return; /* dropped once the proc has ended */
-	if (close_it) {
-		p->stdin_close = 1;
-	} else if (r->has_data && r->data_len) {
-		if (gi_buf_add(&p->stdin_buf, r->data, r->data_len) < 0)
-			return;
-		if (gi_buf_pending(&p->stdin_buf) >= GI_STDIN_CAP)
-			c->blocked_on = p; /* this connection waits until the command reads */
+	uint32_t n = r->has_data ? r->data_len : 0;
+	if (!p || p->state == GI_EXITED || p->in_fd < 0 ||
+	    (!close_it && n && gi_buf_add(&p->stdin_buf, r->data, n) < 0)) {
+		/* dropped (the proc has ended, or no memory): still acknowledged */
+		if (c->flow && n && !close_it) {
+			brig_gp_enc *e = gi_enc();
+			brig_gp_put_int(e, BRIG_GP_F_CREDIT, n);
+			gi_send(c, BRIG_GP_T_CREDIT, id);
+		}
+		return;
 	}
+	if (c->flow)
+		p->stdin_conn = c;
+	if (close_it)
+		p->stdin_close = 1;
+	else if (gi_buf_pending(&p->stdin_buf) > GI_STDIN_CAP)
+		c->blocked_on = p; /* this connection waits until the command reads */
 	stdin_flush(p);
 }
 
@@ -965,8 +1001,29 @@ void gi_proc_attach(gi_conn *c, uint32_t req, gi_req *r)
 	for (int i = 0; i < p->nsinks; i++)
 		if (p->sinks[i] == c)
 			return;
-	if (p->nsinks < GI_MAX_SINKS)
+	if (p->nsinks < GI_MAX_SINKS) {
+		/* the replayed bytes count against the window */
+		int64_t w = c->flow && r->window > 0 ? r->window : GI_NO_LIMIT;
+		if (w != GI_NO_LIMIT)
+			w -= (int64_t)(p->head_data + p->tail_data);
+		p->credit[p->nsinks] = w;
 		p->sinks[p->nsinks++] = c;
+	}
+}
+
+void gi_proc_credit(gi_conn *c, uint32_t id, gi_req *r)
+{
+	gi_proc *p = find_proc(1, id, NULL);
+	if (!p)
+		return;
+	for (int i = 0; i < p->nsinks; i++) {
+		if (p->sinks[i] != c || p->credit[i] == GI_NO_LIMIT)
+			continue;
+		if (r->credit == -1)
+			p->credit[i] = GI_NO_LIMIT;
+		else if (r->credit > 0 && r->credit <= (1ll << 40) && p->credit[i] < (1ll << 50))
+			p->credit[i] += r->credit;
+	}
 }
 
 void gi_proc_status(gi_conn *c, uint32_t req, gi_req *r)
@@ -986,9 +1043,13 @@ void gi_proc_conn_gone(gi_conn *c)
 	for (gi_proc *p = gi_procs; p; p = p->next) {
 		for (int i = 0; i < p->nsinks; i++)
 			if (p->sinks[i] == c) {
-				p->sinks[i] = p->sinks[--p->nsinks];
+				p->nsinks--;
+				p->sinks[i] = p->sinks[p->nsinks];
+				p->credit[i] = p->credit[p->nsinks];
 				i--;
 			}
+		if (p->stdin_conn == c)
+			p->stdin_conn = NULL;
 		if (p->starter == c) {
 			p->starter = NULL;
 			if (!p->detached && p->state != GI_EXITED) {
