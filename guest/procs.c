@@ -62,38 +62,47 @@ static void st_send(int fd, int kind, int a, int b)
 	while (w < 0 && errno == EINTR);
 }
 
+/* SIGKILLs every child of ours (but those spare() keeps); how many. */
+static int kill_children(int (*spare)(pid_t))
+{
+	pid_t self = getpid();
+	int killed = 0;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		if (*end || pid <= 0)
+			continue;
+		char path[64], buf[512];
+		snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+		int f = open(path, O_RDONLY | O_CLOEXEC);
+		if (f < 0)
+			continue;
+		ssize_t n = read(f, buf, sizeof buf - 1);
+		close(f);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		char *rp = strrchr(buf, ')');
+		char state;
+		int ppid;
+		if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == self &&
+		    !(spare && spare((pid_t)pid)) && kill((pid_t)pid, SIGKILL) == 0)
+			killed++;
+	}
+	closedir(d);
+	return killed;
+}
+
 /* SIGKILLs every child, reaps, and repeats until none is left: what a dead
  * child leaves behind is reparented to us (the subreaper) and killed in turn. */
 static void shep_kill_tree(pid_t main_pid, int stfd, int *main_done)
 {
-	pid_t self = getpid();
 	for (;;) {
-		DIR *d = opendir("/proc");
-		if (d) {
-			struct dirent *de;
-			while ((de = readdir(d))) {
-				char *end;
-				long pid = strtol(de->d_name, &end, 10);
-				if (*end || pid <= 0)
-					continue;
-				char path[64], buf[512];
-				snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-				int f = open(path, O_RDONLY | O_CLOEXEC);
-				if (f < 0)
-					continue;
-				ssize_t n = read(f, buf, sizeof buf - 1);
-				close(f);
-				if (n <= 0)
-					continue;
-				buf[n] = '\0';
-				char *rp = strrchr(buf, ')');
-				char state;
-				int ppid;
-				if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == self)
-					kill((pid_t)pid, SIGKILL);
-			}
-			closedir(d);
-		}
+		kill_children(NULL);
 		int st;
 		pid_t w = waitpid(-1, &st, 0);
 		if (w < 0 && errno == ECHILD)
@@ -766,12 +775,50 @@ void gi_proc_event(gi_proc *p, int what, short rev)
 	}
 }
 
+/* ---- a shepherd stopped or killed from inside ----
+ * The sandbox runs as our uid, so it can SIGSTOP or SIGKILL the shepherd of
+ * its own command (the only two signals a shepherd does not block). A
+ * stopped shepherd is continued at once. A killed one leaves the command's
+ * tree to us: its children are reparented to brig-init, where no user
+ * process ever is otherwise (every command is under a live shepherd, relays
+ * are children of Docker), so every child of brig-init that is not a
+ * shepherd is one that escaped, and is killed — and what it leaves behind
+ * comes to us in turn. */
+static int64_t sweep_until; /* monotonic ms; 0: no escape seen lately */
+
+static int is_shepherd(pid_t pid)
+{
+	for (gi_proc *p = gi_procs; p; p = p->next)
+		if (p->shep_alive && p->shep == pid)
+			return 1;
+	return 0;
+}
+
+static void sweep(void)
+{
+	if (sweep_until && gi_now_ms() < sweep_until)
+		kill_children(is_shepherd);
+	else
+		sweep_until = 0;
+}
+
 void gi_proc_child_exited(pid_t pid, int status)
 {
+	if (WIFSTOPPED(status)) {
+		if (is_shepherd(pid))
+			kill(pid, SIGCONT);
+		return;
+	}
 	for (gi_proc *p = gi_procs; p; p = p->next) {
 		if (p->shep != pid || !p->shep_alive)
 			continue;
 		p->shep_alive = 0;
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			/* not the shepherd's own end (that comes once its tree
+			 * is gone): the tree may be loose */
+			sweep_until = gi_now_ms() + 5000;
+			sweep();
+		}
 		if (p->st_fd >= 0)
 			st_read(p); /* its last words */
 		close_fd(&p->st_fd);
@@ -791,12 +838,19 @@ void gi_proc_child_exited(pid_t pid, int status)
 		answer_killers(p);
 		return;
 	}
-	/* an orphan reparented to PID 1: reaped, nothing to say */
+	/* an orphan reparented to us: reaped; after an escape, its children
+	 * are ours now too */
+	sweep();
 }
 
 int64_t gi_proc_tick(int64_t now)
 {
 	int64_t next = -1;
+	if (sweep_until) {
+		sweep(); /* a backstop: the reaps above do most of it */
+		if (sweep_until)
+			next = 100;
+	}
 	for (gi_proc *p = gi_procs; p; p = p->next) {
 		if (p->state != GI_RUNNING || !p->deadline || p->timed_out)
 			continue;

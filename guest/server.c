@@ -490,7 +490,8 @@ int gi_serve(int64_t lifetime_ms)
 			}
 			int st;
 			pid_t w;
-			while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+			/* WUNTRACED: a shepherd stopped from inside is continued */
+			while ((w = waitpid(-1, &st, WNOHANG | WUNTRACED)) > 0)
 				gi_proc_child_exited(w, st);
 		}
 		if (pf[1].revents & POLLIN) {

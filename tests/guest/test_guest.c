@@ -1026,6 +1026,47 @@ static void test_leftovers(void **state)
 	cli_close(&c);
 }
 
+/* The sandbox runs as brig-init's uid, so it can SIGSTOP or SIGKILL the
+ * shepherd of its own command: a stopped shepherd is continued at once, and
+ * what a killed one leaves behind (reparented to brig-init) is ended too. */
+static void test_shepherd_escape(void **state)
+{
+	cli c;
+	cli_open(&c);
+	result r;
+	start_opts o = {.timeout_ms = 1500};
+	int64_t t0 = now_ms();
+	run(&c,
+	    (const char *const[]){"sh", "-c",
+				  "(setsid sleep 7781 &); kill -STOP $PPID; sleep 0.3; grep State /proc/$PPID/status; "
+				  "sleep 7782",
+				  NULL},
+	    &o, &r);
+	fprintf(stderr, "test_guest: the shepherd after SIGSTOP: %s", out_str(&r));
+	assert_true(now_ms() - t0 < 6000);
+	assert_int_equal(r.code, 124);
+	assert_non_null(strstr(out_str(&r), "State:"));
+	assert_null(strstr(out_str(&r), "stopped"));
+	assert_false(running_inside(&c, "sleep 7781"));
+	assert_false(running_inside(&c, "sleep 7782"));
+	result_free(&r);
+
+	run(&c, (const char *const[]){"sh", "-c", "(setsid sleep 7783 &); sleep 0.3; kill -KILL $PPID; sleep 7784", NULL},
+	    NULL, &r);
+	assert_int_equal(r.killed, 1);
+	int64_t until = now_ms() + 5000;
+	while (running_inside(&c, "sleep 7783") || running_inside(&c, "sleep 7784")) {
+		assert_true(now_ms() < until);
+		usleep(50000);
+	}
+	result_free(&r);
+	/* and brig-init goes on as before */
+	run(&c, (const char *const[]){"echo", "alive", NULL}, NULL, &r);
+	assert_string_equal(out_str(&r), "alive\n");
+	result_free(&r);
+	cli_close(&c);
+}
+
 /* A detached proc keeps the first and the last KEEP/2 bytes. */
 static void test_keep(void **state)
 {
@@ -1601,6 +1642,7 @@ int main(void)
 		cmocka_unit_test(test_signal),
 		cmocka_unit_test(test_leftovers),
 		cmocka_unit_test(test_keep),
+		cmocka_unit_test(test_shepherd_escape),
 		cmocka_unit_test(test_pty),
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_refusals),
