@@ -19,8 +19,10 @@
  * order) and other requests (KILL, SIGNAL…) still run; past this much the
  * connection is not read. */
 #define GI_DEFER_CAP (4u * 1024u * 1024u)
-/* Ended procs remembered for STATUS. */
+/* Ended procs remembered for STATUS, and the output all of them keep
+ * together (past it the oldest ones' kept output goes, DROPPED says so). */
 #define GI_KEEP_ENDED 256
+#define GI_KEEP_ENDED_BYTES (32u * 1024u * 1024u)
 #define GI_MAX_SINKS 8
 #define GI_TAG_MAX 64
 #define GI_NO_LIMIT INT64_MAX

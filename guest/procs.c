@@ -430,6 +430,8 @@ void gi_proc_start(gi_conn *c, uint32_t req, gi_req *r)
 	p->started_ms = gi_wall_ms();
 	p->deadline = r->timeout_ms > 0 ? gi_now_ms() + r->timeout_ms : 0;
 	p->keep = r->keep ? (size_t)r->keep : 1024 * 1024;
+	if (p->keep > BRIG_GP_KEEP_MAX)
+		p->keep = BRIG_GP_KEEP_MAX;
 	p->starter = c;
 	p->start_req = req;
 	/* On a FLOW connection a detached command's output is only kept: its
@@ -627,6 +629,15 @@ static void proc_exited(gi_proc *p, int st)
 		p->code = 124;
 	p->state = GI_EXITED;
 	p->ended_ms = gi_wall_ms();
+	/* What it keeps now stays as it is: give back the slack. */
+	if (p->tail.off) {
+		memmove(p->tail.p, p->tail.p + p->tail.off, p->tail.len - p->tail.off);
+		p->tail.len -= p->tail.off;
+		p->tail.off = 0;
+		unsigned char *np = realloc(p->tail.p, p->tail.len + 1);
+		if (np)
+			p->tail.p = np;
+	}
 	/* Processes it left behind keep running; their output goes nowhere. */
 	close_fd(&p->out_fd);
 	close_fd(&p->err_fd);
@@ -867,6 +878,7 @@ int64_t gi_proc_tick(int64_t now)
 void gi_proc_gc(void)
 {
 	int ended = 0;
+	size_t kept = 0;
 	for (gi_proc **pp = &gi_procs; *pp;) {
 		gi_proc *p = *pp;
 		if (p->exit_sent == -1 && !p->shep_alive) {
@@ -878,6 +890,17 @@ void gi_proc_gc(void)
 			*pp = p->next; /* the list is newest first: these are the oldest */
 			proc_free(p);
 			continue;
+		}
+		if (p->state == GI_EXITED && (p->head.len || p->tail.len)) {
+			size_t n = p->head.len + p->tail.len;
+			if (kept + n > GI_KEEP_ENDED_BYTES) { /* older ones lose their output */
+				p->dropped += (int64_t)(p->head_data + p->tail_data);
+				p->head_data = p->tail_data = 0;
+				gi_buf_free(&p->head);
+				gi_buf_free(&p->tail);
+			} else {
+				kept += n;
+			}
 		}
 		pp = &p->next;
 	}
@@ -1045,6 +1068,17 @@ void gi_proc_attach(gi_conn *c, uint32_t req, gi_req *r)
 	brig_gp_put_int(e, BRIG_GP_F_DROPPED, p->dropped);
 	gi_send(c, BRIG_GP_T_OK, req);
 	replay(c, p, &p->head);
+	size_t marker = 0;
+	if (p->dropped > 0) {
+		/* where the gap is, for whoever reads the replay */
+		char m[96];
+		int n = snprintf(m, sizeof m, "\n[%lld bytes dropped]\n", (long long)p->dropped);
+		marker = (size_t)n;
+		e = gi_enc();
+		brig_gp_put_int(e, BRIG_GP_F_STREAM, 2);
+		brig_gp_put_bytes(e, BRIG_GP_F_DATA, m, marker);
+		gi_send(c, BRIG_GP_T_OUTPUT, p->id);
+	}
 	replay(c, p, &p->tail);
 	if (p->state == GI_EXITED) {
 		e = gi_enc();
@@ -1059,7 +1093,7 @@ void gi_proc_attach(gi_conn *c, uint32_t req, gi_req *r)
 		/* the replayed bytes count against the window */
 		int64_t w = c->flow && r->window > 0 ? r->window : GI_NO_LIMIT;
 		if (w != GI_NO_LIMIT)
-			w -= (int64_t)(p->head_data + p->tail_data);
+			w -= (int64_t)(p->head_data + p->tail_data + marker);
 		p->credit[p->nsinks] = w;
 		p->sinks[p->nsinks++] = c;
 	}

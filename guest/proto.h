@@ -64,6 +64,8 @@
  * BRIG_GP_ENV_FILE_MAX bytes are read. */
 #define BRIG_GP_ENV_FILE "/runtime/.brig/env"
 #define BRIG_GP_ENV_FILE_MAX (1024u * 1024u + 64u * 1024u)
+/* Output kept for one detached proc at most (what ATTACH replays at once). */
+#define BRIG_GP_KEEP_MAX (16u * 1024u * 1024u)
 /* Flow control: the stdin a client may have unacknowledged per proc. */
 #define BRIG_GP_STDIN_WINDOW (1024u * 1024u)
 
@@ -135,7 +137,8 @@ enum {
 	BRIG_GP_F_STDIN = 17,      /* (i) 0/1: stdin from STDIN frames (else /dev/null) */
 	BRIG_GP_F_TAG = 18,        /* (s) up to 64 bytes chosen by the client, unique: names the proc before
 				      STARTED arrives (a connection that broke can still ask about it) */
-	BRIG_GP_F_KEEP = 19,       /* (i) bytes of output kept for a detached proc; 0: 1 MiB; max 64 MiB */
+	BRIG_GP_F_KEEP = 19,       /* (i) bytes of output kept for a detached proc; 0: 1 MiB; at most 64 MiB
+				      accepted, BRIG_GP_KEEP_MAX used */
 	BRIG_GP_F_PROC = 20,       /* (i) process id: 1.., unique for one BOOT_ID */
 	BRIG_GP_F_STREAM = 21,     /* (i) 1 stdout (or the terminal), 2 stderr */
 	BRIG_GP_F_DATA = 22,       /* (d) at most BRIG_GP_MAX_DATA */

@@ -1090,7 +1090,7 @@ static void test_keep(void **state)
 	brig_gp_put_int(&e, BRIG_GP_F_PROC, r.proc);
 	uint32_t areq = c.next_req++;
 	cli_send(&c, &e, BRIG_GP_T_ATTACH, areq);
-	brig_buf out = {0};
+	brig_buf out = {0}, marker = {0};
 	int64_t dropped = -1;
 	for (;;) {
 		frame f;
@@ -1099,7 +1099,7 @@ static void test_keep(void **state)
 			dropped = fint(&f, BRIG_GP_F_DROPPED);
 		brig_gp_field d;
 		if (f.type == BRIG_GP_T_OUTPUT && field(&f, BRIG_GP_F_DATA, &d))
-			badd(&out, d.val, d.len);
+			badd(fint(&f, BRIG_GP_F_STREAM) == 2 ? &marker : &out, d.val, d.len);
 		int done = f.type == BRIG_GP_T_EXIT;
 		if (done)
 			assert_int_equal(fint(&f, BRIG_GP_F_DROPPED), dropped);
@@ -1112,8 +1112,119 @@ static void test_keep(void **state)
 	assert_int_equal((int64_t)out.len + dropped, 100011);
 	assert_memory_equal(out.data, "HEAD\nyyy", 8);
 	assert_memory_equal(out.data + out.len - 9, "yyy\nTAIL\n", 9);
+	/* the gap is marked where it is (on stderr) */
+	char want[64];
+	snprintf(want, sizeof want, "\n[%lld bytes dropped]\n", (long long)dropped);
+	badd(&marker, "", 1);
+	assert_string_equal(marker.data, want);
 	brig_buf_free(&out);
+	brig_buf_free(&marker);
 	brig_gp_enc_free(&e);
+	cli_close(&c);
+}
+
+/* What ended detached commands keep is bounded together: the oldest lose
+ * their output first (DROPPED says how much), and one KEEP over 16 MiB is
+ * taken as 16 MiB. */
+static void test_keep_bounded(void **state)
+{
+	cli c;
+	cli_open_flow(&c, 1);
+	int64_t procs[5];
+	for (int i = 0; i < 5; i++) {
+		result r = {0};
+		start_opts o = {.detached = 1};
+		brig_gp_enc e = {0};
+		brig_gp_enc_begin(&e);
+		brig_gp_put_str(&e, BRIG_GP_F_ARGV, "head");
+		brig_gp_put_str(&e, BRIG_GP_F_ARGV, "-c");
+		brig_gp_put_str(&e, BRIG_GP_F_ARGV, "20000000");
+		brig_gp_put_str(&e, BRIG_GP_F_ARGV, "/dev/zero");
+		brig_gp_put_int(&e, BRIG_GP_F_DETACHED, o.detached);
+		brig_gp_put_int(&e, BRIG_GP_F_KEEP, 64ll << 20);
+		uint32_t req = c.next_req++;
+		cli_send(&c, &e, BRIG_GP_T_START, req);
+		brig_gp_enc_free(&e);
+		procs[i] = wait_started(&c, req, &r);
+		assert_true(procs[i] > 0);
+		/* wait for its end: STATUS says exited */
+		for (int64_t until = now_ms() + 20000;;) {
+			assert_true(now_ms() < until);
+			brig_gp_enc_begin(&e);
+			brig_gp_put_int(&e, BRIG_GP_F_PROC, procs[i]);
+			frame f;
+			simple_req(&c, BRIG_GP_T_STATUS, &e, &f);
+			brig_gp_enc_free(&e);
+			char *st = fstr(&f, BRIG_GP_F_STATE);
+			int done = strcmp(st, "exited") == 0;
+			int64_t dropped = fint(&f, BRIG_GP_F_DROPPED);
+			free(st);
+			free(f.p);
+			if (done) {
+				assert_int_equal(dropped, 20000000 - (16 << 20));
+				break;
+			}
+			usleep(50000);
+		}
+	}
+	/* 5 x 16 MiB kept is over 32 MiB: the oldest lost all of it */
+	brig_gp_enc e = {0};
+	brig_gp_enc_begin(&e);
+	brig_gp_put_int(&e, BRIG_GP_F_PROC, procs[0]);
+	frame f;
+	simple_req(&c, BRIG_GP_T_STATUS, &e, &f);
+	assert_int_equal(fint(&f, BRIG_GP_F_DROPPED), 20000000);
+	free(f.p);
+	brig_gp_enc_begin(&e);
+	brig_gp_put_int(&e, BRIG_GP_F_PROC, procs[2]);
+	simple_req(&c, BRIG_GP_T_STATUS, &e, &f);
+	assert_int_equal(fint(&f, BRIG_GP_F_DROPPED), 20000000);
+	free(f.p);
+	brig_gp_enc_begin(&e);
+	brig_gp_put_int(&e, BRIG_GP_F_PROC, procs[4]);
+	simple_req(&c, BRIG_GP_T_STATUS, &e, &f);
+	assert_int_equal(fint(&f, BRIG_GP_F_DROPPED), 20000000 - (16 << 20));
+	free(f.p);
+	brig_gp_enc_free(&e);
+	result m;
+	run(&c, (const char *const[]){"grep", "VmRSS", "/proc/1/status", NULL}, NULL, &m);
+	long kb = 0;
+	assert_int_equal(sscanf(out_str(&m), "VmRSS: %ld kB", &kb), 1);
+	fprintf(stderr, "test_guest: brig-init's RSS with 5 x 16 MiB kept: %ld kB\n", kb);
+	assert_true(kb < 48 * 1024);
+	result_free(&m);
+	cli_close(&c);
+}
+
+/* A LIST is built at once: it stops at 8 MiB of entries with E2BIG. */
+static void test_list_bounded(void **state)
+{
+	cli c;
+	cli_open(&c);
+	result r;
+	run(&c,
+	    (const char *const[]){"sh", "-c",
+				  "mkdir -p /workspace/many && cd /workspace/many && seq 1 40000 | sed "
+				  "'s/$/-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+				  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/' | xargs touch",
+				  NULL},
+	    NULL, &r);
+	assert_int_equal(r.code, 0);
+	result_free(&r);
+	brig_gp_enc e = {0};
+	brig_gp_enc_begin(&e);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/workspace/many");
+	frame f;
+	simple_req(&c, BRIG_GP_T_LIST, &e, &f);
+	assert_int_equal(f.type, BRIG_GP_T_ERROR);
+	assert_int_equal(fint(&f, BRIG_GP_F_ERRNO), E2BIG);
+	char *msg = fstr(&f, BRIG_GP_F_MESSAGE);
+	assert_non_null(strstr(msg, "8 MiB"));
+	free(msg);
+	free(f.p);
+	brig_gp_enc_free(&e);
+	run(&c, (const char *const[]){"rm", "-rf", "/workspace/many", NULL}, NULL, &r);
+	result_free(&r);
 	cli_close(&c);
 }
 
@@ -1643,6 +1754,8 @@ int main(void)
 		cmocka_unit_test(test_leftovers),
 		cmocka_unit_test(test_keep),
 		cmocka_unit_test(test_shepherd_escape),
+		cmocka_unit_test(test_keep_bounded),
+		cmocka_unit_test(test_list_bounded),
 		cmocka_unit_test(test_pty),
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_refusals),
