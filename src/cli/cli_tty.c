@@ -10,6 +10,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "brig/session.h"
 #include "cli/cli.h"
 
 static struct termios saved;
@@ -43,7 +44,8 @@ static void size_of(int *rows, int *cols, void *payload)
 		}
 }
 
-int cli_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, brig_exec_result *res, brig_error **err)
+int cli_exec_tty(brig_engine *e, struct brig_store *s, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
+		 brig_error **err)
 {
 	int rows = 24, cols = 80;
 	size_of(&rows, &cols, NULL);
@@ -67,8 +69,8 @@ int cli_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, br
 		else
 			cli_tty_forget();
 	}
-	int r = brig_computer_exec_tty(e, ref, opts, rows, cols, winch_pipe[0], winch_pipe[0] >= 0 ? size_of : NULL,
-				       NULL, res, err);
+	int r = brig_session_exec_tty(e, s, ref, opts, rows, cols, winch_pipe[0], winch_pipe[0] >= 0 ? size_of : NULL,
+				      NULL, res, err);
 	restore();
 	return r;
 }

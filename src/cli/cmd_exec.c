@@ -401,7 +401,7 @@ int cmd_exec(int argc, char **argv)
 	cli_every *every = cli_every_start(e, store, ref, a.every_ms);
 	/* Audited in the store; a timeout, cancel or uncertain end marks the
 	 * session failed there. */
-	int r = a.tty ? cli_exec_tty(e, ref, &opts, &res, &err)
+	int r = a.tty ? cli_exec_tty(e, store, ref, &opts, &res, &err)
 		      : brig_session_exec_keep(e, store, ref, &opts, NULL, &res, &err);
 	cli_every_stop(every);
 	bool started = r == 0 || r == BRIG_ETIMEDOUT || r == BRIG_ECANCELED || r == BRIG_EUNCERTAIN;
