@@ -414,8 +414,8 @@ static void checkpoint_before_stop(brig_engine *e, const char *container_id, voi
 
 static int session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, bool keep,
 			const char *dir, brig_exec_result *res, brig_error **err);
-static int audit_exec(brig_store *s, const brig_computer *c, const brig_exec_opts *opts, int rc,
-		      brig_exec_result *res, brig_error **err);
+static int audit_exec(brig_store *s, const brig_computer *c, const brig_exec_opts *opts, int rc, brig_exec_result *res,
+		      brig_error **err);
 
 int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
 		      brig_error **err)
@@ -484,8 +484,8 @@ static int session_exec(brig_engine *e, brig_store *s, const char *ref, const br
 /* The audit row of a command that ran in c (a session's computer), and the
  * session marked failed when the computer stopped; rc is the exec's and
  * comes back unless it was 0 and the store failed. */
-static int audit_exec(brig_store *s, const brig_computer *c, const brig_exec_opts *opts, int rc,
-		      brig_exec_result *res, brig_error **err)
+static int audit_exec(brig_store *s, const brig_computer *c, const brig_exec_opts *opts, int rc, brig_exec_result *res,
+		      brig_error **err)
 {
 	bool ran = rc == 0 || res->timed_out || res->canceled || res->uncertain;
 	if (s && ran && c->ns && c->agent && c->session) {

@@ -339,8 +339,8 @@ void cli_every_stop(cli_every *ev);
  * terminal: raw mode while the command runs (when opts->stdin_fd is 0 and a
  * terminal), its size and SIGWINCH resizes; the terminal is restored before
  * returning, at exit and by a second interrupt. */
-int cli_exec_tty(brig_engine *e, struct brig_store *s, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
-		 brig_error **err);
+int cli_exec_tty(brig_engine *e, struct brig_store *s, const char *ref, const brig_exec_opts *opts,
+		 brig_exec_result *res, brig_error **err);
 /* The terminal settings a second interrupt restores before it exits. */
 struct termios;
 void cli_tty_remember(const struct termios *t);

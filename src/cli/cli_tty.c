@@ -44,8 +44,8 @@ static void size_of(int *rows, int *cols, void *payload)
 		}
 }
 
-int cli_exec_tty(brig_engine *e, struct brig_store *s, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
-		 brig_error **err)
+int cli_exec_tty(brig_engine *e, struct brig_store *s, const char *ref, const brig_exec_opts *opts,
+		 brig_exec_result *res, brig_error **err)
 {
 	int rows = 24, cols = 80;
 	size_of(&rows, &cols, NULL);

@@ -1051,7 +1051,8 @@ static void test_shepherd_escape(void **state)
 	assert_false(running_inside(&c, "sleep 7782"));
 	result_free(&r);
 
-	run(&c, (const char *const[]){"sh", "-c", "(setsid sleep 7783 &); sleep 0.3; kill -KILL $PPID; sleep 7784", NULL},
+	run(&c,
+	    (const char *const[]){"sh", "-c", "(setsid sleep 7783 &); sleep 0.3; kill -KILL $PPID; sleep 7784", NULL},
 	    NULL, &r);
 	assert_int_equal(r.killed, 1);
 	int64_t until = now_ms() + 5000;
@@ -1203,11 +1204,13 @@ static void test_list_bounded(void **state)
 	cli_open(&c);
 	result r;
 	run(&c,
-	    (const char *const[]){"sh", "-c",
-				  "mkdir -p /workspace/many && cd /workspace/many && seq 1 40000 | sed "
-				  "'s/$/-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-				  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/' | xargs touch",
-				  NULL},
+	    (const char *const[]){
+		    "sh", "-c",
+		    "mkdir -p /workspace/many && cd /workspace/many && seq 1 40000 | sed "
+		    "'s/$/"
+		    "-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/' | xargs touch",
+		    NULL},
 	    NULL, &r);
 	assert_int_equal(r.code, 0);
 	result_free(&r);

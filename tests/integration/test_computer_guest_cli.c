@@ -234,7 +234,17 @@ static void test_agent_tui(void **state)
 	/* the session's computer, then the stand-in */
 	cleanup_free char *mk = xasprintf("%s %s agent claude %s -- --version >/dev/null 2>&1", ENV[0], bin, common);
 	(void)!system(mk);
-	char *xargv[] = {"brig", "exec", "--ns", NS, "--agent", "claude", "--session", "tui", "--", "sh", "-c",
+	char *xargv[] = {"brig",
+			 "exec",
+			 "--ns",
+			 NS,
+			 "--agent",
+			 "claude",
+			 "--session",
+			 "tui",
+			 "--",
+			 "sh",
+			 "-c",
 			 "mkdir -p /workspace/bin && printf '#!/bin/sh\\necho ARGC=$#; tty; stty size; exit 7\\n' "
 			 "> /workspace/bin/claude && chmod +x /workspace/bin/claude",
 			 NULL};

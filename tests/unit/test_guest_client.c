@@ -20,8 +20,17 @@
 
 /* ---- the fake guest ---- */
 
-enum { FAKE_OK, FAKE_GARBAGE, FAKE_HUGE, FAKE_SILENT, FAKE_MUTE_AFTER_START, FAKE_BAD_FIELD, FAKE_CLOSE_AFTER_START,
-       FAKE_FLOW, FAKE_BAD_CREDIT };
+enum {
+	FAKE_OK,
+	FAKE_GARBAGE,
+	FAKE_HUGE,
+	FAKE_SILENT,
+	FAKE_MUTE_AFTER_START,
+	FAKE_BAD_FIELD,
+	FAKE_CLOSE_AFTER_START,
+	FAKE_FLOW,
+	FAKE_BAD_CREDIT
+};
 
 typedef struct fproc {
 	int64_t id;
@@ -45,7 +54,6 @@ typedef struct fake {
 	 * had unacknowledged at most, and the output CREDIT it granted */
 	int64_t unacked, max_unacked, credit_in, windows;
 } fake;
-
 
 /* The fake guest's writes: a client that already hung up (a deadline, a
  * cancel, garbage refused) is no failure of the fake's, and must not kill
@@ -799,10 +807,14 @@ static void test_flow(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_exec_basics),     cmocka_unit_test(test_deadline_and_cancel),
-		cmocka_unit_test(test_threads),         cmocka_unit_test(test_hostile_hello),
-		cmocka_unit_test(test_hostile_answers),  cmocka_unit_test(test_fields_over_guest_caps),
-		cmocka_unit_test(test_cut_after_start_is_not_notsent), cmocka_unit_test(test_flow),
+		cmocka_unit_test(test_exec_basics),
+		cmocka_unit_test(test_deadline_and_cancel),
+		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_hostile_hello),
+		cmocka_unit_test(test_hostile_answers),
+		cmocka_unit_test(test_fields_over_guest_caps),
+		cmocka_unit_test(test_cut_after_start_is_not_notsent),
+		cmocka_unit_test(test_flow),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
