@@ -801,7 +801,9 @@ static void test_slow_reader(void **state)
 	assert_int_equal(j.s.next, 12000001);
 	assert_true(nlat > 10);
 	assert_true(lat[nlat / 2] < 200);
+#ifndef __SANITIZE_ADDRESS__ /* ASan's quarantine holds freed memory: RSS says nothing there */
 	assert_true(rss_max - rss0 < 24 * 1024);
+#endif
 	brig_guest_free(g);
 	brig_computer_free(c);
 }
