@@ -620,6 +620,14 @@ static void test_flow(void **state)
 	int64_t before = got;
 	assert_int_equal(flow_read(&c, r.proc, 1500, &got, &acked, &code), 0);
 	assert_true(got - before >= 1000000 - BRIG_GP_MAX_DATA && got - before <= 1000000 + BRIG_GP_MAX_DATA);
+	/* CREDIT for no such proc, of nothing, below -1 or absurd: ignored */
+	send_credit(&c, 999999, 1000);
+	send_credit(&c, r.proc, 0);
+	send_credit(&c, r.proc, -7);
+	send_credit(&c, r.proc, INT64_MAX);
+	before = got;
+	assert_int_equal(flow_read(&c, r.proc, 700, &got, &acked, &code), 0);
+	assert_true(got - before <= BRIG_GP_MAX_DATA);
 	send_credit(&c, r.proc, -1); /* no limit */
 	while (!flow_read(&c, r.proc, 30000, &got, &acked, &code))
 		;
@@ -1571,6 +1579,9 @@ static void test_refusals(void **state)
 	assert_int_equal(req_errno(&c, BRIG_GP_T_START, &e), EINVAL);
 	brig_gp_put_str(&e, BRIG_GP_F_ARGV, "true");
 	brig_gp_put_int(&e, BRIG_GP_F_KEEP, 1ll << 40);
+	assert_int_equal(req_errno(&c, BRIG_GP_T_START, &e), EINVAL);
+	brig_gp_put_str(&e, BRIG_GP_F_ARGV, "true");
+	brig_gp_put_int(&e, BRIG_GP_F_WINDOW, -5);
 	assert_int_equal(req_errno(&c, BRIG_GP_T_START, &e), EINVAL);
 	result r;
 	run(&c, (const char *const[]){"true", NULL}, &(start_opts){.tag = "dup"}, &r);

@@ -29,7 +29,8 @@ enum {
 	FAKE_BAD_FIELD,
 	FAKE_CLOSE_AFTER_START,
 	FAKE_FLOW,
-	FAKE_BAD_CREDIT
+	FAKE_BAD_CREDIT,
+	FAKE_UNASKED_CREDIT,
 };
 
 typedef struct fproc {
@@ -147,9 +148,12 @@ static void fstart(fake *f, const brig_gp_hdr *h, const unsigned char *pl)
 	brig_gp_put_int(&f->e, BRIG_GP_F_PROC, p->id);
 	brig_gp_put_int(&f->e, BRIG_GP_F_PID, 100 + p->id);
 	fsend(f, BRIG_GP_T_STARTED, h->id);
-	if (f->mode == FAKE_BAD_CREDIT) {
+	if (f->mode == FAKE_BAD_CREDIT || f->mode == FAKE_UNASKED_CREDIT) {
 		brig_gp_enc_begin(&f->e);
-		brig_gp_put_str(&f->e, BRIG_GP_F_CREDIT, "lots");
+		if (f->mode == FAKE_BAD_CREDIT)
+			brig_gp_put_str(&f->e, BRIG_GP_F_CREDIT, "lots");
+		else
+			brig_gp_put_int(&f->e, BRIG_GP_F_CREDIT, 100);
 		fsend(f, BRIG_GP_T_CREDIT, (uint32_t)p->id);
 		goto out;
 	}
@@ -783,6 +787,19 @@ static void test_flow(void **state)
 	assert_int_equal(rc, 0);
 	seen_init(&s);
 	const char *sl[] = {"sleep", NULL};
+	o = opts_for(sl, &s);
+	o.deadline_ms = brig_now_ms() + 5000;
+	assert_int_equal(brig_guest_exec(g, &o, &x, &err), BRIG_EPROTO);
+	assert_non_null(strstr(brig_error_message(err), "CREDIT"));
+	brig_error_free(err);
+	err = NULL;
+	fake_close(&f, g);
+	seen_free(&s);
+
+	/* CREDIT from a brig-init that did not say FLOW: a lie */
+	g = fake_open(&f, FAKE_UNASKED_CREDIT, 0, &rc, &err);
+	assert_int_equal(rc, 0);
+	seen_init(&s);
 	o = opts_for(sl, &s);
 	o.deadline_ms = brig_now_ms() + 5000;
 	assert_int_equal(brig_guest_exec(g, &o, &x, &err), BRIG_EPROTO);
