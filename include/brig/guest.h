@@ -109,7 +109,7 @@ typedef struct brig_guest_exit {
  * so a command that reads none of it still meets its deadline and a cancel.
  * With such a brig-init, output is credited back as on_output returns: a
  * slow on_output slows the command (it blocks in write), other calls on the
- * handle go on, and brig holds about one window (2 MiB) for the call.
+ * handle go on, and brig holds about one window (4 MiB) for the call.
  * Returns 0 with *out filled when the guest said how it ended —
  * timed out and cancelled included. Errors: BRIG_EINVAL, BRIG_ENOTFOUND /
  * BRIG_EDENIED (the program cannot be found / executed: nothing ran; 127 /
