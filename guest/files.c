@@ -62,6 +62,8 @@ static void put_stat(brig_gp_enc *e, const struct stat *st, int dirfd, const cha
 
 /* A listing stops here (it is built at once, not paced by the connection). */
 #define LIST_MAX_ENTRIES 100000
+#define LIST_MAX_BYTES (8u * 1024u * 1024u)
+static size_t list_bytes; /* of the listing being built */
 
 static int list_dir(gi_conn *c, uint32_t req, int dfd, const char *prefix, int depth, int64_t *count)
 {
@@ -81,13 +83,14 @@ static int list_dir(gi_conn *c, uint32_t req, int dfd, const char *prefix, int d
 		int rl = snprintf(rel, sizeof rel, "%s%s%s", prefix, *prefix ? "/" : "", de->d_name);
 		if (rl < 0 || (size_t)rl >= sizeof rel)
 			continue;
-		if (*count >= LIST_MAX_ENTRIES) {
+		if (*count >= LIST_MAX_ENTRIES || list_bytes >= LIST_MAX_BYTES) {
 			closedir(d);
 			return -E2BIG;
 		}
 		brig_gp_enc *e = gi_enc();
 		brig_gp_put_str(e, BRIG_GP_F_NAME, rel);
 		put_stat(e, &st, dirfd(d), de->d_name);
+		list_bytes += e->len;
 		gi_send(c, BRIG_GP_T_LIST_ENTRY, req);
 		(*count)++;
 		if (S_ISDIR(st.st_mode) && depth > 1) {
@@ -444,11 +447,13 @@ void gi_file_op(gi_conn *c, uint8_t type, uint32_t req, gi_req *r)
 			return;
 		}
 		int64_t count = 0;
+		list_bytes = 0;
 		rc = list_dir(c, req, dfd, "", depth, &count);
 		if (rc == -E2BIG) {
 			gi_send_error(c, req, E2BIG,
-				      "list %s: more than %d entries: list a smaller tree or a smaller DEPTH", r->path,
-				      LIST_MAX_ENTRIES);
+				      "list %s: more than %d entries or %u MiB of them: list a smaller tree or a "
+				      "smaller DEPTH",
+				      r->path, LIST_MAX_ENTRIES, LIST_MAX_BYTES >> 20);
 			return;
 		}
 		if (rc < 0) {

@@ -19,10 +19,13 @@
  * order) and other requests (KILL, SIGNAL…) still run; past this much the
  * connection is not read. */
 #define GI_DEFER_CAP (4u * 1024u * 1024u)
-/* Ended procs remembered for STATUS. */
+/* Ended procs remembered for STATUS, and the output all of them keep
+ * together (past it the oldest ones' kept output goes, DROPPED says so). */
 #define GI_KEEP_ENDED 256
+#define GI_KEEP_ENDED_BYTES (32u * 1024u * 1024u)
 #define GI_MAX_SINKS 8
 #define GI_TAG_MAX 64
+#define GI_NO_LIMIT INT64_MAX
 
 typedef struct gi_buf {
 	unsigned char *p;
@@ -52,7 +55,10 @@ typedef struct gi_proc {
 	gi_buf stdin_buf;
 	int stdin_close; /* close stdin once stdin_buf is written */
 	struct gi_conn *sinks[GI_MAX_SINKS];
+	int64_t credit[GI_MAX_SINKS]; /* output each sink may still be sent (FLOW); GI_NO_LIMIT: none */
 	int nsinks;
+	struct gi_conn *stdin_conn; /* FLOW: who is owed CREDIT for stdin taken */
+	int64_t stdin_ack;          /* stdin bytes taken, not yet acknowledged */
 	struct gi_conn *starter;
 	uint32_t start_req;
 	size_t keep;
@@ -81,6 +87,7 @@ typedef struct gi_wjob { /* a WRITE in progress (or failed: fd -1, its DATA disc
 typedef struct gi_conn {
 	int fd;
 	int hello, dead;
+	int flow; /* HELLO said FLOW 1: windows per call (guest/proto.h) */
 	brig_gp_reader rd;
 	gi_buf out;
 	gi_rjob *reads;
@@ -99,7 +106,7 @@ typedef struct gi_req {
 	uint32_t data_len;
 	int has_data;
 	int64_t version, rows, cols, timeout_ms, detached, stdin_on, keep, proc, sig, nofollow, depth, offset, length,
-		mode, parents, recursive, append, stream;
+		mode, parents, recursive, append, stream, flow, window, credit;
 	int has_proc, has_mode, has_length, has_depth;
 } gi_req;
 
@@ -131,6 +138,7 @@ void gi_proc_ps(gi_conn *c, uint32_t req);
 void gi_proc_attach(gi_conn *c, uint32_t req, gi_req *r);
 void gi_proc_status(gi_conn *c, uint32_t req, gi_req *r);
 void gi_proc_conn_gone(gi_conn *c);
+void gi_proc_credit(gi_conn *c, uint32_t id, gi_req *r);
 /* poll bookkeeping: adds a proc's fds, handles their events, deadlines */
 int gi_proc_pollfds(struct pollfd *pf, gi_proc **who, int *what, int max);
 void gi_proc_event(gi_proc *p, int what, short rev);

@@ -62,38 +62,47 @@ static void st_send(int fd, int kind, int a, int b)
 	while (w < 0 && errno == EINTR);
 }
 
+/* SIGKILLs every child of ours (but those spare() keeps); how many. */
+static int kill_children(int (*spare)(pid_t))
+{
+	pid_t self = getpid();
+	int killed = 0;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		if (*end || pid <= 0)
+			continue;
+		char path[64], buf[512];
+		snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+		int f = open(path, O_RDONLY | O_CLOEXEC);
+		if (f < 0)
+			continue;
+		ssize_t n = read(f, buf, sizeof buf - 1);
+		close(f);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		char *rp = strrchr(buf, ')');
+		char state;
+		int ppid;
+		if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == self &&
+		    !(spare && spare((pid_t)pid)) && kill((pid_t)pid, SIGKILL) == 0)
+			killed++;
+	}
+	closedir(d);
+	return killed;
+}
+
 /* SIGKILLs every child, reaps, and repeats until none is left: what a dead
  * child leaves behind is reparented to us (the subreaper) and killed in turn. */
 static void shep_kill_tree(pid_t main_pid, int stfd, int *main_done)
 {
-	pid_t self = getpid();
 	for (;;) {
-		DIR *d = opendir("/proc");
-		if (d) {
-			struct dirent *de;
-			while ((de = readdir(d))) {
-				char *end;
-				long pid = strtol(de->d_name, &end, 10);
-				if (*end || pid <= 0)
-					continue;
-				char path[64], buf[512];
-				snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-				int f = open(path, O_RDONLY | O_CLOEXEC);
-				if (f < 0)
-					continue;
-				ssize_t n = read(f, buf, sizeof buf - 1);
-				close(f);
-				if (n <= 0)
-					continue;
-				buf[n] = '\0';
-				char *rp = strrchr(buf, ')');
-				char state;
-				int ppid;
-				if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == self)
-					kill((pid_t)pid, SIGKILL);
-			}
-			closedir(d);
-		}
+		kill_children(NULL);
 		int st;
 		pid_t w = waitpid(-1, &st, 0);
 		if (w < 0 && errno == ECHILD)
@@ -314,8 +323,8 @@ void gi_proc_start(gi_conn *c, uint32_t req, gi_req *r)
 		gi_send_error(c, req, EINVAL, "a terminal's ROWS and COLS must be 1..1000");
 		return;
 	}
-	if (r->timeout_ms < 0 || r->keep < 0 || r->keep > 64ll * 1024 * 1024) {
-		gi_send_error(c, req, EINVAL, "TIMEOUT_MS or KEEP out of range");
+	if (r->timeout_ms < 0 || r->keep < 0 || r->keep > 64ll * 1024 * 1024 || r->window < 0) {
+		gi_send_error(c, req, EINVAL, "TIMEOUT_MS, KEEP or WINDOW out of range");
 		return;
 	}
 	if (r->tag && find_proc(0, 0, r->tag)) {
@@ -421,9 +430,16 @@ void gi_proc_start(gi_conn *c, uint32_t req, gi_req *r)
 	p->started_ms = gi_wall_ms();
 	p->deadline = r->timeout_ms > 0 ? gi_now_ms() + r->timeout_ms : 0;
 	p->keep = r->keep ? (size_t)r->keep : 1024 * 1024;
+	if (p->keep > BRIG_GP_KEEP_MAX)
+		p->keep = BRIG_GP_KEEP_MAX;
 	p->starter = c;
 	p->start_req = req;
-	p->sinks[p->nsinks++] = c;
+	/* On a FLOW connection a detached command's output is only kept: its
+	 * starter does not listen, and an unread window would stop it. */
+	if (!(c->flow && p->detached)) {
+		p->credit[p->nsinks] = c->flow && r->window > 0 ? r->window : GI_NO_LIMIT;
+		p->sinks[p->nsinks++] = c;
+	}
 	p->state = GI_STARTING;
 	for (int *fd = &p->in_fd; fd <= &p->ctl_fd; fd++)
 		if (*fd >= 0)
@@ -450,12 +466,32 @@ fail:
 
 /* ---- output ---- */
 
+/* True while a connection has GI_OUT_CAP queued, or a FLOW sink's window
+ * is used up: the command's pipes are then not read, so it blocks. */
 static int sinks_full(gi_proc *p)
 {
 	for (int i = 0; i < p->nsinks; i++)
-		if (gi_buf_pending(&p->sinks[i]->out) >= GI_OUT_CAP)
+		if (gi_buf_pending(&p->sinks[i]->out) >= GI_OUT_CAP || p->credit[i] <= 0)
 			return 1;
 	return 0;
+}
+
+static void credit_use(int64_t *credit, size_t n)
+{
+	if (*credit != GI_NO_LIMIT)
+		*credit -= (int64_t)n;
+}
+
+/* Tells the connection that sent a proc's stdin how much of it is gone
+ * (written to the command, or dropped), so it may send that much more. */
+static void stdin_ack(gi_proc *p, int force)
+{
+	if (!p->stdin_conn || p->stdin_ack <= 0 || (!force && p->stdin_ack < 65536))
+		return;
+	brig_gp_enc *e = gi_enc();
+	brig_gp_put_int(e, BRIG_GP_F_CREDIT, p->stdin_ack);
+	gi_send(p->stdin_conn, BRIG_GP_T_CREDIT, p->id);
+	p->stdin_ack = 0;
 }
 
 static void rec_hdr(unsigned char *h, int stream, size_t n)
@@ -518,6 +554,7 @@ static void emit_output(gi_proc *p, int stream, const unsigned char *d, size_t n
 		brig_gp_put_int(e, BRIG_GP_F_STREAM, stream);
 		brig_gp_put_bytes(e, BRIG_GP_F_DATA, d, n);
 		gi_send(p->sinks[i], BRIG_GP_T_OUTPUT, p->id);
+		credit_use(&p->credit[i], n);
 	}
 }
 
@@ -592,6 +629,15 @@ static void proc_exited(gi_proc *p, int st)
 		p->code = 124;
 	p->state = GI_EXITED;
 	p->ended_ms = gi_wall_ms();
+	/* What it keeps now stays as it is: give back the slack. */
+	if (p->tail.off) {
+		memmove(p->tail.p, p->tail.p + p->tail.off, p->tail.len - p->tail.off);
+		p->tail.len -= p->tail.off;
+		p->tail.off = 0;
+		unsigned char *np = realloc(p->tail.p, p->tail.len + 1);
+		if (np)
+			p->tail.p = np;
+	}
 	/* Processes it left behind keep running; their output goes nowhere. */
 	close_fd(&p->out_fd);
 	close_fd(&p->err_fd);
@@ -698,13 +744,16 @@ static void stdin_flush(gi_proc *p)
 		if (w < 0 && errno == EAGAIN)
 			break;
 		if (w <= 0) { /* the command closed its stdin: the rest is dropped */
+			p->stdin_ack += (int64_t)gi_buf_pending(&p->stdin_buf);
 			gi_buf_free(&p->stdin_buf);
 			if (!p->pty)
 				close_fd(&p->in_fd);
 			break;
 		}
 		p->stdin_buf.off += (size_t)w;
+		p->stdin_ack += w;
 	}
+	stdin_ack(p, !gi_buf_pending(&p->stdin_buf));
 	if (!gi_buf_pending(&p->stdin_buf) && p->stdin_close && p->in_fd >= 0) {
 		if (p->pty) {
 			char eof = 4; /* ^D: the terminal's end of input */
@@ -737,12 +786,50 @@ void gi_proc_event(gi_proc *p, int what, short rev)
 	}
 }
 
+/* ---- a shepherd stopped or killed from inside ----
+ * The sandbox runs as our uid, so it can SIGSTOP or SIGKILL the shepherd of
+ * its own command (the only two signals a shepherd does not block). A
+ * stopped shepherd is continued at once. A killed one leaves the command's
+ * tree to us: its children are reparented to brig-init, where no user
+ * process ever is otherwise (every command is under a live shepherd, relays
+ * are children of Docker), so every child of brig-init that is not a
+ * shepherd is one that escaped, and is killed — and what it leaves behind
+ * comes to us in turn. */
+static int64_t sweep_until; /* monotonic ms; 0: no escape seen lately */
+
+static int is_shepherd(pid_t pid)
+{
+	for (gi_proc *p = gi_procs; p; p = p->next)
+		if (p->shep_alive && p->shep == pid)
+			return 1;
+	return 0;
+}
+
+static void sweep(void)
+{
+	if (sweep_until && gi_now_ms() < sweep_until)
+		kill_children(is_shepherd);
+	else
+		sweep_until = 0;
+}
+
 void gi_proc_child_exited(pid_t pid, int status)
 {
+	if (WIFSTOPPED(status)) {
+		if (is_shepherd(pid))
+			kill(pid, SIGCONT);
+		return;
+	}
 	for (gi_proc *p = gi_procs; p; p = p->next) {
 		if (p->shep != pid || !p->shep_alive)
 			continue;
 		p->shep_alive = 0;
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			/* not the shepherd's own end (that comes once its tree
+			 * is gone): the tree may be loose */
+			sweep_until = gi_now_ms() + 5000;
+			sweep();
+		}
 		if (p->st_fd >= 0)
 			st_read(p); /* its last words */
 		close_fd(&p->st_fd);
@@ -762,12 +849,19 @@ void gi_proc_child_exited(pid_t pid, int status)
 		answer_killers(p);
 		return;
 	}
-	/* an orphan reparented to PID 1: reaped, nothing to say */
+	/* an orphan reparented to us: reaped; after an escape, its children
+	 * are ours now too */
+	sweep();
 }
 
 int64_t gi_proc_tick(int64_t now)
 {
 	int64_t next = -1;
+	if (sweep_until) {
+		sweep(); /* a backstop: the reaps above do most of it */
+		if (sweep_until)
+			next = 100;
+	}
 	for (gi_proc *p = gi_procs; p; p = p->next) {
 		if (p->state != GI_RUNNING || !p->deadline || p->timed_out)
 			continue;
@@ -784,6 +878,7 @@ int64_t gi_proc_tick(int64_t now)
 void gi_proc_gc(void)
 {
 	int ended = 0;
+	size_t kept = 0;
 	for (gi_proc **pp = &gi_procs; *pp;) {
 		gi_proc *p = *pp;
 		if (p->exit_sent == -1 && !p->shep_alive) {
@@ -795,6 +890,17 @@ void gi_proc_gc(void)
 			*pp = p->next; /* the list is newest first: these are the oldest */
 			proc_free(p);
 			continue;
+		}
+		if (p->state == GI_EXITED && (p->head.len || p->tail.len)) {
+			size_t n = p->head.len + p->tail.len;
+			if (kept + n > GI_KEEP_ENDED_BYTES) { /* older ones lose their output */
+				p->dropped += (int64_t)(p->head_data + p->tail_data);
+				p->head_data = p->tail_data = 0;
+				gi_buf_free(&p->head);
+				gi_buf_free(&p->tail);
+			} else {
+				kept += n;
+			}
 		}
 		pp = &p->next;
 	}
@@ -820,16 +926,23 @@ static gi_proc *lookup(gi_conn *c, uint32_t req, gi_req *r)
 void gi_proc_stdin(gi_conn *c, uint32_t id, gi_req *r, int close_it)
 {
 	gi_proc *p = find_proc(1, id, NULL);
-	if (!p || p->state == GI_EXITED || p->in_fd < 0)
-		return; /* dropped once the proc has ended */
-	if (close_it) {
-		p->stdin_close = 1;
-	} else if (r->has_data && r->data_len) {
-		if (gi_buf_add(&p->stdin_buf, r->data, r->data_len) < 0)
-			return;
-		if (gi_buf_pending(&p->stdin_buf) >= GI_STDIN_CAP)
-			c->blocked_on = p; /* this connection waits until the command reads */
+	uint32_t n = r->has_data ? r->data_len : 0;
+	if (!p || p->state == GI_EXITED || p->in_fd < 0 ||
+	    (!close_it && n && gi_buf_add(&p->stdin_buf, r->data, n) < 0)) {
+		/* dropped (the proc has ended, or no memory): still acknowledged */
+		if (c->flow && n && !close_it) {
+			brig_gp_enc *e = gi_enc();
+			brig_gp_put_int(e, BRIG_GP_F_CREDIT, n);
+			gi_send(c, BRIG_GP_T_CREDIT, id);
+		}
+		return;
 	}
+	if (c->flow)
+		p->stdin_conn = c;
+	if (close_it)
+		p->stdin_close = 1;
+	else if (gi_buf_pending(&p->stdin_buf) > GI_STDIN_CAP)
+		c->blocked_on = p; /* this connection waits until the command reads */
 	stdin_flush(p);
 }
 
@@ -955,6 +1068,17 @@ void gi_proc_attach(gi_conn *c, uint32_t req, gi_req *r)
 	brig_gp_put_int(e, BRIG_GP_F_DROPPED, p->dropped);
 	gi_send(c, BRIG_GP_T_OK, req);
 	replay(c, p, &p->head);
+	size_t marker = 0;
+	if (p->dropped > 0) {
+		/* where the gap is, for whoever reads the replay */
+		char m[96];
+		int n = snprintf(m, sizeof m, "\n[%lld bytes dropped]\n", (long long)p->dropped);
+		marker = (size_t)n;
+		e = gi_enc();
+		brig_gp_put_int(e, BRIG_GP_F_STREAM, 2);
+		brig_gp_put_bytes(e, BRIG_GP_F_DATA, m, marker);
+		gi_send(c, BRIG_GP_T_OUTPUT, p->id);
+	}
 	replay(c, p, &p->tail);
 	if (p->state == GI_EXITED) {
 		e = gi_enc();
@@ -965,8 +1089,29 @@ void gi_proc_attach(gi_conn *c, uint32_t req, gi_req *r)
 	for (int i = 0; i < p->nsinks; i++)
 		if (p->sinks[i] == c)
 			return;
-	if (p->nsinks < GI_MAX_SINKS)
+	if (p->nsinks < GI_MAX_SINKS) {
+		/* the replayed bytes count against the window */
+		int64_t w = c->flow && r->window > 0 ? r->window : GI_NO_LIMIT;
+		if (w != GI_NO_LIMIT)
+			w -= (int64_t)(p->head_data + p->tail_data + marker);
+		p->credit[p->nsinks] = w;
 		p->sinks[p->nsinks++] = c;
+	}
+}
+
+void gi_proc_credit(gi_conn *c, uint32_t id, gi_req *r)
+{
+	gi_proc *p = find_proc(1, id, NULL);
+	if (!p)
+		return;
+	for (int i = 0; i < p->nsinks; i++) {
+		if (p->sinks[i] != c || p->credit[i] == GI_NO_LIMIT)
+			continue;
+		if (r->credit == -1)
+			p->credit[i] = GI_NO_LIMIT;
+		else if (r->credit > 0 && r->credit <= (1ll << 40) && p->credit[i] < (1ll << 50))
+			p->credit[i] += r->credit;
+	}
 }
 
 void gi_proc_status(gi_conn *c, uint32_t req, gi_req *r)
@@ -986,9 +1131,13 @@ void gi_proc_conn_gone(gi_conn *c)
 	for (gi_proc *p = gi_procs; p; p = p->next) {
 		for (int i = 0; i < p->nsinks; i++)
 			if (p->sinks[i] == c) {
-				p->sinks[i] = p->sinks[--p->nsinks];
+				p->nsinks--;
+				p->sinks[i] = p->sinks[p->nsinks];
+				p->credit[i] = p->credit[p->nsinks];
 				i--;
 			}
+		if (p->stdin_conn == c)
+			p->stdin_conn = NULL;
 		if (p->starter == c) {
 			p->starter = NULL;
 			if (!p->detached && p->state != GI_EXITED) {

@@ -265,6 +265,7 @@ const char *brig_gp_type_name(uint8_t type)
 	case BRIG_GP_T_RESIZE: return "RESIZE";
 	case BRIG_GP_T_OUTPUT: return "OUTPUT";
 	case BRIG_GP_T_EXIT: return "EXIT";
+	case BRIG_GP_T_CREDIT: return "CREDIT";
 	case BRIG_GP_T_PS: return "PS";
 	case BRIG_GP_T_PS_ENTRY: return "PS_ENTRY";
 	case BRIG_GP_T_ATTACH: return "ATTACH";

@@ -18,7 +18,22 @@
  *   strings are bytes without NUL (paths, argv, env, names);
  *   data is any bytes. A tag may repeat (argv, env): order is kept.
  * A receiver ignores fields it does not know (so a newer peer can add some)
- * but refuses a known field of the wrong shape. */
+ * but refuses a known field of the wrong shape.
+ *
+ * Flow control (still version 1: negotiated, so either end may be older).
+ * A client that puts FLOW 1 in HELLO and reads FLOW 1 in HELLO_OK has, on
+ * that connection, one window per call and direction:
+ *   output: START/ATTACH carry WINDOW, the output bytes brig-init may send
+ *     for the proc before the client grants more with CREDIT; while any
+ *     attached connection's window is used up brig-init does not read the
+ *     command's pipes, so the command blocks in write(2) (nothing is lost,
+ *     nothing killed, other calls on the relay go on). CREDIT -1 lifts the
+ *     limit (a client that stopped listening). A DETACHED start sends its
+ *     starter no output (ATTACH for it).
+ *   stdin: the client keeps at most BRIG_GP_STDIN_WINDOW bytes of one
+ *     proc's stdin unacknowledged; brig-init answers CREDIT as the command
+ *     takes them (or drops them), so brig-init never has to stop reading the
+ *     relay and a KILL never waits behind stdin. */
 #ifndef BRIG_GUEST_PROTO_H
 #define BRIG_GUEST_PROTO_H
 
@@ -49,6 +64,10 @@
  * BRIG_GP_ENV_FILE_MAX bytes are read. */
 #define BRIG_GP_ENV_FILE "/runtime/.brig/env"
 #define BRIG_GP_ENV_FILE_MAX (1024u * 1024u + 64u * 1024u)
+/* Output kept for one detached proc at most (what ATTACH replays at once). */
+#define BRIG_GP_KEEP_MAX (16u * 1024u * 1024u)
+/* Flow control: the stdin a client may have unacknowledged per proc. */
+#define BRIG_GP_STDIN_WINDOW (1024u * 1024u)
 
 /* Message types. c→g: from brig (through the relay) to brig-init;
  * g→c: back. "id" says what the header's id carries. */
@@ -73,6 +92,9 @@ enum {
 	BRIG_GP_T_RESIZE = 16,   /* c→g id: proc. ROWS, COLS. No answer */
 	BRIG_GP_T_OUTPUT = 17,   /* g→c id: proc. STREAM (1 stdout or terminal, 2 stderr), DATA */
 	BRIG_GP_T_EXIT = 18,     /* g→c id: proc. CODE, SIGNAL, TIMED_OUT, KILLED, DROPPED. Last frame of a proc */
+	BRIG_GP_T_CREDIT = 19,   /* both ways (FLOW connections), id: proc. CREDIT. c→g: the client took CREDIT
+				    more output bytes (-1: no limit from now on); g→c: the command took (or
+				    brig-init dropped) CREDIT bytes of its stdin. No answer */
 	BRIG_GP_T_PS = 20,       /* c→g id: request → PS_ENTRY* then OK (COUNT) */
 	BRIG_GP_T_PS_ENTRY = 21, /* g→c id: request. PROC, PID, TAG, ARGV*, STATE, DETACHED, STARTED_MS,
 				    ENDED_MS, CODE, SIGNAL, TIMED_OUT, KILLED */
@@ -116,7 +138,8 @@ enum {
 	BRIG_GP_F_STDIN = 17,      /* (i) 0/1: stdin from STDIN frames (else /dev/null) */
 	BRIG_GP_F_TAG = 18,        /* (s) up to 64 bytes chosen by the client, unique: names the proc before
 				      STARTED arrives (a connection that broke can still ask about it) */
-	BRIG_GP_F_KEEP = 19,       /* (i) bytes of output kept for a detached proc; 0: 1 MiB; max 64 MiB */
+	BRIG_GP_F_KEEP = 19,       /* (i) bytes of output kept for a detached proc; 0: 1 MiB; at most 64 MiB
+				      accepted, BRIG_GP_KEEP_MAX used */
 	BRIG_GP_F_PROC = 20,       /* (i) process id: 1.., unique for one BOOT_ID */
 	BRIG_GP_F_STREAM = 21,     /* (i) 1 stdout (or the terminal), 2 stderr */
 	BRIG_GP_F_DATA = 22,       /* (d) at most BRIG_GP_MAX_DATA */
@@ -128,6 +151,9 @@ enum {
 	BRIG_GP_F_STARTED_MS = 28, /* (i) wall-clock ms */
 	BRIG_GP_F_DROPPED = 29,    /* (i) output bytes not kept (between head and tail) */
 	BRIG_GP_F_ENDED_MS = 30,   /* (i) wall-clock ms, 0 while running */
+	BRIG_GP_F_FLOW = 31,       /* (i) HELLO, HELLO_OK: 1 this end does flow control */
+	BRIG_GP_F_WINDOW = 32,     /* (i) START, ATTACH (FLOW): output bytes before CREDIT is needed; 0: no limit */
+	BRIG_GP_F_CREDIT = 33,     /* (i) CREDIT's bytes */
 	BRIG_GP_F_PATH = 40,       /* (s) absolute */
 	BRIG_GP_F_PATH2 = 41,      /* (s) absolute: rename's target */
 	BRIG_GP_F_TYPE = 42,       /* (s) file, dir, symlink, fifo, socket, char, block */

@@ -187,6 +187,9 @@ static int req_decode(gi_req *r, const unsigned char *p, size_t n)
 		case BRIG_GP_F_RECURSIVE: iv = &r->recursive; break;
 		case BRIG_GP_F_APPEND: iv = &r->append; break;
 		case BRIG_GP_F_STREAM: iv = &r->stream; break;
+		case BRIG_GP_F_FLOW: iv = &r->flow; break;
+		case BRIG_GP_F_WINDOW: iv = &r->window; break;
+		case BRIG_GP_F_CREDIT: iv = &r->credit; break;
 		default: continue;
 		}
 		if (brig_gp_field_int(&f, iv) != BRIG_GP_OK)
@@ -212,8 +215,11 @@ static void on_frame(gi_conn *c, const brig_gp_hdr *h, const unsigned char *payl
 			c->dead = 2; /* flush the error, then close */
 		} else {
 			c->hello = 1;
+			c->flow = r.flow == 1;
 			brig_gp_enc *e = gi_enc();
 			brig_gp_put_int(e, BRIG_GP_F_VERSION, BRIG_GP_VERSION);
+			if (c->flow)
+				brig_gp_put_int(e, BRIG_GP_F_FLOW, 1);
 			brig_gp_put_int(e, BRIG_GP_F_PID, getpid());
 			brig_gp_put_str(e, BRIG_GP_F_BOOT_ID, boot_id);
 			gi_send(c, BRIG_GP_T_HELLO_OK, 0);
@@ -238,6 +244,7 @@ static void on_frame(gi_conn *c, const brig_gp_hdr *h, const unsigned char *payl
 	case BRIG_GP_T_SIGNAL: gi_proc_signal(c, h->id, &r); break;
 	case BRIG_GP_T_KILL: gi_proc_kill(c, h->id, &r); break;
 	case BRIG_GP_T_RESIZE: gi_proc_resize(h->id, &r); break;
+	case BRIG_GP_T_CREDIT: gi_proc_credit(c, h->id, &r); break;
 	case BRIG_GP_T_PS: gi_proc_ps(c, h->id); break;
 	case BRIG_GP_T_ATTACH: gi_proc_attach(c, h->id, &r); break;
 	case BRIG_GP_T_STATUS: gi_proc_status(c, h->id, &r); break;
@@ -484,7 +491,8 @@ int gi_serve(int64_t lifetime_ms)
 			}
 			int st;
 			pid_t w;
-			while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+			/* WUNTRACED: a shepherd stopped from inside is continued */
+			while ((w = waitpid(-1, &st, WNOHANG | WUNTRACED)) > 0)
 				gi_proc_child_exited(w, st);
 		}
 		if (pf[1].revents & POLLIN) {

@@ -104,8 +104,12 @@ typedef struct brig_guest_exit {
 /* Runs a command to its end: streams its output to on_output, feeds stdin,
  * and on the deadline or a cancel has brig-init end the command's whole
  * tree (setsid'd and double-forked descendants too) and waits for that
- * (certain). stdin goes out only while the relay has room for it, so a
- * command that reads none of it still meets its deadline and a cancel.
+ * (certain). stdin goes out only while the relay has room for it (and,
+ * with a brig-init that does flow control, within the call's stdin window),
+ * so a command that reads none of it still meets its deadline and a cancel.
+ * With such a brig-init, output is credited back as on_output returns: a
+ * slow on_output slows the command (it blocks in write), other calls on the
+ * handle go on, and brig holds about one window (4 MiB) for the call.
  * Returns 0 with *out filled when the guest said how it ended —
  * timed out and cancelled included. Errors: BRIG_EINVAL, BRIG_ENOTFOUND /
  * BRIG_EDENIED (the program cannot be found / executed: nothing ran; 127 /

@@ -219,7 +219,8 @@ BRIG_PUBLIC int brig_computer_start(brig_engine *e, const char *ref, const brig_
  * stdout): computers with brig-init only (BRIG_ESTATE otherwise). With
  * size_cb, resize_fd readable (e.g. a SIGWINCH self-pipe; its bytes are
  * read and dropped) → size_cb gives the new size, sent to the terminal.
- * Not audited in the session store. Errors: as brig_computer_exec. */
+ * Not audited in the session store (brig_session_exec_tty is). Errors: as
+ * brig_computer_exec. */
 BRIG_PUBLIC int brig_computer_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, int rows,
 				       int cols, int resize_fd, void (*size_cb)(int *rows, int *cols, void *payload),
 				       void *size_payload, brig_exec_result *res, brig_error **err);

@@ -436,6 +436,8 @@ static void checkpoint_before_stop(brig_engine *e, const char *container_id, voi
 
 static int session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, bool keep,
 			const char *dir, const char *actor, brig_exec_result *res, brig_error **err);
+static int audit_exec(brig_store *s, const brig_computer *c, const brig_exec_opts *opts, const char *actor, int rc,
+		      brig_exec_result *res, brig_error **err);
 
 int brig_session_exec(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
 		      brig_error **err)
@@ -502,6 +504,18 @@ static int session_exec(brig_engine *e, brig_store *s, const char *ref, const br
 	res->stop_checkpoint_id = sc.id;
 	res->stop_checkpoint_failed = sc.failed != NULL;
 	free(sc.failed);
+	rc = audit_exec(s, c, opts, actor, rc, res, err);
+	brig_computer_free(c);
+	return rc;
+}
+
+/* The audit row of a command that ran in c (a session's computer), by actor
+ * (NULL: this process's OS user), and the session marked failed when the
+ * computer stopped; rc is the exec's and comes back unless it was 0 and the
+ * store failed. */
+static int audit_exec(brig_store *s, const brig_computer *c, const brig_exec_opts *opts, const char *actor, int rc,
+		      brig_exec_result *res, brig_error **err)
+{
 	bool ran = rc == 0 || res->timed_out || res->canceled || res->uncertain;
 	if (s && ran && c->ns && c->agent && c->session) {
 		json_t *argv = json_array();
@@ -542,6 +556,24 @@ static int session_exec(brig_engine *e, brig_store *s, const char *ref, const br
 		}
 		brig_error_free(serr);
 	}
+	return rc;
+}
+
+int brig_session_exec_tty(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, int rows,
+			  int cols, int resize_fd, void (*size_cb)(int *rows, int *cols, void *payload),
+			  void *size_payload, brig_exec_result *res, brig_error **err)
+{
+	int rc = brig_computer_exec_tty(e, ref, opts, rows, cols, resize_fd, size_cb, size_payload, res, err);
+	if (!s)
+		return rc;
+	brig_computer *c = NULL;
+	brig_error *gerr = NULL;
+	if (brig_computer_get(e, &c, ref, NULL, &gerr) != 0) {
+		/* gone since (a stop): nothing to record it under */
+		brig_error_free(gerr);
+		return rc;
+	}
+	rc = audit_exec(s, c, opts, NULL, rc, res, err);
 	brig_computer_free(c);
 	return rc;
 }

@@ -345,12 +345,12 @@ void cli_every_stop(cli_every *ev);
 
 /* ---- terminals (cli_tty.c) ---- */
 
-/* brig_computer_exec_tty with the caller's terminal: raw mode while the
- * command runs (when opts->stdin_fd is 0 and a terminal), its size and
- * SIGWINCH resizes; the terminal is restored before returning, at exit and
- * by a second interrupt. */
-int cli_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, brig_exec_result *res,
-		 brig_error **err);
+/* brig_session_exec_tty (audited in store s, may be NULL) with the caller's
+ * terminal: raw mode while the command runs (when opts->stdin_fd is 0 and a
+ * terminal), its size and SIGWINCH resizes; the terminal is restored before
+ * returning, at exit and by a second interrupt. */
+int cli_exec_tty(brig_engine *e, struct brig_store *s, const char *ref, const brig_exec_opts *opts,
+		 brig_exec_result *res, brig_error **err);
 /* The parts of cli_exec_tty, for exec -t through a server: raw mode when
  * raw and stdin is a terminal (restored by cli_tty_end, at exit, by a second
  * interrupt); *rows, *cols the terminal's size (24x80 without one);

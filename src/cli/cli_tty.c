@@ -10,6 +10,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "brig/session.h"
 #include "cli/cli.h"
 
 static struct termios saved;
@@ -81,11 +82,12 @@ void cli_tty_end(void)
 	restore();
 }
 
-int cli_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts *opts, brig_exec_result *res, brig_error **err)
+int cli_exec_tty(brig_engine *e, struct brig_store *s, const char *ref, const brig_exec_opts *opts,
+		 brig_exec_result *res, brig_error **err)
 {
 	int rows, cols, winch;
 	cli_tty_begin(opts->stdin_fd == 0, &rows, &cols, &winch);
-	int r = brig_computer_exec_tty(e, ref, opts, rows, cols, winch, winch >= 0 ? size_of : NULL, NULL, res, err);
+	int r = brig_session_exec_tty(e, s, ref, opts, rows, cols, winch, winch >= 0 ? size_of : NULL, NULL, res, err);
 	restore();
 	return r;
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "brig/image.h"
 #include "brig/sandbox.h"
@@ -17,7 +18,8 @@ static const char usage[] =
 	"\n"
 	"Bring up the session's computer (agent claude or codex) on the agents image, as\n"
 	"`brig up` does, and run `claude ARG...` or `codex ARG...` in /workspace as uid 1000,\n"
-	"streaming its output; brig exits with its exit code. The computer stays up for the\n"
+	"streaming its output; brig exits with its exit code. With no ARG and brig on a\n"
+	"terminal, the agent gets one (as with -it): its interactive TUI. The computer stays up for the\n"
 	"next call. The session lives in the session store like any other: `brig checkpoint`,\n"
 	"`brig recover` and `brig history` work on it, and after a recover brig agent uses the\n"
 	"recovered generation. A computer that lost its files (stopped, killed, removed) is\n"
@@ -41,6 +43,7 @@ static const char usage[] =
 	"  -e, --env KEY=VALUE     Environment entry of the computer; repeatable\n"
 	"      --label KEY=VALUE   Extra label of the computer; repeatable\n" CLI_HELP_RUNTIME
 	"  -i, --interactive       Pass brig's stdin to the agent\n"
+	"  -t, --tty               Give the agent a terminal (with -i: yours, in raw mode)\n"
 	"      --fresh             When the computer lost its files and there is no checkpoint,\n"
 	"                          go on in a new, empty generation\n"
 	"      --no-checkpoint     Do not checkpoint /workspace and /runtime when the agent ends\n"
@@ -71,7 +74,7 @@ typedef struct agent_args {
 	cli_target t;           /* --ns and --session; the agent names itself */
 	const char *image, *network;
 	int64_t timeout_ms;
-	bool interactive;
+	bool interactive, tty;
 	bool fresh;
 	bool no_checkpoint;
 	int64_t every_ms;
@@ -98,6 +101,7 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 		{"label", required_argument, NULL, OPT_LABEL},
 		{"runtime", required_argument, NULL, OPT_RUNTIME},
 		{"interactive", no_argument, NULL, 'i'},
+		{"tty", no_argument, NULL, 't'},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -120,7 +124,7 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 	a->network = "isolated";
 	int opt, rc = 0;
 	optind = 0;
-	while ((opt = cli_getopt("agent", argc - 1, argv + 1, "+:he:i", longopts, NULL)) != -1) {
+	while ((opt = cli_getopt("agent", argc - 1, argv + 1, "+:he:it", longopts, NULL)) != -1) {
 		if (cli_target_opt(&a->t, opt, optarg, &rc))
 			continue;
 		switch (opt) {
@@ -131,6 +135,7 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 		case OPT_LABEL: rc = cli_spec_set(&a->spec, "label", optarg); break;
 		case OPT_RUNTIME: rc = cli_spec_set(&a->spec, "runtime", optarg); break;
 		case 'i': a->interactive = true; break;
+		case 't': a->tty = true; break;
 		case OPT_FRESH: a->fresh = true; break;
 		case OPT_NO_CHECKPOINT: a->no_checkpoint = true; break;
 		case OPT_EVERY:
@@ -168,6 +173,9 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 	a->args[0] = (char *)a->agent;
 	for (size_t i = 0; i < nargs; i++)
 		a->args[i + 1] = argv[first + (int)i];
+	/* No prompt, on a terminal: the agent's interactive TUI, which needs one */
+	if (nargs == 0 && !a->tty && isatty(0) && isatty(1))
+		a->tty = a->interactive = true;
 	*done = false;
 	return 0;
 }
@@ -244,7 +252,9 @@ static int run_agent(brig_engine *e, brig_store *s, const char *name, const agen
 	memset(&res, 0, sizeof res);
 	brig_error *err = NULL;
 	cli_every *every = cli_every_start(e, s, name, a->every_ms);
-	int r = brig_session_exec_keep(e, s, name, &opts, NULL, &res, &err);
+	/* audited either way; a terminal has no checkpoint-before-stop hook */
+	int r = a->tty ? cli_exec_tty(e, s, name, &opts, &res, &err)
+		       : brig_session_exec_keep(e, s, name, &opts, NULL, &res, &err);
 	cli_every_stop(every);
 	char recover[1024];
 	/* The store as shown (a password redacted): the user's own --store. */

@@ -446,7 +446,7 @@ int cmd_exec(int argc, char **argv)
 		cli_every *every = cli_every_start(e, store, ref, a.every_ms);
 		/* Audited in the store; a timeout, cancel or uncertain end marks
 		 * the session failed there. */
-		r = a.tty ? cli_exec_tty(e, ref, &opts, &res, &err)
+		r = a.tty ? cli_exec_tty(e, store, ref, &opts, &res, &err)
 			  : brig_session_exec_keep(e, store, ref, &opts, NULL, &res, &err);
 		cli_every_stop(every);
 		/* Not found (nothing ran): NAME may be a prefix of one computer's. */

@@ -116,6 +116,32 @@ static void dispatch_locked(brig_guest *g, const brig_gp_hdr *h, unsigned char *
 	case BRIG_GP_T_PS_ENTRY:
 	case BRIG_GP_T_LIST_ENTRY:
 	case BRIG_GP_T_DATA: w = find_req(g, h->id); break;
+	case BRIG_GP_T_CREDIT: {
+		/* stdin the command took: handled here, never queued */
+		int64_t v = 0;
+		brig_gp_dec d;
+		brig_gp_field f;
+		bool bad = !g->flow;
+		brig_gp_dec_init(&d, payload, h->len);
+		int rc = BRIG_GP_ENEED;
+		while (!bad && (rc = brig_gp_dec_next(&d, &f)) == BRIG_GP_OK)
+			if (f.tag == BRIG_GP_F_CREDIT && (brig_gp_field_int(&f, &v) != BRIG_GP_OK || v < 0))
+				bad = true;
+		free(payload);
+		if (bad || rc != BRIG_GP_ENEED) {
+			brig_guest__die_locked(g, BRIG_EPROTO, "brig-init sent a malformed CREDIT");
+			return;
+		}
+		w = find_proc(g, h->id);
+		if (w && v > 0) {
+			/* a lying guest gains at most one window of stdin more */
+			w->stdin_credit += v;
+			if (w->stdin_credit > (int64_t)BRIG_GP_STDIN_WINDOW)
+				w->stdin_credit = BRIG_GP_STDIN_WINDOW;
+			ring(w->efd);
+		}
+		return;
+	}
 	default:
 		brig_guest__die_locked(g, BRIG_EPROTO, "brig-init sent a frame of unknown type %u", h->type);
 		free(payload);
@@ -351,6 +377,7 @@ gwaiter *brig_guest__waiter_add(brig_guest *g, bool binds_proc)
 	if (w->efd < 0)
 		abort(); /* like an allocation failure */
 	w->binds_proc = binds_proc;
+	w->stdin_credit = BRIG_GP_STDIN_WINDOW;
 	pthread_mutex_lock(&g->mu);
 	w->req = g->next_req++;
 	if (g->next_req < 0x80000000u)
@@ -531,6 +558,9 @@ static bool tag_is_int(uint8_t t)
 	case BRIG_GP_F_RECURSIVE:
 	case BRIG_GP_F_COUNT:
 	case BRIG_GP_F_NOFOLLOW:
+	case BRIG_GP_F_FLOW:
+	case BRIG_GP_F_WINDOW:
+	case BRIG_GP_F_CREDIT:
 	case BRIG_GP_F_APPEND: return true;
 	default: return false;
 	}
@@ -695,6 +725,14 @@ int64_t brig_guest__grace(int64_t deadline_ms)
 	return deadline_ms ? deadline_ms + BRIG_GUEST_GRACE_MS : brig_now_ms() + 60000;
 }
 
+int brig_guest__credit(brig_guest *g, int64_t proc, int64_t n, int64_t deadline_ms, brig_error **err)
+{
+	brig_gp_enc e = {0};
+	brig_gp_enc_begin(&e);
+	brig_gp_put_int(&e, BRIG_GP_F_CREDIT, n);
+	return brig_guest__send_frame(g, &e, BRIG_GP_T_CREDIT, (uint32_t)proc, deadline_ms, err);
+}
+
 /* A simple request: sends e as type, waits for OK (parsed into *m, frame in
  * *keep for the strings) or ERROR. deadline_ms 0: 60 s. */
 int brig_guest__simple_call(brig_guest *g, brig_gp_enc *e, uint8_t type, const char *op, gmsg *m, gframe **keep,
@@ -762,6 +800,7 @@ int brig_guest__open_transport(brig_guest **out, brig_guest_transport t, const c
 	brig_gp_enc e = {0};
 	brig_gp_enc_begin(&e);
 	brig_gp_put_int(&e, BRIG_GP_F_VERSION, BRIG_GP_VERSION);
+	brig_gp_put_int(&e, BRIG_GP_F_FLOW, 1);
 	int rc = brig_guest__send_frame(g, &e, BRIG_GP_T_HELLO, 0, deadline_ms, err);
 	gframe *f = NULL;
 	if (!rc)
@@ -785,6 +824,10 @@ int brig_guest__open_transport(brig_guest **out, brig_guest_transport t, const c
 				g->boot_id[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
 			}
 		}
+		/* an older brig-init does not say FLOW: no windows, as before */
+		pthread_mutex_lock(&g->mu);
+		g->flow = brig_guest__geti(&m, BRIG_GP_F_FLOW, 0) == 1;
+		pthread_mutex_unlock(&g->mu);
 	}
 	brig_guest__frame_free(f);
 	brig_guest__waiter_remove(g, w);

@@ -28,6 +28,7 @@ typedef struct gwaiter {
 	gframe *head, *tail;
 	size_t queued;
 	bool overflow;
+	int64_t stdin_credit; /* FLOW: stdin bytes this call may still send */
 } gwaiter;
 
 typedef struct outframe {
@@ -48,6 +49,7 @@ struct brig_guest {
 	outframe *oq_head, *oq_tail;
 	size_t oq_bytes;
 	bool closing;
+	bool flow; /* brig-init said FLOW 1: windows per call (guest/proto.h) */
 	bool dead;
 	int dead_code;
 	char *dead_msg;
@@ -101,6 +103,8 @@ int brig_guest__error_from(brig_guest *g, const gframe *f, const char *op, brig_
 /* A frame the call did not expect: the handle dies with BRIG_EPROTO. */
 int brig_guest__unexpected(brig_guest *g, const gframe *f, const char *op, brig_error **err);
 int64_t brig_guest__grace(int64_t deadline_ms);
+/* FLOW: sends CREDIT n (-1: no limit) for proc; errors are the send's. */
+int brig_guest__credit(brig_guest *g, int64_t proc, int64_t n, int64_t deadline_ms, brig_error **err);
 /* One request answered by OK (parsed into *m; with keep, the frame the
  * strings point into) or ERROR. deadline_ms 0: 60 s. */
 int brig_guest__simple_call(brig_guest *g, brig_gp_enc *e, uint8_t type, const char *op, gmsg *m, gframe **keep,

@@ -28,7 +28,7 @@ static void exit_from(brig_guest_exit *x, const gmsg *m)
 		x->proc = p;
 }
 
-static void put_start(brig_gp_enc *e, const brig_guest_exec_opts *o, const char *tag, bool detached)
+static void put_start(brig_gp_enc *e, const brig_guest_exec_opts *o, const char *tag, bool detached, bool flow)
 {
 	brig_gp_enc_begin(e);
 	for (const char *const *a = o->argv; *a; a++)
@@ -45,6 +45,8 @@ static void put_start(brig_gp_enc *e, const brig_guest_exec_opts *o, const char 
 	brig_gp_put_str(e, BRIG_GP_F_TAG, tag);
 	if (detached && o->keep)
 		brig_gp_put_int(e, BRIG_GP_F_KEEP, (int64_t)o->keep);
+	if (flow && !detached)
+		brig_gp_put_int(e, BRIG_GP_F_WINDOW, BRIG_GUEST_WINDOW);
 	if (o->rows > 0 && o->cols > 0) {
 		brig_gp_put_int(e, BRIG_GP_F_ROWS, o->rows);
 		brig_gp_put_int(e, BRIG_GP_F_COLS, o->cols);
@@ -163,8 +165,20 @@ static bool cancel_ready(int fd)
 	return fd >= 0 && poll(&pf, 1, 0) > 0;
 }
 
+/* True when a stdin chunk of n bytes may go now: the relay's queue has
+ * room and (FLOW) the call's stdin window too. */
+static bool stdin_room(brig_guest *g, gwaiter *w, size_t n)
+{
+	if (!brig_guest__out_room(g, n + 64))
+		return false;
+	pthread_mutex_lock(&g->mu);
+	bool ok = !g->flow || g->dead || w->stdin_credit >= (int64_t)n;
+	pthread_mutex_unlock(&g->mu);
+	return ok;
+}
+
 /* Sends one STDIN chunk, or STDIN_CLOSE at the end. */
-static int pump_stdin(brig_guest *g, pump *p, int64_t proc, int64_t deadline_ms, brig_error **err)
+static int pump_stdin(brig_guest *g, gwaiter *w, pump *p, int64_t proc, int64_t deadline_ms, brig_error **err)
 {
 	brig_gp_enc e = {0};
 	brig_gp_enc_begin(&e);
@@ -173,6 +187,9 @@ static int pump_stdin(brig_guest *g, pump *p, int64_t proc, int64_t deadline_ms,
 		return brig_guest__send_frame(g, &e, BRIG_GP_T_STDIN_CLOSE, (uint32_t)proc, deadline_ms, err);
 	}
 	size_t k = p->plen < BRIG_GP_MAX_DATA ? p->plen : BRIG_GP_MAX_DATA;
+	pthread_mutex_lock(&g->mu);
+	w->stdin_credit -= (int64_t)k;
+	pthread_mutex_unlock(&g->mu);
 	brig_gp_put_bytes(&e, BRIG_GP_F_DATA, p->pend, k);
 	p->pend += k;
 	p->plen -= k;
@@ -207,7 +224,8 @@ static int drive(brig_guest *g, gwaiter *w, int64_t proc, const brig_guest_exec_
 		  .plen = o->stdin_fd < 0 ? o->stdin_len : 0,
 		  .stdin_open = o->stdin_fd >= 0 || o->stdin_data};
 	int rc = 0;
-	bool canceled = false, ours_timed_out = false, cb_failed = false;
+	bool canceled = false, ours_timed_out = false, cb_failed = false, got_exit = false;
+	int64_t taken = 0; /* FLOW: output consumed since the last CREDIT */
 	int cb_rc = 0;
 	gwaiter *kw = NULL;
 	uint32_t kreq = 0;
@@ -223,8 +241,8 @@ static int drive(brig_guest *g, gwaiter *w, int64_t proc, const brig_guest_exec_
 		bool stdin_full = false;
 		if (p.stdin_open && !kw && (o->stdin_fd < 0 || p.have)) {
 			size_t k = p.plen < BRIG_GP_MAX_DATA ? p.plen : BRIG_GP_MAX_DATA;
-			if (brig_guest__out_room(g, k + 64)) {
-				rc = pump_stdin(g, &p, proc, hard, err);
+			if (stdin_room(g, w, k)) {
+				rc = pump_stdin(g, w, &p, proc, hard, err);
 				if (rc)
 					break;
 				if (o->stdin_fd >= 0 && !p.plen)
@@ -352,6 +370,15 @@ static int drive(brig_guest *g, gwaiter *w, int64_t proc, const brig_guest_exec_
 			brig_guest__frame_free(f);
 			if (rc)
 				break;
+			/* the window opens again only once the caller took the bytes:
+			 * a slow reader slows the command, not the relay */
+			taken += m.data_len;
+			if (g->flow && taken >= (int64_t)BRIG_GUEST_WINDOW / 4) {
+				rc = brig_guest__credit(g, proc, taken, hard, err);
+				if (rc)
+					break;
+				taken = 0;
+			}
 			continue;
 		}
 		if (f->type == BRIG_GP_T_EXIT) {
@@ -362,6 +389,7 @@ static int drive(brig_guest *g, gwaiter *w, int64_t proc, const brig_guest_exec_
 				break;
 			exit_from(x, &m);
 			x->proc = proc;
+			got_exit = true;
 			break;
 		}
 		if (f->type == BRIG_GP_T_ERROR && f->id == (uint32_t)proc) {
@@ -389,6 +417,14 @@ kill:
 	}
 	if (kw)
 		brig_guest__waiter_remove(g, kw); /* its OK, if any, is not needed: EXIT said it */
+	if (g->flow && !got_exit) {
+		/* nobody listens any more (an attach that gave up): a window
+		 * left closed would stop the command for as long as the relay
+		 * lives */
+		brig_error *cerr = NULL;
+		brig_guest__credit(g, proc, -1, brig_now_ms() + 1000, &cerr);
+		brig_error_free(cerr);
+	}
 	if (!rc && cb_failed)
 		rc = brig__error_set(err, cb_rc, 0, "%s: the output callback gave up; the command was ended", g->what);
 	if (!rc && canceled) {
@@ -415,7 +451,7 @@ int brig_guest_exec(brig_guest *g, const brig_guest_exec_opts *o, brig_guest_exi
 	make_tag(g, tag, o->tag);
 	gwaiter *w = brig_guest__waiter_add(g, true);
 	brig_gp_enc e = {0};
-	put_start(&e, o, tag, false);
+	put_start(&e, o, tag, false, g->flow);
 	rc = brig_guest__send_frame(g, &e, BRIG_GP_T_START, w->req, o->deadline_ms, err);
 	if (!rc) {
 		rc = await_start(g, w, "start", o->deadline_ms, true, x, err);
@@ -446,7 +482,7 @@ int brig_guest_start(brig_guest *g, const brig_guest_exec_opts *o, int64_t *proc
 	oo.stdin_data = NULL;
 	gwaiter *w = brig_guest__waiter_add(g, false);
 	brig_gp_enc e = {0};
-	put_start(&e, &oo, tag, true);
+	put_start(&e, &oo, tag, true, g->flow);
 	brig_guest_exit x = {0};
 	rc = brig_guest__send_frame(g, &e, BRIG_GP_T_START, w->req, 0, err);
 	if (!rc)
@@ -469,6 +505,8 @@ int brig_guest_attach(brig_guest *g, int64_t proc, const brig_guest_exec_opts *o
 	brig_gp_enc_begin(&e);
 	brig_gp_put_int(&e, BRIG_GP_F_PROC, proc);
 	brig_gp_put_int(&e, BRIG_GP_F_STDIN, o->stdin_fd >= 0 || o->stdin_data);
+	if (g->flow)
+		brig_gp_put_int(&e, BRIG_GP_F_WINDOW, BRIG_GUEST_WINDOW);
 	int rc = brig_guest__send_frame(g, &e, BRIG_GP_T_ATTACH, w->req, o->deadline_ms, err);
 	if (!rc)
 		rc = await_start(g, w, "attach", o->deadline_ms, true, x, err);

@@ -37,6 +37,9 @@
 
 #define BRIG_GUEST_OUT_CAP (4u << 20)
 #define BRIG_GUEST_WAITER_CAP (32u << 20)
+/* A command's output window on a FLOW relay: what brig-init may send ahead
+ * of the caller's consumption (so what one call can make brig hold). */
+#define BRIG_GUEST_WINDOW (4u << 20)
 /* Bytes of the relay's own stderr kept for messages. */
 #define BRIG_GUEST_RELAY_ERR_CAP 512
 

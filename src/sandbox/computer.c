@@ -449,9 +449,10 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 		if ((rc = brig_spec_labels(&labels, spec, BRIG_KIND_COMPUTER, id, hash, err)) != 0)
 			return rc;
 
-		/* brig-init as PID 1 when this build carries it. BRIG_GUEST=0
-		 * makes computers as before it (docker-init, plain exec): the
-		 * tests of that path, which older computers still take, use it. */
+		/* brig-init as PID 1 when this build carries it. BRIG_GUEST=0 is
+		 * a test-only knob (docs/guest-protocol.md): computers as before
+		 * brig-init (docker-init, plain exec), for the tests of the path
+		 * older computers still take. */
 		char init_hash[17] = "";
 		const char *vname = brig_guest__volume_name();
 		const char *genv = getenv("BRIG_GUEST");

@@ -250,8 +250,12 @@ int brig_sandbox__guest_exec(brig_engine *e, const char *ref, const char *id, co
 	free(envv);
 
 	if (sent && (rc == BRIG_ENOTFOUND || rc == BRIG_EDENIED) && (x.code == 127 || x.code == 126)) {
-		/* brig-init's answer: the program cannot be run; nothing ran */
-		note_stderr(tee, brig_error_message(err ? *err : NULL));
+		/* brig-init's answer: the program cannot be run; nothing ran.
+		 * Said as a run says it ("brig: NAME: not found in the image"). */
+		const char *m = brig_error_message(err ? *err : NULL);
+		if (strncmp(m, "start: ", 7) == 0)
+			m += 7;
+		note_stderr(tee, m);
 		brig__error_clear(err);
 		res->exit_code = x.code;
 		return 0;

@@ -606,8 +606,9 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 				  .outbox_mb = o->out_dir ? out_mb : 0,
 				  .run_id = rid,
 				  .deadline_unix = brig_wall_s() + lifetime};
-	/* brig-init as PID 1 when this build carries it (BRIG_GUEST=0: as
-	 * before it, docker-init and the image's `timeout` or `sleep`). */
+	/* brig-init as PID 1 when this build carries it (BRIG_GUEST=0, a
+	 * test-only knob, docs/guest-protocol.md: as a build without it,
+	 * docker-init and the image's `timeout` or `sleep`). */
 	char init_hash[17] = "";
 	bool check = false;
 	const char *vname = brig_guest__volume_name();

@@ -220,7 +220,7 @@ static char *fstr(const frame *f, uint8_t tag) /* malloc'd, "" when absent */
 	return s;
 }
 
-static void cli_open(cli *c)
+static void cli_open_flow(cli *c, int flow)
 {
 	memset(c, 0, sizeof *c);
 	int in[2], out[2];
@@ -244,17 +244,25 @@ static void cli_open(cli *c)
 	brig_gp_enc e = {0};
 	brig_gp_enc_begin(&e);
 	brig_gp_put_int(&e, BRIG_GP_F_VERSION, BRIG_GP_VERSION);
+	if (flow)
+		brig_gp_put_int(&e, BRIG_GP_F_FLOW, 1);
 	cli_send(c, &e, BRIG_GP_T_HELLO, 0);
 	brig_gp_enc_free(&e);
 	frame f;
 	assert_int_equal(cli_recv(c, &f, 30000), 0);
 	assert_int_equal(f.type, BRIG_GP_T_HELLO_OK);
 	assert_int_equal(fint(&f, BRIG_GP_F_VERSION), BRIG_GP_VERSION);
+	assert_int_equal(fint(&f, BRIG_GP_F_FLOW), flow ? 1 : -999);
 	c->init_pid = fint(&f, BRIG_GP_F_PID);
 	char *b = fstr(&f, BRIG_GP_F_BOOT_ID);
 	snprintf(c->boot_id, sizeof c->boot_id, "%s", b);
 	free(b);
 	free(f.p);
+}
+
+static void cli_open(cli *c)
+{
+	cli_open_flow(c, 0);
 }
 
 static void cli_close(cli *c)
@@ -270,7 +278,7 @@ static void cli_close(cli *c)
 
 typedef struct start_opts {
 	int rows, cols, stdin_on, detached;
-	int64_t timeout_ms;
+	int64_t timeout_ms, window;
 	const char *tag;
 	const char *env; /* one "KEY=VALUE" */
 } start_opts;
@@ -310,6 +318,8 @@ static uint32_t start(cli *c, const char *const argv[], const start_opts *o)
 		brig_gp_put_str(&e, BRIG_GP_F_TAG, o->tag);
 	if (o && o->env)
 		brig_gp_put_str(&e, BRIG_GP_F_ENV, o->env);
+	if (o && o->window)
+		brig_gp_put_int(&e, BRIG_GP_F_WINDOW, o->window);
 	uint32_t req = c->next_req++;
 	cli_send(c, &e, BRIG_GP_T_START, req);
 	brig_gp_enc_free(&e);
@@ -549,6 +559,144 @@ static void test_backpressure(void **state)
 	assert_int_equal(r.out.len, 50000000);
 	assert_int_equal(r.code, 0);
 	result_free(&r);
+	cli_close(&c);
+}
+
+static void send_credit(cli *c, int64_t proc, int64_t n)
+{
+	brig_gp_enc e = {0};
+	brig_gp_enc_begin(&e);
+	brig_gp_put_int(&e, BRIG_GP_F_CREDIT, n);
+	cli_send(c, &e, BRIG_GP_T_CREDIT, (uint32_t)proc);
+	brig_gp_enc_free(&e);
+}
+
+/* Reads proc's frames for ms: output bytes into *out_bytes, CREDIT into
+ * *acked; 1 when its EXIT came (code in *code). */
+static int flow_read(cli *c, int64_t proc, int ms, int64_t *out_bytes, int64_t *acked, int64_t *code)
+{
+	int64_t until = now_ms() + ms;
+	for (;;) {
+		struct pollfd pf = {.fd = c->from, .events = POLLIN};
+		int left = (int)(until - now_ms());
+		if (c->off >= c->have && (left <= 0 || poll(&pf, 1, left) <= 0))
+			return 0;
+		frame f;
+		assert_int_equal(cli_recv(c, &f, 1000), 0);
+		int exited = 0;
+		if (f.id == (uint32_t)proc && f.type == BRIG_GP_T_OUTPUT) {
+			brig_gp_field d;
+			assert_true(field(&f, BRIG_GP_F_DATA, &d));
+			*out_bytes += d.len;
+		} else if (f.id == (uint32_t)proc && f.type == BRIG_GP_T_CREDIT) {
+			*acked += fint(&f, BRIG_GP_F_CREDIT);
+		} else if (f.id == (uint32_t)proc && f.type == BRIG_GP_T_EXIT) {
+			*code = fint(&f, BRIG_GP_F_CODE);
+			exited = 1;
+		}
+		free(f.p);
+		if (exited)
+			return 1;
+	}
+}
+
+/* FLOW: a used-up output window stops the command (blocked in write, not
+ * killed) until CREDIT comes; stdin is acknowledged as the command takes
+ * it, and what a command does not read is never acknowledged, while a KILL
+ * on the same connection is answered at once. */
+static void test_flow(void **state)
+{
+	cli c;
+	cli_open_flow(&c, 1);
+	result r = {0};
+	start_opts o = {.window = 300000};
+	uint32_t req = start(&c, (const char *const[]){"head", "-c", "4000000", "/dev/zero", NULL}, &o);
+	assert_true(wait_started(&c, req, &r) > 0);
+	int64_t got = 0, acked = 0, code = -1;
+	assert_int_equal(flow_read(&c, r.proc, 1500, &got, &acked, &code), 0);
+	fprintf(stderr, "test_guest: window 300000: %lld bytes came, then nothing\n", (long long)got);
+	assert_true(got >= 300000 - BRIG_GP_MAX_DATA && got <= 300000 + BRIG_GP_MAX_DATA);
+	send_credit(&c, r.proc, 1000000);
+	int64_t before = got;
+	assert_int_equal(flow_read(&c, r.proc, 1500, &got, &acked, &code), 0);
+	assert_true(got - before >= 1000000 - BRIG_GP_MAX_DATA && got - before <= 1000000 + BRIG_GP_MAX_DATA);
+	/* CREDIT for no such proc, of nothing, below -1 or absurd: ignored */
+	send_credit(&c, 999999, 1000);
+	send_credit(&c, r.proc, 0);
+	send_credit(&c, r.proc, -7);
+	send_credit(&c, r.proc, INT64_MAX);
+	before = got;
+	assert_int_equal(flow_read(&c, r.proc, 700, &got, &acked, &code), 0);
+	assert_true(got - before <= BRIG_GP_MAX_DATA);
+	send_credit(&c, r.proc, -1); /* no limit */
+	while (!flow_read(&c, r.proc, 30000, &got, &acked, &code))
+		;
+	assert_int_equal(got, 4000000);
+	assert_int_equal(code, 0);
+
+	/* stdin within its window, acknowledged as cat takes it */
+	memset(&r, 0, sizeof r);
+	o = (start_opts){.stdin_on = 1};
+	req = start(&c, (const char *const[]){"cat", NULL}, &o);
+	assert_true(wait_started(&c, req, &r) > 0);
+	static char chunk[BRIG_GP_MAX_DATA];
+	memset(chunk, 'y', sizeof chunk);
+	brig_gp_enc e = {0};
+	int64_t sent = 0, total = 4 * (int64_t)BRIG_GP_STDIN_WINDOW;
+	got = acked = 0;
+	code = -1;
+	while (sent < total) {
+		if (sent + (int64_t)sizeof chunk - acked > (int64_t)BRIG_GP_STDIN_WINDOW) {
+			assert_int_equal(flow_read(&c, r.proc, 50, &got, &acked, &code), 0);
+			continue;
+		}
+		brig_gp_enc_begin(&e);
+		brig_gp_put_bytes(&e, BRIG_GP_F_DATA, chunk, sizeof chunk);
+		cli_send(&c, &e, BRIG_GP_T_STDIN, (uint32_t)r.proc);
+		sent += (int64_t)sizeof chunk;
+	}
+	brig_gp_enc_begin(&e);
+	cli_send(&c, &e, BRIG_GP_T_STDIN_CLOSE, (uint32_t)r.proc);
+	while (!flow_read(&c, r.proc, 30000, &got, &acked, &code))
+		;
+	assert_int_equal(got, total);
+	assert_int_equal(acked, total);
+	assert_int_equal(code, 0);
+
+	/* a command that never reads: its window of stdin stays unacknowledged */
+	memset(&r, 0, sizeof r);
+	req = start(&c, (const char *const[]){"sleep", "1003", NULL}, &o);
+	assert_true(wait_started(&c, req, &r) > 0);
+	for (int i = 0; i < (int)(BRIG_GP_STDIN_WINDOW / sizeof chunk); i++) {
+		brig_gp_enc_begin(&e);
+		brig_gp_put_bytes(&e, BRIG_GP_F_DATA, chunk, sizeof chunk);
+		cli_send(&c, &e, BRIG_GP_T_STDIN, (uint32_t)r.proc);
+	}
+	acked = 0;
+	assert_int_equal(flow_read(&c, r.proc, 500, &got, &acked, &code), 0);
+	assert_true(acked < 128 * 1024); /* the pipe's own buffer at most */
+	brig_gp_enc_begin(&e);
+	brig_gp_put_int(&e, BRIG_GP_F_PROC, r.proc);
+	uint32_t kreq = c.next_req++;
+	int64_t t0 = now_ms();
+	cli_send(&c, &e, BRIG_GP_T_KILL, kreq);
+	for (;;) {
+		frame f;
+		assert_int_equal(cli_recv(&c, &f, 10000), 0);
+		int done = f.type == BRIG_GP_T_OK && f.id == kreq;
+		free(f.p);
+		if (done)
+			break;
+	}
+	assert_true(now_ms() - t0 < 3000);
+	/* stdin for an ended command is acknowledged as dropped */
+	brig_gp_enc_begin(&e);
+	brig_gp_put_bytes(&e, BRIG_GP_F_DATA, chunk, 100);
+	cli_send(&c, &e, BRIG_GP_T_STDIN, (uint32_t)r.proc);
+	brig_gp_enc_free(&e);
+	acked = 0;
+	flow_read(&c, r.proc, 1000, &got, &acked, &code);
+	assert_int_equal(acked, 100);
 	cli_close(&c);
 }
 
@@ -886,6 +1034,48 @@ static void test_leftovers(void **state)
 	cli_close(&c);
 }
 
+/* The sandbox runs as brig-init's uid, so it can SIGSTOP or SIGKILL the
+ * shepherd of its own command: a stopped shepherd is continued at once, and
+ * what a killed one leaves behind (reparented to brig-init) is ended too. */
+static void test_shepherd_escape(void **state)
+{
+	cli c;
+	cli_open(&c);
+	result r;
+	start_opts o = {.timeout_ms = 1500};
+	int64_t t0 = now_ms();
+	run(&c,
+	    (const char *const[]){"sh", "-c",
+				  "(setsid sleep 7781 &); kill -STOP $PPID; sleep 0.3; grep State /proc/$PPID/status; "
+				  "sleep 7782",
+				  NULL},
+	    &o, &r);
+	fprintf(stderr, "test_guest: the shepherd after SIGSTOP: %s", out_str(&r));
+	assert_true(now_ms() - t0 < 6000);
+	assert_int_equal(r.code, 124);
+	assert_non_null(strstr(out_str(&r), "State:"));
+	assert_null(strstr(out_str(&r), "stopped"));
+	assert_false(running_inside(&c, "sleep 7781"));
+	assert_false(running_inside(&c, "sleep 7782"));
+	result_free(&r);
+
+	run(&c,
+	    (const char *const[]){"sh", "-c", "(setsid sleep 7783 &); sleep 0.3; kill -KILL $PPID; sleep 7784", NULL},
+	    NULL, &r);
+	assert_int_equal(r.killed, 1);
+	int64_t until = now_ms() + 5000;
+	while (running_inside(&c, "sleep 7783") || running_inside(&c, "sleep 7784")) {
+		assert_true(now_ms() < until);
+		usleep(50000);
+	}
+	result_free(&r);
+	/* and brig-init goes on as before */
+	run(&c, (const char *const[]){"echo", "alive", NULL}, NULL, &r);
+	assert_string_equal(out_str(&r), "alive\n");
+	result_free(&r);
+	cli_close(&c);
+}
+
 /* A detached proc keeps the first and the last KEEP/2 bytes. */
 static void test_keep(void **state)
 {
@@ -909,7 +1099,7 @@ static void test_keep(void **state)
 	brig_gp_put_int(&e, BRIG_GP_F_PROC, r.proc);
 	uint32_t areq = c.next_req++;
 	cli_send(&c, &e, BRIG_GP_T_ATTACH, areq);
-	brig_buf out = {0};
+	brig_buf out = {0}, marker = {0};
 	int64_t dropped = -1;
 	for (;;) {
 		frame f;
@@ -918,7 +1108,7 @@ static void test_keep(void **state)
 			dropped = fint(&f, BRIG_GP_F_DROPPED);
 		brig_gp_field d;
 		if (f.type == BRIG_GP_T_OUTPUT && field(&f, BRIG_GP_F_DATA, &d))
-			badd(&out, d.val, d.len);
+			badd(fint(&f, BRIG_GP_F_STREAM) == 2 ? &marker : &out, d.val, d.len);
 		int done = f.type == BRIG_GP_T_EXIT;
 		if (done)
 			assert_int_equal(fint(&f, BRIG_GP_F_DROPPED), dropped);
@@ -931,8 +1121,121 @@ static void test_keep(void **state)
 	assert_int_equal((int64_t)out.len + dropped, 100011);
 	assert_memory_equal(out.data, "HEAD\nyyy", 8);
 	assert_memory_equal(out.data + out.len - 9, "yyy\nTAIL\n", 9);
+	/* the gap is marked where it is (on stderr) */
+	char want[64];
+	snprintf(want, sizeof want, "\n[%lld bytes dropped]\n", (long long)dropped);
+	badd(&marker, "", 1);
+	assert_string_equal(marker.data, want);
 	brig_buf_free(&out);
+	brig_buf_free(&marker);
 	brig_gp_enc_free(&e);
+	cli_close(&c);
+}
+
+/* What ended detached commands keep is bounded together: the oldest lose
+ * their output first (DROPPED says how much), and one KEEP over 16 MiB is
+ * taken as 16 MiB. */
+static void test_keep_bounded(void **state)
+{
+	cli c;
+	cli_open_flow(&c, 1);
+	int64_t procs[5];
+	for (int i = 0; i < 5; i++) {
+		result r = {0};
+		start_opts o = {.detached = 1};
+		brig_gp_enc e = {0};
+		brig_gp_enc_begin(&e);
+		brig_gp_put_str(&e, BRIG_GP_F_ARGV, "head");
+		brig_gp_put_str(&e, BRIG_GP_F_ARGV, "-c");
+		brig_gp_put_str(&e, BRIG_GP_F_ARGV, "20000000");
+		brig_gp_put_str(&e, BRIG_GP_F_ARGV, "/dev/zero");
+		brig_gp_put_int(&e, BRIG_GP_F_DETACHED, o.detached);
+		brig_gp_put_int(&e, BRIG_GP_F_KEEP, 64ll << 20);
+		uint32_t req = c.next_req++;
+		cli_send(&c, &e, BRIG_GP_T_START, req);
+		brig_gp_enc_free(&e);
+		procs[i] = wait_started(&c, req, &r);
+		assert_true(procs[i] > 0);
+		/* wait for its end: STATUS says exited */
+		for (int64_t until = now_ms() + 20000;;) {
+			assert_true(now_ms() < until);
+			brig_gp_enc_begin(&e);
+			brig_gp_put_int(&e, BRIG_GP_F_PROC, procs[i]);
+			frame f;
+			simple_req(&c, BRIG_GP_T_STATUS, &e, &f);
+			brig_gp_enc_free(&e);
+			char *st = fstr(&f, BRIG_GP_F_STATE);
+			int done = strcmp(st, "exited") == 0;
+			int64_t dropped = fint(&f, BRIG_GP_F_DROPPED);
+			free(st);
+			free(f.p);
+			if (done) {
+				assert_int_equal(dropped, 20000000 - (16 << 20));
+				break;
+			}
+			usleep(50000);
+		}
+	}
+	/* 5 x 16 MiB kept is over 32 MiB: the oldest lost all of it */
+	brig_gp_enc e = {0};
+	brig_gp_enc_begin(&e);
+	brig_gp_put_int(&e, BRIG_GP_F_PROC, procs[0]);
+	frame f;
+	simple_req(&c, BRIG_GP_T_STATUS, &e, &f);
+	assert_int_equal(fint(&f, BRIG_GP_F_DROPPED), 20000000);
+	free(f.p);
+	brig_gp_enc_begin(&e);
+	brig_gp_put_int(&e, BRIG_GP_F_PROC, procs[2]);
+	simple_req(&c, BRIG_GP_T_STATUS, &e, &f);
+	assert_int_equal(fint(&f, BRIG_GP_F_DROPPED), 20000000);
+	free(f.p);
+	brig_gp_enc_begin(&e);
+	brig_gp_put_int(&e, BRIG_GP_F_PROC, procs[4]);
+	simple_req(&c, BRIG_GP_T_STATUS, &e, &f);
+	assert_int_equal(fint(&f, BRIG_GP_F_DROPPED), 20000000 - (16 << 20));
+	free(f.p);
+	brig_gp_enc_free(&e);
+	result m;
+	run(&c, (const char *const[]){"grep", "VmRSS", "/proc/1/status", NULL}, NULL, &m);
+	long kb = 0;
+	assert_int_equal(sscanf(out_str(&m), "VmRSS: %ld kB", &kb), 1);
+	fprintf(stderr, "test_guest: brig-init's RSS with 5 x 16 MiB kept: %ld kB\n", kb);
+	assert_true(kb < 48 * 1024);
+	result_free(&m);
+	cli_close(&c);
+}
+
+/* A LIST is built at once: it stops at 8 MiB of entries with E2BIG. */
+static void test_list_bounded(void **state)
+{
+	cli c;
+	cli_open(&c);
+	result r;
+	run(&c,
+	    (const char *const[]){
+		    "sh", "-c",
+		    "mkdir -p /workspace/many && cd /workspace/many && seq 1 40000 | sed "
+		    "'s/$/"
+		    "-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/' | xargs touch",
+		    NULL},
+	    NULL, &r);
+	assert_int_equal(r.code, 0);
+	result_free(&r);
+	brig_gp_enc e = {0};
+	brig_gp_enc_begin(&e);
+	brig_gp_put_str(&e, BRIG_GP_F_PATH, "/workspace/many");
+	frame f;
+	simple_req(&c, BRIG_GP_T_LIST, &e, &f);
+	assert_int_equal(f.type, BRIG_GP_T_ERROR);
+	assert_int_equal(fint(&f, BRIG_GP_F_ERRNO), E2BIG);
+	char *msg = fstr(&f, BRIG_GP_F_MESSAGE);
+	assert_non_null(strstr(msg, "8 MiB"));
+	free(msg);
+	free(f.p);
+	brig_gp_enc_free(&e);
+	run(&c, (const char *const[]){"rm", "-rf", "/workspace/many", NULL}, NULL, &r);
+	result_free(&r);
 	cli_close(&c);
 }
 
@@ -1277,6 +1580,9 @@ static void test_refusals(void **state)
 	brig_gp_put_str(&e, BRIG_GP_F_ARGV, "true");
 	brig_gp_put_int(&e, BRIG_GP_F_KEEP, 1ll << 40);
 	assert_int_equal(req_errno(&c, BRIG_GP_T_START, &e), EINVAL);
+	brig_gp_put_str(&e, BRIG_GP_F_ARGV, "true");
+	brig_gp_put_int(&e, BRIG_GP_F_WINDOW, -5);
+	assert_int_equal(req_errno(&c, BRIG_GP_T_START, &e), EINVAL);
 	result r;
 	run(&c, (const char *const[]){"true", NULL}, &(start_opts){.tag = "dup"}, &r);
 	assert_null(r.error);
@@ -1452,6 +1758,7 @@ int main(void)
 		cmocka_unit_test(test_exec_basics),
 		cmocka_unit_test(test_backpressure),
 		cmocka_unit_test(test_stdin),
+		cmocka_unit_test(test_flow),
 		cmocka_unit_test(test_stdin_full_kill),
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_kill_tree),
@@ -1460,6 +1767,9 @@ int main(void)
 		cmocka_unit_test(test_signal),
 		cmocka_unit_test(test_leftovers),
 		cmocka_unit_test(test_keep),
+		cmocka_unit_test(test_shepherd_escape),
+		cmocka_unit_test(test_keep_bounded),
+		cmocka_unit_test(test_list_bounded),
 		cmocka_unit_test(test_pty),
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_refusals),

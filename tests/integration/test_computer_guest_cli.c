@@ -213,11 +213,94 @@ static void test_terminal(void **state)
 	assert_string_equal(before, after);
 }
 
+/* `brig agent claude` with no prompt, on a terminal, gives the agent one
+ * (its interactive TUI) and the run is audited like any other. The test
+ * image has no claude: a script of that name on the computer's PATH stands
+ * in for it. */
+static void test_agent_tui(void **state)
+{
+	if (!brig_guest__volume_name() || system("command -v tmux >/dev/null 2>&1") != 0) {
+		print_message("skipped: no brig-init in this build, or no tmux\n");
+		return;
+	}
+	const char *bin = getenv("BRIG_BIN");
+	assert_non_null(bin);
+	char label[96];
+	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	cleanup_free char *common =
+		xasprintf("--ns %s --session tui --image %s --network none --label %s --no-checkpoint "
+			  "-e PATH=/workspace/bin:/usr/local/bin:/usr/bin:/bin",
+			  NS, brig_test_image(), label);
+	/* the session's computer, then the stand-in */
+	cleanup_free char *mk = xasprintf("%s %s agent claude %s -- --version >/dev/null 2>&1", ENV[0], bin, common);
+	(void)!system(mk);
+	char *xargv[] = {"brig",
+			 "exec",
+			 "--ns",
+			 NS,
+			 "--agent",
+			 "claude",
+			 "--session",
+			 "tui",
+			 "--",
+			 "sh",
+			 "-c",
+			 "mkdir -p /workspace/bin && printf '#!/bin/sh\\necho ARGC=$#; tty; stty size; exit 7\\n' "
+			 "> /workspace/bin/claude && chmod +x /workspace/bin/claude",
+			 NULL};
+	out o = {0};
+	o.code = brig_test_spawn(xargv, NULL, ENV, &o.out, &o.err);
+	assert_int_equal(o.code, 0);
+	out_free(&o);
+	char sess[64];
+	snprintf(sess, sizeof sess, "brigtui-%s", brig_test_run_id());
+	sh("tmux kill-session -t %s 2>/dev/null; tmux new-session -d -s %s -x 100 -y 30 'sh'", sess, sess);
+	usleep(300000);
+	sh("tmux send-keys -t %s '%s %s agent claude %s; echo BRIGRC=$?' Enter", sess, ENV[0], bin, common);
+	int64_t until = brig_now_ms() + 30000;
+	cleanup_free char *pane_path = xasprintf("%s/pane-tui", TMP);
+	char *pane = NULL;
+	for (;;) {
+		sh("tmux capture-pane -t %s -p -S -100 > %s", sess, pane_path);
+		free(pane);
+		pane = slurp(pane_path);
+		if (strstr(pane, "\nBRIGRC=") || brig_now_ms() > until)
+			break;
+		usleep(300000);
+	}
+	sh("tmux kill-session -t %s", sess);
+	print_message("%s", pane);
+	assert_non_null(strstr(pane, "ARGC=0"));
+	assert_non_null(strstr(pane, "/dev/pts/"));
+	assert_non_null(strstr(pane, "30 100"));
+	assert_non_null(strstr(pane, "BRIGRC=7"));
+	free(pane);
+	/* audited: the history has the TUI's run, exit 7 */
+	o = brig("history", "--ns", NS, "--agent", "claude", "--session", "tui", "--json");
+	assert_int_equal(o.code, 0);
+	print_message("%s\n", o.out);
+	json_t *h = json_loads(o.out, 0, NULL);
+	assert_non_null(h);
+	bool seen = false;
+	size_t i;
+	json_t *it;
+	json_t *cmds = json_is_array(h) ? h : json_object_get(h, "commands");
+	json_array_foreach (cmds, i, it) {
+		json_t *code = json_object_get(it, "exit_code");
+		if (code && json_integer_value(code) == 7)
+			seen = true;
+	}
+	assert_true(seen);
+	json_decref(h);
+	out_free(&o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_background),
 		cmocka_unit_test(test_terminal),
+		cmocka_unit_test(test_agent_tui),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

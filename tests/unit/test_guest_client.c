@@ -20,7 +20,18 @@
 
 /* ---- the fake guest ---- */
 
-enum { FAKE_OK, FAKE_GARBAGE, FAKE_HUGE, FAKE_SILENT, FAKE_MUTE_AFTER_START, FAKE_BAD_FIELD, FAKE_CLOSE_AFTER_START };
+enum {
+	FAKE_OK,
+	FAKE_GARBAGE,
+	FAKE_HUGE,
+	FAKE_SILENT,
+	FAKE_MUTE_AFTER_START,
+	FAKE_BAD_FIELD,
+	FAKE_CLOSE_AFTER_START,
+	FAKE_FLOW,
+	FAKE_BAD_CREDIT,
+	FAKE_UNASKED_CREDIT,
+};
 
 typedef struct fproc {
 	int64_t id;
@@ -40,6 +51,9 @@ typedef struct fake {
 	int64_t next_proc;
 	brig_gp_enc e;
 	int kills;
+	/* FAKE_FLOW: stdin acknowledged a window at a time; what the client
+	 * had unacknowledged at most, and the output CREDIT it granted */
+	int64_t unacked, max_unacked, credit_in, windows;
 } fake;
 
 /* The fake guest's writes: a client that already hung up (a deadline, a
@@ -65,6 +79,14 @@ static void fsend(fake *f, uint8_t type, uint32_t id)
 	long n = brig_gp_enc_finish(&f->e, type, id);
 	assert_true(n > 0);
 	fwrite_peer(f->fd, f->e.buf, (size_t)n);
+}
+
+static void fack(fake *f, int64_t proc)
+{
+	brig_gp_enc_begin(&f->e);
+	brig_gp_put_int(&f->e, BRIG_GP_F_CREDIT, f->unacked);
+	fsend(f, BRIG_GP_T_CREDIT, (uint32_t)proc);
+	f->unacked = 0;
 }
 
 static void fexit(fake *f, fproc *p, int code, bool timed_out, bool killed)
@@ -109,6 +131,8 @@ static void fstart(fake *f, const brig_gp_hdr *h, const unsigned char *pl)
 			env = brig_gp_field_strdup(&fl, 0);
 		if (fl.tag == BRIG_GP_F_TIMEOUT_MS)
 			brig_gp_field_int(&fl, &timeout);
+		if (fl.tag == BRIG_GP_F_WINDOW)
+			f->windows++;
 	}
 	if (strcmp(argv[0], "nosuch") == 0) {
 		brig_gp_enc_begin(&f->e);
@@ -124,6 +148,15 @@ static void fstart(fake *f, const brig_gp_hdr *h, const unsigned char *pl)
 	brig_gp_put_int(&f->e, BRIG_GP_F_PROC, p->id);
 	brig_gp_put_int(&f->e, BRIG_GP_F_PID, 100 + p->id);
 	fsend(f, BRIG_GP_T_STARTED, h->id);
+	if (f->mode == FAKE_BAD_CREDIT || f->mode == FAKE_UNASKED_CREDIT) {
+		brig_gp_enc_begin(&f->e);
+		if (f->mode == FAKE_BAD_CREDIT)
+			brig_gp_put_str(&f->e, BRIG_GP_F_CREDIT, "lots");
+		else
+			brig_gp_put_int(&f->e, BRIG_GP_F_CREDIT, 100);
+		fsend(f, BRIG_GP_T_CREDIT, (uint32_t)p->id);
+		goto out;
+	}
 	if (f->mode == FAKE_MUTE_AFTER_START)
 		goto out;
 	if (f->mode == FAKE_CLOSE_AFTER_START) {
@@ -187,6 +220,8 @@ static void fhandle(fake *f, const brig_gp_hdr *h, const unsigned char *pl)
 		brig_gp_put_int(&f->e, BRIG_GP_F_VERSION, BRIG_GP_VERSION);
 		brig_gp_put_int(&f->e, BRIG_GP_F_PID, 1);
 		brig_gp_put_str(&f->e, BRIG_GP_F_BOOT_ID, "0123456789abcdef0123456789abcdef");
+		if (f->mode == FAKE_FLOW || f->mode == FAKE_BAD_CREDIT)
+			brig_gp_put_int(&f->e, BRIG_GP_F_FLOW, 1);
 		fsend(f, BRIG_GP_T_HELLO_OK, 0);
 		return;
 	case BRIG_GP_T_START:
@@ -204,8 +239,25 @@ static void fhandle(fake *f, const brig_gp_hdr *h, const unsigned char *pl)
 		brig_gp_field fl;
 		brig_gp_dec_init(&d, pl, h->len);
 		while (p && p->live && brig_gp_dec_next(&d, &fl) == BRIG_GP_OK)
-			if (fl.tag == BRIG_GP_F_DATA)
+			if (fl.tag == BRIG_GP_F_DATA) {
 				foutput(f, p->id, 1, fl.val, fl.len);
+				f->unacked += fl.len;
+				if (f->unacked > f->max_unacked)
+					f->max_unacked = f->unacked;
+				if (f->mode == FAKE_FLOW && f->unacked >= (int64_t)BRIG_GP_STDIN_WINDOW)
+					fack(f, p->id);
+			}
+		return;
+	}
+	case BRIG_GP_T_CREDIT: {
+		int64_t v = 0;
+		brig_gp_dec d;
+		brig_gp_field fl;
+		brig_gp_dec_init(&d, pl, h->len);
+		while (brig_gp_dec_next(&d, &fl) == BRIG_GP_OK)
+			if (fl.tag == BRIG_GP_F_CREDIT)
+				assert_int_equal(brig_gp_field_int(&fl, &v), 0);
+		f->credit_in += v;
 		return;
 	}
 	case BRIG_GP_T_STDIN_CLOSE: {
@@ -699,13 +751,87 @@ static void test_cut_after_start_is_not_notsent(void **state)
 	fake_close(&f, g);
 }
 
+/* FLOW: stdin never runs more than its window ahead of brig-init's
+ * acknowledgements, output is credited back as the caller takes it, and a
+ * malformed CREDIT breaks the handle. */
+static void test_flow(void **state)
+{
+	fake f;
+	brig_error *err = NULL;
+	int rc;
+	brig_guest *g = fake_open(&f, FAKE_FLOW, 0, &rc, &err);
+	assert_int_equal(rc, 0);
+	seen s;
+	brig_buf_init(&s.out, 8u << 20);
+	brig_buf_init(&s.err, 1 << 20);
+	size_t big = 3 * BRIG_GP_STDIN_WINDOW + 12345;
+	char *data = xmalloc(big);
+	for (size_t i = 0; i < big; i++)
+		data[i] = (char)('a' + i % 26);
+	const char *cat[] = {"cat", NULL};
+	brig_guest_exec_opts o = opts_for(cat, &s);
+	o.stdin_data = data;
+	o.stdin_len = big;
+	brig_guest_exit x;
+	assert_int_equal(brig_guest_exec(g, &o, &x, &err), 0);
+	assert_int_equal(s.out.len, big);
+	assert_memory_equal(s.out.data, data, big);
+	fake_close(&f, g);
+	assert_true(f.max_unacked <= (int64_t)BRIG_GP_STDIN_WINDOW);
+	assert_int_equal(f.windows, 1);
+	assert_true(f.credit_in >= (int64_t)(big - BRIG_GUEST_WINDOW / 4));
+	free(data);
+	seen_free(&s);
+
+	g = fake_open(&f, FAKE_BAD_CREDIT, 0, &rc, &err);
+	assert_int_equal(rc, 0);
+	seen_init(&s);
+	const char *sl[] = {"sleep", NULL};
+	o = opts_for(sl, &s);
+	o.deadline_ms = brig_now_ms() + 5000;
+	assert_int_equal(brig_guest_exec(g, &o, &x, &err), BRIG_EPROTO);
+	assert_non_null(strstr(brig_error_message(err), "CREDIT"));
+	brig_error_free(err);
+	err = NULL;
+	fake_close(&f, g);
+	seen_free(&s);
+
+	/* CREDIT from a brig-init that did not say FLOW: a lie */
+	g = fake_open(&f, FAKE_UNASKED_CREDIT, 0, &rc, &err);
+	assert_int_equal(rc, 0);
+	seen_init(&s);
+	o = opts_for(sl, &s);
+	o.deadline_ms = brig_now_ms() + 5000;
+	assert_int_equal(brig_guest_exec(g, &o, &x, &err), BRIG_EPROTO);
+	assert_non_null(strstr(brig_error_message(err), "CREDIT"));
+	brig_error_free(err);
+	err = NULL;
+	fake_close(&f, g);
+	seen_free(&s);
+
+	/* an older brig-init (no FLOW): no WINDOW, no CREDIT */
+	g = fake_open(&f, FAKE_OK, 0, &rc, &err);
+	seen_init(&s);
+	const char *echo[] = {"echo", "x", NULL};
+	o = opts_for(echo, &s);
+	assert_int_equal(brig_guest_exec(g, &o, &x, &err), 0);
+	fake_close(&f, g);
+	assert_int_equal(f.windows, 0);
+	assert_int_equal(f.credit_in, 0);
+	seen_free(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_exec_basics),     cmocka_unit_test(test_deadline_and_cancel),
-		cmocka_unit_test(test_threads),         cmocka_unit_test(test_hostile_hello),
-		cmocka_unit_test(test_hostile_answers),  cmocka_unit_test(test_fields_over_guest_caps),
+		cmocka_unit_test(test_exec_basics),
+		cmocka_unit_test(test_deadline_and_cancel),
+		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_hostile_hello),
+		cmocka_unit_test(test_hostile_answers),
+		cmocka_unit_test(test_fields_over_guest_caps),
 		cmocka_unit_test(test_cut_after_start_is_not_notsent),
+		cmocka_unit_test(test_flow),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

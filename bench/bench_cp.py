@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+# bench_cp.py — issue 14's `brig cp` against `docker cp`, side by side in one
+# run, on one computer: one small file and one 100 MB file, into the computer
+# and out of it; median and p95 of each, both as processes (the CLI each time).
+#
+#   cmake --build build --target brig_cli
+#   /usr/bin/python3 bench/bench_cp.py            # -n 30 small rounds, -N 8 big rounds, -i image
+#
+# Each round runs the ways in a random order, so that load on a shared machine
+# falls on all alike. It creates one computer in its own namespace and destroys
+# it on every exit it can see (errors and Ctrl-C included); the brig CLI audits
+# into a SQLite store in a temporary directory (unless BRIG_STORE is set).
+import argparse
+import os
+import random
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BRIG = os.environ.get("BRIG_BIN", os.path.join(HERE, "..", "build", "brig"))
+
+
+def run(argv, **kw):
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    if r.returncode != 0:
+        sys.exit("bench_cp: %s failed (%d): %s" % (" ".join(argv), r.returncode, r.stderr.decode(errors="replace")))
+    return r.stdout.decode().strip()
+
+
+def timed(argv):
+    t0 = time.monotonic()
+    run(argv)
+    return (time.monotonic() - t0) * 1000.0
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    k = max(0, min(len(xs) - 1, int(round(p / 100.0 * len(xs) + 0.5)) - 1))
+    return xs[k]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-n", type=int, default=30, help="rounds with the small file")
+    ap.add_argument("-N", type=int, default=8, help="rounds with the 100 MB file")
+    ap.add_argument("-i", default="brig-test:local", help="image")
+    a = ap.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix="bench_cp.")
+    if "BRIG_STORE" not in os.environ:
+        os.environ["BRIG_STORE"] = os.path.join(tmp, "store.db")
+    ns = "bench" + secrets.token_hex(4)
+    name = None
+
+    def cleanup(*_):
+        if name:
+            subprocess.run([BRIG, "destroy", "-f", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if _:
+            sys.exit(130)
+
+    signal.signal(signal.SIGINT, cleanup)
+    signal.signal(signal.SIGTERM, cleanup)
+    try:
+        name = run([BRIG, "create", "--ns", ns, "--agent", "bench", "--session", "cp", "--image", a.i,
+                    "--workspace-mb", "512"]).splitlines()[-1]
+        small = os.path.join(tmp, "small")
+        big = os.path.join(tmp, "big")
+        with open(small, "wb") as f:
+            f.write(os.urandom(4096))
+        with open(big, "wb") as f:
+            for _ in range(100):
+                f.write(os.urandom(1000 * 1000))
+        out = os.path.join(tmp, "out")
+        os.mkdir(out)
+        ways = {
+            "brig cp in": lambda src, dst: [BRIG, "cp", src, "%s:/workspace/%s.b" % (name, dst)],
+            "docker cp in": lambda src, dst: ["docker", "cp", src, "%s:/workspace/%s.d" % (name, dst)],
+            "brig cp out": lambda src, dst: [BRIG, "cp", "%s:/workspace/%s.b" % (name, dst),
+                                             os.path.join(out, dst + ".b")],
+            "docker cp out": lambda src, dst: ["docker", "cp", "%s:/workspace/%s.d" % (name, dst),
+                                               os.path.join(out, dst + ".d")],
+        }
+        print("brig cp against docker cp on %s (%s), ms" % (name, a.i))
+        print("%-28s %9s %9s %5s" % ("", "median", "p95", "n"))
+        for label, src, rounds in (("4 KiB file", small, a.n), ("100 MB file", big, a.N)):
+            dst = os.path.basename(src)
+            for w in ways.values():  # warm-up; also makes the files the out-copies read
+                run(w(src, dst))
+            t = {k: [] for k in ways}
+            for _ in range(rounds):
+                # in before out in each round (out reads what in wrote), the
+                # order of brig and docker random
+                for pair in (("brig cp in", "docker cp in"), ("brig cp out", "docker cp out")):
+                    for k in random.sample(pair, 2):
+                        if k.endswith("out"):
+                            for f in os.listdir(out):
+                                os.unlink(os.path.join(out, f))
+                        t[k].append(timed(ways[k](src, dst)))
+            run(ways["brig cp out"](src, dst))
+            with open(src, "rb") as f1, open(os.path.join(out, dst + ".b"), "rb") as f2:
+                if f1.read() != f2.read():
+                    sys.exit("bench_cp: brig cp out gave other bytes")
+            for k in ways:
+                print("%-28s %9.1f %9.1f %5d" % ("%s, %s" % (k, label), pct(t[k], 50), pct(t[k], 95), len(t[k])))
+    finally:
+        cleanup()
+
+
+if __name__ == "__main__":
+    main()
