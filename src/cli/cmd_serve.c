@@ -28,6 +28,9 @@ static const char serve_usage[] =
 	"      --body-max BYTES    Largest request body (default 16 MiB)\n"
 	"      --header-timeout S  Idle seconds before a connection is dropped (default 30)\n"
 	"      --drain S           Seconds calls in flight get on stop (default 60)\n"
+	"      --pool IMAGE=N      Keep N started computers of IMAGE's default spec warm\n"
+	"                          (repeatable; N 1..64): a create of that spec claims one\n"
+	"      --pool-max-age S    Replace pool members older than S seconds (default 1800)\n"
 	"      --routes            Print the route table and exit\n"
 	"  -h, --help              Print this help\n";
 
@@ -41,8 +44,25 @@ enum {
 	OPT_BODY,
 	OPT_HTO,
 	OPT_DRAIN,
-	OPT_ROUTES
+	OPT_ROUTES,
+	OPT_POOL,
+	OPT_POOL_AGE
 };
+
+/* IMAGE=N of --pool into c (IMAGE borrowed from arg). */
+static int parse_pool(serve_pool_conf *c, char *arg)
+{
+	char *eq = strrchr(arg, '=');
+	if (!eq || eq == arg || !eq[1])
+		return cli_usage("serve", "--pool %s: give IMAGE=N (e.g. --pool brig-sandbox:local=4)", arg);
+	*eq = '\0';
+	int64_t n;
+	if (cli_parse_i64("--pool N", eq + 1, 1, SERVE_POOL_MAX, &n) != 0)
+		return CLI_EXIT_FAIL;
+	c->image = arg;
+	c->size = (unsigned)n;
+	return 0;
+}
 
 int cmd_serve(int argc, char **argv)
 {
@@ -57,10 +77,13 @@ int cmd_serve(int argc, char **argv)
 		{"header-timeout", required_argument, NULL, OPT_HTO},
 		{"drain", required_argument, NULL, OPT_DRAIN},
 		{"routes", no_argument, NULL, OPT_ROUTES},
+		{"pool", required_argument, NULL, OPT_POOL},
+		{"pool-max-age", required_argument, NULL, OPT_POOL_AGE},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	serve_config cfg = {.stop_fd = -1};
+	serve_pool_conf pools[16];
 	const char *store = NULL;
 	int64_t v;
 	int opt;
@@ -87,6 +110,19 @@ int cmd_serve(int argc, char **argv)
 			if (cli_parse_i64("--drain", optarg, 1, 86400, &v) != 0)
 				return CLI_EXIT_FAIL;
 			cfg.drain_s = (unsigned)v;
+			break;
+		case OPT_POOL:
+			if (cfg.n_pools == sizeof pools / sizeof pools[0])
+				return cli_usage("serve", "--pool: at most %zu pools", sizeof pools / sizeof pools[0]);
+			if (parse_pool(&pools[cfg.n_pools], optarg) != 0)
+				return CLI_EXIT_FAIL;
+			cfg.pools = pools;
+			cfg.n_pools++;
+			break;
+		case OPT_POOL_AGE:
+			if (cli_parse_i64("--pool-max-age", optarg, 1, 7 * 86400, &v) != 0)
+				return CLI_EXIT_FAIL;
+			cfg.pool_max_age_s = (unsigned)v;
 			break;
 		case OPT_ROUTES: serve_routes_write(stdout); return 0;
 		case 'h': return cli_help(serve_usage);

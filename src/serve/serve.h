@@ -48,6 +48,14 @@
 #define SERVE_MAX_ARGS 4096                 /* argv and env entries of one exec */
 #define SERVE_TOKENS_MAX ((size_t)1 << 20)  /* the tokens file */
 
+/* One --pool IMAGE=N. */
+typedef struct serve_pool_conf {
+	const char *image;
+	unsigned size; /* 1..SERVE_POOL_MAX */
+} serve_pool_conf;
+#define SERVE_POOL_MAX 64              /* members of one pool */
+#define SERVE_POOL_MAX_AGE_S (30 * 60) /* default --pool-max-age */
+
 typedef struct serve_config {
 	brig_engine *engine;            /* borrowed; shared by every connection */
 	brig_store *store;              /* borrowed */
@@ -59,6 +67,9 @@ typedef struct serve_config {
 	unsigned header_timeout_s;      /* 0: SERVE_HEADER_TIMEOUT_S */
 	unsigned drain_s;               /* 0: SERVE_DRAIN_S */
 	int stop_fd;                    /* readable → drain and return */
+	const serve_pool_conf *pools;   /* warm pools (src/serve/pool.c), n_pools of them */
+	size_t n_pools;
+	unsigned pool_max_age_s; /* 0: SERVE_POOL_MAX_AGE_S */
 } serve_config;
 
 /* Serves until stop_fd is readable, then drains. Sets SIGPIPE to be
