@@ -234,59 +234,37 @@ int brig_computer_get(brig_engine *e, brig_computer **out, const char *ref, cons
 int brig_computer_list(brig_engine *e, brig_computer ***out, size_t *n, const char *ns, const char *extra_label,
 		       brig_error **err)
 {
+	/* Claimed pool members carry no identity labels for Docker to filter
+	 * by: ns and extra_label are matched here, after their identities are
+	 * filled (one list either way: the daemon walks every container for a
+	 * filtered list too). */
 	cleanup_json json_t *filters = json_pack("{s:[s,s]}", "label", BRIG_LABEL_MANAGED "=1", BRIG_LABEL_KIND "=computer");
-	json_t *lf = json_object_get(filters, "label");
-	if (ns) {
-		cleanup_free char *l = xasprintf(BRIG_LABEL_NS "=%s", ns);
-		json_array_append_new(lf, json_string(l));
-	}
-	if (extra_label)
-		json_array_append_new(lf, json_string(extra_label));
 	cleanup_json json_t *list = NULL;
 	int rc = brig_engine_container_list(e, &list, true, filters, err);
 	if (rc)
 		return brig__error_prefix(err, rc, "list computers");
-	/* Claimed pool members carry no ns label for Docker to filter by:
-	 * with a namespace, look at them too and filter here. (Not for
-	 * extra_label alone: its callers look a session's first computer up
-	 * by name as well.) */
-	cleanup_json json_t *claimed = NULL;
-	if (ns) {
-		cleanup_json json_t *pf = json_pack("{s:[s,s,s]}", "label", BRIG_LABEL_MANAGED "=1",
-						    BRIG_LABEL_KIND "=computer", BRIG_LABEL_POOL);
-		if ((rc = brig_engine_container_list(e, &claimed, true, pf, err)) != 0)
-			return brig__error_prefix(err, rc, "list computers");
-	}
-	size_t count = json_array_size(list) + json_array_size(claimed);
+	cleanup_free char *key = extra_label ? xstrndup(extra_label, strcspn(extra_label, "=")) : NULL;
+	const char *want = extra_label && extra_label[strlen(key)] == '=' ? extra_label + strlen(key) + 1 : NULL;
+	cleanup_json json_t *vols = NULL;
+	size_t count = json_array_size(list);
 	brig_computer **cs = xcalloc(count + 1, sizeof *cs);
 	size_t k = 0, i;
 	json_t *item;
 	json_array_foreach(list, i, item)
 	{
 		json_t *labels = json_object_get(item, "Labels");
-		if (!is_computer_labels(labels) || brig_sandbox__pool_labels(labels))
-			continue; /* a member counts once, from the second list */
-		cs[k++] = computer_from_list(item);
-	}
-	json_t *src = ns ? claimed : list;
-	json_array_foreach(src, i, item)
-	{
-		json_t *labels = json_object_get(item, "Labels");
-		if (!is_computer_labels(labels) || !brig_sandbox__pool_labels(labels))
+		if (!is_computer_labels(labels))
 			continue;
-		if (brig_sandbox__pool_fill(e, labels, json_string_value(json_object_get(item, "Id")),
-					    json_string_value(json_array_get(json_object_get(item, "Names"), 0)), NULL))
-			continue; /* unclaimed: nobody's computer */
+		if (brig_sandbox__pool_fill_listed(e, labels, json_string_value(json_object_get(item, "Id")),
+						   json_string_value(json_array_get(json_object_get(item, "Names"), 0)),
+						   NULL, &vols))
+			continue; /* an unclaimed pool member: nobody's computer */
 		const char *have = label(labels, BRIG_LABEL_NS);
 		if (ns && (!have || strcmp(have, ns) != 0))
 			continue;
-		if (ns && extra_label) {
-			size_t kl = strcspn(extra_label, "=");
-			cleanup_free char *key = xstrndup(extra_label, kl);
-			const char *v = label(labels, key);
-			if (!v || (extra_label[kl] == '=' && strcmp(v, extra_label + kl + 1) != 0))
-				continue;
-		}
+		const char *v = key ? label(labels, key) : NULL;
+		if (key && (!v || (want && strcmp(v, want) != 0)))
+			continue;
 		cs[k++] = computer_from_list(item);
 	}
 	*out = cs;
@@ -668,7 +646,8 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 		/* It stopped while it waited: start it as a create would. */
 		brig_computer_free(c);
 		c = NULL;
-		if ((rc = ensure_started(e, cid, err)) != 0 || (rc = brig_computer_get(e, &c, cid, NULL, err)) != 0)
+		if ((rc = ensure_started(e, cid, err)) != 0 || (rc = brig_computer__mark_started(e, cid, err)) != 0 ||
+		    (rc = brig_computer_get(e, &c, cid, NULL, err)) != 0)
 			return brig__error_prefix(err, rc, "start computer %s", name);
 	}
 	c->adopted = adopted;

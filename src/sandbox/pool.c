@@ -103,14 +103,9 @@ static int put_identity(brig_engine *e, const char *name, const brig_identity *i
 	return brig_engine_volume_create(e, NULL, spec, err);
 }
 
-/* The identity the volume of name records, checked against name. */
-static bool read_identity(brig_engine *e, known *k, const char *name)
+/* The identity in volume labels l, checked against name. */
+static bool identity_of(known *k, json_t *l, const char *name)
 {
-	cleanup_free char *vname = brig_sandbox__pool_identity_volume(name);
-	cleanup_json json_t *v = NULL;
-	if (brig_engine_volume_inspect(e, &v, vname, NULL) != 0)
-		return false;
-	json_t *l = json_object_get(v, "Labels");
 	const char *ns = json_string_value(json_object_get(l, BRIG_LABEL_NS));
 	const char *agent = json_string_value(json_object_get(l, BRIG_LABEL_AGENT));
 	const char *session = json_string_value(json_object_get(l, BRIG_LABEL_SESSION));
@@ -124,12 +119,39 @@ static bool read_identity(brig_engine *e, known *k, const char *name)
 	brig_identity id = {ns, agent, session, (uint32_t)gen};
 	char want[BRIG_NAME_SIZE];
 	if (brig_identity_name(want, &id, NULL) != 0 || strcmp(want, name) != 0)
-		return false; /* a volume no name proves: not this container's */
+		return false; /* a record no name proves: not this container's */
 	snprintf(k->ns, sizeof k->ns, "%s", ns);
 	snprintf(k->agent, sizeof k->agent, "%s", agent);
 	snprintf(k->session, sizeof k->session, "%s", session);
 	k->gen = (uint32_t)gen;
 	return true;
+}
+
+/* The identity recorded for name: from *vols (the identity volumes,
+ * listed once per caller on its first need; vols NULL: inspect the one). */
+static bool read_identity(brig_engine *e, known *k, const char *name, json_t **vols)
+{
+	cleanup_free char *vname = brig_sandbox__pool_identity_volume(name);
+	if (vols) {
+		if (!*vols) {
+			cleanup_json json_t *f =
+				json_pack("{s:[s,s]}", "label", BRIG_LABEL_MANAGED "=1", BRIG_LABEL_VOLUME "=identity");
+			if (brig_engine_volume_list(e, vols, f, NULL) != 0 || !*vols)
+				*vols = json_object();
+		}
+		size_t i;
+		json_t *v;
+		json_array_foreach (json_object_get(*vols, "Volumes"), i, v) {
+			const char *n = json_string_value(json_object_get(v, "Name"));
+			if (n && strcmp(n, vname) == 0)
+				return identity_of(k, json_object_get(v, "Labels"), name);
+		}
+		return false;
+	}
+	cleanup_json json_t *v = NULL;
+	if (brig_engine_volume_inspect(e, &v, vname, NULL) != 0)
+		return false;
+	return identity_of(k, json_object_get(v, "Labels"), name);
 }
 
 bool brig_sandbox__pool_labels(json_t *labels)
@@ -149,6 +171,12 @@ static void set_identity(json_t *labels, const char *ns, const char *agent, cons
 
 bool brig_sandbox__pool_fill(brig_engine *e, json_t *labels, const char *cid, const char *name,
 			     const brig_identity *proof)
+{
+	return brig_sandbox__pool_fill_listed(e, labels, cid, name, proof, NULL);
+}
+
+bool brig_sandbox__pool_fill_listed(brig_engine *e, json_t *labels, const char *cid, const char *name,
+				    const brig_identity *proof, json_t **vols)
 {
 	if (!brig_sandbox__pool_labels(labels) || !cid || !name)
 		return false;
@@ -172,7 +200,7 @@ bool brig_sandbox__pool_fill(brig_engine *e, json_t *labels, const char *cid, co
 		set_identity(labels, k.ns, k.agent, k.session, k.gen);
 		return false;
 	}
-	if (read_identity(e, &k, name)) {
+	if (read_identity(e, &k, name, vols)) {
 		set_identity(labels, k.ns, k.agent, k.session, k.gen);
 		brig_identity id = {k.ns, k.agent, k.session, k.gen};
 		remember(cid, name, &id);

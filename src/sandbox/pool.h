@@ -62,6 +62,11 @@ int brig_sandbox__pool_claim(brig_engine *e, char **out_id, const char *name, co
 bool brig_sandbox__pool_fill(brig_engine *e, json_t *labels, const char *cid, const char *name,
 			     const brig_identity *proof);
 
+/* The same for one of many containers: *vols (NULL at first, the
+ * caller's to free) holds the identity volumes, listed once on first need. */
+bool brig_sandbox__pool_fill_listed(brig_engine *e, json_t *labels, const char *cid, const char *name,
+				    const brig_identity *proof, json_t **vols);
+
 /* Whether labels are a pool member's (claimed or not). */
 bool brig_sandbox__pool_labels(json_t *labels);
 

@@ -168,13 +168,56 @@ static void make_one(serve_pools *s, pool *p)
 	brig_error_free(err);
 }
 
+/* Members that stopped while they waited (killed, the daemon restarted):
+ * out of the pool, and removed. Called with the lock held; drops it. */
+static void drop_dead(serve_pools *s)
+{
+	cleanup_free char *l = xasprintf(BRIG_LABEL_POOL "=%s", s->sid);
+	cleanup_json json_t *f = json_pack("{s:[s], s:[s]}", "label", l, "status", "running");
+	cleanup_json json_t *list = NULL;
+	pthread_mutex_unlock(&s->lock);
+	int rc = brig_engine_container_list(s->e, &list, false, f, NULL);
+	pthread_mutex_lock(&s->lock);
+	if (rc)
+		return;
+	for (size_t i = 0; i < s->n; i++) {
+		pool *p = &s->p[i];
+		for (size_t k = 0; k < p->n;) {
+			bool alive = p->m[k].lent;
+			size_t x;
+			json_t *c;
+			json_array_foreach (list, x, c) {
+				const char *id = json_string_value(json_object_get(c, "Id"));
+				alive |= id && strcmp(id, p->m[k].id) == 0;
+			}
+			if (alive) {
+				k++;
+				continue;
+			}
+			char *id = xstrdup(p->m[k].id);
+			drop(p, k);
+			p->failures++;
+			pthread_mutex_unlock(&s->lock);
+			brig_sandbox__pool_remove(s->e, id);
+			free(id);
+			pthread_mutex_lock(&s->lock);
+		}
+	}
+}
+
 static void *pool_thread(void *arg)
 {
 	serve_pools *s = arg;
 	unsigned backoff_s = 0;
+	int64_t checked = brig_wall_s();
 	pthread_mutex_lock(&s->lock);
 	while (!s->stop) {
 		int64_t now = brig_wall_s();
+		if (now - checked >= 10) {
+			checked = now;
+			drop_dead(s);
+			continue;
+		}
 		/* Too old: out of the pool first (no claim can take it), then gone. */
 		char *old = NULL;
 		for (size_t i = 0; i < s->n && !old; i++) {

@@ -182,6 +182,7 @@ class Pool(unittest.TestCase):
         [t.join() for t in th]
         self.assertEqual(errs, [])
         self.assertEqual(len({v["id"] for v in out.values()}), 16)
+        self.assertGreaterEqual(metric(c, "brig_pool_claims_total"), 4)
         for i, v in out.items():
             self.assertEqual(v["session"], "many%d" % i)
         r = self.cli("ls", "--ns", NS, "-q")
@@ -212,6 +213,7 @@ class Pool(unittest.TestCase):
         [t.join() for t in th]
         self.assertEqual(errs, [])
         self.assertEqual(len({v["id"] for v in out}), 1, out)
+        self.assertLessEqual(metric(c, "brig_pool_claims_total"), 1)
         self.assertEqual(len(self.cli("ls", "--ns", NS, "-q").stdout.split()), 1)
         # Members that lost the rename went back: the pool is whole again.
         self.wait_pool(c, 4)
@@ -275,6 +277,21 @@ class Pool(unittest.TestCase):
         self.assertEqual(len(now), 1)
         self.assertNotEqual(now, first)
         self.assertNotEqual(docker("inspect", first[0]).returncode, 0)
+
+    def test_dead_member_replaced(self):
+        c = self.start(size=1)
+        self.wait_pool(c, 1)
+        first = self.members()
+        docker("kill", first[0])
+        end = time.time() + 90
+        while time.time() < end and (metric(c, "brig_pool_failures_total") or 0) < 1:
+            time.sleep(0.3)
+        self.wait_pool(c, 1)
+        now = self.members()
+        self.assertEqual(len(now), 1)
+        self.assertNotEqual(now, first)
+        comp = self.create(c, "afterdead")
+        self.assertEqual(comp["state"], "running")
 
     def test_bad_pool_flags(self):
         for args, want in ((["--pool", IMAGE], "--pool"), (["--pool", IMAGE + "=0"], "--pool N"),
