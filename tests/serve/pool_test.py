@@ -46,12 +46,18 @@ class Pool(unittest.TestCase):
         self.sids = set()
 
     def tearDown(self):
+        rc, log = 0, ""
         try:
             if self.srv:
-                self.srv.stop(signal.SIGKILL)
+                # SIGTERM: a sanitizer build reports leaks and errors at exit.
+                rc = self.srv.stop()
+                log = self.srv.logtext()
         finally:
             self.cleanup()
             self.tmpdir.cleanup()
+        self.assertEqual(rc, 0, "brig serve exited %s:\n%s" % (rc, log[-4000:]))
+        self.assertNotIn("runtime error", log)
+        self.assertNotIn("Sanitizer", log)
 
     def cleanup(self):
         ids = []
