@@ -219,6 +219,20 @@ static bool named(brig_engine *e, const char *cid, const char *name)
 	return n && n[0] == '/' && strcmp(n + 1, name) == 0;
 }
 
+typedef struct record {
+	brig_engine *e;
+	const char *name;
+	const brig_identity *id;
+	int rc;
+} record;
+
+static void *record_thread(void *arg)
+{
+	record *r = arg;
+	r->rc = put_identity(r->e, r->name, r->id, NULL);
+	return NULL;
+}
+
 int brig_sandbox__pool_claim(brig_engine *e, char **out_id, const char *name, const brig_identity *id, const char *hash,
 			     brig_error **err)
 {
@@ -228,27 +242,36 @@ int brig_sandbox__pool_claim(brig_engine *e, char **out_id, const char *name, co
 	char *mid = NULL;
 	if (h.take(h.payload, &mid, hash) != 0 || !mid)
 		return BRIG_ENOTFOUND;
-	/* The identity first: a member is renamed with it already recorded,
-	 * so no reader sees it claimed and nameless. Should the rename lose,
-	 * the volume names the identity whose computer won it: still true. */
+	/* The identity record and the rename go at once (the record costs a
+	 * round trip of its own); the claim answers only once both are in, so
+	 * no reader after it sees the computer nameless. Should the rename
+	 * lose, the record names the identity whose computer won the name:
+	 * still true. */
+	record r = {.e = e, .name = name, .id = id, .rc = BRIG_EIO};
+	pthread_t t;
+	bool threaded = pthread_create(&t, NULL, record_thread, &r) == 0;
 	brig_error *why = NULL;
-	int rc = put_identity(e, name, id, &why);
-	if (rc == 0)
-		rc = brig_engine_container_rename(e, mid, name, &why);
+	int rc = brig_engine_container_rename(e, mid, name, &why);
 	if (rc == BRIG_EUNCERTAIN && named(e, mid, name))
 		rc = 0;
 	brig_error_free(why);
+	if (threaded)
+		pthread_join(t, NULL);
+	if (rc == 0 && r.rc != 0 && (r.rc = put_identity(e, name, id, err)) != 0) {
+		/* Renamed, so it is this computer: lookups by identity prove it
+		 * by its name; only listings in other processes miss it. */
+		brig__error_clear(err);
+	}
 	if (rc) {
 		/* Someone holds the name (a racing claim or create: the caller
 		 * adopts it), or the member is broken: give it back either way;
-		 * the pool checks what it gets back. */
+		 * a dead one is dropped by the pool's health check. */
 		h.give_back(h.payload, mid, hash);
 		free(mid);
 		return BRIG_ENOTFOUND;
 	}
 	remember(mid, name, id);
 	h.claimed(h.payload, mid, hash);
-	(void)err;
 	*out_id = mid;
 	return 0;
 }
