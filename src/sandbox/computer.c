@@ -238,7 +238,8 @@ int brig_computer_list(brig_engine *e, brig_computer ***out, size_t *n, const ch
 	 * by: ns and extra_label are matched here, after their identities are
 	 * filled (one list either way: the daemon walks every container for a
 	 * filtered list too). */
-	cleanup_json json_t *filters = json_pack("{s:[s,s]}", "label", BRIG_LABEL_MANAGED "=1", BRIG_LABEL_KIND "=computer");
+	cleanup_json json_t *filters =
+		json_pack("{s:[s,s]}", "label", BRIG_LABEL_MANAGED "=1", BRIG_LABEL_KIND "=computer");
 	cleanup_json json_t *list = NULL;
 	int rc = brig_engine_container_list(e, &list, true, filters, err);
 	if (rc)
@@ -274,8 +275,7 @@ int brig_computer_list(brig_engine *e, brig_computer ***out, size_t *n, const ch
 
 /* ---- create or adopt ---- */
 
-static int create_volumes(brig_engine *e, const brig_spec *spec, const char *name, json_t *labels,
-			  brig_error **err)
+static int create_volumes(brig_engine *e, const brig_spec *spec, const char *name, json_t *labels, brig_error **err)
 {
 	static const brig_volume which[] = {BRIG_VOLUME_WORKSPACE, BRIG_VOLUME_RUNTIME};
 	for (size_t i = 0; i < 2; i++) {
@@ -421,9 +421,9 @@ static int ensure_started(brig_engine *e, const char *id, brig_error **err)
 /* Makes and names the container (its volumes first); on a 409 or a lost
  * answer adopts what holds the name (*adopted). pool_labels (may be NULL):
  * a warm pool member, whose labels carry these instead of an identity. */
-static int make_container(brig_engine *e, char **out_cid, bool *out_adopted, const char *name,
-			  const brig_identity *id, const brig_spec *spec, const char *hash, const char *salt,
-			  json_t *pool_labels, brig_error **err)
+static int make_container(brig_engine *e, char **out_cid, bool *out_adopted, const char *name, const brig_identity *id,
+			  const brig_spec *spec, const char *hash, const char *salt, json_t *pool_labels,
+			  brig_error **err)
 {
 	int rc;
 	cleanup_free char *cid = NULL;
@@ -542,13 +542,13 @@ static int make_container(brig_engine *e, char **out_cid, bool *out_adopted, con
 		/* Nothing to adopt after all: a lost create may still land (its
 		 * volumes stay for it), and a 409 means someone holds the name. */
 		brig_error_free(lookup);
-		return brig__error_prefix(err, first,
-					  first == BRIG_EUNCERTAIN
-						  ? "create computer %s: no answer twice and nothing found under the "
-						    "name yet; it may still appear: look again with brig ls"
-						  : "create computer %s: the name is taken but nothing can be inspected "
-						    "under it",
-					  name);
+		return brig__error_prefix(
+			err, first,
+			first == BRIG_EUNCERTAIN ? "create computer %s: no answer twice and nothing found under the "
+						   "name yet; it may still appear: look again with brig ls"
+						 : "create computer %s: the name is taken but nothing can be inspected "
+						   "under it",
+			name);
 	}
 	*out_cid = steal_pointer(&cid);
 	*out_adopted = adopted;
@@ -762,8 +762,9 @@ int brig_computer_destroy(brig_engine *e, const char *ref, brig_error **err)
 		const char *v = json_string_value(json_object_get(m, "Name"));
 		const char *dst = json_string_value(json_object_get(m, "Destination"));
 		size_t pl = strlen(BRIG_POOL_NAME_PREFIX), vl = v ? strlen(v) : 0;
-		if (!pool_name && v && dst && strcmp(dst, "/workspace") == 0 && strncmp(v, BRIG_POOL_NAME_PREFIX, pl) == 0 &&
-		    vl > pl + 10 && strcmp(v + vl - 10, "-workspace") == 0)
+		if (!pool_name && v && dst && strcmp(dst, "/workspace") == 0 &&
+		    strncmp(v, BRIG_POOL_NAME_PREFIX, pl) == 0 && vl > pl + 10 &&
+		    strcmp(v + vl - 10, "-workspace") == 0)
 			pool_name = xstrndup(v, vl - 10);
 	}
 	rc = brig_engine_container_remove(e, id, true, true, err);
