@@ -58,15 +58,18 @@ static void gc_containers(gc_ctx *g, json_t *list, int64_t now, int64_t retentio
 		const char *sid = lbl(labels, BRIG_LABEL_POOL);
 		bool member = sid && strncmp(name, BRIG_POOL_NAME_PREFIX, strlen(BRIG_POOL_NAME_PREFIX)) == 0;
 		if (member) {
-			/* Gone: on this host, its lock is free; elsewhere, a live
-			 * server would have replaced the member by its max age. */
+			/* Gone: on this host, its lock file is free; without one
+			 * to look at (another host or BRIG_RUN_DIR), the member is
+			 * past its max age, which a live server never lets pass. */
 			char host[65] = "";
 			gethostname(host, sizeof host - 1);
-			const char *h = lbl(labels, "brig.pool.host");
+			const char *h = lbl(labels, BRIG_LABEL_POOL_HOST);
 			const char *a = lbl(labels, BRIG_LABEL_POOL_MAX_AGE);
 			int64_t max_age = a ? strtoll(a, NULL, 10) : 0;
-			if (h && strcmp(h, host) == 0 ? brig_sandbox__pool_server_gone(sid)
-						      : max_age > 0 && now - created > max_age + 5 * GC_GRACE_S)
+			int gone = h && strcmp(h, host) == 0 ? brig_sandbox__pool_server_gone(sid) : -1;
+			if (gone < 0) /* no lock to look at */
+				gone = max_age > 0 && now - created > max_age + 5 * GC_GRACE_S;
+			if (gone)
 				why = "warm pool member of a brig serve that is gone";
 		} else if (strcmp(state, "created") == 0 && now - created > GC_GRACE_S) {
 			why = "created but never started: its creator died";

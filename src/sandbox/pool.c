@@ -305,16 +305,16 @@ char *brig_sandbox__pool_lock_path(const char *server_id)
 	return xasprintf("%s/pools/%s.lock", dir && *dir ? dir : "/run/brig", server_id);
 }
 
-bool brig_sandbox__pool_server_gone(const char *server_id)
+int brig_sandbox__pool_server_gone(const char *server_id)
 {
 	for (const char *p = server_id; *p; p++)
 		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-			return false; /* not an id brig makes: leave it alone */
+			return 0; /* not an id brig makes: leave it alone */
 	cleanup_free char *path = brig_sandbox__pool_lock_path(server_id);
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
-		return errno == ENOENT;
-	bool gone = flock(fd, LOCK_SH | LOCK_NB) == 0;
+		return errno == ENOENT ? -1 : 0;
+	int gone = flock(fd, LOCK_SH | LOCK_NB) == 0;
 	close(fd);
 	return gone;
 }

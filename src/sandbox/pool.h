@@ -31,6 +31,7 @@
 #define BRIG_LABEL_POOL "brig.pool"                 /* the server's id (12 hex) */
 #define BRIG_LABEL_POOL_IMAGE "brig.pool.image"     /* the image the pool was asked for */
 #define BRIG_LABEL_POOL_MAX_AGE "brig.pool.max-age" /* seconds a member may wait */
+#define BRIG_LABEL_POOL_HOST "brig.pool.host"       /* the server's host name */
 #define BRIG_POOL_NAME_PREFIX "brig-pool-"
 
 /* What a server lends brig_computer_create. take: a started member of spec
@@ -82,9 +83,11 @@ char *brig_sandbox__pool_identity_volume(const char *name);
 /* Removes a member with its volumes (no identity: destroy refuses it). */
 void brig_sandbox__pool_remove(brig_engine *e, const char *id);
 
-/* Whether the server of id that made members on this host is gone: its
- * lock file (brig_pool_lock_path) is missing or not held. */
-bool brig_sandbox__pool_server_gone(const char *server_id);
+/* Whether the server of id that made members on this host is gone: 1 when
+ * its lock file (brig_sandbox__pool_lock_path) exists and nobody holds it
+ * (stopped, or killed), 0 while it is held, -1 when there is no such file
+ * here (another BRIG_RUN_DIR: the caller judges by age instead). */
+int brig_sandbox__pool_server_gone(const char *server_id);
 
 /* The lock file a server of id holds while it lives (malloc'd):
  * $BRIG_RUN_DIR (default /run/brig) /pools/ID.lock. */

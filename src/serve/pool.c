@@ -133,7 +133,7 @@ static json_t *member_labels(serve_pools *s, pool *p)
 	char age[24];
 	snprintf(age, sizeof age, "%u", s->max_age_s);
 	return json_pack("{s:s, s:s, s:s, s:s}", BRIG_LABEL_POOL, s->sid, BRIG_LABEL_POOL_IMAGE, p->image,
-			 BRIG_LABEL_POOL_MAX_AGE, age, "brig.pool.host", s->host);
+			 BRIG_LABEL_POOL_MAX_AGE, age, BRIG_LABEL_POOL_HOST, s->host);
 }
 
 /* Makes one member of p (the lock not held). */

@@ -104,8 +104,8 @@ class Pool(unittest.TestCase):
         self.assertIn(st, (200, 201), b)
         return json.loads(b)
 
-    def cli(self, *args, **kw):
-        env = dict(os.environ, BRIG_STORE=self.store, BRIG_IMAGE=IMAGE)
+    def cli(self, *args, extra_env=None, **kw):
+        env = dict(os.environ, BRIG_STORE=self.store, BRIG_IMAGE=IMAGE, **(extra_env or {}))
         env.pop("BRIG_HOST", None)
         return subprocess.run([BRIG] + list(args), capture_output=True, text=True, env=env, **kw)
 
@@ -259,6 +259,10 @@ class Pool(unittest.TestCase):
         self.assertIn("adopted", self.srv.logtext())
         # gc leaves a live server's members alone...
         r = self.cli("gc")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.members(), before)
+        # ...also when it cannot see the lock (another BRIG_RUN_DIR): young members stay...
+        r = self.cli("gc", extra_env={"BRIG_RUN_DIR": os.path.join(self.tmpdir.name, "elsewhere")})
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.members(), before)
         # ...and removes those of one that is gone (kill -9: its lock is free).
