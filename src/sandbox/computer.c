@@ -596,20 +596,22 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 
 	cleanup_free char *cid = NULL;
 	bool adopted = false, claimed = false;
-	/* A warm pool member of this very spec (no env: a salt would make its
-	 * hash another) becomes this computer by a rename, tried first: the
-	 * rename fails when anything holds the name, so it needs no look
-	 * before (one Docker round trip less on the path pools are for). */
-	if (!salt[0] && brig_sandbox__pool_claim(e, &cid, name, id, hash, err) == 0) {
-		claimed = true;
-	} else if ((rc = adopt(e, &cid, name, id, spec, err)) == 0) {
-		/* Fast path: it already exists (a replica made it, or we did before). */
+	/* Fast path: it already exists (a replica made it, or we did before). */
+	rc = adopt(e, &cid, name, id, spec, err);
+	if (rc == 0) {
 		adopted = true;
 	} else if (rc != BRIG_ENOTFOUND) {
 		return rc;
 	} else {
 		brig__error_clear(err);
-		if ((rc = make_container(e, &cid, &adopted, name, id, spec, hash, salt, NULL, err)) != 0)
+		/* A warm pool member of this very spec (no env: a salt would make
+		 * its hash another) becomes this computer by a rename. Looked for
+		 * only after the look above, so that adopting an existing
+		 * computer never touches a pool; a racer that takes the name
+		 * meanwhile makes the rename fail, and the create below adopts. */
+		if (!salt[0] && brig_sandbox__pool_claim(e, &cid, name, id, hash, err) == 0)
+			claimed = true;
+		else if ((rc = make_container(e, &cid, &adopted, name, id, spec, hash, salt, NULL, err)) != 0)
 			return rc;
 	}
 	/* A claimed member was started (and marked) by its pool: its state is

@@ -178,6 +178,16 @@ class Pool(unittest.TestCase):
         self.assertNotIn(comp2["id"][:12], pool_before)
         self.assertIsNone(json.loads(docker("inspect", "--format", "{{json .Config.Labels}}",
                                             comp2["name"]).stdout).get("brig.pool"))
+        # Adopting an existing computer (another up of the same session) never touches the pool.
+        claims = metric(c, "brig_pool_claims_total")
+        again = self.create(c, "one-more")
+        self.assertEqual(self.create(c, "one-more")["id"], again["id"])
+        self.assertEqual(metric(c, "brig_pool_claims_total"), claims + 1)
+        r = self.cli("up", *self.ident("fresh"), "--image", IMAGE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.create(c, "fresh")["id"], fresh["id"])
+        self.assertEqual(metric(c, "brig_pool_claims_total"), claims + 1)
+        self.assertNotIn(fresh["name"] + "-identity", docker("volume", "ls", "-q").stdout.split())
 
     def test_16_identities_from_4(self):
         c = self.start(size=4)
