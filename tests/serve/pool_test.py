@@ -116,18 +116,27 @@ class Pool(unittest.TestCase):
         c = self.start(size=2)
         self.wait_pool(c, 2)
         before = self.members()
-        events = subprocess.Popen(["curl", "-sN", "--max-time", "5", "--unix-socket", self.srv.sock,
+        events = subprocess.Popen(["curl", "-sN", "--max-time", "60", "--unix-socket", self.srv.sock,
                                    "http://brig/v1/events?ns=" + NS], stdout=subprocess.PIPE)
-        time.sleep(1)
+        seen = []
+        reader = threading.Thread(target=lambda: [seen.append(json.loads(line)) for line in events.stdout])
+        reader.start()
+        time.sleep(2)  # the stream subscribes from the second it starts
         t = time.time()
         comp = self.create(c, "one")
         took = time.time() - t
         self.assertEqual((comp["ns"], comp["agent"], comp["session"], comp["generation"]), (NS, "agent", "one", 1))
         self.assertFalse(comp["name"].startswith("brig-pool-"), comp["name"])
         self.assertIn(comp["id"][:12], before, "a member was claimed (took %.0f ms)" % (took * 1000))
-        seen = [json.loads(line) for line in events.communicate(timeout=30)[0].splitlines()]
-        self.assertIn(("rename", comp["name"], "one", 1),
-                      [(e["action"], e["name"], e["session"], e["generation"]) for e in seen])
+        want = ("rename", comp["name"], "one", 1)
+        end = time.time() + 20
+        while time.time() < end and want not in [(e["action"], e["name"], e["session"], e["generation"])
+                                                 for e in list(seen)]:
+            time.sleep(0.2)
+        events.terminate()
+        reader.join()
+        events.wait()
+        self.assertIn(want, [(e["action"], e["name"], e["session"], e["generation"]) for e in seen])
         labels = json.loads(docker("inspect", "--format", "{{json .Config.Labels}}", comp["name"]).stdout)
         self.assertEqual(labels.get("brig.pool"), self.sid)
         st, _, b = c.call("POST", "/v1/computers/%s/agent/one/exec" % NS, {"argv": ["sh", "-c", "id -u; echo hi"]})
