@@ -38,6 +38,9 @@ static const char serve_usage[] =
 	"                          publish ports on (repeatable)\n"
 	"      --max-transfers N   Tar in/out and runs of one token at once (default 4;\n"
 	"                          more are answered 429)\n"
+	"      --pool IMAGE=N      Keep N started computers of IMAGE's default spec warm\n"
+	"                          (repeatable; N 1..64): a create of that spec claims one\n"
+	"      --pool-max-age S    Replace pool members older than S seconds (default 1800)\n"
 	"      --routes            Print the route table and exit\n"
 	"  -h, --help              Print this help\n";
 
@@ -55,8 +58,25 @@ enum {
 	OPT_ALLOW_RUNTIME,
 	OPT_ALLOW_SECCOMP,
 	OPT_ALLOW_PUBLISH,
-	OPT_MAX_TRANSFERS
+	OPT_MAX_TRANSFERS,
+	OPT_POOL,
+	OPT_POOL_AGE
 };
+
+/* IMAGE=N of --pool into c (IMAGE borrowed from arg). */
+static int parse_pool(serve_pool_conf *c, char *arg)
+{
+	char *eq = strrchr(arg, '=');
+	if (!eq || eq == arg || !eq[1])
+		return cli_usage("serve", "--pool %s: give IMAGE=N (e.g. --pool brig-sandbox:local=4)", arg);
+	*eq = '\0';
+	int64_t n;
+	if (cli_parse_i64("--pool N", eq + 1, 1, SERVE_POOL_MAX, &n) != 0)
+		return CLI_EXIT_FAIL;
+	c->image = arg;
+	c->size = (unsigned)n;
+	return 0;
+}
 
 int cmd_serve(int argc, char **argv)
 {
@@ -75,10 +95,13 @@ int cmd_serve(int argc, char **argv)
 		{"allow-custom-seccomp", no_argument, NULL, OPT_ALLOW_SECCOMP},
 		{"allow-publish-address", required_argument, NULL, OPT_ALLOW_PUBLISH},
 		{"max-transfers", required_argument, NULL, OPT_MAX_TRANSFERS},
+		{"pool", required_argument, NULL, OPT_POOL},
+		{"pool-max-age", required_argument, NULL, OPT_POOL_AGE},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	serve_config cfg = {.stop_fd = -1};
+	serve_pool_conf pools[16];
 	const char *store = NULL;
 	const char *runtimes[64], *publish[64];
 	static char canon[64][INET6_ADDRSTRLEN];
@@ -138,6 +161,19 @@ int cmd_serve(int argc, char **argv)
 			if (cli_parse_i64("--max-transfers", optarg, 1, 4096, &v) != 0)
 				return CLI_EXIT_FAIL;
 			cfg.heavy_max = (unsigned)v;
+			break;
+		case OPT_POOL:
+			if (cfg.n_pools == sizeof pools / sizeof pools[0])
+				return cli_usage("serve", "--pool: at most %zu pools", sizeof pools / sizeof pools[0]);
+			if (parse_pool(&pools[cfg.n_pools], optarg) != 0)
+				return CLI_EXIT_FAIL;
+			cfg.pools = pools;
+			cfg.n_pools++;
+			break;
+		case OPT_POOL_AGE:
+			if (cli_parse_i64("--pool-max-age", optarg, 1, 7 * 86400, &v) != 0)
+				return CLI_EXIT_FAIL;
+			cfg.pool_max_age_s = (unsigned)v;
 			break;
 		case OPT_ROUTES: serve_routes_write(stdout); return 0;
 		case 'h': return cli_help(serve_usage);

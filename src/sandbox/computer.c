@@ -18,6 +18,7 @@
 #include "sandbox/computer_guest.h"
 #include "sandbox/exec.h"
 #include "sandbox/internal.h"
+#include "sandbox/pool.h"
 #include "util/util.h"
 
 /* ---- computer objects ---- */
@@ -179,7 +180,10 @@ static brig_computer *computer_from_list(json_t *j)
 	return c;
 }
 
-static int inspect_computer(brig_engine *e, json_t **out, const char *ref, brig_error **err)
+/* proof (may be NULL): the identity ref was derived from, which names a
+ * claimed pool member's identity (sandbox/pool.h). */
+static int inspect_computer_as(brig_engine *e, json_t **out, const char *ref, const brig_identity *proof,
+			       brig_error **err)
 {
 	json_t *j = NULL;
 	int rc = brig_engine_container_inspect(e, &j, ref, err);
@@ -187,12 +191,24 @@ static int inspect_computer(brig_engine *e, json_t **out, const char *ref, brig_
 		return brig__error_set(err, BRIG_ENOTFOUND, 0, "no computer named %s", ref);
 	if (rc)
 		return rc;
-	if (!is_computer_labels(json_object_get(json_object_get(j, "Config"), "Labels"))) {
+	json_t *labels = json_object_get(json_object_get(j, "Config"), "Labels");
+	if (!is_computer_labels(labels)) {
 		json_decref(j);
 		return brig__error_set(err, BRIG_ENOTFOUND, 0, "%s is not a brig computer", ref);
 	}
+	if (brig_sandbox__pool_fill(e, labels, json_string_value(json_object_get(j, "Id")),
+				    json_string_value(json_object_get(j, "Name")), proof)) {
+		json_decref(j);
+		return brig__error_set(err, BRIG_ENOTFOUND, 0,
+				       "%s is a warm pool member of a brig server, not a session's computer", ref);
+	}
 	*out = j;
 	return 0;
+}
+
+static int inspect_computer(brig_engine *e, json_t **out, const char *ref, brig_error **err)
+{
+	return inspect_computer_as(e, out, ref, NULL, err);
 }
 
 int brig_computer_get(brig_engine *e, brig_computer **out, const char *ref, const brig_identity *id,
@@ -208,7 +224,7 @@ int brig_computer_get(brig_engine *e, brig_computer **out, const char *ref, cons
 		ref = name;
 	}
 	cleanup_json json_t *j = NULL;
-	int rc = inspect_computer(e, &j, ref, err);
+	int rc = inspect_computer_as(e, &j, ref, ref == name ? id : NULL, err);
 	if (rc)
 		return rc;
 	*out = computer_from_inspect(j);
@@ -218,26 +234,39 @@ int brig_computer_get(brig_engine *e, brig_computer **out, const char *ref, cons
 int brig_computer_list(brig_engine *e, brig_computer ***out, size_t *n, const char *ns, const char *extra_label,
 		       brig_error **err)
 {
-	cleanup_json json_t *filters = json_pack("{s:[s,s]}", "label", BRIG_LABEL_MANAGED "=1", BRIG_LABEL_KIND "=computer");
-	json_t *lf = json_object_get(filters, "label");
-	if (ns) {
-		cleanup_free char *l = xasprintf(BRIG_LABEL_NS "=%s", ns);
-		json_array_append_new(lf, json_string(l));
-	}
-	if (extra_label)
-		json_array_append_new(lf, json_string(extra_label));
+	/* Claimed pool members carry no identity labels for Docker to filter
+	 * by: ns and extra_label are matched here, after their identities are
+	 * filled (one list either way: the daemon walks every container for a
+	 * filtered list too). */
+	cleanup_json json_t *filters =
+		json_pack("{s:[s,s]}", "label", BRIG_LABEL_MANAGED "=1", BRIG_LABEL_KIND "=computer");
 	cleanup_json json_t *list = NULL;
 	int rc = brig_engine_container_list(e, &list, true, filters, err);
 	if (rc)
 		return brig__error_prefix(err, rc, "list computers");
+	cleanup_free char *key = extra_label ? xstrndup(extra_label, strcspn(extra_label, "=")) : NULL;
+	const char *want = extra_label && extra_label[strlen(key)] == '=' ? extra_label + strlen(key) + 1 : NULL;
+	cleanup_json json_t *vols = NULL;
 	size_t count = json_array_size(list);
 	brig_computer **cs = xcalloc(count + 1, sizeof *cs);
 	size_t k = 0, i;
 	json_t *item;
 	json_array_foreach(list, i, item)
 	{
-		if (is_computer_labels(json_object_get(item, "Labels")))
-			cs[k++] = computer_from_list(item);
+		json_t *labels = json_object_get(item, "Labels");
+		if (!is_computer_labels(labels))
+			continue;
+		if (brig_sandbox__pool_fill_listed(e, labels, json_string_value(json_object_get(item, "Id")),
+						   json_string_value(json_array_get(json_object_get(item, "Names"), 0)),
+						   NULL, &vols))
+			continue; /* an unclaimed pool member: nobody's computer */
+		const char *have = label(labels, BRIG_LABEL_NS);
+		if (ns && (!have || strcmp(have, ns) != 0))
+			continue;
+		const char *v = key ? label(labels, key) : NULL;
+		if (key && (!v || (want && strcmp(v, want) != 0)))
+			continue;
+		cs[k++] = computer_from_list(item);
 	}
 	*out = cs;
 	*n = k;
@@ -339,6 +368,9 @@ static int adopt(brig_engine *e, char **out_id, const char *name, const brig_ide
 		return rc;
 	brig_error *why = NULL;
 	json_t *labels = json_object_get(json_object_get(j, "Config"), "Labels");
+	/* A claimed pool member: the name we looked up proves the identity. */
+	brig_sandbox__pool_fill(e, labels, json_string_value(json_object_get(j, "Id")),
+				json_string_value(json_object_get(j, "Name")), id);
 	/* The env values count through the container's own salt; a salt that
 	 * is not one (untrusted label) makes no hash, so no match. */
 	char hash[BRIG_HASH_SIZE];
@@ -387,6 +419,149 @@ static int ensure_started(brig_engine *e, const char *id, brig_error **err)
 	return rc;
 }
 
+/* Makes and names the container (its volumes first); on a 409 or a lost
+ * answer adopts what holds the name (*adopted). pool_labels (may be NULL):
+ * a warm pool member, whose labels carry these instead of an identity. */
+static int make_container(brig_engine *e, char **out_cid, bool *out_adopted, const char *name, const brig_identity *id,
+			  const brig_spec *spec, const char *hash, const char *salt, json_t *pool_labels,
+			  brig_error **err)
+{
+	int rc;
+	cleanup_free char *cid = NULL;
+	bool adopted = false;
+	bool etc_hosts = false, gvisor = false;
+	if ((rc = brig_sandbox__resolve_image(e, NULL, &etc_hosts, spec->image, err)) != 0 ||
+	    (rc = brig_sandbox__check_runtime(e, spec->runtime, &gvisor, err)) != 0)
+		return rc;
+	cleanup_free char *net_id = NULL;
+	if (spec->network == BRIG_NET_ISOLATED && (rc = brig_network_ensure(e, &net_id, spec, err)) != 0)
+		return brig__error_prefix(err, rc, "create computer %s", name);
+	if (spec->network == BRIG_NET_EGRESS && (rc = brig_egress_ensure(e, &net_id, err)) != 0)
+		return brig__error_prefix(err, rc, "create computer %s", name);
+	cleanup_json json_t *labels = NULL;
+	if ((rc = brig_spec_labels(&labels, spec, BRIG_KIND_COMPUTER, id, hash, err)) != 0)
+		return rc;
+
+	/* brig-init as PID 1 when this build carries it. BRIG_GUEST=0 is a
+	 * test-only knob (docs/guest-protocol.md): computers as before
+	 * brig-init (docker-init, plain exec), for the tests of the path
+	 * older computers still take. */
+	char init_hash[17] = "";
+	const char *vname = brig_guest__volume_name();
+	const char *genv = getenv("BRIG_GUEST");
+	if (vname && !(genv && strcmp(genv, "0") == 0)) {
+		if ((rc = brig_guest__volume_ensure_mode(e, spec->image, gvisor, err)) != 0)
+			return brig__error_prefix(err, rc, "create computer %s", name);
+		snprintf(init_hash, sizeof init_hash, "%s", vname + strlen("brig-init-"));
+	}
+	brig_container_opts o = {.version = BRIG_CONTAINER_OPTS_VERSION,
+				 .kind = BRIG_KIND_COMPUTER,
+				 .id = id,
+				 .name = name,
+				 .spec_hash = hash,
+				 .network_disabled = spec->network == BRIG_NET_NONE && etc_hosts,
+				 .init_hash = init_hash[0] ? init_hash : NULL,
+				 .gvisor = gvisor};
+	/* the volumes' tmpfs are mounted on the host: on a daemon with
+	 * userns-remap their owner is the host uid the sandbox user maps to */
+	if ((rc = brig_guest__userns_shift(e, &o.shift, err)) != 0)
+		return brig__error_prefix(err, rc, "create computer %s", name);
+	brig_sandbox__note_shift(&o.shift);
+	cleanup_json json_t *body = NULL;
+	if ((rc = brig_spec_container_json(&body, spec, &o, err)) != 0)
+		return rc;
+	if (salt[0])
+		json_object_set_new(json_object_get(body, "Labels"), BRIG_LABEL_ENV_SALT, json_string(salt));
+	{
+		/* The effective spec (env keys only, never values or
+		 * credentials) travels with the container for inspect/ls. */
+		json_t *sj = brig_spec_to_json(spec, 0);
+		char *text = json_dumps(sj, JSON_COMPACT | JSON_SORT_KEYS);
+		json_decref(sj);
+		if (text && strlen(text) < 2048) /* listings carry every label: keep it small */
+			json_object_set_new(json_object_get(body, "Labels"), LABEL_SPEC_JSON, json_string(text));
+		free(text);
+	}
+	if (net_id) /* the surviving bridge by id: its name may be ambiguous mid-race */
+		json_object_set_new(json_object_get(body, "HostConfig"), "NetworkMode", json_string(net_id));
+	if (pool_labels) {
+		/* A pool member has no identity yet, and labels cannot change. */
+		static const char *const idl[] = {BRIG_LABEL_NS, BRIG_LABEL_AGENT, BRIG_LABEL_SESSION,
+						  BRIG_LABEL_GENERATION};
+		json_t *bl = json_object_get(body, "Labels");
+		for (size_t i = 0; i < 4; i++) {
+			json_object_del(bl, idl[i]);
+			json_object_del(labels, idl[i]);
+		}
+		json_object_update(bl, pool_labels);
+		json_object_update(labels, pool_labels);
+	}
+	if ((rc = create_volumes(e, spec, name, labels, &o.shift, err)) != 0)
+		return brig__error_prefix(err, rc, "create computer %s", name);
+	int64_t settle_by = brig_now_ms() + 10000;
+	for (int attempt = 0;; attempt++) {
+		rc = brig_engine_container_create(e, &cid, name, body, err);
+		if (rc == 0)
+			break;
+		if (rc == BRIG_EPROTO) {
+			/* A malformed answer: it may have landed. It is handled
+			 * as a lost one, so its error says EUNCERTAIN too. */
+			brig_error *cause = err ? *err : NULL;
+			if (err)
+				*err = NULL;
+			rc = brig__error_set_http(err, BRIG_EUNCERTAIN, cause ? cause->http_status : 0, "%s",
+						  brig_error_message(cause));
+			brig_error_free(cause);
+		}
+		if (rc != BRIG_ECONFLICT && rc != BRIG_EUNCERTAIN) {
+			remove_volumes(e, name);
+			return brig__error_prefix(err, rc, "create computer");
+		}
+		/* 409, or no answer: look the name up before answering. */
+		int first = rc;
+		brig_error *lookup = NULL;
+		rc = adopt(e, &cid, name, id, spec, &lookup);
+		if (rc == 0) {
+			brig__error_clear(err);
+			adopted = first == BRIG_ECONFLICT;
+			break;
+		}
+		if (rc == BRIG_ENOTFOUND && first == BRIG_EUNCERTAIN && attempt == 0) {
+			/* The lost create did not land; the name makes another safe. */
+			brig_error_free(lookup);
+			brig__error_clear(err);
+			continue;
+		}
+		if (rc == BRIG_ENOTFOUND && first == BRIG_ECONFLICT && brig_now_ms() < settle_by) {
+			/* 409 yet nothing to inspect: the daemon reserves the name
+			 * before the racer's container is registered (measured with 16
+			 * creators), or it was removed since. Asking again is safe. */
+			brig_error_free(lookup);
+			brig__error_clear(err);
+			struct timespec ts = {0, 50 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		if (rc == BRIG_ECONFLICT) { /* the name holds something else: say what */
+			brig__error_move(err, lookup);
+			return rc;
+		}
+		/* Nothing to adopt after all: a lost create may still land (its
+		 * volumes stay for it), and a 409 means someone holds the name. */
+		brig_error_free(lookup);
+		return brig__error_prefix(
+			err, first,
+			first == BRIG_EUNCERTAIN ? "create computer %s: no answer twice and nothing found under the "
+						   "name yet; it may still appear: look again with brig ls"
+						 : "create computer %s: the name is taken but nothing can be inspected "
+						   "under it",
+			name);
+	}
+	*out_cid = steal_pointer(&cid);
+	*out_adopted = adopted;
+	return 0;
+}
+
 int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identity *id, const brig_spec *spec,
 			 brig_error **err)
 {
@@ -427,7 +602,7 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 		return rc;
 
 	cleanup_free char *cid = NULL;
-	bool adopted = false;
+	bool adopted = false, claimed = false;
 	/* Fast path: it already exists (a replica made it, or we did before). */
 	rc = adopt(e, &cid, name, id, spec, err);
 	if (rc == 0) {
@@ -436,124 +611,19 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 		return rc;
 	} else {
 		brig__error_clear(err);
-		bool etc_hosts = false, gvisor = false;
-		if ((rc = brig_sandbox__resolve_image(e, NULL, &etc_hosts, spec->image, err)) != 0 ||
-		    (rc = brig_sandbox__check_runtime(e, spec->runtime, &gvisor, err)) != 0)
+		/* A warm pool member of this very spec (no env: a salt would make
+		 * its hash another) becomes this computer by a rename. Looked for
+		 * only after the look above, so that adopting an existing
+		 * computer never touches a pool; a racer that takes the name
+		 * meanwhile makes the rename fail, and the create below adopts. */
+		if (!salt[0] && brig_sandbox__pool_claim(e, &cid, name, id, hash, err) == 0)
+			claimed = true;
+		else if ((rc = make_container(e, &cid, &adopted, name, id, spec, hash, salt, NULL, err)) != 0)
 			return rc;
-		cleanup_free char *net_id = NULL;
-		if (spec->network == BRIG_NET_ISOLATED && (rc = brig_network_ensure(e, &net_id, spec, err)) != 0)
-			return brig__error_prefix(err, rc, "create computer %s", name);
-		if (spec->network == BRIG_NET_EGRESS && (rc = brig_egress_ensure(e, &net_id, err)) != 0)
-			return brig__error_prefix(err, rc, "create computer %s", name);
-		cleanup_json json_t *labels = NULL;
-		if ((rc = brig_spec_labels(&labels, spec, BRIG_KIND_COMPUTER, id, hash, err)) != 0)
-			return rc;
-
-		/* brig-init as PID 1 when this build carries it. BRIG_GUEST=0 is
-		 * a test-only knob (docs/guest-protocol.md): computers as before
-		 * brig-init (docker-init, plain exec), for the tests of the path
-		 * older computers still take. */
-		char init_hash[17] = "";
-		const char *vname = brig_guest__volume_name();
-		const char *genv = getenv("BRIG_GUEST");
-		if (vname && !(genv && strcmp(genv, "0") == 0)) {
-			if ((rc = brig_guest__volume_ensure_mode(e, spec->image, gvisor, err)) != 0)
-				return brig__error_prefix(err, rc, "create computer %s", name);
-			snprintf(init_hash, sizeof init_hash, "%s", vname + strlen("brig-init-"));
-		}
-		brig_container_opts o = {.version = BRIG_CONTAINER_OPTS_VERSION,
-					 .kind = BRIG_KIND_COMPUTER,
-					 .id = id,
-					 .name = name,
-					 .spec_hash = hash,
-					 .network_disabled = spec->network == BRIG_NET_NONE && etc_hosts,
-					 .init_hash = init_hash[0] ? init_hash : NULL,
-					 .gvisor = gvisor};
-		/* the volumes' tmpfs are mounted on the host: on a daemon with
-		 * userns-remap their owner is the host uid the sandbox user maps to */
-		if ((rc = brig_guest__userns_shift(e, &o.shift, err)) != 0)
-			return brig__error_prefix(err, rc, "create computer %s", name);
-		brig_sandbox__note_shift(&o.shift);
-		cleanup_json json_t *body = NULL;
-		if ((rc = brig_spec_container_json(&body, spec, &o, err)) != 0)
-			return rc;
-		if (salt[0])
-			json_object_set_new(json_object_get(body, "Labels"), BRIG_LABEL_ENV_SALT, json_string(salt));
-		{
-			/* The effective spec (env keys only, never values or
-			 * credentials) travels with the container for inspect/ls. */
-			json_t *sj = brig_spec_to_json(spec, 0);
-			char *text = json_dumps(sj, JSON_COMPACT | JSON_SORT_KEYS);
-			json_decref(sj);
-			if (text && strlen(text) < 2048) /* listings carry every label: keep it small */
-				json_object_set_new(json_object_get(body, "Labels"), LABEL_SPEC_JSON, json_string(text));
-			free(text);
-		}
-		if (net_id) /* the surviving bridge by id: its name may be ambiguous mid-race */
-			json_object_set_new(json_object_get(body, "HostConfig"), "NetworkMode", json_string(net_id));
-		if ((rc = create_volumes(e, spec, name, labels, &o.shift, err)) != 0)
-			return brig__error_prefix(err, rc, "create computer %s", name);
-		int64_t settle_by = brig_now_ms() + 10000;
-		for (int attempt = 0;; attempt++) {
-			rc = brig_engine_container_create(e, &cid, name, body, err);
-			if (rc == 0)
-				break;
-			if (rc == BRIG_EPROTO) {
-				/* A malformed answer: it may have landed. It is handled
-				 * as a lost one, so its error says EUNCERTAIN too. */
-				brig_error *cause = err ? *err : NULL;
-				if (err)
-					*err = NULL;
-				rc = brig__error_set_http(err, BRIG_EUNCERTAIN, cause ? cause->http_status : 0, "%s",
-							  brig_error_message(cause));
-				brig_error_free(cause);
-			}
-			if (rc != BRIG_ECONFLICT && rc != BRIG_EUNCERTAIN) {
-				remove_volumes(e, name);
-				return brig__error_prefix(err, rc, "create computer");
-			}
-			/* 409, or no answer: look the name up before answering. */
-			int first = rc;
-			brig_error *lookup = NULL;
-			rc = adopt(e, &cid, name, id, spec, &lookup);
-			if (rc == 0) {
-				brig__error_clear(err);
-				adopted = first == BRIG_ECONFLICT;
-				break;
-			}
-			if (rc == BRIG_ENOTFOUND && first == BRIG_EUNCERTAIN && attempt == 0) {
-				/* The lost create did not land; the name makes another safe. */
-				brig_error_free(lookup);
-				brig__error_clear(err);
-				continue;
-			}
-			if (rc == BRIG_ENOTFOUND && first == BRIG_ECONFLICT && brig_now_ms() < settle_by) {
-				/* 409 yet nothing to inspect: the daemon reserves the name
-				 * before the racer's container is registered (measured with 16
-				 * creators), or it was removed since. Asking again is safe. */
-				brig_error_free(lookup);
-				brig__error_clear(err);
-				struct timespec ts = {0, 50 * 1000 * 1000};
-				nanosleep(&ts, NULL);
-				continue;
-			}
-			if (rc == BRIG_ECONFLICT) { /* the name holds something else: say what */
-				brig__error_move(err, lookup);
-				return rc;
-			}
-			/* Nothing to adopt after all: a lost create may still land (its
-			 * volumes stay for it), and a 409 means someone holds the name. */
-			brig_error_free(lookup);
-			return brig__error_prefix(err, first,
-						  first == BRIG_EUNCERTAIN
-							  ? "create computer %s: no answer twice and nothing found under the "
-							    "name yet; it may still appear: look again with brig ls"
-							  : "create computer %s: the name is taken but nothing can be inspected "
-							    "under it",
-						  name);
-		}
 	}
-	if ((rc = ensure_started(e, cid, err)) != 0)
+	/* A claimed member was started (and marked) by its pool: its state is
+	 * read once, below. */
+	if (!claimed && (rc = ensure_started(e, cid, err)) != 0)
 		return brig__error_prefix(err, rc, "start computer %s", name);
 	if (spec->network == BRIG_NET_EGRESS) {
 		/* An adopted computer keeps the rules it has (they may have been
@@ -572,7 +642,7 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 	}
 	/* Only a computer this call created and started is known to hold what
 	 * brig gave it; one adopted stopped and started again holds nothing. */
-	if (!adopted && (rc = brig_computer__mark_started(e, cid, err)) != 0)
+	if (!adopted && !claimed && (rc = brig_computer__mark_started(e, cid, err)) != 0)
 		return brig__error_prefix(err, rc, "create computer %s", name);
 	/* Every create, adopting ones too: a computer started again has an
 	 * empty /runtime, and its commands would miss their env. */
@@ -581,10 +651,44 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 	brig_computer *c = NULL;
 	if ((rc = brig_computer_get(e, &c, cid, NULL, err)) != 0)
 		return rc;
+	if (claimed && (!c->state || strcmp(c->state, "running") != 0)) {
+		/* It stopped while it waited: start it as a create would. */
+		brig_computer_free(c);
+		c = NULL;
+		if ((rc = ensure_started(e, cid, err)) != 0 || (rc = brig_computer__mark_started(e, cid, err)) != 0 ||
+		    (rc = brig_computer_get(e, &c, cid, NULL, err)) != 0)
+			return brig__error_prefix(err, rc, "start computer %s", name);
+	}
 	c->adopted = adopted;
 	if (!c->spec)
 		c->spec = brig_spec_to_json(spec, 0);
 	*out = c;
+	return 0;
+}
+
+int brig_computer__pool_make(brig_engine *e, char **out_id, const brig_spec *spec, const char *name,
+			     json_t *pool_labels, brig_error **err)
+{
+	brig_host_limits host;
+	int rc = brig_sandbox__host_limits(e, &host, err);
+	if (rc || (rc = brig_spec_validate(spec, &host, err)) != 0)
+		return rc;
+	if (spec->env_count)
+		return brig__error_set(err, BRIG_EINVAL, 0, "pool: a pool's spec carries no env");
+	/* Labels need an identity to be made; the member's are removed. */
+	brig_identity placeholder = {"pool", "pool", "pool", 1};
+	char hash[BRIG_HASH_SIZE];
+	if ((rc = brig_spec_hash_salted(hash, spec, NULL, err)) != 0)
+		return rc;
+	cleanup_free char *cid = NULL;
+	bool adopted = false;
+	if ((rc = make_container(e, &cid, &adopted, name, &placeholder, spec, hash, "", pool_labels, err)) != 0)
+		return rc;
+	if ((rc = ensure_started(e, cid, err)) != 0 || (rc = brig_computer__mark_started(e, cid, err)) != 0) {
+		brig_sandbox__pool_remove(e, cid);
+		return brig__error_prefix(err, rc, "start pool member %s", name);
+	}
+	*out_id = steal_pointer(&cid);
 	return 0;
 }
 
@@ -658,11 +762,30 @@ int brig_computer_destroy(brig_engine *e, const char *ref, brig_error **err)
 	const char *id = json_string_value(json_object_get(j, "Id"));
 	const char *name = json_string_value(json_object_get(j, "Name"));
 	cleanup_free char *n = xstrdup(name && name[0] == '/' ? name + 1 : name ? name : ref);
+	/* A claimed pool member keeps the volumes it was made with, named
+	 * after its pool name. */
+	cleanup_free char *pool_name = NULL;
+	size_t i;
+	json_t *m;
+	json_array_foreach (json_object_get(j, "Mounts"), i, m) {
+		const char *v = json_string_value(json_object_get(m, "Name"));
+		const char *dst = json_string_value(json_object_get(m, "Destination"));
+		size_t pl = strlen(BRIG_POOL_NAME_PREFIX), vl = v ? strlen(v) : 0;
+		if (!pool_name && v && dst && strcmp(dst, "/workspace") == 0 &&
+		    strncmp(v, BRIG_POOL_NAME_PREFIX, pl) == 0 && vl > pl + 10 &&
+		    strcmp(v + vl - 10, "-workspace") == 0)
+			pool_name = xstrndup(v, vl - 10);
+	}
 	rc = brig_engine_container_remove(e, id, true, true, err);
 	if (rc && rc != BRIG_ENOTFOUND)
 		return brig__error_prefix(err, rc, "destroy computer %s", n);
 	brig__error_clear(err);
 	remove_volumes(e, n);
+	if (pool_name)
+		remove_volumes(e, pool_name);
+	/* A claim's record, also one whose rename lost to this computer. */
+	cleanup_free char *iv = brig_sandbox__pool_identity_volume(n);
+	brig_engine_volume_remove(e, iv, true, NULL);
 	brig_egress__rules_remove(n);
 	return 0;
 }

@@ -184,6 +184,15 @@ static int acquire(brig_engine *e, cached **out, const char *id, bool fresh, int
 	return 0;
 }
 
+int brig_sandbox__guest_warm(brig_engine *e, const char *id, brig_error **err)
+{
+	cached *c = NULL;
+	int rc = acquire(e, &c, id, false, brig_now_ms() + 10000, err);
+	if (rc == 0)
+		release(c);
+	return rc;
+}
+
 static void note_stderr(brig_output_tee *tee, const char *msg)
 {
 	char *line = xasprintf("brig: %s\n", msg);

@@ -21,6 +21,10 @@ int brig_sandbox__guest_exec(brig_engine *e, const char *ref, const char *id, co
 			     int64_t deadline, const brig_guest_exec_opts *tty, brig_output_tee *tee,
 			     brig_exec_result *res, brig_error **err);
 
+/* Opens (and caches) the relay into container id, for a warm pool member
+ * whose first command should not pay for it. */
+int brig_sandbox__guest_warm(brig_engine *e, const char *id, brig_error **err);
+
 /* The relay cache, for tests: how many relays it holds, and its cap (0:
  * the default, 64); lowering the cap prunes at once. */
 size_t brig_sandbox__guest_cache_size(void);

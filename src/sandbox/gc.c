@@ -1,11 +1,14 @@
 /* gc.c — removes brig's leftovers: runs whose brig died, stale computers,
  * half-created containers and orphaned volumes. Only brig.managed=1 objects
  * are ever looked at. */
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "brig/sandbox.h"
 #include "guest/host.h"
 #include "sandbox/internal.h"
+#include "sandbox/pool.h"
 #include "util/util.h"
 
 #define GC_GRACE_S 60
@@ -52,7 +55,23 @@ static void gc_containers(gc_ctx *g, json_t *list, int64_t now, int64_t retentio
 			continue;
 		name = name && name[0] == '/' ? name + 1 : name ? name : id;
 		const char *why = NULL;
-		if (strcmp(state, "created") == 0 && now - created > GC_GRACE_S) {
+		const char *sid = lbl(labels, BRIG_LABEL_POOL);
+		bool member = sid && strncmp(name, BRIG_POOL_NAME_PREFIX, strlen(BRIG_POOL_NAME_PREFIX)) == 0;
+		if (member) {
+			/* Gone: on this host, its lock file is free; without one
+			 * to look at (another host or BRIG_RUN_DIR), the member is
+			 * past its max age, which a live server never lets pass. */
+			char host[65] = "";
+			gethostname(host, sizeof host - 1);
+			const char *h = lbl(labels, BRIG_LABEL_POOL_HOST);
+			const char *a = lbl(labels, BRIG_LABEL_POOL_MAX_AGE);
+			int64_t max_age = a ? strtoll(a, NULL, 10) : 0;
+			int gone = h && strcmp(h, host) == 0 ? brig_sandbox__pool_server_gone(sid) : -1;
+			if (gone < 0) /* no lock to look at */
+				gone = max_age > 0 && now - created > max_age + 5 * GC_GRACE_S;
+			if (gone)
+				why = "warm pool member of a brig serve that is gone";
+		} else if (strcmp(state, "created") == 0 && now - created > GC_GRACE_S) {
 			why = "created but never started: its creator died";
 		} else if (strcmp(kind, "run") == 0) {
 			const char *d = lbl(labels, BRIG_LABEL_DEADLINE);
@@ -77,7 +96,9 @@ static void gc_containers(gc_ctx *g, json_t *list, int64_t now, int64_t retentio
 		note(g, "container", name, why);
 		if (g->o->dry_run)
 			continue;
-		if (strcmp(kind, "computer") == 0)
+		if (member)
+			brig_sandbox__pool_remove(g->e, id);
+		else if (strcmp(kind, "computer") == 0)
 			brig_computer_destroy(g->e, id, NULL);
 		else
 			brig_engine_container_remove(g->e, id, true, true, NULL);
@@ -137,6 +158,14 @@ static void gc_volumes(gc_ctx *g, json_t *vols, json_t *containers, int64_t now)
 		json_t *c;
 		json_array_foreach(containers, k, c)
 		{
+			/* A claimed pool member mounts volumes named after its pool name. */
+			size_t mi;
+			json_t *mt;
+			json_array_foreach (json_object_get(c, "Mounts"), mi, mt) {
+				const char *mn = json_string_value(json_object_get(mt, "Name"));
+				if (mn && strcmp(mn, vname) == 0)
+					alive = true;
+			}
 			size_t m;
 			json_t *n;
 			json_array_foreach(json_object_get(c, "Names"), m, n)

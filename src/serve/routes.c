@@ -17,6 +17,7 @@
 #include "brig/session.h"
 #include "brig/version.h"
 #include "ops/fs.h"
+#include "sandbox/pool.h"
 #include "serve/internal.h"
 #include "util/util.h"
 
@@ -844,6 +845,11 @@ static int event_cb(json_t *ev, void *payload)
 		return 0;
 	x->last_nano = nano;
 	json_t *attrs = json_object_get(json_object_get(ev, "Actor"), "Attributes");
+	/* A warm pool member: nobody's until claimed, then its identity is
+	 * filled as list and inspect fill it (sandbox/pool.h). */
+	if (brig_sandbox__pool_fill(x->e, attrs, json_string_value(json_object_get(json_object_get(ev, "Actor"), "ID")),
+				    json_string_value(json_object_get(attrs, "name")), NULL))
+		return 0;
 	const char *ns = json_string_value(json_object_get(attrs, BRIG_LABEL_NS));
 	if (!ns || !serve_tokens_allows(x->token, ns) || (x->ns && strcmp(x->ns, ns) != 0))
 		return 0;
@@ -870,9 +876,10 @@ static void *event_thread(void *arg)
 {
 	event_stream *x = arg;
 	/* Lifecycle changes only: not exec_*, not archive copies. */
-	json_t *filters = json_pack("{s:[s],s:[s,s],s:[s,s,s,s,s,s,s,s,s,s]}", "type", "container", "label",
+	json_t *filters = json_pack("{s:[s],s:[s,s],s:[s,s,s,s,s,s,s,s,s,s,s]}", "type", "container", "label",
 				    BRIG_LABEL_MANAGED "=1", BRIG_LABEL_KIND "=computer", "event", "create", "start",
-				    "pause", "unpause", "stop", "kill", "die", "destroy", "restart", "oom");
+				    "pause", "unpause", "stop", "kill", "die", "destroy", "restart", "oom",
+				    "rename" /* a warm pool member claimed */);
 	int64_t since = brig_wall_s();
 	while (!x->stop) {
 		/* One second at a time, so a client that left is noticed. */

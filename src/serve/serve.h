@@ -61,6 +61,14 @@
 	"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-CIPHER-ALL:+CHACHA20-POLY1305:+AES-256-GCM:+AES-128-GCM:" \
 	"-MAC-ALL:+AEAD:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:%SERVER_PRECEDENCE"
 
+/* One --pool IMAGE=N. */
+typedef struct serve_pool_conf {
+	const char *image;
+	unsigned size; /* 1..SERVE_POOL_MAX */
+} serve_pool_conf;
+#define SERVE_POOL_MAX 64              /* members of one pool */
+#define SERVE_POOL_MAX_AGE_S (30 * 60) /* default --pool-max-age */
+
 typedef struct serve_config {
 	brig_engine *engine;            /* borrowed; shared by every connection */
 	brig_store *store;              /* borrowed */
@@ -79,6 +87,9 @@ typedef struct serve_config {
 	const char *const *allow_publish; /* host addresses besides loopback a port may be published on */
 	size_t allow_publish_count;
 	unsigned heavy_max; /* tar in/out and runs of one token at once (more: 429); 0: SERVE_HEAVY_MAX */
+	const serve_pool_conf *pools;   /* warm pools (src/serve/pool.c), n_pools of them */
+	size_t n_pools;
+	unsigned pool_max_age_s; /* 0: SERVE_POOL_MAX_AGE_S */
 } serve_config;
 
 /* Whether a spec sent by a client stays within what the server allows: a

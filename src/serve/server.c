@@ -19,6 +19,7 @@
 
 #include "serve/internal.h"
 #include "serve/mhd_dl.h"
+#include "serve/pool.h"
 #include "util/util.h"
 
 static const double exec_buckets_ms[] = {1, 2, 3, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000};
@@ -91,7 +92,8 @@ struct serve_server {
 	int drain[2];  /* readable once the drain begins: event streams end */
 	pthread_t watchdog;
 	bool watchdog_started, watchdog_stop;
-	serve_mcp *mcp; /* MCP over HTTP sessions (mcp_http.c) */
+	serve_mcp *mcp;     /* MCP over HTTP sessions (mcp_http.c) */
+	serve_pools *pools; /* --pool (pool.c); NULL without */
 };
 
 static void track_phase(serve_server *s, struct MHD_Connection *conn, bool in_headers);
@@ -405,6 +407,7 @@ void serve__metrics_write(serve_server *s, void *buf)
 		      "# TYPE brig_serve_requests_in_flight gauge\nbrig_serve_requests_in_flight %zu\n",
 		      s->inflight);
 	pthread_mutex_unlock(&s->lock);
+	serve_pools_metrics(s->pools, b);
 }
 
 static int64_t now_us(void)
@@ -1153,6 +1156,8 @@ int serve_run(const serve_config *cfg, brig_error **err)
 	};
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
 			 MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE | (tcp ? MHD_USE_TLS : 0);
+	if ((rc = serve_pools_start(&s->pools, cfg, listen, err)) != 0)
+		goto out;
 	s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
 	if (!s->d) {
 		rc = brig__error_set(err, BRIG_EIO, 0, "libmicrohttpd did not start on %s (see the lines above)",
@@ -1224,6 +1229,8 @@ int serve_run(const serve_config *cfg, brig_error **err)
 		pthread_mutex_unlock(&s->lock);
 		pthread_join(s->watchdog, NULL);
 	}
+	serve_pools_stop(s->pools);
+	s->pools = NULL;
 	fprintf(stderr, "brig: serve: stopped\n");
 	rc = 0;
 out:
@@ -1238,6 +1245,7 @@ out:
 		free(toks);
 	}
 	free(cert);
+	serve_pools_stop(s->pools);
 	server_free(s);
 	return rc;
 }
