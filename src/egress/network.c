@@ -182,6 +182,7 @@ static bool proxy_env_kept(const char *entry)
 		"BRIG_STORE",
 		"BRIG_EGRESS_DIR",
 		"BRIG_EGRESS_HOSTS",
+		"BRIG_EGRESS_UPSTREAM_CA",
 		"DOCKER_HOST",
 		"DOCKER_TLS_VERIFY",
 		"DOCKER_CERT_PATH",

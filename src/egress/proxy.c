@@ -450,16 +450,56 @@ static int read_more(int fd, char *buf, size_t *len, size_t cap, int64_t deadlin
 	return 0;
 }
 
+/* A CONNECT to a host of the sandbox's secrets: TLS ends here (bump.c). */
+static void do_bump(conn *c, int up, size_t have, const brig_egress_secret *sec, size_t nsec)
+{
+	if (have) {
+		c->decision = "denied";
+		snprintf(c->reason, sizeof c->reason, "bytes sent before the proxy's answer to CONNECT");
+		return;
+	}
+	bool denied = false;
+	unsigned replaced = 0;
+	char why[300] = "";
+	if (brig_egress__bump(c->fd, up, c->host, c->port, sec, nsec, &c->up, &c->down, &replaced, &denied, why,
+			      sizeof why) != 0) {
+		c->decision = denied ? "denied" : "error";
+		snprintf(c->reason, sizeof c->reason, "TLS terminated for a secret: %s", why);
+		return;
+	}
+	c->decision = "allowed";
+	snprintf(c->reason, sizeof c->reason, "TLS terminated for a secret; %u placeholder(s) replaced", replaced);
+}
+
 static void do_connect(conn *c, char *buf, size_t len, const brig_egress_req *req)
 {
-	int up = upstream(c);
-	if (up < 0)
+	brig_egress_secret *sec = NULL;
+	size_t nsec = 0;
+	bool bump = false;
+	if (brig_egress__secrets_read(&sec, &nsec, c->sandbox, NULL) != 0) {
+		answer(c, 500, "Internal Server Error", "error", "cannot read this sandbox's secrets");
 		return;
+	}
+	for (size_t i = 0; i < nsec && !bump; i++)
+		bump = brig_egress__secret_covers(&sec[i], c->host);
+	int up = upstream(c);
+	if (up < 0) {
+		brig_egress__secrets_free(sec, nsec);
+		return;
+	}
 	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 	if (send_all(c->fd, ok, sizeof ok - 1) != 0) {
+		brig_egress__secrets_free(sec, nsec);
 		close(up);
 		return;
 	}
+	if (bump) {
+		do_bump(c, up, len - req->head_len, sec, nsec);
+		brig_egress__secrets_free(sec, nsec);
+		close(up);
+		return;
+	}
+	brig_egress__secrets_free(sec, nsec);
 	/* The ClientHello: whatever followed the head, then more. */
 	size_t have = len - req->head_len;
 	memmove(buf, buf + req->head_len, have);
@@ -700,6 +740,10 @@ int brig_egress_proxy_serve(brig_error **err)
 		log_note("warning", "BRIG_EGRESS_HOSTS is set",
 			 "a test-only resolver override: the names it lists resolve to its addresses, local ones too, "
 			 "without the proxy's address checks; never set it outside brig's tests");
+	if (getenv("BRIG_EGRESS_UPSTREAM_CA"))
+		log_note("warning", "BRIG_EGRESS_UPSTREAM_CA is set",
+			 "a test-only trust override: upstreams of TLS the proxy terminates are verified against it "
+			 "instead of the system's trust store; never set it outside brig's tests");
 	int64_t empty_since = 0;
 	for (;;) {
 		int r = wait_fd(lfd, POLLIN, 2000);
