@@ -23,7 +23,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/capability.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -677,6 +680,27 @@ static int listen_gateway(brig_error **err)
 	return fd;
 }
 
+/* Once bound, nothing the proxy does needs a capability: the daemon's
+ * socket, the egress folder, the store and the authority's key are its
+ * own uid's (an owner needs none to open them). So it gives up every one
+ * of them for good (bounding set too, no new privileges) and may not be
+ * traced or dumped (it holds secrets). It keeps its uid: root owns that
+ * socket and those folders on a host where root starts brig; a host user
+ * of its own is left to packaging (brig.service). Before any thread: a
+ * thread's capabilities are its own. 0, or -1 (errno). */
+static int drop_privileges(void)
+{
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		return -1;
+	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL && errno != EPERM)
+			return -1;
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2];
+	memset(d, 0, sizeof d);
+	return (int)syscall(SYS_capset, &h, d);
+}
+
 /* How many sandboxes the egress network has; -1 when it is gone. */
 static int attached(void)
 {
@@ -732,6 +756,8 @@ int brig_egress_proxy_serve(brig_error **err)
 		engine = NULL;
 		return lfd;
 	}
+	if (drop_privileges() != 0)
+		log_note("warning", "capabilities kept", strerror(errno));
 	signal(SIGPIPE, SIG_IGN);
 	fprintf(stderr, "{\"proxy\":\"listening\",\"address\":\"%s:%d\",\"pid\":%ld}\n", BRIG_EGRESS_GATEWAY,
 		BRIG_EGRESS_PORT, (long)getpid());
