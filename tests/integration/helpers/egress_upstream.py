@@ -19,19 +19,23 @@ run("openssl", "x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.
 
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
-    def do_POST(self):  # echoes what arrived: test_egress_secret's upstream view
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else b""
-        self.answer(("%s%s\nbody=%s\n" % (self.requestline, "".join("\n%s: %s" % kv for kv in self.headers.items()),
-                                              body.decode(errors="replace"))).encode())
-    def answer(self, b):
+    # test_egress_secret's upstream view: what arrived is written to DIR/seen
+    # (on the host; the sandbox gets only "recorded", never the headers back).
+    def record(self, body=b""):
+        with open(os.path.join(d, "seen"), "a") as f:
+            f.write("%s\n%s\nbody=%s\n--\n" % (self.requestline, "".join("%s: %s\n" % kv for kv in self.headers.items()),
+                                                 body.decode(errors="replace")))
+        b = b"recorded\n"
         self.send_response(200)
         self.send_header("Content-Length", str(len(b)))
         self.end_headers()
         self.wfile.write(b)
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        self.record(self.rfile.read(n) if n else b"")
     def do_GET(self):
         if self.path == "/headers":
-            return self.answer(("%s%s\n" % (self.requestline, "".join("\n%s: %s" % kv for kv in self.headers.items()))).encode())
+            return self.record()
         if self.path.startswith("/bytes/"):  # the benchmark's download
             n = int(self.path[7:])
             self.send_response(200)
