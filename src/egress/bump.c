@@ -91,6 +91,13 @@ static bool write_all(SSL *s, const char *p, size_t n)
 	return true;
 }
 
+/* True when a read that returned n should simply be tried again later. */
+static bool retry(SSL *s, int n)
+{
+	int e = SSL_get_error(s, n);
+	return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE;
+}
+
 int brig_egress__bump(int cfd, int ufd, const char *host, int port, const brig_egress_secret *sec, size_t nsec, uint64_t *up,
 		      uint64_t *down, unsigned *replaced, bool *denied, char *reason, size_t reason_len)
 {
@@ -117,6 +124,13 @@ int brig_egress__bump(int cfd, int ufd, const char *host, int port, const brig_e
 	size_t pairs = 0;
 	brig_egress_rw *rw = NULL;
 	char *buf = NULL;
+	/* A read that finds only TLS's own records (TLS 1.3 session tickets,
+	 * key updates) must come back, not wait for data: the peer may be
+	 * waiting for what the other side sent meanwhile. */
+	if (c)
+		SSL_clear_mode(c, SSL_MODE_AUTO_RETRY);
+	if (u)
+		SSL_clear_mode(u, SSL_MODE_AUTO_RETRY);
 	if (!c || !u || SSL_set_fd(c, cfd) != 1 || SSL_set_fd(u, ufd) != 1) {
 		snprintf(reason, reason_len, "cannot set up TLS");
 		goto out;
@@ -167,6 +181,8 @@ int brig_egress__bump(int cfd, int ufd, const char *host, int port, const brig_e
 			break;
 		if (c_open && (SSL_pending(c) > 0 || (p[0].revents & (POLLIN | POLLHUP | POLLERR)))) {
 			int n = SSL_read(c, buf, BUF);
+			if (n <= 0 && retry(c, n))
+				continue;
 			if (n <= 0) {
 				c_open = false;
 				SSL_shutdown(u);
@@ -189,6 +205,8 @@ int brig_egress__bump(int cfd, int ufd, const char *host, int port, const brig_e
 		}
 		if (SSL_pending(u) > 0 || (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
 			int n = SSL_read(u, buf, BUF);
+			if (n <= 0 && retry(u, n))
+				continue;
 			if (n <= 0)
 				break;
 			if (!write_all(c, buf, (size_t)n))
