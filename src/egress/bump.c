@@ -98,8 +98,8 @@ static bool retry(SSL *s, int n)
 	return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE;
 }
 
-int brig_egress__bump(int cfd, int ufd, const char *host, int port, const brig_egress_secret *sec, size_t nsec, uint64_t *up,
-		      uint64_t *down, unsigned *replaced, bool *denied, char *reason, size_t reason_len)
+int brig_egress__bump(int cfd, int ufd, const char *host, int port, const brig_egress_secret *sec, size_t nsec,
+		      uint64_t *up, uint64_t *down, unsigned *replaced, bool *denied, char *reason, size_t reason_len)
 {
 	*denied = false;
 	*replaced = 0;

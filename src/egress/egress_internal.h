@@ -178,7 +178,7 @@ int brig_egress__rw_feed(brig_egress_rw *rw, const char *in, size_t n, struct br
  * test-only), then requests through brig_egress__rw. Counts bytes into
  * up and down; returns 0 when it relayed, -1 with reason (no secret in it)
  * and *denied (the sandbox's fault) when it did not. */
-int brig_egress__bump(int cfd, int ufd, const char *host, int port, const brig_egress_secret *sec, size_t nsec, uint64_t *up,
-		      uint64_t *down, unsigned *replaced, bool *denied, char *reason, size_t reason_len);
+int brig_egress__bump(int cfd, int ufd, const char *host, int port, const brig_egress_secret *sec, size_t nsec,
+		      uint64_t *up, uint64_t *down, unsigned *replaced, bool *denied, char *reason, size_t reason_len);
 
 #endif

@@ -35,13 +35,13 @@ static int network_ensure(brig_engine *e, char **out_id, brig_error **err)
 {
 	/* Internal: Docker neither forwards nor masquerades for it. A fixed
 	 * interface name and subnet settle a creation race. */
-	cleanup_json json_t *body = json_pack(
-		"{s:s, s:s, s:b, s:b, s:b, s:b, s:{s:s, s:s}, s:{s:s, s:[{s:s, s:s}]}, s:{s:s, s:s, s:s}}", "Name",
-		BRIG_EGRESS_NETWORK, "Driver", "bridge", "CheckDuplicate", 1, "Internal", 1, "Attachable", 0,
-		"EnableIPv6", 0, "Options", "com.docker.network.bridge.enable_icc", "false",
-		"com.docker.network.bridge.name", BRIG_EGRESS_BRIDGE, "IPAM", "Driver", "default", "Config", "Subnet",
-		BRIG_EGRESS_SUBNET, "Gateway", BRIG_EGRESS_GATEWAY, "Labels", BRIG_LABEL_MANAGED, "1", BRIG_LABEL_KIND,
-		"network", BRIG_LABEL_VERSION, BRIG_VERSION);
+	cleanup_json json_t *body =
+		json_pack("{s:s, s:s, s:b, s:b, s:b, s:b, s:{s:s, s:s}, s:{s:s, s:[{s:s, s:s}]}, s:{s:s, s:s, s:s}}",
+			  "Name", BRIG_EGRESS_NETWORK, "Driver", "bridge", "CheckDuplicate", 1, "Internal", 1,
+			  "Attachable", 0, "EnableIPv6", 0, "Options", "com.docker.network.bridge.enable_icc", "false",
+			  "com.docker.network.bridge.name", BRIG_EGRESS_BRIDGE, "IPAM", "Driver", "default", "Config",
+			  "Subnet", BRIG_EGRESS_SUBNET, "Gateway", BRIG_EGRESS_GATEWAY, "Labels", BRIG_LABEL_MANAGED,
+			  "1", BRIG_LABEL_KIND, "network", BRIG_LABEL_VERSION, BRIG_VERSION);
 	cleanup_json json_t *keep = NULL;
 	int rc = brig_network__ensure_named(e, &keep, BRIG_EGRESS_NETWORK, body, BRIG_EGRESS_SUBNET, "", err);
 	if (rc)

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <linux/capability.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -23,11 +24,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <linux/capability.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 

@@ -47,9 +47,9 @@ static bool SKIP;
 			fail_msg("expected '%s' in '%s'", (needle), (hay)); \
 	} while (0)
 /* Never prints the haystack: it may hold the value. */
-#define ASSERT_NO_VALUE(hay, what)                                  \
-	do {                                                        \
-		if ((hay) && strstr((hay), VALUE))                  \
+#define ASSERT_NO_VALUE(hay, what)                                     \
+	do {                                                           \
+		if ((hay) && strstr((hay), VALUE))                     \
 			fail_msg("the secret's value is in %s", what); \
 	} while (0)
 
@@ -257,10 +257,11 @@ static void test_secret_computer(void **state)
 	char allow[128], label[128];
 	snprintf(allow, sizeof allow, "secret.brig.test:%d,other.brig.test:%d", HTTPS_PORT, HTTPS_PORT);
 	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());
-	const char *create[] = {"create",  "--ns",    NS,       "--agent", "agent",
-				"--session", "s1",    "--image", BRIG_DEFAULT_IMAGE, "--network",
-				"egress",  "--allow", allow,    "--secret", "BRIG_TEST_SECRET@secret.brig.test",
-				"--label", label,     NULL};
+	const char *create[] = {
+		"create",    "--ns",    NS,        "--agent",          "agent",
+		"--session", "s1",      "--image", BRIG_DEFAULT_IMAGE, "--network",
+		"egress",    "--allow", allow,     "--secret",         "BRIG_TEST_SECRET@secret.brig.test",
+		"--label",   label,     NULL};
 	cleanup_free char *out = NULL;
 	int rc = cli(&out, create);
 	ASSERT_NO_VALUE(out, "brig create's output");
@@ -310,7 +311,8 @@ static void test_secret_computer(void **state)
 		}
 		if (strstr(rec, "Host: secret.brig.test")) {
 			secret_seen++;
-			if (!strstr(rec, auth_real) || !strstr(rec, twice_real) || strstr(rec, "Bearer brig-placeholder"))
+			if (!strstr(rec, auth_real) || !strstr(rec, twice_real) ||
+			    strstr(rec, "Bearer brig-placeholder"))
 				fail_msg("the secret's upstream did not see the value in every header");
 			if (strncmp(rec, "POST", 4) == 0 && !strstr(rec, body_ph))
 				fail_msg("a body must pass unchanged (the placeholder)");
@@ -336,9 +338,8 @@ static void test_secret_computer(void **state)
 	ASSERT_CONTAINS(inside, "BEGIN CERTIFICATE");
 	ASSERT_NO_VALUE(inside, "the sandbox (environment, files, /proc)");
 	assert_null(strstr(inside, "PRIVATE KEY"));
-	cleanup_free char *rootcmd = xasprintf(
-		"docker exec -u 0 %s sh -c 'cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline' 2>&1",
-		name);
+	cleanup_free char *rootcmd =
+		xasprintf("docker exec -u 0 %s sh -c 'cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline' 2>&1", name);
 	FILE *f = popen(rootcmd, "r");
 	assert_non_null(f);
 	brig_buf rb;
@@ -447,28 +448,73 @@ static void test_secret_refused(void **state)
 	char label[128];
 	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());
 	unsetenv("BRIG_TEST_UNSET_SECRET");
-	const char *missing[] = {"create",    "--ns",     NS,       "--agent",
-				 "agent",     "--session", "s2",    "--image",
-				 BRIG_DEFAULT_IMAGE, "--network", "egress", "--secret",
-				 "BRIG_TEST_UNSET_SECRET@secret.brig.test", "--label", label, NULL};
+	const char *missing[] = {"create",
+				 "--ns",
+				 NS,
+				 "--agent",
+				 "agent",
+				 "--session",
+				 "s2",
+				 "--image",
+				 BRIG_DEFAULT_IMAGE,
+				 "--network",
+				 "egress",
+				 "--secret",
+				 "BRIG_TEST_UNSET_SECRET@secret.brig.test",
+				 "--label",
+				 label,
+				 NULL};
 	cleanup_free char *out = NULL;
 	assert_int_equal(cli(&out, missing), 125);
 	ASSERT_CONTAINS(out, "BRIG_TEST_UNSET_SECRET: not set in brig's environment");
-	const char *isolated[] = {"create", "--ns", NS, "--agent", "agent", "--session", "s3", "--image",
-				  BRIG_DEFAULT_IMAGE, "--network", "isolated", "--secret",
-				  "BRIG_TEST_SECRET@secret.brig.test", "--label", label, NULL};
+	const char *isolated[] = {"create",
+				  "--ns",
+				  NS,
+				  "--agent",
+				  "agent",
+				  "--session",
+				  "s3",
+				  "--image",
+				  BRIG_DEFAULT_IMAGE,
+				  "--network",
+				  "isolated",
+				  "--secret",
+				  "BRIG_TEST_SECRET@secret.brig.test",
+				  "--label",
+				  label,
+				  NULL};
 	cleanup_free char *o2 = NULL;
 	assert_int_equal(cli(&o2, isolated), 125);
 	ASSERT_NO_VALUE(o2, "brig's refusal");
 	ASSERT_CONTAINS(o2, "egress");
-	const char *run[] = {"run",      "--image",  BRIG_DEFAULT_IMAGE, "--network", "egress",
-			     "--secret", "BRIG_TEST_SECRET@secret.brig.test", "--label", label, "--", "true", NULL};
+	const char *run[] = {"run",
+			     "--image",
+			     BRIG_DEFAULT_IMAGE,
+			     "--network",
+			     "egress",
+			     "--secret",
+			     "BRIG_TEST_SECRET@secret.brig.test",
+			     "--label",
+			     label,
+			     "--",
+			     "true",
+			     NULL};
 	cleanup_free char *o3 = NULL;
 	assert_int_equal(cli(&o3, run), 125);
 	ASSERT_NO_VALUE(o3, "brig run's refusal");
 	ASSERT_CONTAINS(o3, "not for disposable runs yet");
-	const char *value[] = {"create", "--ns", NS, "--agent", "agent", "--session", "s4", "--network", "egress",
-			       "--secret", "BRIG_TEST_SECRET=sk-on-the-command-line@secret.brig.test", NULL};
+	const char *value[] = {"create",
+			       "--ns",
+			       NS,
+			       "--agent",
+			       "agent",
+			       "--session",
+			       "s4",
+			       "--network",
+			       "egress",
+			       "--secret",
+			       "BRIG_TEST_SECRET=sk-on-the-command-line@secret.brig.test",
+			       NULL};
 	cleanup_free char *o4 = NULL;
 	assert_int_equal(cli(&o4, value), 125);
 	assert_null(strstr(o4, "sk-on-the-command-line"));
