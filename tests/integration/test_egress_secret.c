@@ -99,7 +99,7 @@ static int setup(void **state)
 	char path[320];
 	snprintf(path, sizeof path, "%s/hosts", DIR_);
 	FILE *h = fopen(path, "we");
-	fprintf(h, "secret.brig.test 127.0.0.1\nother.brig.test 127.0.0.1\n");
+	fprintf(h, "secret.brig.test 127.0.0.1\nother.brig.test 127.0.0.1\nnosan.brig.test 127.0.0.1\n");
 	fclose(h);
 	setenv("BRIG_EGRESS_HOSTS", path, 1);
 	snprintf(path, sizeof path, "%s/ca.pem", DIR_);
@@ -254,14 +254,16 @@ static void test_secret_computer(void **state)
 	(void)state;
 	if (SKIP)
 		skip();
-	char allow[128], label[128];
-	snprintf(allow, sizeof allow, "secret.brig.test:%d,other.brig.test:%d", HTTPS_PORT, HTTPS_PORT);
+	char allow[192], label[128];
+	snprintf(allow, sizeof allow, "secret.brig.test:%d,other.brig.test:%d,nosan.brig.test:%d", HTTPS_PORT,
+		 HTTPS_PORT, HTTPS_PORT);
 	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());
-	const char *create[] = {
-		"create",    "--ns",    NS,        "--agent",          "agent",
-		"--session", "s1",      "--image", BRIG_DEFAULT_IMAGE, "--network",
-		"egress",    "--allow", allow,     "--secret",         "BRIG_TEST_SECRET@secret.brig.test",
-		"--label",   label,     NULL};
+	const char *create[] = {"create",    "--ns",     NS,
+				"--agent",   "agent",    "--session",
+				"s1",        "--image",  BRIG_DEFAULT_IMAGE,
+				"--network", "egress",   "--allow",
+				allow,       "--secret", "BRIG_TEST_SECRET@secret.brig.test,nosan.brig.test",
+				"--label",   label,      NULL};
 	cleanup_free char *out = NULL;
 	int rc = cli(&out, create);
 	ASSERT_NO_VALUE(out, "brig create's output");
@@ -290,6 +292,10 @@ static void test_secret_computer(void **state)
 	assert_string_equal(val(p, "OTHER"), "recorded");
 	/* brig's authority vouches for no other host. */
 	ASSERT_CONTAINS(val(p, "OTHER_DEFAULT"), "fail");
+	/* A client that does not trust brig's authority fails its handshake;
+	 * an upstream whose certificate does not name the host is refused. */
+	ASSERT_CONTAINS(val(p, "UNTRUSTING"), "fail");
+	ASSERT_CONTAINS(val(p, "NOSAN"), "fail");
 	/* Inside the tunnel a request must name the tunnel's host. */
 	ASSERT_CONTAINS(val(p, "HOSTMISMATCH"), "fail");
 
@@ -378,7 +384,7 @@ static void test_secret_computer(void **state)
 	cleanup_free char *io = NULL;
 	assert_int_equal(cli(&io, inspect), 0);
 	ASSERT_NO_VALUE(io, "brig inspect's output");
-	ASSERT_CONTAINS(io, "BRIG_TEST_SECRET@secret.brig.test");
+	ASSERT_CONTAINS(io, "BRIG_TEST_SECRET@secret.brig.test,nosan.brig.test");
 	unsetenv("BRIG_TEST_SECRET");
 	cleanup_free char *again = NULL;
 	rc = cli(&again, create);
@@ -398,6 +404,8 @@ static void test_secret_computer(void **state)
 	ASSERT_NO_VALUE(log, "the proxy's log");
 	ASSERT_CONTAINS(log, "TLS terminated for a secret; 3 placeholder(s) replaced");
 	ASSERT_CONTAINS(log, "Host in the TLS tunnel differs from the tunnel's host");
+	ASSERT_CONTAINS(log, "TLS with the sandbox failed (does it trust brig's authority?");
+	ASSERT_CONTAINS(log, "TLS to nosan.brig.test failed: its certificate is not trusted or not for this name");
 	assert_null(strstr(log, "Sanitizer"));
 	assert_null(strstr(log, "runtime error:"));
 	const char *ledger[] = {"egress", "log", name, "--json", NULL};

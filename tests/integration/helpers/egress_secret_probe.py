@@ -27,6 +27,12 @@ print("OTHER=" + auth_seen("other.brig.test", ssl.create_default_context(cadata=
 # brig's authority vouches for no other host.
 print("OTHER_DEFAULT=" + auth_seen("other.brig.test", ssl.create_default_context()))
 
+# A client that does not trust brig's authority: the proxy's TLS fails.
+print("UNTRUSTING=" + auth_seen("secret.brig.test", ssl.create_default_context(cadata=testca)))
+# A secret's host whose real certificate does not name it: the proxy
+# refuses to go on (it verifies the upstream).
+print("NOSAN=" + auth_seen("nosan.brig.test", ssl.create_default_context()))
+
 # Inside the tunnel, a request naming another host is refused.
 try:
     c = http.client.HTTPSConnection("172.30.4.1", 3128, context=ssl.create_default_context(), timeout=90)
