@@ -23,6 +23,13 @@
 #include "egress/egress_internal.h"
 #include "util/util.h"
 
+/* Zeroes what b holds (it may hold a secret); b may hold nothing yet. */
+static void wipe(brig_buf *b)
+{
+	if (b->data)
+		explicit_bzero(b->data, b->len);
+}
+
 #define HANDSHAKE_TIMEOUT_S 30
 #define IDLE_TIMEOUT_S (5 * 60)
 
@@ -193,12 +200,12 @@ int brig_egress__bump(int cfd, int ufd, const char *host, int port, const brig_e
 					*denied = true;
 					rc = -1;
 					snprintf(reason, reason_len, "%s", why);
-					explicit_bzero(out.data, out.len);
+					wipe(&out);
 					break;
 				}
 				bool ok = write_all(u, out.data, out.len);
 				*up += out.len;
-				explicit_bzero(out.data, out.len);
+				wipe(&out);
 				if (!ok)
 					break;
 			}

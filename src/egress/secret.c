@@ -21,6 +21,13 @@
 #include "sandbox/alive.h"
 #include "util/util.h"
 
+/* Zeroes what b holds (it may hold a secret); b may hold nothing yet. */
+static void wipe(brig_buf *b)
+{
+	if (b->data)
+		explicit_bzero(b->data, b->len);
+}
+
 #define SECRETS_FILE_MAX (BRIG_SPEC_SECRETS_MAX * (2 * BRIG_EGRESS_SECRET_MAX + 16 * 256 + 256))
 #define SYSTEM_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 #define SYSTEM_BUNDLE_MAX (8 * 1024 * 1024)
@@ -153,7 +160,7 @@ int brig_egress__secrets_read(brig_egress_secret **out, size_t *count, const cha
 		}
 	close(fd);
 	if (r < 0 || big) {
-		explicit_bzero(b.data, b.len);
+		wipe(&b);
 		brig_buf_free(&b);
 		return brig__error_set(err, BRIG_EIO, 0, "egress: cannot read %s", path);
 	}
@@ -290,7 +297,7 @@ int brig_egress__secrets_start(brig_engine *e, const char *cid, const char *name
 	cleanup_free char *path = NULL;
 	if (rc == 0 && (rc = brig_egress__sandbox_path(&path, name, ".secrets", err)) == 0)
 		rc = brig_egress__file_write(path, b.data, b.len, err);
-	explicit_bzero(b.data, b.len);
+	wipe(&b);
 	brig_buf_free(&b);
 	if (rc == 0)
 		rc = put_trust(e, cid, err);
