@@ -528,11 +528,84 @@ static void test_secret_refused(void **state)
 	assert_null(strstr(o4, "sk-on-the-command-line"));
 }
 
+/* brig agent: network egress by default, its credential as a secret; with
+ * --forward-credential the seed's behaviour (isolated, nothing of it in
+ * the configuration either way). The test image has no claude: 127 once
+ * the computer is up. */
+static void test_agent_default(void **state)
+{
+	(void)state;
+	if (SKIP)
+		skip();
+	char label[128];
+	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	setenv("ANTHROPIC_API_KEY", VALUE, 1);
+	const char *agent[] = {"agent",
+			       "claude",
+			       "--ns",
+			       NS,
+			       "--session",
+			       "ag",
+			       "--image",
+			       brig_test_image(),
+			       "--label",
+			       label,
+			       "--no-checkpoint",
+			       "--",
+			       "--version",
+			       NULL};
+	cleanup_free char *out = NULL;
+	int rc = cli(&out, agent);
+	ASSERT_NO_VALUE(out, "brig agent's output");
+	if (rc != 127)
+		fail_msg("brig agent exited %d: %s", rc, out);
+	const char *fwd[] = {"agent",   "claude",          "--ns",    NS,    "--session",       "fw",
+			     "--image", brig_test_image(), "--label", label, "--no-checkpoint", "--forward-credential",
+			     "--",      "--version",       NULL};
+	cleanup_free char *out2 = NULL;
+	rc = cli(&out2, fwd);
+	unsetenv("ANTHROPIC_API_KEY");
+	ASSERT_NO_VALUE(out2, "brig agent's output");
+	if (rc != 127)
+		fail_msg("brig agent --forward-credential exited %d: %s", rc, out2);
+	brig_error *err = NULL;
+	brig_computer *c = NULL;
+	brig_identity id = {.ns = NS, .agent = "claude", .session = "ag", .generation = 1};
+	char name[BRIG_NAME_SIZE];
+	ASSERT_OK(brig_identity_name(name, &id, &err), err);
+	cleanup_json json_t *j = NULL;
+	ASSERT_OK(brig_engine_container_inspect(E, &j, name, &err), err);
+	cleanup_free char *ins = json_dumps(j, 0);
+	ASSERT_NO_VALUE(ins, "docker inspect of the agent's computer");
+	ASSERT_CONTAINS(ins, "ANTHROPIC_API_KEY=" BRIG_EGRESS_PLACEHOLDER_PREFIX);
+	ASSERT_CONTAINS(ins, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"); /* its key, in the spec label */
+	ASSERT_OK(brig_computer_get(E, &c, name, NULL, &err), err);
+	assert_string_equal(c->network, "egress");
+	brig_computer_free(c);
+	char **rules = NULL;
+	size_t n = 0;
+	ASSERT_OK(brig_egress_rules_get(&rules, &n, name, &err), err);
+	assert_int_equal(n, 1);
+	assert_string_equal(rules[0], "api.anthropic.com");
+	brig_egress_rules_free(rules);
+	id.session = "fw";
+	ASSERT_OK(brig_identity_name(name, &id, &err), err);
+	ASSERT_OK(brig_computer_get(E, &c, name, NULL, &err), err);
+	assert_string_equal(c->network, "isolated");
+	brig_computer_free(c);
+	cleanup_json json_t *j2 = NULL;
+	ASSERT_OK(brig_engine_container_inspect(E, &j2, name, &err), err);
+	cleanup_free char *ins2 = json_dumps(j2, 0);
+	ASSERT_NO_VALUE(ins2, "docker inspect of a --forward-credential computer");
+	assert_null(strstr(ins2, BRIG_LABEL_SECRETS));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_secret_computer),
 		cmocka_unit_test(test_secret_refused),
+		cmocka_unit_test(test_agent_default),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
