@@ -405,6 +405,7 @@ static void test_secret_computer(void **state)
 	ASSERT_CONTAINS(log, "TLS terminated for a secret; 3 placeholder(s) replaced");
 	ASSERT_CONTAINS(log, "Host in the TLS tunnel differs from the tunnel's host");
 	ASSERT_CONTAINS(log, "TLS with the sandbox failed (does it trust brig's authority?");
+	ASSERT_CONTAINS(log, "bytes sent before the proxy's answer to CONNECT");
 	ASSERT_CONTAINS(log, "TLS to nosan.brig.test failed: its certificate is not trusted or not for this name");
 	assert_null(strstr(log, "Sanitizer"));
 	assert_null(strstr(log, "runtime error:"));
@@ -526,6 +527,32 @@ static void test_secret_refused(void **state)
 	cleanup_free char *o4 = NULL;
 	assert_int_equal(cli(&o4, value), 125);
 	assert_null(strstr(o4, "sk-on-the-command-line"));
+	/* A computer made without the secret cannot gain one by adoption. */
+	const char *plain[] = {
+		"create",           "--ns",      NS,       "--agent", "agent", "--session", "s5", "--image",
+		BRIG_DEFAULT_IMAGE, "--network", "egress", "--label", label,   NULL};
+	cleanup_free char *o5 = NULL;
+	assert_int_equal(cli(&o5, plain), 0);
+	const char *with[] = {"create",
+			      "--ns",
+			      NS,
+			      "--agent",
+			      "agent",
+			      "--session",
+			      "s5",
+			      "--image",
+			      BRIG_DEFAULT_IMAGE,
+			      "--network",
+			      "egress",
+			      "--secret",
+			      "BRIG_TEST_SECRET@secret.brig.test",
+			      "--label",
+			      label,
+			      NULL};
+	cleanup_free char *o6 = NULL;
+	assert_int_equal(cli(&o6, with), 125);
+	ASSERT_NO_VALUE(o6, "brig's refusal");
+	ASSERT_CONTAINS(o6, "holds no placeholder for it");
 }
 
 /* brig agent: network egress by default, its credential as a secret; with

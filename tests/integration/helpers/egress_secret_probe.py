@@ -41,3 +41,19 @@ try:
     print("HOSTMISMATCH=" + c.getresponse().read().decode().replace("\n", " | "))
 except Exception as e:
     print("HOSTMISMATCH=fail: %s" % type(e).__name__)
+
+# Bytes sent behind CONNECT before the proxy answered: refused for a
+# secret's host (the proxy's TLS must be the first thing said).
+import socket
+try:
+    s = socket.create_connection(("172.30.4.1", 3128), timeout=30)
+    s.sendall(b"CONNECT secret.brig.test:%s HTTP/1.1\r\nHost: secret.brig.test:%s\r\n\r\n\x16\x03\x01early" % (port.encode(), port.encode()))
+    got = b""
+    while True:
+        b = s.recv(4096)
+        if not b:
+            break
+        got += b
+    print("EARLY=" + got.decode(errors="replace").replace("\r\n", " | "))
+except Exception as e:
+    print("EARLY=fail: %s" % type(e).__name__)
