@@ -26,6 +26,12 @@ extern "C" {
 #define BRIG_EGRESS_PORT 3128
 /* Longest canonical rule: "*." + a 253-byte name + ":65535", NUL. */
 #define BRIG_EGRESS_RULE_SIZE 264
+/* Inside a sandbox with secrets: brig's certificate authority, and the
+ * system's bundle with it appended (root-owned, read-only to the sandbox). */
+#define BRIG_EGRESS_CA_PATH "/runtime/.brig/ca.pem"
+#define BRIG_EGRESS_CA_BUNDLE_PATH "/runtime/.brig/ca-bundle.pem"
+/* What NAME holds inside: this prefix and 32 random hex digits. */
+#define BRIG_EGRESS_PLACEHOLDER_PREFIX "brig-placeholder-"
 /* Most rules one sandbox may hold. */
 #define BRIG_EGRESS_RULES_MAX 256
 

@@ -72,6 +72,12 @@ typedef enum brig_kind {
 /* Computers with env entries: 32 random hex digits keying the env values'
  * digests in the spec hash (brig_spec_hash_salted). */
 #define BRIG_LABEL_ENV_SALT "brig.env-salt"
+/* Computers with secrets (brig_spec.secrets): their names, comma-separated
+ * (never a value). Their commands get no model credential forwarded from
+ * brig's environment: the placeholder stands in for it. */
+#define BRIG_LABEL_SECRETS "brig.secrets"
+/* Most secrets one spec may hold. */
+#define BRIG_SPEC_SECRETS_MAX 16
 #define BRIG_ENV_SALT_SIZE 33 /* 32 lowercase hex digits + NUL */
 /* On an image: "optional" says it works without the /etc/hosts Docker writes
  * (Docker leaves an empty one in a container without its network sandbox,
@@ -212,6 +218,14 @@ typedef struct brig_spec {
 	size_t port_count;        /* 0..BRIG_PORTS_MAX */
 	char **allow;             /* egress rules (brig/egress.h), canonical; only with BRIG_NET_EGRESS */
 	size_t allow_count;
+	/* Credentials that never enter (--secret, only with BRIG_NET_EGRESS):
+	 * "NAME@HOST[,HOST…]", canonical. Inside, NAME holds a placeholder
+	 * (brig-placeholder-<32 hex>, random per computer); brig's egress
+	 * proxy terminates TLS for those hosts only and puts the value (NAME
+	 * in brig's environment when the computer is created) where the
+	 * placeholder stands in request headers. Each HOST is also allowed. */
+	char **secrets;
+	size_t secret_count;
 } brig_spec;
 
 /* Fills spec with the defaults above (overwrites without freeing). */
@@ -237,6 +251,7 @@ BRIG_PUBLIC void brig_spec_copy(brig_spec *dst, const brig_spec *src);
  * workspace-mb, runtime-mb, shm-mb, workspace-inodes, runtime-inodes,
  * nofile, network (none|isolated|egress), subnet, harness (claude|codex|none),
  * allow (egress rules, comma-separated; each added once),
+ * secret (NAME@HOST[,HOST…]: see brig_spec.secrets; adds the hosts to allow),
  * seccomp-profile (JSON text; "" for the daemon's default), runtime (an OCI
  * runtime name the daemon registers, e.g. runsc; "" for the daemon's
  * default), env (KEY=VALUE, or KEY to copy brig's own environment; adds or

@@ -291,6 +291,7 @@ const char *cli_spec_key(int opt)
 	case 'p': return "publish";
 	case CLI_OPT_ALLOW: return "allow";
 	case CLI_OPT_RUNTIME: return "runtime";
+	case CLI_OPT_SECRET: return "secret";
 	case 'e': return "env";
 	default: return NULL;
 	}

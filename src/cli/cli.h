@@ -159,6 +159,7 @@ enum {
 	CLI_OPT_PUBLISH, /* computers only: create and up splice CLI_PUBLISH_LONGOPT */
 	CLI_OPT_ALLOW,
 	CLI_OPT_RUNTIME,
+	CLI_OPT_SECRET,
 	CLI_OPT_SPEC_END, /* commands number their own options from here */
 };
 #define CLI_SPEC_LONGOPTS                                                                                   \
@@ -174,6 +175,7 @@ enum {
 		{"env-file", required_argument, NULL, CLI_OPT_ENV_FILE},                                    \
 		{"allow", required_argument, NULL, CLI_OPT_ALLOW},                                          \
 		{"runtime", required_argument, NULL, CLI_OPT_RUNTIME},                                      \
+		{"secret", required_argument, NULL, CLI_OPT_SECRET},                                        \
 	{                                                                                                   \
 		"env", required_argument, NULL, 'e'                                                         \
 	}

@@ -26,9 +26,13 @@ static const char usage[] =
 	"restored from the latest checkpoint into a new generation; with none, brig agent\n"
 	"refuses unless --fresh.\n"
 	"\n"
-	"The model credential is forwarded from brig's environment with the exec, never in\n"
-	"an argument list or the container's configuration: ANTHROPIC_API_KEY or\n"
-	"CLAUDE_CODE_OAUTH_TOKEN for claude, OPENAI_API_KEY for codex. The agents keep their\n"
+	"The computer is on network egress: it reaches only its model's API (claude:\n"
+	"api.anthropic.com; codex: api.openai.com; add hosts with --allow) through brig's proxy,\n"
+	"and its model credential never enters it: ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN\n"
+	"(claude), OPENAI_API_KEY (codex) hold a placeholder inside, and the proxy puts the value\n"
+	"from brig's environment into the requests to that API (--secret). With\n"
+	"--forward-credential the credential is forwarded with each exec instead (the network\n"
+	"then defaults to isolated, the whole internet). The agents keep their\n"
 	"configuration in /runtime (CLAUDE_CONFIG_DIR=/runtime/.claude, CODEX_HOME=/runtime/.codex)\n"
 	"and their temporary files in /runtime/tmp (TMPDIR): the root file system is read-only.\n"
 	"\n"
@@ -37,8 +41,11 @@ static const char usage[] =
 	"      --session S         Session name\n"
 	"      --image IMG         Image (default $BRIG_AGENTS_IMAGE, then " BRIG_IMAGE_AGENTS_TAG ";\n"
 	"                          build it with `brig image build --profile agents`)\n"
-	"      --network MODE      isolated (default: the brig-sandbox bridge, so the agent can\n"
-	"                          reach its model) or none (only loopback: it cannot)\n"
+	"      --network MODE      egress (default: only the model's API and --allow's hosts),\n"
+	"                          isolated (the brig-sandbox bridge: the whole internet) or none\n"
+	"      --allow RULE[,RULE] egress: more hosts the agent may reach (host, *.domain, :PORT)\n"
+	"      --forward-credential  Forward the real credential into the computer with each exec\n"
+	"                          (the seed's behaviour) instead of a placeholder\n"
 	"      --subnet CIDR       Subnet of the isolated bridge (default " BRIG_DEFAULT_SUBNET ")\n"
 	"  -e, --env KEY=VALUE     Environment entry of the computer; repeatable\n"
 	"      --label KEY=VALUE   Extra label of the computer; repeatable\n" CLI_HELP_RUNTIME
@@ -64,7 +71,9 @@ enum {
 	OPT_FRESH,
 	OPT_NO_CHECKPOINT,
 	OPT_EVERY,
-	OPT_RUNTIME
+	OPT_RUNTIME,
+	OPT_ALLOW,
+	OPT_FORWARD
 };
 
 typedef struct agent_args {
@@ -77,10 +86,44 @@ typedef struct agent_args {
 	bool interactive, tty;
 	bool fresh;
 	bool no_checkpoint;
+	bool forward; /* --forward-credential */
 	int64_t every_ms;
 	brig_spec spec;
 	char **args; /* the agent's argv: its CLI, then what follows the options */
 } agent_args;
+
+/* What each harness needs to reach its model, and nothing more: Claude
+ * Code's API (its telemetry, statsig and sentry, is optional and turned
+ * off with CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC); Codex's API with an
+ * API key (ChatGPT sign-in would need chatgpt.com too: --allow it). */
+static const char *const claude_hosts = "api.anthropic.com";
+static const char *const codex_hosts = "api.openai.com";
+
+/* Network egress for the agent: its model's hosts (and allow's), and each
+ * model credential set in brig's environment as a secret for them. */
+static int agent_egress(agent_args *a, const char *allow)
+{
+	const char *hosts = a->harness == BRIG_HARNESS_CLAUDE ? claude_hosts : codex_hosts;
+	if (cli_spec_set(&a->spec, "network", "egress") != 0 || cli_spec_set(&a->spec, "allow", hosts) != 0 ||
+	    (allow && cli_spec_set(&a->spec, "allow", allow) != 0))
+		return CLI_EXIT_FAIL;
+	if (a->harness == BRIG_HARNESS_CLAUDE &&
+	    cli_spec_set(&a->spec, "env", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1") != 0)
+		return CLI_EXIT_FAIL;
+	if (a->forward)
+		return 0;
+	for (const char *const *k = brig_env_credential_keys(a->harness); *k; k++) {
+		const char *v = getenv(*k);
+		if (!v || !*v)
+			continue;
+		char *sec = xasprintf("%s@%s", *k, hosts);
+		int rc = cli_spec_set(&a->spec, "secret", sec);
+		free(sec);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
 
 /* The agent, the options and the spec. Sets *done when the command ends
  * here (--help, or a refusal with its message printed) and returns brig's
@@ -100,6 +143,8 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 		{"env", required_argument, NULL, 'e'},
 		{"label", required_argument, NULL, OPT_LABEL},
 		{"runtime", required_argument, NULL, OPT_RUNTIME},
+		{"allow", required_argument, NULL, OPT_ALLOW},
+		{"forward-credential", no_argument, NULL, OPT_FORWARD},
 		{"interactive", no_argument, NULL, 'i'},
 		{"tty", no_argument, NULL, 't'},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -121,7 +166,8 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 	} else {
 		return cli_usage("agent", "unknown agent '%.32s' (claude or codex)", a->agent);
 	}
-	a->network = "isolated";
+	a->network = NULL;
+	const char *allow = NULL;
 	int opt, rc = 0;
 	optind = 0;
 	while ((opt = cli_getopt("agent", argc - 1, argv + 1, "+:he:it", longopts, NULL)) != -1) {
@@ -134,6 +180,8 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 		case 'e': rc = cli_spec_set(&a->spec, "env", optarg); break;
 		case OPT_LABEL: rc = cli_spec_set(&a->spec, "label", optarg); break;
 		case OPT_RUNTIME: rc = cli_spec_set(&a->spec, "runtime", optarg); break;
+		case OPT_ALLOW: allow = optarg; break;
+		case OPT_FORWARD: a->forward = true; break;
 		case 'i': a->interactive = true; break;
 		case 't': a->tty = true; break;
 		case OPT_FRESH: a->fresh = true; break;
@@ -162,6 +210,12 @@ static int parse_agent(agent_args *a, int argc, char **argv, bool *done)
 		const char *env_image = getenv("BRIG_AGENTS_IMAGE");
 		a->image = env_image && *env_image ? env_image : BRIG_IMAGE_AGENTS_TAG;
 	}
+	if (!a->network)
+		a->network = a->forward ? "isolated" : "egress";
+	if (strcmp(a->network, "egress") == 0 && agent_egress(a, allow) != 0)
+		return CLI_EXIT_FAIL;
+	if (allow && strcmp(a->network, "egress") != 0)
+		return cli_usage("agent", "--allow needs --network egress");
 	if (cli_spec_set(&a->spec, "image", a->image) != 0 || cli_spec_set(&a->spec, "network", a->network) != 0 ||
 	    cli_spec_set(&a->spec, "harness", a->agent) != 0 || cli_spec_set(&a->spec, "env", a->config_env) != 0 ||
 	    cli_spec_set(&a->spec, "env", "TMPDIR=/runtime/tmp") != 0 || cli_spec_finish(&a->spec, true) != 0)

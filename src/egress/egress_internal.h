@@ -94,4 +94,91 @@ void brig_egress__peer_drop(brig_egress_peers *p, uint32_t addr);
  * the egress proxy is started with (pointers into env). Returns how many. */
 size_t brig_egress__proxy_env(char **out, size_t max, char *const *env);
 
+/* ---- secrets (issue 19.3) ---- */
+
+/* DIR/NAME+suffix in brig_egress_dir (name checked). Errors: BRIG_EINVAL. */
+int brig_egress__sandbox_path(char **out, const char *name, const char *suffix, brig_error **err);
+/* Writes data to path atomically, 0600 (its folder made 0700). */
+int brig_egress__file_write(const char *path, const void *data, size_t len, brig_error **err);
+
+/* Longest secret value; values are printable ASCII (0x20..0x7e). */
+#define BRIG_EGRESS_SECRET_MAX 4096
+/* "brig-placeholder-" and 32 hex digits. */
+#define BRIG_EGRESS_PLACEHOLDER_SIZE 50
+
+/* One secret of a sandbox, as the proxy reads NAME.secrets (0600 in
+ * brig_egress_dir; one line "NAME PLACEHOLDER HOST,HOST HEXVALUE"). */
+typedef struct brig_egress_secret {
+	char name[129];
+	char placeholder[BRIG_EGRESS_PLACEHOLDER_SIZE];
+	char *hosts; /* "a.com,b.org" */
+	char *value; /* wiped when freed */
+} brig_egress_secret;
+
+/* The secrets of sandbox name (none without a file). Errors: BRIG_EIO,
+ * BRIG_EINVAL (a malformed file: its text never in the message). */
+int brig_egress__secrets_read(brig_egress_secret **out, size_t *n, const char *name, brig_error **err);
+void brig_egress__secrets_free(brig_egress_secret *s, size_t n);
+/* True when host is one of s's hosts. */
+bool brig_egress__secret_covers(const brig_egress_secret *s, const char *host);
+
+/* Appends "NAME=brig-placeholder-<32 random hex>" to the JSON array env
+ * for each of spec's secrets (a new container's Config.Env). */
+struct brig_spec;
+int brig_egress__placeholders_add(void *json_env, const struct brig_spec *spec, brig_error **err);
+/* Before a new computer is made: every secret's value is in brig's
+ * environment and acceptable. Errors: BRIG_EINVAL naming the secret. */
+int brig_egress__secrets_check(const struct brig_spec *spec, brig_error **err);
+/* Once the container cid (named name) runs: writes name.secrets (each
+ * placeholder from its Config.Env, each value from brig's environment; an
+ * adopted computer keeps a value brig's environment no longer has) and
+ * puts brig's certificate authority inside. Errors: BRIG_EINVAL, BRIG_EIO. */
+int brig_egress__secrets_start(brig_engine *e, const char *cid, const char *name, const struct brig_spec *spec,
+			       brig_error **err);
+
+/* brig's certificate authority, made once per host under
+ * brig_egress_dir()/ca (ca.key 0600, ca.pem): *pem gets its certificate
+ * (PEM). Errors: BRIG_EIO. */
+int brig_egress__ca_ensure(char **pem, brig_error **err);
+
+/* The request stream of a TLS-terminated connection (sandbox → upstream):
+ * request heads are parsed (bounded), checked (origin-form target, token
+ * header names, no folding, one Host naming the tunnel's host, one
+ * Content-Length, Transfer-Encoding only "chunked" and never with
+ * Content-Length) and each placeholder in a header value is replaced by
+ * its value; bodies (Content-Length or chunked) pass unchanged. After an
+ * Upgrade request everything passes unchanged. */
+#define BRIG_EGRESS_OUT_HEAD_MAX (64 * 1024)
+typedef struct brig_egress_rw {
+	const char *host;        /* the tunnel's host */
+	char port[8];            /* ":PORT", the tunnel's */
+	const char *const *from; /* placeholders */
+	const char *const *to;   /* their values */
+	size_t pairs;
+	int state;
+	char head[BRIG_EGRESS_HEAD_MAX];
+	size_t head_len;
+	char line[1024];
+	size_t line_len;
+	uint64_t left;
+	unsigned requests; /* heads forwarded */
+	unsigned replaced; /* placeholders replaced */
+} brig_egress_rw;
+
+void brig_egress__rw_init(brig_egress_rw *rw, const char *host, int port, const char *const *from,
+			  const char *const *to, size_t pairs);
+/* Feeds in[0..n) and appends what goes upstream to out (a brig_buf). 0, or
+ * -1 with a short static reason in *why (the connection ends). */
+struct brig_buf;
+int brig_egress__rw_feed(brig_egress_rw *rw, const char *in, size_t n, struct brig_buf *out, const char **why);
+
+/* Serves one CONNECT whose host has secrets: TLS with the sandbox as host
+ * (a leaf of brig's authority), TLS upstream on ufd verifying host's real
+ * certificate (the system's trust store; $BRIG_EGRESS_UPSTREAM_CA instead,
+ * test-only), then requests through brig_egress__rw. Counts bytes into
+ * up and down; returns 0 when it relayed, -1 with reason (no secret in it)
+ * and *denied (the sandbox's fault) when it did not. */
+int brig_egress__bump(int cfd, int ufd, const char *host, int port, const brig_egress_secret *sec, size_t nsec,
+		      uint64_t *up, uint64_t *down, unsigned *replaced, bool *denied, char *reason, size_t reason_len);
+
 #endif

@@ -23,6 +23,7 @@
 #include "brig/spec.h"
 #include "egress/egress_internal.h"
 #include "sandbox/firewall.h"
+#include "sandbox/internal.h"
 #include "util/util.h"
 
 extern char **environ;
@@ -30,100 +31,28 @@ extern char **environ;
 #define STR2(x) #x
 #define STR(x) STR2(x)
 
-static int list_exact(brig_engine *e, json_t **out, brig_error **err)
-{
-	cleanup_json json_t *filters = json_pack("{s:[s]}", "name", BRIG_EGRESS_NETWORK);
-	cleanup_json json_t *all = NULL;
-	int rc = brig_engine_network_list(e, &all, filters, err);
-	if (rc)
-		return rc;
-	json_t *exact = json_array();
-	size_t i;
-	json_t *n;
-	json_array_foreach (all, i, n) {
-		const char *name = json_string_value(json_object_get(n, "Name"));
-		if (name && strcmp(name, BRIG_EGRESS_NETWORK) == 0)
-			json_array_append(exact, n);
-	}
-	*out = exact;
-	return 0;
-}
-
-static bool is_brigs(json_t *net)
-{
-	const char *m = json_string_value(json_object_get(json_object_get(net, "Labels"), BRIG_LABEL_MANAGED));
-	return m && strcmp(m, "1") == 0;
-}
-
 static int network_ensure(brig_engine *e, char **out_id, brig_error **err)
 {
-	cleanup_json json_t *nets = NULL;
-	int rc = list_exact(e, &nets, err);
+	/* Internal: Docker neither forwards nor masquerades for it. A fixed
+	 * interface name and subnet settle a creation race. */
+	cleanup_json json_t *body =
+		json_pack("{s:s, s:s, s:b, s:b, s:b, s:b, s:{s:s, s:s}, s:{s:s, s:[{s:s, s:s}]}, s:{s:s, s:s, s:s}}",
+			  "Name", BRIG_EGRESS_NETWORK, "Driver", "bridge", "CheckDuplicate", 1, "Internal", 1,
+			  "Attachable", 0, "EnableIPv6", 0, "Options", "com.docker.network.bridge.enable_icc", "false",
+			  "com.docker.network.bridge.name", BRIG_EGRESS_BRIDGE, "IPAM", "Driver", "default", "Config",
+			  "Subnet", BRIG_EGRESS_SUBNET, "Gateway", BRIG_EGRESS_GATEWAY, "Labels", BRIG_LABEL_MANAGED,
+			  "1", BRIG_LABEL_KIND, "network", BRIG_LABEL_VERSION, BRIG_VERSION);
+	cleanup_json json_t *keep = NULL;
+	int rc = brig_network__ensure_named(e, &keep, BRIG_EGRESS_NETWORK, body, BRIG_EGRESS_SUBNET, "", err);
 	if (rc)
 		return rc;
-	if (json_array_size(nets) == 0) {
-		/* Internal: Docker neither forwards nor masquerades for it. A
-		 * fixed interface name and subnet settle a creation race. */
-		cleanup_json json_t *body = json_pack(
-			"{s:s, s:s, s:b, s:b, s:b, s:b, s:{s:s, s:s}, s:{s:s, s:[{s:s, s:s}]}, s:{s:s, s:s, s:s}}",
-			"Name", BRIG_EGRESS_NETWORK, "Driver", "bridge", "CheckDuplicate", 1, "Internal", 1,
-			"Attachable", 0, "EnableIPv6", 0, "Options", "com.docker.network.bridge.enable_icc", "false",
-			"com.docker.network.bridge.name", BRIG_EGRESS_BRIDGE, "IPAM", "Driver", "default", "Config",
-			"Subnet", BRIG_EGRESS_SUBNET, "Gateway", BRIG_EGRESS_GATEWAY, "Labels", BRIG_LABEL_MANAGED, "1",
-			BRIG_LABEL_KIND, "network", BRIG_LABEL_VERSION, BRIG_VERSION);
-		int64_t give_up = brig_now_ms() + 10000;
-		cleanup_free char *why = NULL;
-		for (;;) {
-			brig_error *cerr = NULL;
-			rc = brig_engine_network_create(e, NULL, body, &cerr);
-			free(why);
-			why = xstrdup(rc ? brig_error_message(cerr) : "");
-			brig_error_free(cerr);
-			json_decref(nets);
-			nets = NULL;
-			if ((rc = list_exact(e, &nets, err)) != 0)
-				return rc;
-			if (json_array_size(nets) > 0)
-				break;
-			if (brig_now_ms() >= give_up)
-				return brig__error_set(
-					err, BRIG_EDAEMON, 0,
-					"could not create the %s network on %s%s%s; check that the subnet is "
-					"free (`docker network ls`)",
-					BRIG_EGRESS_NETWORK, BRIG_EGRESS_SUBNET, *why ? ": " : "", why);
-			struct timespec ts = {0, 100 * 1000 * 1000};
-			nanosleep(&ts, NULL);
-		}
-	}
-	json_t *keep = NULL;
-	size_t i;
-	json_t *n;
-	json_array_foreach (nets, i, n) {
-		if (!is_brigs(n))
-			return brig__error_set(
-				err, BRIG_ECONFLICT, 0,
-				"a network named %s exists that brig did not create; remove or rename it",
-				BRIG_EGRESS_NETWORK);
-		const char *id = json_string_value(json_object_get(n, "Id"));
-		if (id && (!keep || strcmp(id, json_string_value(json_object_get(keep, "Id"))) < 0))
-			keep = n;
-	}
-	const char *keep_id = json_string_value(json_object_get(keep, "Id"));
-	if (!keep_id || !*keep_id)
-		return brig__error_set(err, BRIG_EPROTO, 0, "the daemon lists the %s network without an id",
-				       BRIG_EGRESS_NETWORK);
-	json_array_foreach (nets, i, n) {
-		const char *id = json_string_value(json_object_get(n, "Id"));
-		if (id && strcmp(id, keep_id) != 0)
-			brig_engine_network_remove(e, id, NULL);
-	}
 	if (!json_is_true(json_object_get(keep, "Internal")))
 		return brig__error_set(err, BRIG_ECONFLICT, 0,
 				       "the %s network is not internal; `brig network rm --egress` it once no computer "
 				       "is attached",
 				       BRIG_EGRESS_NETWORK);
 	if (out_id)
-		*out_id = xstrdup(keep_id);
+		*out_id = xstrdup(json_string_value(json_object_get(keep, "Id")));
 	return 0;
 }
 
@@ -182,6 +111,7 @@ static bool proxy_env_kept(const char *entry)
 		"BRIG_STORE",
 		"BRIG_EGRESS_DIR",
 		"BRIG_EGRESS_HOSTS",
+		"BRIG_EGRESS_UPSTREAM_CA",
 		"DOCKER_HOST",
 		"DOCKER_TLS_VERIFY",
 		"DOCKER_CERT_PATH",
@@ -289,13 +219,13 @@ int brig_egress_ensure(brig_engine *e, char **out_id, brig_error **err)
 int brig_egress_remove(brig_engine *e, brig_error **err)
 {
 	cleanup_json json_t *nets = NULL;
-	int rc = list_exact(e, &nets, err);
+	int rc = brig_network__list_exact(e, &nets, BRIG_EGRESS_NETWORK, err);
 	if (rc)
 		return rc;
 	size_t i;
 	json_t *n;
 	json_array_foreach (nets, i, n) {
-		if (!is_brigs(n))
+		if (!brig_network__is_brigs(n))
 			return brig__error_set(err, BRIG_ECONFLICT, 0, "network %s is not brig's; not removing it",
 					       BRIG_EGRESS_NETWORK);
 		const char *id = json_string_value(json_object_get(n, "Id"));

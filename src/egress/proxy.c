@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <linux/capability.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -24,7 +25,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -450,16 +453,56 @@ static int read_more(int fd, char *buf, size_t *len, size_t cap, int64_t deadlin
 	return 0;
 }
 
+/* A CONNECT to a host of the sandbox's secrets: TLS ends here (bump.c). */
+static void do_bump(conn *c, int up, size_t have, const brig_egress_secret *sec, size_t nsec)
+{
+	if (have) {
+		c->decision = "denied";
+		snprintf(c->reason, sizeof c->reason, "bytes sent before the proxy's answer to CONNECT");
+		return;
+	}
+	bool denied = false;
+	unsigned replaced = 0;
+	char why[300] = "";
+	if (brig_egress__bump(c->fd, up, c->host, c->port, sec, nsec, &c->up, &c->down, &replaced, &denied, why,
+			      sizeof why) != 0) {
+		c->decision = denied ? "denied" : "error";
+		snprintf(c->reason, sizeof c->reason, "TLS terminated for a secret: %s", why);
+		return;
+	}
+	c->decision = "allowed";
+	snprintf(c->reason, sizeof c->reason, "TLS terminated for a secret; %u placeholder(s) replaced", replaced);
+}
+
 static void do_connect(conn *c, char *buf, size_t len, const brig_egress_req *req)
 {
-	int up = upstream(c);
-	if (up < 0)
+	brig_egress_secret *sec = NULL;
+	size_t nsec = 0;
+	bool bump = false;
+	if (brig_egress__secrets_read(&sec, &nsec, c->sandbox, NULL) != 0) {
+		answer(c, 500, "Internal Server Error", "error", "cannot read this sandbox's secrets");
 		return;
+	}
+	for (size_t i = 0; i < nsec && !bump; i++)
+		bump = brig_egress__secret_covers(&sec[i], c->host);
+	int up = upstream(c);
+	if (up < 0) {
+		brig_egress__secrets_free(sec, nsec);
+		return;
+	}
 	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 	if (send_all(c->fd, ok, sizeof ok - 1) != 0) {
+		brig_egress__secrets_free(sec, nsec);
 		close(up);
 		return;
 	}
+	if (bump) {
+		do_bump(c, up, len - req->head_len, sec, nsec);
+		brig_egress__secrets_free(sec, nsec);
+		close(up);
+		return;
+	}
+	brig_egress__secrets_free(sec, nsec);
 	/* The ClientHello: whatever followed the head, then more. */
 	size_t have = len - req->head_len;
 	memmove(buf, buf + req->head_len, have);
@@ -637,6 +680,27 @@ static int listen_gateway(brig_error **err)
 	return fd;
 }
 
+/* Once bound, nothing the proxy does needs a capability: the daemon's
+ * socket, the egress folder, the store and the authority's key are its
+ * own uid's (an owner needs none to open them). So it gives up every one
+ * of them for good (bounding set too, no new privileges) and may not be
+ * traced or dumped (it holds secrets). It keeps its uid: root owns that
+ * socket and those folders on a host where root starts brig; a host user
+ * of its own is left to packaging (brig.service). Before any thread: a
+ * thread's capabilities are its own. 0, or -1 (errno). */
+static int drop_privileges(void)
+{
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		return -1;
+	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL && errno != EPERM)
+			return -1;
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2];
+	memset(d, 0, sizeof d);
+	return (int)syscall(SYS_capset, &h, d);
+}
+
 /* How many sandboxes the egress network has; -1 when it is gone. */
 static int attached(void)
 {
@@ -692,6 +756,8 @@ int brig_egress_proxy_serve(brig_error **err)
 		engine = NULL;
 		return lfd;
 	}
+	if (drop_privileges() != 0)
+		log_note("warning", "capabilities kept", strerror(errno));
 	signal(SIGPIPE, SIG_IGN);
 	fprintf(stderr, "{\"proxy\":\"listening\",\"address\":\"%s:%d\",\"pid\":%ld}\n", BRIG_EGRESS_GATEWAY,
 		BRIG_EGRESS_PORT, (long)getpid());
@@ -700,6 +766,10 @@ int brig_egress_proxy_serve(brig_error **err)
 		log_note("warning", "BRIG_EGRESS_HOSTS is set",
 			 "a test-only resolver override: the names it lists resolve to its addresses, local ones too, "
 			 "without the proxy's address checks; never set it outside brig's tests");
+	if (getenv("BRIG_EGRESS_UPSTREAM_CA"))
+		log_note("warning", "BRIG_EGRESS_UPSTREAM_CA is set",
+			 "a test-only trust override: upstreams of TLS the proxy terminates are verified against it "
+			 "instead of the system's trust store; never set it outside brig's tests");
 	int64_t empty_since = 0;
 	for (;;) {
 		int r = wait_fd(lfd, POLLIN, 2000);

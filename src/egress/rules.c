@@ -174,7 +174,7 @@ static bool name_ok(const char *name)
 	return true;
 }
 
-static int rules_path(char **out, const char *name, brig_error **err)
+int brig_egress__sandbox_path(char **out, const char *name, const char *suffix, brig_error **err)
 {
 	if (!name_ok(name))
 		return brig__error_set(err, BRIG_EINVAL, 0, "egress: bad sandbox name");
@@ -182,8 +182,13 @@ static int rules_path(char **out, const char *name, brig_error **err)
 	int rc = brig_egress_dir(&dir, err);
 	if (rc)
 		return rc;
-	*out = xasprintf("%s/%s.rules", dir, name);
+	*out = xasprintf("%s/%s%s", dir, name, suffix);
 	return 0;
+}
+
+static int rules_path(char **out, const char *name, brig_error **err)
+{
+	return brig_egress__sandbox_path(out, name, ".rules", err);
 }
 
 void brig_egress_rules_free(char **rules)
@@ -263,19 +268,22 @@ int brig_egress_rules_set(const char *name, const char *const *rules, size_t cou
 		}
 		brig_buf_putf(&b, "%s\n", canon);
 	}
+	rc = brig_egress__file_write(path, b.data, b.len, err);
+	brig_buf_free(&b);
+	return rc;
+}
+
+int brig_egress__file_write(const char *path, const void *data, size_t len, brig_error **err)
+{
 	cleanup_free char *dir = xstrndup(path, (size_t)(strrchr(path, '/') - path));
-	if ((rc = brig_mkdir_p(dir, 0700, "the egress folder", err)) != 0) {
-		brig_buf_free(&b);
+	int rc = brig_mkdir_p(dir, 0700, "the egress folder", err);
+	if (rc)
 		return rc;
-	}
 	cleanup_free char *tmp = xasprintf("%s.%ld.tmp", path, (long)getpid());
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0) {
-		brig_buf_free(&b);
+	if (fd < 0)
 		return brig__error_set(err, BRIG_EIO, errno, "egress: cannot write %s: %s", tmp, strerror(errno));
-	}
-	int w = brig_write_all(fd, b.data, b.len);
-	brig_buf_free(&b);
+	int w = brig_write_all(fd, data, len);
 	if (w != 0 || fsync(fd) != 0 || close(fd) != 0 || rename(tmp, path) != 0) {
 		int e = errno;
 		unlink(tmp);
@@ -289,5 +297,9 @@ int brig_egress__rules_remove(const char *name)
 	cleanup_free char *path = NULL;
 	if (rules_path(&path, name, NULL) != 0)
 		return -1;
-	return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+	int rc = unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+	cleanup_free char *sec = NULL;
+	if (brig_egress__sandbox_path(&sec, name, ".secrets", NULL) != 0)
+		return -1;
+	return unlink(sec) == 0 || errno == ENOENT ? rc : -1;
 }

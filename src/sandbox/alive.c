@@ -185,3 +185,23 @@ int brig_computer__put_env(brig_engine *e, const char *ref, const brig_spec *spe
 	free(tar);
 	return rc ? brig__error_prefix(err, rc, "put the env of computer %s", ref) : 0;
 }
+
+int brig_computer__put_trust(brig_engine *e, const char *id, const char *ca, size_t ca_len, const char *bundle,
+			     size_t bundle_len, brig_error **err)
+{
+	/* Root-owned 0444 in root-owned .brig/: the sandbox reads them and
+	 * can neither change nor replace them. */
+	size_t blocks = 1 + 1 + (ca_len + 511) / 512 + 1 + (bundle_len + 511) / 512 + 2;
+	unsigned char *tar = xcalloc(blocks, 512);
+	unsigned char *p = tar;
+	ustar_header(p, MARK_DIR "/", '5', 0755);
+	p += 512;
+	ustar_header_owned(p, MARK_DIR "/ca.pem", '0', 0444, 0, 0, ca_len);
+	memcpy(p + 512, ca, ca_len);
+	p += 512 + (ca_len + 511) / 512 * 512;
+	ustar_header_owned(p, MARK_DIR "/ca-bundle.pem", '0', 0444, 0, 0, bundle_len);
+	memcpy(p + 512, bundle, bundle_len);
+	int rc = brig_engine_archive_put_buf(e, id, "/runtime", tar, blocks * 512, err);
+	free(tar);
+	return rc ? brig__error_prefix(err, rc, "put brig's certificate authority into %s", id) : 0;
+}

@@ -18,4 +18,10 @@ int brig_computer__mark_started(brig_engine *e, const char *ref, brig_error **er
  * The values never appear in a message. */
 int brig_computer__put_env(brig_engine *e, const char *ref, const brig_spec *spec, brig_error **err);
 
+/* Puts brig's certificate authority (ca) and the bundle that adds it to
+ * the system's (bundle) into container id's /runtime/.brig as ca.pem and
+ * ca-bundle.pem, root-owned 0444 (brig/egress.h names the paths). */
+int brig_computer__put_trust(brig_engine *e, const char *id, const char *ca, size_t ca_len, const char *bundle,
+			     size_t bundle_len, brig_error **err);
+
 #endif

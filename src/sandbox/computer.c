@@ -436,7 +436,8 @@ static int make_container(brig_engine *e, char **out_cid, bool *out_adopted, con
 	cleanup_free char *net_id = NULL;
 	if (spec->network == BRIG_NET_ISOLATED && (rc = brig_network_ensure(e, &net_id, spec, err)) != 0)
 		return brig__error_prefix(err, rc, "create computer %s", name);
-	if (spec->network == BRIG_NET_EGRESS && (rc = brig_egress_ensure(e, &net_id, err)) != 0)
+	if (spec->network == BRIG_NET_EGRESS && ((rc = brig_egress__secrets_check(spec, err)) != 0 ||
+						 (rc = brig_egress_ensure(e, &net_id, err)) != 0))
 		return brig__error_prefix(err, rc, "create computer %s", name);
 	cleanup_json json_t *labels = NULL;
 	if ((rc = brig_spec_labels(&labels, spec, BRIG_KIND_COMPUTER, id, hash, err)) != 0)
@@ -472,6 +473,10 @@ static int make_container(brig_engine *e, char **out_cid, bool *out_adopted, con
 		return rc;
 	if (salt[0])
 		json_object_set_new(json_object_get(body, "Labels"), BRIG_LABEL_ENV_SALT, json_string(salt));
+	/* A secret's placeholder is no secret: in the configuration, and
+	 * read back from it by every later start (brig_egress__secrets_start). */
+	if (spec->secret_count && (rc = brig_egress__placeholders_add(json_object_get(body, "Env"), spec, err)) != 0)
+		return rc;
 	{
 		/* The effective spec (env keys only, never values or
 		 * credentials) travels with the container for inspect/ls. */
@@ -637,7 +642,8 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 			write = true;
 		brig_egress_rules_free(have);
 		if ((rc = brig_egress__sandbox_start(e, cid, name, (const char *const *)spec->allow, spec->allow_count,
-						     write, err)) != 0)
+						     write, err)) != 0 ||
+		    (rc = brig_egress__secrets_start(e, cid, name, spec, err)) != 0)
 			return brig__error_prefix(err, rc, "create computer %s", name);
 	}
 	/* Only a computer this call created and started is known to hold what
@@ -862,6 +868,8 @@ static int exec_inspected(brig_engine *e, const char *ref, json_t *j, const brig
 				       status ? status : "in an unknown state");
 	brig_harness harness = BRIG_HARNESS_NONE;
 	brig_harness_parse(&harness, harness_of(json_object_get(json_object_get(j, "Config"), "Labels")), NULL);
+	if (json_object_get(json_object_get(json_object_get(j, "Config"), "Labels"), BRIG_LABEL_SECRETS))
+		harness = BRIG_HARNESS_NONE; /* placeholders stand in: nothing real is forwarded */
 
 	json_t *env = NULL;
 	if ((rc = brig_env_exec(&env, opts->env, opts->env_count, harness, err)) != 0)

@@ -410,6 +410,8 @@ int brig_computer_start(brig_engine *e, const char *ref, const brig_exec_opts *o
 		return rc;
 	brig_harness harness = BRIG_HARNESS_NONE;
 	brig_harness_parse(&harness, json_string_value(json_object_get(labels, BRIG_LABEL_HARNESS)), NULL);
+	if (json_object_get(labels, BRIG_LABEL_SECRETS)) /* placeholders stand in: nothing real is forwarded */
+		harness = BRIG_HARNESS_NONE;
 	cleanup_json json_t *env = NULL;
 	if ((rc = brig_env_exec(&env, opts->env, opts->env_count, harness, err)) != 0)
 		return rc;
@@ -457,6 +459,8 @@ int brig_computer_exec_tty(brig_engine *e, const char *ref, const brig_exec_opts
 		return rc;
 	brig_harness harness = BRIG_HARNESS_NONE;
 	brig_harness_parse(&harness, json_string_value(json_object_get(labels, BRIG_LABEL_HARNESS)), NULL);
+	if (json_object_get(labels, BRIG_LABEL_SECRETS)) /* placeholders stand in: nothing real is forwarded */
+		harness = BRIG_HARNESS_NONE;
 	cleanup_json json_t *env = NULL;
 	if ((rc = brig_env_exec(&env, opts->env, opts->env_count, harness, err)) != 0)
 		return rc;

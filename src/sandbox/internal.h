@@ -53,4 +53,20 @@ int64_t brig_sandbox__parse_time(const char *s);
  * none makes brig_userns_warning_due() true once. */
 void brig_sandbox__note_shift(const brig_idshift *sh);
 
+/* ---- brig's own networks (network.c): the isolated bridge and egress ---- */
+
+/* Networks whose Name is exactly name (the daemon's filter matches
+ * substrings). *out: a new array reference. Errors: the engine's. */
+int brig_network__list_exact(brig_engine *e, json_t **out, const char *name, brig_error **err);
+/* True when net carries brig's managed label. */
+bool brig_network__is_brigs(json_t *net);
+/* Creates network name from body when none exists, race-safe (a racer's
+ * network shows in listings only once made: looks again, creating again,
+ * for up to 10 s), then settles on the lowest id of brig's (the others
+ * removed) and refuses one brig did not make. *keep gets the survivor (a
+ * new reference). subnet and advice only word the error when it cannot be
+ * made. Errors: BRIG_EDAEMON, BRIG_ECONFLICT, BRIG_EPROTO, the engine's. */
+int brig_network__ensure_named(brig_engine *e, json_t **keep, const char *name, json_t *body, const char *subnet,
+			       const char *advice, brig_error **err);
+
 #endif

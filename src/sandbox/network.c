@@ -5,13 +5,12 @@
 
 #include "brig/sandbox.h"
 #include "sandbox/firewall.h"
+#include "sandbox/internal.h"
 #include "util/util.h"
 
-/* Networks whose Name is exactly BRIG_NETWORK_NAME (the daemon's name filter
- * matches substrings). New array reference. */
-static int list_exact(brig_engine *e, json_t **out, brig_error **err)
+int brig_network__list_exact(brig_engine *e, json_t **out, const char *name, brig_error **err)
 {
-	cleanup_json json_t *filters = json_pack("{s:[s]}", "name", BRIG_NETWORK_NAME);
+	cleanup_json json_t *filters = json_pack("{s:[s]}", "name", name);
 	cleanup_json json_t *all = NULL;
 	int rc = brig_engine_network_list(e, &all, filters, err);
 	if (rc)
@@ -21,38 +20,28 @@ static int list_exact(brig_engine *e, json_t **out, brig_error **err)
 	json_t *n;
 	json_array_foreach(all, i, n)
 	{
-		const char *name = json_string_value(json_object_get(n, "Name"));
-		if (name && strcmp(name, BRIG_NETWORK_NAME) == 0)
+		const char *nm = json_string_value(json_object_get(n, "Name"));
+		if (nm && strcmp(nm, name) == 0)
 			json_array_append(exact, n);
 	}
 	*out = exact;
 	return 0;
 }
 
-static bool is_brigs(json_t *net)
+bool brig_network__is_brigs(json_t *net)
 {
 	const char *m = json_string_value(json_object_get(json_object_get(net, "Labels"), BRIG_LABEL_MANAGED));
 	return m && strcmp(m, "1") == 0;
 }
 
-static const char *subnet_of(json_t *net)
+int brig_network__ensure_named(brig_engine *e, json_t **keep_out, const char *name, json_t *body, const char *subnet,
+			       const char *advice, brig_error **err)
 {
-	return json_string_value(
-		json_object_get(json_array_get(json_object_get(json_object_get(net, "IPAM"), "Config"), 0), "Subnet"));
-}
-
-int brig_network_ensure(brig_engine *e, char **out_id, const brig_spec *spec, brig_error **err)
-{
-	int rc = brig_subnet_validate(spec->subnet, err);
+	cleanup_json json_t *nets = NULL;
+	int rc = brig_network__list_exact(e, &nets, name, err);
 	if (rc)
 		return rc;
-	cleanup_json json_t *nets = NULL;
-	if ((rc = list_exact(e, &nets, err)) != 0)
-		return rc;
 	if (json_array_size(nets) == 0) {
-		cleanup_json json_t *body = NULL;
-		if ((rc = brig_spec_network_json(&body, spec, err)) != 0)
-			return rc;
 		/* A racer may have won (409, or a pool-overlap 403/500 for the same
 		 * subnet), or the answer was lost: the listing decides. A racer's
 		 * network shows in the list only once the daemon has finished making
@@ -69,15 +58,15 @@ int brig_network_ensure(brig_engine *e, char **out_id, const brig_spec *spec, br
 			brig_error_free(cerr);
 			json_decref(nets);
 			nets = NULL;
-			if ((rc = list_exact(e, &nets, err)) != 0)
+			if ((rc = brig_network__list_exact(e, &nets, name, err)) != 0)
 				return rc;
 			if (json_array_size(nets) > 0)
 				break;
 			if (brig_now_ms() >= give_up)
 				return brig__error_set(err, BRIG_EDAEMON, 0,
 						       "could not create the %s network on %s%s%s; check that the subnet is "
-						       "free (`docker network ls`) or pick another with --subnet",
-						       BRIG_NETWORK_NAME, spec->subnet, *why ? ": " : "", why);
+						       "free (`docker network ls`)%s",
+						       name, subnet, *why ? ": " : "", why, advice);
 			struct timespec ts = {0, 100 * 1000 * 1000};
 			nanosleep(&ts, NULL);
 		}
@@ -88,25 +77,47 @@ int brig_network_ensure(brig_engine *e, char **out_id, const brig_spec *spec, br
 	json_t *n;
 	json_array_foreach(nets, i, n)
 	{
-		if (!is_brigs(n))
+		if (!brig_network__is_brigs(n))
 			return brig__error_set(err, BRIG_ECONFLICT, 0,
 					       "a network named %s exists that brig did not create; remove it or "
 					       "rename it",
-					       BRIG_NETWORK_NAME);
+					       name);
 		const char *id = json_string_value(json_object_get(n, "Id"));
 		if (id && (!keep || strcmp(id, json_string_value(json_object_get(keep, "Id"))) < 0))
 			keep = n;
 	}
 	const char *keep_id = json_string_value(json_object_get(keep, "Id"));
 	if (!keep_id || !*keep_id) /* "" would put sandboxes on Docker's default bridge */
-		return brig__error_set(err, BRIG_EPROTO, 0, "the daemon lists the %s network without an id",
-				       BRIG_NETWORK_NAME);
+		return brig__error_set(err, BRIG_EPROTO, 0, "the daemon lists the %s network without an id", name);
 	json_array_foreach(nets, i, n)
 	{
 		const char *id = json_string_value(json_object_get(n, "Id"));
 		if (id && strcmp(id, keep_id) != 0)
 			brig_engine_network_remove(e, id, NULL);
 	}
+	*keep_out = json_incref(keep);
+	return 0;
+}
+
+static const char *subnet_of(json_t *net)
+{
+	return json_string_value(
+		json_object_get(json_array_get(json_object_get(json_object_get(net, "IPAM"), "Config"), 0), "Subnet"));
+}
+
+int brig_network_ensure(brig_engine *e, char **out_id, const brig_spec *spec, brig_error **err)
+{
+	int rc = brig_subnet_validate(spec->subnet, err);
+	if (rc)
+		return rc;
+	cleanup_json json_t *body = NULL;
+	if ((rc = brig_spec_network_json(&body, spec, err)) != 0)
+		return rc;
+	cleanup_json json_t *keep = NULL;
+	if ((rc = brig_network__ensure_named(e, &keep, BRIG_NETWORK_NAME, body, spec->subnet,
+					     " or pick another with --subnet", err)) != 0)
+		return rc;
+	const char *keep_id = json_string_value(json_object_get(keep, "Id"));
 	const char *have = subnet_of(keep);
 	if (have && strcmp(have, spec->subnet) != 0)
 		return brig__error_set(err, BRIG_ECONFLICT, 0,
@@ -128,7 +139,7 @@ int brig_network_ensure(brig_engine *e, char **out_id, const brig_spec *spec, br
 static bool bridge_exists(void *payload)
 {
 	cleanup_json json_t *nets = NULL;
-	if (list_exact(payload, &nets, NULL) != 0)
+	if (brig_network__list_exact(payload, &nets, BRIG_NETWORK_NAME, NULL) != 0)
 		return true; /* cannot tell: keep the rules */
 	return json_array_size(nets) > 0;
 }
@@ -136,7 +147,7 @@ static bool bridge_exists(void *payload)
 int brig_network_remove(brig_engine *e, brig_error **err)
 {
 	cleanup_json json_t *nets = NULL;
-	int rc = list_exact(e, &nets, err);
+	int rc = brig_network__list_exact(e, &nets, BRIG_NETWORK_NAME, err);
 	if (rc)
 		return rc;
 	size_t i;
@@ -144,7 +155,7 @@ int brig_network_remove(brig_engine *e, brig_error **err)
 	json_array_foreach(nets, i, n)
 	{
 		const char *id = json_string_value(json_object_get(n, "Id"));
-		if (!is_brigs(n))
+		if (!brig_network__is_brigs(n))
 			return brig__error_set(err, BRIG_ECONFLICT, 0, "network %s is not brig's; not removing it",
 					       BRIG_NETWORK_NAME);
 		/* The list omits endpoints: inspect for the attached containers. */

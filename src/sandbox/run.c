@@ -591,6 +591,12 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	if ((rc = brig_spec_validate(&spec, &host, err)) != 0 ||
 	    (rc = brig_sandbox__check_runtime(e, spec.runtime, &gvisor, err)) != 0)
 		goto out;
+	if (spec.secret_count) {
+		rc = brig__error_set(err, BRIG_EINVAL, 0,
+				     "secret: not for disposable runs yet; use a computer (brig create/up "
+				     "--network egress --secret ...)");
+		goto out;
+	}
 	if (spec.network == BRIG_NET_ISOLATED && (rc = brig_network_ensure(e, &net_id, &spec, err)) != 0)
 		goto out;
 	if (spec.network == BRIG_NET_EGRESS && (rc = brig_egress_ensure(e, &net_id, err)) != 0)

@@ -231,6 +231,14 @@ static void h_computers_create(serve_req *r, serve_reply *out)
 		brig_spec_clear(&spec); /* from_json overwrites without freeing */
 		int rc = brig_spec_from_json(&spec, copy, &err);
 		json_decref(copy);
+		/* A secret's value comes from the environment of the brig that
+		 * makes the computer: here the server's, which a token holder
+		 * must not be able to send to a host of its choosing. */
+		if (rc == 0 && spec.secret_count)
+			rc = brig__error_set(&err, BRIG_EINVAL, 0,
+					     "secrets: not accepted through brig serve (a secret's value would come "
+					     "from the server's environment); make the computer with brig create "
+					     "--secret on the server's host");
 		if (rc == 0 && serve_spec_policy(&spec, cfg, &err) != 0) {
 			brig_spec_clear(&spec);
 			serve__reply_fail(out, 403, "policy", "%s", brig_error_message(err));

@@ -144,6 +144,9 @@ void brig_spec_clear(brig_spec *spec)
 	for (size_t i = 0; i < spec->allow_count; i++)
 		free(spec->allow[i]);
 	free(spec->allow);
+	for (size_t i = 0; i < spec->secret_count; i++)
+		free(spec->secrets[i]);
+	free(spec->secrets);
 	memset(spec, 0, sizeof *spec);
 }
 
@@ -178,6 +181,8 @@ void brig_spec_copy(brig_spec *dst, const brig_spec *src)
 	}
 	dst->allow = copy_list(src->allow, src->allow_count);
 	dst->allow_count = dst->allow ? src->allow_count : 0;
+	dst->secrets = copy_list(src->secrets, src->secret_count);
+	dst->secret_count = dst->secrets ? src->secret_count : 0;
 }
 
 /* ---- single-field checks, shared by the setters and validate ---- */
@@ -487,6 +492,119 @@ out:
 	return r;
 }
 
+/* "NAME@a.com,b.org" → canonical into out (lowercase hosts); NAME an env
+ * key, hosts exact names (no wildcard, no port: the proxy answers TLS on
+ * 443 for them). Errors: BRIG_EINVAL saying why, never a value. */
+static int secret_canon(char **out, const char *value, brig_error **err)
+{
+	const char *at = value ? strchr(value, '@') : NULL;
+	if (!at || at == value || !at[1])
+		return brig__error_set(err, BRIG_EINVAL, 0,
+				       "secret: give NAME@HOST[,HOST...] (the value is read from brig's environment)");
+	size_t kn = (size_t)(at - value);
+	bool key_ok = kn <= 128 && !(value[0] >= '0' && value[0] <= '9');
+	for (size_t i = 0; i < kn && key_ok; i++) {
+		char c = value[i];
+		key_ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+	}
+	if (!key_ok)
+		return brig__error_set(err, BRIG_EINVAL, 0,
+				       "secret: the name must be an environment variable name (letters, digits, _)");
+	if (strchr(at + 1, '@') || strchr(at + 1, '='))
+		return brig__error_set(err, BRIG_EINVAL, 0,
+				       "secret: give NAME@HOST[,HOST...]; a value is never given here, only in "
+				       "brig's environment");
+	brig_buf b;
+	brig_buf_init(&b, 4096);
+	brig_buf_put(&b, value, kn + 1);
+	cleanup_free char *copy = xstrdup(at + 1);
+	char *save = NULL;
+	int n = 0, r = 0;
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save), n++) {
+		char canon[BRIG_EGRESS_RULE_SIZE];
+		if (t[0] == '*' || strchr(t, ':')) {
+			r = brig__error_set(err, BRIG_EINVAL, 0,
+					    "secret: hosts are exact names (no wildcard, no port), got '%.64s'", t);
+			break;
+		}
+		if ((r = brig_egress_rule_parse(canon, t, err)) < 0)
+			break;
+		if (n >= 16) {
+			r = brig__error_set(err, BRIG_EINVAL, 0, "secret: at most 16 hosts per secret");
+			break;
+		}
+		if ((n && brig_buf_addstr(&b, ",")) || brig_buf_addstr(&b, canon)) {
+			r = brig__error_set(err, BRIG_EINVAL, 0, "secret: too long");
+			break;
+		}
+	}
+	if (r == 0 && n == 0)
+		r = brig__error_set(err, BRIG_EINVAL, 0, "secret: give at least one host after '@'");
+	if (r < 0) {
+		brig_buf_free(&b);
+		return r;
+	}
+	*out = xstrndup(b.data, b.len);
+	brig_buf_free(&b);
+	return 0;
+}
+
+static int check_secrets(const brig_spec *spec, brig_error **err)
+{
+	if (spec->secret_count == 0)
+		return 0;
+	if (!spec->secrets || spec->secret_count > BRIG_SPEC_SECRETS_MAX)
+		return brig__error_set(err, BRIG_EINVAL, 0, "secret: at most %d secrets", BRIG_SPEC_SECRETS_MAX);
+	if (spec->network != BRIG_NET_EGRESS)
+		return brig__error_set(err, BRIG_EINVAL, 0,
+				       "secret: needs --network egress (only brig's egress proxy can put a secret "
+				       "into requests; network %s has none)",
+				       brig_network_name(spec->network));
+	for (size_t i = 0; i < spec->secret_count; i++) {
+		cleanup_free char *canon = NULL;
+		int r = secret_canon(&canon, spec->secrets[i], err);
+		if (r < 0)
+			return r;
+		if (strcmp(canon, spec->secrets[i]) != 0)
+			return brig__error_set(err, BRIG_EINVAL, 0, "secret: entry %zu is not in canonical form", i);
+		size_t kn = strcspn(canon, "@");
+		for (size_t j = 0; j < i; j++)
+			if (strncmp(spec->secrets[j], canon, kn + 1) == 0)
+				return brig__error_set(err, BRIG_EINVAL, 0, "secret: %.*s given twice", (int)kn, canon);
+		if (brig_spec__env_find(spec->env, spec->env_count, canon, kn) >= 0)
+			return brig__error_set(err, BRIG_EINVAL, 0,
+					       "secret: %.*s is also given with -e; a secret's name holds its "
+					       "placeholder inside",
+					       (int)kn, canon);
+	}
+	return 0;
+}
+
+/* Adds (or replaces, by NAME) a secret and allows its hosts. */
+static int add_secret(brig_spec *spec, const char *value, brig_error **err)
+{
+	cleanup_free char *canon = NULL;
+	int r = secret_canon(&canon, value, err);
+	if (r < 0)
+		return r;
+	size_t kn = strcspn(canon, "@");
+	cleanup_free char *hosts = xstrdup(canon + kn + 1);
+	if ((r = add_allow(spec, hosts, err)) < 0)
+		return r;
+	for (size_t i = 0; i < spec->secret_count; i++)
+		if (strncmp(spec->secrets[i], canon, kn + 1) == 0) {
+			free(spec->secrets[i]);
+			spec->secrets[i] = steal_pointer(&canon);
+			return 0;
+		}
+	if (spec->secret_count >= BRIG_SPEC_SECRETS_MAX)
+		return brig__error_set(err, BRIG_EINVAL, 0, "secret: at most %d secrets", BRIG_SPEC_SECRETS_MAX);
+	spec->secrets = xrealloc(spec->secrets, (spec->secret_count + 2) * sizeof *spec->secrets);
+	spec->secrets[spec->secret_count++] = steal_pointer(&canon);
+	spec->secrets[spec->secret_count] = NULL;
+	return 0;
+}
+
 int brig_spec_validate(const brig_spec *spec, const brig_host_limits *host, brig_error **err)
 {
 	uint32_t uid, gid;
@@ -508,7 +626,7 @@ int brig_spec_validate(const brig_spec *spec, const brig_host_limits *host, brig
 		return r;
 	if (spec->network != BRIG_NET_NONE && spec->network != BRIG_NET_ISOLATED && spec->network != BRIG_NET_EGRESS)
 		return brig__error_set(err, BRIG_EINVAL, 0, "network: must be none, isolated or egress");
-	if ((r = check_allow(spec, err)) < 0)
+	if ((r = check_allow(spec, err)) < 0 || (r = check_secrets(spec, err)) < 0)
 		return r;
 	if ((r = brig_subnet_validate(spec->subnet, err)) < 0)
 		return r;
@@ -528,8 +646,9 @@ int brig_spec_validate(const brig_spec *spec, const brig_host_limits *host, brig
 				       (long long)spec->memory_mb, (long long)(host->mem_bytes / (1024 * 1024)),
 				       (long long)(host->mem_bytes / (1024 * 1024)));
 	if (host && host->ncpu > 0 && spec->cpus > host->ncpu)
-		return brig__error_set(err, BRIG_EINVAL, 0, "cpus: %g is more than the host's %d CPUs; choose at most %d",
-				       spec->cpus, host->ncpu, host->ncpu);
+		return brig__error_set(err, BRIG_EINVAL, 0,
+				       "cpus: %g is more than the host's %d CPUs; choose at most %d", spec->cpus,
+				       host->ncpu, host->ncpu);
 	return 0;
 }
 
@@ -738,6 +857,8 @@ int brig_spec_set(brig_spec *spec, const char *key, const char *value, brig_erro
 		return brig_spec_add_publish(spec, value, err);
 	} else if (strcmp(k, "allow") == 0) {
 		return add_allow(spec, value, err);
+	} else if (strcmp(k, "secret") == 0) {
+		return add_secret(spec, value, err);
 	} else {
 		goto unknown;
 	}
@@ -746,6 +867,7 @@ unknown:
 	return brig__error_set(err, BRIG_EINVAL, 0,
 			       "spec: unknown setting '%s'; known: image, user, cpus, memory-mb, pids, "
 			       "workspace-mb, runtime-mb, shm-mb, workspace-inodes, runtime-inodes, nofile, "
-			       "network, subnet, harness, seccomp-profile, runtime, env, label, publish, allow",
+			       "network, subnet, harness, seccomp-profile, runtime, env, label, publish, allow, "
+			       "secret",
 			       brig_spec__quote(q, key ? key : ""));
 }

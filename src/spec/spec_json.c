@@ -227,6 +227,12 @@ json_t *brig_spec_to_json(const brig_spec *spec, unsigned flags)
 		for (size_t i = 0; i < spec->allow_count; i++)
 			json_array_append_new(allow, json_string(spec->allow[i]));
 		json_object_set_new(o, "allow", allow);
+		if (spec->secret_count) {
+			json_t *sec = json_array();
+			for (size_t i = 0; i < spec->secret_count; i++)
+				json_array_append_new(sec, json_string(spec->secrets[i]));
+			json_object_set_new(o, "secrets", sec);
+		}
 	}
 	return o;
 }
@@ -310,6 +316,23 @@ int brig_spec_from_json(brig_spec *spec, const json_t *json, brig_error **err)
 				goto fail;
 		}
 	}
+	if ((v = json_object_get(json, "secrets"))) {
+		size_t i;
+		json_t *e;
+		if (!json_is_array(v)) {
+			r = brig__error_set(err, BRIG_EPROTO, 0, "spec: secrets is not an array");
+			goto fail;
+		}
+		json_array_foreach(v, i, e)
+		{
+			if (!json_is_string(e)) {
+				r = brig__error_set(err, BRIG_EPROTO, 0, "spec: secrets entry %zu is not a string", i);
+				goto fail;
+			}
+			if ((r = brig_spec_set(&tmp, "secret", json_string_value(e), err)) < 0)
+				goto fail;
+		}
+	}
 	if ((v = json_object_get(json, "labels"))) {
 		const char *k;
 		json_t *e;
@@ -337,8 +360,7 @@ int brig_spec_from_json(brig_spec *spec, const json_t *json, brig_error **err)
 			r = brig__error_set(err, BRIG_EPROTO, 0, "spec: publish is not an array");
 			goto fail;
 		}
-		json_array_foreach(v, i, e)
-		{
+		json_array_foreach (v, i, e) {
 			if (!json_is_string(e)) {
 				r = brig__error_set(err, BRIG_EPROTO, 0, "spec: publish entry %zu is not a string", i);
 				goto fail;
@@ -384,6 +406,14 @@ int brig_spec_labels(json_t **out, const brig_spec *spec, brig_kind kind, const 
 	json_object_set_new(o, BRIG_LABEL_VERSION, json_string(BRIG_VERSION));
 	json_object_set_new(o, BRIG_LABEL_SPEC, json_string(spec_hash));
 	json_object_set_new(o, BRIG_LABEL_HARNESS, json_string(brig_harness_name(spec->harness)));
+	if (spec->secret_count) {
+		char buf[BRIG_SPEC_SECRETS_MAX * 130] = "";
+		size_t at = 0;
+		for (size_t i = 0; i < spec->secret_count && at < sizeof buf; i++)
+			at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%.*s", i ? "," : "",
+					       (int)strcspn(spec->secrets[i], "@"), spec->secrets[i]);
+		json_object_set_new(o, BRIG_LABEL_SECRETS, json_string(buf));
+	}
 	if (kind == BRIG_KIND_COMPUTER) {
 		snprintf(gen, sizeof gen, "%u", (unsigned)id->generation);
 		json_object_set_new(o, BRIG_LABEL_NS, json_string(id->ns));
@@ -626,6 +656,15 @@ static void add_proxy_env(json_t *env, const brig_spec *spec)
 	for (const char *const *r = rest; *r; r++)
 		if (brig_spec__env_find(spec->env, spec->env_count, *r, strcspn(*r, "=")) < 0)
 			json_array_append_new(env, json_string(*r));
+	/* With secrets the proxy answers TLS for their hosts with brig's own
+	 * authority: trusted beside the system's (a combined bundle), from
+	 * files brig puts in root-owned /runtime/.brig at start. */
+	static const char *const trust[] = {
+		"SSL_CERT_FILE=" BRIG_EGRESS_CA_BUNDLE_PATH, "REQUESTS_CA_BUNDLE=" BRIG_EGRESS_CA_BUNDLE_PATH,
+		"CURL_CA_BUNDLE=" BRIG_EGRESS_CA_BUNDLE_PATH, "NODE_EXTRA_CA_CERTS=" BRIG_EGRESS_CA_PATH, NULL};
+	for (const char *const *t = trust; spec->secret_count && *t; t++)
+		if (brig_spec__env_find(spec->env, spec->env_count, *t, strcspn(*t, "=")) < 0)
+			json_array_append_new(env, json_string(*t));
 }
 
 int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_container_opts *opts,

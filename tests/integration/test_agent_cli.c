@@ -137,7 +137,7 @@ static void test_agent_docker_errors(void **state)
 	/* The mismatch names each differing field with both values; env as
 	 * keys only, never a value. */
 	expect(125,
-	       "spec differs: network: container has \"none\", wanted \"isolated\"; harness: container has "
+	       "spec differs: network: container has \"none\", wanted \"egress\"; harness: container has "
 	       "\"none\", wanted \"claude\"; env: container has [], wanted [\"FOO\",",
 	       (const char *[]){"agent", "claude", "--ns", NS, "--session", "mm", "--image", brig_test_image(),
 				"--label", LABEL, "-e", "FOO=not-shown-value", "--", "--version", NULL});

@@ -180,7 +180,7 @@ static void agent_session(const char *url, const char *S)
 	cleanup_free char *g1 = gen_name("claude", S, 1);
 	cleanup_free char *g2 = gen_name("claude", S, 2);
 	cleanup_free char *g3 = gen_name("claude", S, 3);
-#define AGENT "agent", "claude", "--ns", NS, "--session", S, "--store", url, "--label", LABEL
+#define AGENT "agent", "claude", "--ns", NS, "--session", S, "--store", url, "--label", LABEL, "--network", "isolated"
 #define ID "--ns", NS, "--agent", "claude", "--session", S, "--store", url
 	/* The test image has no claude: 127, after the computer came up; the
 	 * run is checkpointed when it ends. */

@@ -527,6 +527,11 @@ class Api(unittest.TestCase):
         try:
             p = self.cpath(NS_A, "bad")
             self.assertError(c.call("POST", p + "/exec", raw=b'{"argv": [', token=TOK_A), 400, "malformed_json")
+            # a secret's value would come from the server's environment
+            st, _, b = c.call("POST", "/v1/computers", {"ns": NS_A, "agent": "agent", "session": "sec", "spec": {
+                "network": "egress", "secrets": ["PATH@a.example.com"], "labels": {"brig.test": PREFIX}}}, token=TOK_A)
+            self.assertEqual(st, 400, b)
+            self.assertIn("not accepted through brig serve", json.loads(b)["message"])
             self.assertError(c.call("POST", p + "/exec", raw=b'[1]', token=TOK_A), 400, "malformed_json")
             self.assertError(c.call("POST", p + "/exec", body={"argv": []}, token=TOK_A), 400, "invalid")
             self.assertError(c.call("POST", p + "/exec", body={"argv": ["a\u0000b"]}, token=TOK_A), 400)

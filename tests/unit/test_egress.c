@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "brig/egress.h"
@@ -438,6 +439,346 @@ static void test_peer_cap(void **state)
 	assert_true(brig_egress__peer_take(&p, a, 1));
 }
 
+/* ---- secrets (issue 19.3) ---- */
+
+static void secret_refused(brig_spec *s, const char *value, const char *why)
+{
+	brig_error *err = NULL;
+	assert_int_equal(brig_spec_set(s, "secret", value, &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), why);
+	brig__error_clear(&err);
+}
+
+static void test_spec_secret(void **state)
+{
+	(void)state;
+	brig_spec s;
+	brig_error *err = NULL;
+	brig_spec_init(&s);
+	ASSERT_OK(brig_spec_set(&s, "network", "egress", &err), err);
+	ASSERT_OK(brig_spec_set(&s, "secret", "API_KEY@API.Example.com,b.example.org", &err), err);
+	assert_int_equal(s.secret_count, 1);
+	assert_string_equal(s.secrets[0], "API_KEY@api.example.com,b.example.org");
+	/* its hosts are allowed too */
+	assert_int_equal(s.allow_count, 2);
+	assert_string_equal(s.allow[0], "api.example.com");
+	/* the same name again replaces */
+	ASSERT_OK(brig_spec_set(&s, "secret", "API_KEY@c.example.com", &err), err);
+	assert_int_equal(s.secret_count, 1);
+	assert_string_equal(s.secrets[0], "API_KEY@c.example.com");
+	ASSERT_OK(brig_spec_validate(&s, NULL, &err), err);
+	/* through JSON and back; the spec's JSON has names and hosts only */
+	json_t *j = brig_spec_to_json(&s, 0);
+	brig_spec t;
+	ASSERT_OK(brig_spec_from_json(&t, j, &err), err);
+	assert_int_equal(t.secret_count, 1);
+	assert_string_equal(t.secrets[0], "API_KEY@c.example.com");
+	brig_spec u;
+	brig_spec_copy(&u, &t);
+	assert_string_equal(u.secrets[0], "API_KEY@c.example.com");
+	brig_spec_clear(&u);
+	brig_spec_clear(&t);
+	json_decref(j);
+	/* labels carry the names */
+	json_t *labels = NULL;
+	brig_identity id = {.ns = "n", .agent = "a", .session = "s", .generation = 1};
+	ASSERT_OK(brig_spec_labels(&labels, &s, BRIG_KIND_COMPUTER, &id, NULL, &err), err);
+	assert_string_equal(json_string_value(json_object_get(labels, BRIG_LABEL_SECRETS)), "API_KEY");
+	json_decref(labels);
+
+	secret_refused(&s, "API_KEY", "NAME@HOST");
+	secret_refused(&s, "@a.example.com", "NAME@HOST");
+	secret_refused(&s, "API_KEY@", "NAME@HOST");
+	secret_refused(&s, "API_KEY=sk-live@a.example.com", "environment variable name");
+	secret_refused(&s, "API_KEY@a.example.com=x", "never given here");
+	secret_refused(&s, "API_KEY@*.example.com", "exact names");
+	secret_refused(&s, "API_KEY@a.example.com:8443", "exact names");
+	secret_refused(&s, "API_KEY@1.2.3.4", "IP");
+	secret_refused(&s, "1KEY@a.example.com", "environment variable name");
+	secret_refused(&s, "API_KEY@,", "at least one host");
+	secret_refused(&s,
+		       "K@h1.example.com,h2.example.com,h3.example.com,h4.example.com,h5.example.com,h6.example.com,"
+		       "h7.example.com,h8.example.com,h9.example.com,h10.example.com,h11.example.com,h12.example.com,"
+		       "h13.example.com,h14.example.com,h15.example.com,h16.example.com,h17.example.com",
+		       "at most 16 hosts");
+	for (int i = 1; i < BRIG_SPEC_SECRETS_MAX; i++) {
+		char v[64];
+		snprintf(v, sizeof v, "K%d@a.example.com", i);
+		ASSERT_OK(brig_spec_set(&s, "secret", v, &err), err);
+	}
+	secret_refused(&s, "ONE_MORE@a.example.com", "at most");
+	brig_spec_clear(&s);
+
+	/* Only with network egress; never also an -e entry; canonical. */
+	brig_spec_init(&s);
+	ASSERT_OK(brig_spec_set(&s, "secret", "API_KEY@a.example.com", &err), err);
+	assert_int_equal(brig_spec_validate(&s, NULL, &err), BRIG_EINVAL);
+	/* the allow rule it added complains first, naming egress */
+	ASSERT_CONTAINS(brig_error_message(err), "egress");
+	brig__error_clear(&err);
+	s.allow_count = 0;
+	assert_int_equal(brig_spec_validate(&s, NULL, &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "secret: needs --network egress");
+	brig__error_clear(&err);
+	s.allow_count = 1;
+	ASSERT_OK(brig_spec_set(&s, "network", "egress", &err), err);
+	ASSERT_OK(brig_spec_add_env(&s, "API_KEY=x", &err), err);
+	assert_int_equal(brig_spec_validate(&s, NULL, &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "also given with -e");
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+	brig_spec_init(&s);
+	ASSERT_OK(brig_spec_set(&s, "network", "egress", &err), err);
+	ASSERT_OK(brig_spec_set(&s, "secret", "API_KEY@a.example.com", &err), err);
+	free(s.secrets[0]);
+	s.secrets[0] = xstrdup("API_KEY@A.example.com");
+	assert_int_equal(brig_spec_validate(&s, NULL, &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "canonical");
+	brig__error_clear(&err);
+	free(s.secrets[0]);
+	s.secrets[0] = xstrdup("API_KEY@a.example.com");
+	ASSERT_OK(brig_spec_set(&s, "secret", "B@a.example.com", &err), err);
+	free(s.secrets[1]);
+	s.secrets[1] = xstrdup("API_KEY@a.example.com");
+	assert_int_equal(brig_spec_validate(&s, NULL, &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "given twice");
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+	/* JSON of the wrong shape */
+	j = json_pack("{s:s, s:s}", "network", "egress", "secrets", "K@a.example.com");
+	assert_int_equal(brig_spec_from_json(&s, j, &err), BRIG_EPROTO);
+	ASSERT_CONTAINS(brig_error_message(err), "secrets is not an array");
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+	json_decref(j);
+	j = json_pack("{s:s, s:[i]}", "network", "egress", "secrets", 1);
+	assert_int_equal(brig_spec_from_json(&s, j, &err), BRIG_EPROTO);
+	ASSERT_CONTAINS(brig_error_message(err), "secrets entry 0");
+	brig__error_clear(&err);
+	brig_spec_clear(&s);
+	json_decref(j);
+}
+
+/* Feeds text to a rewriter in pieces of step bytes; the upstream's bytes
+ * (caller frees), or NULL with *why when refused. */
+static char *rewrite(const char *text, size_t step, const char **why, unsigned *replaced)
+{
+	static const char *const from[] = {"brig-placeholder-0123456789abcdef0123456789abcdef"};
+	static const char *const to[] = {"sk-real-value"};
+	brig_egress_rw *rw = xmalloc(sizeof *rw);
+	brig_egress__rw_init(rw, "api.example.com", 443, from, to, 1);
+	brig_buf out;
+	brig_buf_init(&out, 1 << 20);
+	size_t n = strlen(text);
+	int rc = 0;
+	for (size_t off = 0; off < n && rc == 0; off += step)
+		rc = brig_egress__rw_feed(rw, text + off, n - off < step ? n - off : step, &out, why);
+	if (replaced)
+		*replaced = rw->replaced;
+	free(rw);
+	if (rc) {
+		brig_buf_free(&out);
+		return NULL;
+	}
+	return brig_buf_steal(&out, NULL);
+}
+
+#define PH "brig-placeholder-0123456789abcdef0123456789abcdef"
+
+static void test_rewrite(void **state)
+{
+	(void)state;
+	const char *why = NULL;
+	unsigned rep = 0;
+	static const char two[] = "POST /v1/messages HTTP/1.1\r\nHost: api.example.com\r\nx-api-key:  " PH
+				  "  \r\nAuthorization: Bearer " PH "\r\nContent-Length: 49\r\n\r\n" PH
+				  "GET /x HTTP/1.1\r\nHost: API.example.com:443\r\nX-Name-" PH ": a\r\n"
+				  "Transfer-Encoding: chunked\r\n\r\n31;ext\r\n" PH "\r\n0\r\nT: 1\r\n\r\n";
+	for (size_t step = 1; step <= sizeof two; step += step < 8 ? 1 : 97) {
+		cleanup_free char *out = rewrite(two, step, &why, &rep);
+		if (!out)
+			fail_msg("refused at step %zu: %s", step, why);
+		/* header values only: not the body, not a header's name */
+		ASSERT_CONTAINS(out, "x-api-key: sk-real-value\r\n");
+		ASSERT_CONTAINS(out, "Authorization: Bearer sk-real-value\r\n");
+		ASSERT_CONTAINS(out, "Content-Length: 49\r\n\r\n" PH "GET /x HTTP/1.1");
+		ASSERT_CONTAINS(out, "X-Name-" PH ": a\r\n");
+		ASSERT_CONTAINS(out, "\r\n\r\n31;ext\r\n" PH "\r\n0\r\nT: 1\r\n\r\n");
+		assert_int_equal(rep, 2);
+	}
+	static const char body_ok[] = "POST / HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 3\r\n\r\nabc"
+				      "GET / HTTP/1.0\r\nhost: api.example.com\r\n\r\n";
+	cleanup_free char *ok = rewrite(body_ok, 4, &why, &rep);
+	assert_non_null(ok);
+	assert_int_equal(rep, 0);
+	static const char upgrade[] = "GET /ws HTTP/1.1\r\nHost: api.example.com\r\nUpgrade: websocket\r\n\r\n"
+				      "\x81\x05hello anything at all " PH;
+	cleanup_free char *up = rewrite(upgrade, 7, &why, &rep);
+	assert_non_null(up);
+	ASSERT_CONTAINS(up, "anything at all " PH);
+
+	static const struct {
+		const char *text, *why;
+	} bad[] = {
+		{"GET / HTTP/1.1\r\nHost: other.example.com\r\n\r\n", "Host in the TLS tunnel differs"},
+		{"GET / HTTP/1.1\r\nHost: api.example.com:8443\r\n\r\n", "Host in the TLS tunnel differs"},
+		{"GET / HTTP/1.1\r\nHost: api.example.com\r\nHost: api.example.com\r\n\r\n", "differs"},
+		{"GET / HTTP/1.1\r\nX: y\r\n\r\n", "no Host header"},
+		{"GET / HTTP/2.0\r\nHost: api.example.com\r\n\r\n", "not an HTTP/1.x"},
+		{"GET http://api.example.com/ HTTP/1.1\r\nHost: api.example.com\r\n\r\n", "not origin-form"},
+		{"G(T / HTTP/1.1\r\nHost: api.example.com\r\n\r\n", "malformed request"},
+		{"GET / HTTP/1.1\r\nHost: api.example.com\r\n folded\r\n\r\n", "malformed request header"},
+		{"GET / HTTP/1.1\r\nBad Name: x\r\nHost: api.example.com\r\n\r\n", "malformed request header"},
+		{"GET / HTTP/1.1\r\nHost: api.example.com\r\nX: a\x01" "b\r\n\r\n", "malformed request header"},
+		{"POST / HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
+		 "malformed request header"},
+		{"POST / HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 1x\r\n\r\n", "malformed request header"},
+		{"POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+		 "other than chunked"},
+		{"POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+		 "both Content-Length and Transfer-Encoding"},
+		{"POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		 "malformed chunk size"},
+		{"POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n",
+		 "malformed chunked body"},
+		{"POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: 1\n",
+		 "malformed chunked trailer"},
+		{"POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\n\r\n"
+		 "1111111111111111\r\n",
+		 "malformed chunk size"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		why = NULL;
+		char *out = rewrite(bad[i].text, 5, &why, NULL);
+		if (out)
+			fail_msg("case %zu was accepted", i);
+		assert_non_null(why);
+		ASSERT_CONTAINS(why, bad[i].why);
+	}
+	/* A head that never ends, a chunk line that never ends */
+	char *big = xmalloc(BRIG_EGRESS_HEAD_MAX + 64);
+	memset(big, 'a', BRIG_EGRESS_HEAD_MAX + 63);
+	big[BRIG_EGRESS_HEAD_MAX + 63] = '\0';
+	assert_null(rewrite(big, 4096, &why, NULL));
+	ASSERT_CONTAINS(why, "too long");
+	char *chunky = xasprintf("POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\n\r\n1;%s",
+				 big + BRIG_EGRESS_HEAD_MAX - 2000);
+	assert_null(rewrite(chunky, 999, &why, NULL));
+	ASSERT_CONTAINS(why, "line too long");
+	free(chunky);
+	free(big);
+	/* Values that would push a head past its cap once in */
+	static const char *const from[] = {PH};
+	char *huge = xmalloc(BRIG_EGRESS_SECRET_MAX + 1);
+	memset(huge, 'v', BRIG_EGRESS_SECRET_MAX);
+	huge[BRIG_EGRESS_SECRET_MAX] = '\0';
+	const char *to[] = {huge};
+	brig_egress_rw *rw = xmalloc(sizeof *rw);
+	brig_egress__rw_init(rw, "api.example.com", 443, from, to, 1);
+	brig_buf h, out;
+	brig_buf_init(&h, 1 << 20);
+	brig_buf_puts(&h, "GET / HTTP/1.1\r\nHost: api.example.com\r\nX:");
+	for (int i = 0; i < 40; i++)
+		brig_buf_puts(&h, " " PH);
+	brig_buf_puts(&h, "\r\n\r\n");
+	brig_buf_init(&out, 1 << 20);
+	assert_int_equal(brig_egress__rw_feed(rw, h.data, h.len, &out, &why), -1);
+	ASSERT_CONTAINS(why, "too long once secrets are in");
+	brig_buf_free(&h);
+	brig_buf_free(&out);
+	free(rw);
+	free(huge);
+}
+
+static void test_secrets_file(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/brig-egress-unit-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	setenv("BRIG_EGRESS_DIR", dir, 1);
+	brig_error *err = NULL;
+	brig_egress_secret *sec = NULL;
+	size_t n = 9;
+	ASSERT_OK(brig_egress__secrets_read(&sec, &n, "brig-none", &err), err);
+	assert_int_equal(n, 0);
+	cleanup_free char *path = NULL;
+	ASSERT_OK(brig_egress__sandbox_path(&path, "brig-one", ".secrets", &err), err);
+	/* "sk-x" in hex */
+	static const char good[] = "K " PH " a.example.com,b.example.com 736b2d78\nL " PH " c.example.com 61\n";
+	ASSERT_OK(brig_egress__file_write(path, good, strlen(good), &err), err);
+	ASSERT_OK(brig_egress__secrets_read(&sec, &n, "brig-one", &err), err);
+	assert_int_equal(n, 2);
+	assert_string_equal(sec[0].value, "sk-x");
+	assert_true(brig_egress__secret_covers(&sec[0], "B.example.com"));
+	assert_false(brig_egress__secret_covers(&sec[0], "c.example.com"));
+	assert_false(brig_egress__secret_covers(&sec[0], "example.com"));
+	assert_true(brig_egress__secret_covers(&sec[1], "c.example.com"));
+	brig_egress__secrets_free(sec, n);
+	static const char *const bad[] = {"K " PH " a.example.com\n", "K " PH " a.example.com 7\n",
+					  "K " PH " a.example.com zz\n", "K " PH " a.example.com 0a\n"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		ASSERT_OK(brig_egress__file_write(path, bad[i], strlen(bad[i]), &err), err);
+		assert_int_equal(brig_egress__secrets_read(&sec, &n, "brig-one", &err), BRIG_EINVAL);
+		ASSERT_CONTAINS(brig_error_message(err), "malformed");
+		brig__error_clear(&err);
+	}
+	assert_int_equal(brig_egress__secrets_read(&sec, &n, "../x", &err), BRIG_EINVAL);
+	brig__error_clear(&err);
+	/* removed with the rules */
+	assert_int_equal(brig_egress__rules_remove("brig-one"), 0);
+	assert_int_not_equal(access(path, F_OK), 0);
+	/* a folder that cannot be: its parent is a file */
+	cleanup_free char *under_file = xasprintf("%s/brig-one.rules.d/x", dir);
+	cleanup_free char *file = xasprintf("%s/brig-one.rules.d", dir);
+	ASSERT_OK(brig_egress__file_write(file, "a", 1, &err), err);
+	assert_true(brig_egress__file_write(under_file, "a", 1, &err) < 0);
+	brig__error_clear(&err);
+	unlink(file);
+
+	/* The authority: made once, key 0600, the same certificate after. */
+	cleanup_free char *pem = NULL, *pem2 = NULL;
+	ASSERT_OK(brig_egress__ca_ensure(&pem, &err), err);
+	ASSERT_CONTAINS(pem, "BEGIN CERTIFICATE");
+	ASSERT_OK(brig_egress__ca_ensure(&pem2, &err), err);
+	assert_string_equal(pem, pem2);
+	cleanup_free char *key = xasprintf("%s/ca/ca.key", dir);
+	struct stat st;
+	assert_int_equal(stat(key, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+
+	/* Placeholders: one per secret, the recognisable format, random. */
+	brig_spec s;
+	brig_spec_init(&s);
+	ASSERT_OK(brig_spec_set(&s, "network", "egress", &err), err);
+	ASSERT_OK(brig_spec_set(&s, "secret", "BRIG_UNIT_SECRET@a.example.com", &err), err);
+	json_t *env = json_array();
+	ASSERT_OK(brig_egress__placeholders_add(env, &s, &err), err);
+	ASSERT_OK(brig_egress__placeholders_add(env, &s, &err), err);
+	assert_int_equal(json_array_size(env), 2);
+	const char *p0 = json_string_value(json_array_get(env, 0));
+	assert_int_equal(strlen(p0), strlen("BRIG_UNIT_SECRET=" BRIG_EGRESS_PLACEHOLDER_PREFIX) + 32);
+	assert_int_equal(strncmp(p0, "BRIG_UNIT_SECRET=brig-placeholder-", 34), 0);
+	assert_string_not_equal(p0, json_string_value(json_array_get(env, 1)));
+	json_decref(env);
+	/* The value must be in brig's environment, printable, bounded. */
+	unsetenv("BRIG_UNIT_SECRET");
+	assert_int_equal(brig_egress__secrets_check(&s, &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "not set in brig's environment");
+	brig__error_clear(&err);
+	setenv("BRIG_UNIT_SECRET", "line\nbreak-sk-do-not-print", 1);
+	assert_int_equal(brig_egress__secrets_check(&s, &err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "printable");
+	assert_null(strstr(brig_error_message(err), "do-not-print"));
+	brig__error_clear(&err);
+	setenv("BRIG_UNIT_SECRET", "sk-fine", 1);
+	ASSERT_OK(brig_egress__secrets_check(&s, &err), err);
+	unsetenv("BRIG_UNIT_SECRET");
+	brig_spec_clear(&s);
+	cleanup_free char *rm = xasprintf("rm -rf '%s'", dir);
+	assert_int_equal(system(rm), 0);
+	unsetenv("BRIG_EGRESS_DIR");
+}
+
 /* The proxy is started with what it needs of its starter's environment,
  * and nothing else: no credentials. */
 static void test_proxy_env(void **state)
@@ -486,6 +827,9 @@ int main(void)
 		cmocka_unit_test(test_parse_head),
 		cmocka_unit_test(test_sni),
 		cmocka_unit_test(test_proxy_env),
+		cmocka_unit_test(test_spec_secret),
+		cmocka_unit_test(test_rewrite),
+		cmocka_unit_test(test_secrets_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,13 +12,30 @@ run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.k
 run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr",
     "-subj", "/CN=allowed.brig.test")
 with open(os.path.join(d, "ext"), "w") as f:
-    f.write("subjectAltName=DNS:allowed.brig.test,DNS:denied.brig.test,DNS:later.brig.test\n")
+    f.write("subjectAltName=DNS:allowed.brig.test,DNS:denied.brig.test,DNS:later.brig.test,"
+            "DNS:secret.brig.test,DNS:other.brig.test\n")
 run("openssl", "x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
     "-out", "srv.pem", "-days", "2", "-extfile", "ext")
 
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
+    # test_egress_secret's upstream view: what arrived is written to DIR/seen
+    # (on the host; the sandbox gets only "recorded", never the headers back).
+    def record(self, body=b""):
+        with open(os.path.join(d, "seen"), "a") as f:
+            f.write("%s\n%s\nbody=%s\n--\n" % (self.requestline, "".join("%s: %s\n" % kv for kv in self.headers.items()),
+                                                 body.decode(errors="replace")))
+        b = b"recorded\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        self.record(self.rfile.read(n) if n else b"")
     def do_GET(self):
+        if self.path == "/headers":
+            return self.record()
         if self.path.startswith("/bytes/"):  # the benchmark's download
             n = int(self.path[7:])
             self.send_response(200)

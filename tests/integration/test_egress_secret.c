@@ -1,0 +1,654 @@
+/* test_egress_secret.c — credentials that never enter (issue 19.3),
+ * against the real dockerd: a computer made with --secret holds only a
+ * placeholder; brig's proxy terminates TLS for the secret's host and the
+ * upstream sees the real value there; another allowed host sees the
+ * placeholder; the value is in none of the sandbox's environment, files
+ * or /proc, docker inspect, brig's output, the daemon's log, the proxy's
+ * log or the ledger. Traffic never leaves this machine: the upstreams are
+ * servers this test starts on 127.0.0.1 with its own CA
+ * (helpers/egress_upstream.py), the proxy resolves the test's names to
+ * them (BRIG_EGRESS_HOSTS) and trusts the test CA for them
+ * (BRIG_EGRESS_UPSTREAM_CA), both test-only. One egress proxy per host:
+ * the test skips when one already serves. */
+#include "testutil.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "brig/egress.h"
+#include "brig/sandbox.h"
+#include "brig/spec.h"
+#include "util/util.h"
+
+static brig_engine *E;
+static char NS[64];
+static char DIR_[256];
+static char EGRESS_DIR[300];
+static char *CA;
+static char VALUE[64];
+static int HTTPS_PORT;
+static pid_t UPSTREAM = -1;
+static int UPSTREAM_STDIN = -1;
+static bool SKIP;
+static long DLOG_OFF; /* the daemon's log before this test */
+#define DLOG "/var/log/dockerd.log"
+
+#define ASSERT_CONTAINS(hay, needle)                                        \
+	do {                                                                \
+		if (!strstr((hay), (needle)))                               \
+			fail_msg("expected '%s' in '%s'", (needle), (hay)); \
+	} while (0)
+/* Never prints the haystack: it may hold the value. */
+#define ASSERT_NO_VALUE(hay, what)                                     \
+	do {                                                           \
+		if ((hay) && strstr((hay), VALUE))                     \
+			fail_msg("the secret's value is in %s", what); \
+	} while (0)
+
+static bool proxy_listening(void)
+{
+	if (access("/sys/class/net/" BRIG_EGRESS_BRIDGE, F_OK) != 0)
+		return false;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(BRIG_EGRESS_PORT)};
+	inet_pton(AF_INET, BRIG_EGRESS_GATEWAY, &a.sin_addr);
+	bool ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+	close(fd);
+	return ok;
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	brig_buf b;
+	brig_buf_init(&b, 1 << 26);
+	char tmp[65536];
+	size_t n;
+	while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
+		if (brig_buf_add(&b, tmp, n) != 0)
+			break;
+	fclose(f);
+	return brig_buf_steal(&b, NULL);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	if (brig_test_setup(&E, NS, sizeof NS, "es") != 0)
+		return -1;
+	if (proxy_listening()) {
+		fprintf(stderr, "test_egress_secret: an egress proxy already serves on %s:%d; skipping\n",
+			BRIG_EGRESS_GATEWAY, BRIG_EGRESS_PORT);
+		SKIP = true;
+		return 0;
+	}
+	if (brig_test_tmpdir(DIR_, sizeof DIR_, "brig-egress-secret-test") != 0)
+		return -1;
+	struct stat dst;
+	DLOG_OFF = stat(DLOG, &dst) == 0 ? (long)dst.st_size : 0;
+	snprintf(EGRESS_DIR, sizeof EGRESS_DIR, "%s/egress", DIR_);
+	setenv("BRIG_EGRESS_DIR", EGRESS_DIR, 1);
+	char path[320];
+	snprintf(path, sizeof path, "%s/hosts", DIR_);
+	FILE *h = fopen(path, "we");
+	fprintf(h, "secret.brig.test 127.0.0.1\nother.brig.test 127.0.0.1\nnosan.brig.test 127.0.0.1\n");
+	fclose(h);
+	setenv("BRIG_EGRESS_HOSTS", path, 1);
+	snprintf(path, sizeof path, "%s/ca.pem", DIR_);
+	setenv("BRIG_EGRESS_UPSTREAM_CA", path, 1);
+	snprintf(path, sizeof path, "sqlite://%s/brig.db", DIR_);
+	setenv("BRIG_STORE", path, 1);
+	unsigned char rnd[12];
+	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+		return -1;
+	memcpy(VALUE, "sk-brig-test-", 13);
+	brig_hex(VALUE + 13, rnd, sizeof rnd);
+	setenv("BRIG_TEST_SECRET", VALUE, 1);
+
+	char ports[320];
+	snprintf(ports, sizeof ports, "%s/ports", DIR_);
+	int in[2];
+	if (pipe2(in, O_CLOEXEC) != 0)
+		return -1;
+	UPSTREAM = fork();
+	if (UPSTREAM == 0) {
+		dup2(in[0], 0);
+		char *const argv[] = {"python3", BRIG_SOURCE_DIR "/tests/integration/helpers/egress_upstream.py", DIR_,
+				      ports, NULL};
+		execv("/usr/bin/python3", argv);
+		_exit(127);
+	}
+	close(in[0]);
+	UPSTREAM_STDIN = in[1];
+	for (int i = 0; i < 300 && access(ports, F_OK) != 0; i++)
+		brig_test_sleep_ms(100);
+	char *p = slurp(ports);
+	int plain;
+	if (!p || sscanf(p, "%d %d", &HTTPS_PORT, &plain) != 2) {
+		fprintf(stderr, "test_egress_secret: the upstream servers did not start\n");
+		free(p);
+		return -1;
+	}
+	free(p);
+	snprintf(path, sizeof path, "%s/ca.pem", DIR_);
+	CA = slurp(path);
+	return CA ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (!SKIP) {
+		brig_test_cleanup(E);
+		brig_error *err = NULL;
+		if (brig_egress_remove(E, &err) != 0)
+			fprintf(stderr, "test_egress_secret: could not remove %s: %s\n", BRIG_EGRESS_NETWORK,
+				brig_error_message(err));
+		brig_error_free(err);
+		char pidf[400];
+		snprintf(pidf, sizeof pidf, "%s/proxy.pid", EGRESS_DIR);
+		for (int i = 0; i < 100 && access(pidf, F_OK) == 0; i++)
+			brig_test_sleep_ms(100);
+		char *pid = slurp(pidf);
+		if (pid && atoi(pid) > 1)
+			kill(atoi(pid), SIGTERM);
+		free(pid);
+		if (UPSTREAM_STDIN >= 0)
+			close(UPSTREAM_STDIN);
+		if (UPSTREAM > 0) {
+			kill(UPSTREAM, SIGTERM);
+			waitpid(UPSTREAM, NULL, 0);
+		}
+		free(CA);
+		brig_test_rmdir(DIR_);
+	}
+	return brig_test_teardown(&E);
+}
+
+/* Runs brig with args; exit code, stdout and stderr together in *out. */
+static int cli(char **out, const char *const *args)
+{
+	const char *bin = getenv("BRIG_BIN");
+	assert_non_null(bin);
+	const char *argv[40] = {"brig"};
+	size_t n = 1;
+	for (; args[n - 1] && n < 39; n++)
+		argv[n] = args[n - 1];
+	argv[n] = NULL;
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	close(p[1]);
+	brig_buf b;
+	brig_buf_init(&b, 1 << 22);
+	char tmp[4096];
+	ssize_t r;
+	while ((r = read(p[0], tmp, sizeof tmp)) > 0)
+		if (brig_buf_add(&b, tmp, (size_t)r) != 0)
+			break;
+	close(p[0]);
+	int st = 0;
+	waitpid(pid, &st, 0);
+	*out = brig_buf_steal(&b, NULL);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *exec_out(const char *name, const char *const *argv)
+{
+	brig_exec_opts o = {.version = BRIG_EXEC_OPTS_VERSION,
+			    .argv = argv,
+			    .stdin_fd = -1,
+			    .cancel_fd = -1,
+			    .timeout_ms = 120000,
+			    .capture_max = 32 << 20};
+	brig_exec_result r;
+	brig_error *err = NULL;
+	ASSERT_OK(brig_computer_exec(E, name, &o, &r, &err), err);
+	brig_buf b;
+	brig_buf_init(&b, 64 << 20);
+	if (r.out.data)
+		brig_buf_put(&b, r.out.data, r.out.len);
+	if (r.err.data)
+		brig_buf_put(&b, r.err.data, r.err.len);
+	brig_exec_result_clear(&r);
+	size_t n = 0;
+	char *text = brig_buf_steal(&b, &n);
+	for (size_t i = 0; i < n; i++) /* /proc's environ and cmdline hold NULs */
+		if (text[i] == '\0')
+			text[i] = '\n';
+	return text;
+}
+
+/* The value of KEY= in the probe's output (static buffer). */
+static const char *val(const char *out, const char *key)
+{
+	static char v[2048];
+	char k[64];
+	snprintf(k, sizeof k, "\n%s=", key);
+	cleanup_free char *text = xasprintf("\n%s", out);
+	const char *p = strstr(text, k);
+	if (!p)
+		fail_msg("no %s in probe output", key);
+	p += strlen(k);
+	size_t n = strcspn(p, "\n");
+	snprintf(v, sizeof v, "%.*s", (int)(n < sizeof v - 1 ? n : sizeof v - 1), p);
+	return v;
+}
+
+static void test_secret_computer(void **state)
+{
+	(void)state;
+	if (SKIP)
+		skip();
+	char allow[192], label[128];
+	snprintf(allow, sizeof allow, "secret.brig.test:%d,other.brig.test:%d,nosan.brig.test:%d", HTTPS_PORT,
+		 HTTPS_PORT, HTTPS_PORT);
+	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	const char *create[] = {"create",    "--ns",     NS,
+				"--agent",   "agent",    "--session",
+				"s1",        "--image",  BRIG_DEFAULT_IMAGE,
+				"--network", "egress",   "--allow",
+				allow,       "--secret", "BRIG_TEST_SECRET@secret.brig.test,nosan.brig.test",
+				"--label",   label,      NULL};
+	cleanup_free char *out = NULL;
+	int rc = cli(&out, create);
+	ASSERT_NO_VALUE(out, "brig create's output");
+	if (rc != 0)
+		fail_msg("brig create exited %d: %s", rc, out);
+	char name[160];
+	snprintf(name, sizeof name, "%.*s", (int)strcspn(out, "\n"), out);
+
+	/* Inside: a placeholder, brig's authority trusted beside the system's. */
+	cleanup_free char *script = slurp(BRIG_SOURCE_DIR "/tests/integration/helpers/egress_secret_probe.py");
+	assert_non_null(script);
+	char port[16];
+	snprintf(port, sizeof port, "%d", HTTPS_PORT);
+	const char *probe[] = {"python3", "-c", script, port, CA, NULL};
+	int64_t t0 = brig_now_ms();
+	cleanup_free char *p = exec_out(name, probe);
+	fprintf(stderr, "test_egress_secret: the probe took %lld ms\n", (long long)(brig_now_ms() - t0));
+	ASSERT_NO_VALUE(p, "the probe's output");
+	char ph[128];
+	snprintf(ph, sizeof ph, "%s", val(p, "PH"));
+	assert_int_equal(strlen(ph), strlen(BRIG_EGRESS_PLACEHOLDER_PREFIX) + 32);
+	assert_int_equal(strncmp(ph, BRIG_EGRESS_PLACEHOLDER_PREFIX, strlen(BRIG_EGRESS_PLACEHOLDER_PREFIX)), 0);
+	assert_string_equal(val(p, "SSL_CERT_FILE"), BRIG_EGRESS_CA_BUNDLE_PATH);
+	assert_string_equal(val(p, "SECRET"), "recorded");
+	assert_string_equal(val(p, "SECRET_POST"), "recorded");
+	assert_string_equal(val(p, "OTHER"), "recorded");
+	/* brig's authority vouches for no other host. */
+	ASSERT_CONTAINS(val(p, "OTHER_DEFAULT"), "fail");
+	/* A client that does not trust brig's authority fails its handshake;
+	 * an upstream whose certificate does not name the host is refused. */
+	ASSERT_CONTAINS(val(p, "UNTRUSTING"), "fail");
+	ASSERT_CONTAINS(val(p, "NOSAN"), "fail");
+	/* Inside the tunnel a request must name the tunnel's host. */
+	ASSERT_CONTAINS(val(p, "HOSTMISMATCH"), "fail");
+
+	/* What the upstreams saw (recorded on this host). */
+	char seenp[320];
+	snprintf(seenp, sizeof seenp, "%s/seen", DIR_);
+	cleanup_free char *seen = slurp(seenp);
+	assert_non_null(seen);
+	cleanup_free char *auth_real = xasprintf("Authorization: Bearer %s\n", VALUE);
+	cleanup_free char *twice_real = xasprintf("X-Twice: %s,%s\n", VALUE, VALUE);
+	cleanup_free char *auth_ph = xasprintf("Authorization: Bearer %s\n", ph);
+	cleanup_free char *body_ph = xasprintf("body=%s\n", ph);
+	int secret_seen = 0, other_seen = 0;
+	for (char *rec = seen, *next; rec && *rec; rec = next) {
+		next = strstr(rec, "--\n");
+		if (next) {
+			*next = '\0';
+			next += 3;
+		}
+		if (strstr(rec, "Host: secret.brig.test")) {
+			secret_seen++;
+			if (!strstr(rec, auth_real) || !strstr(rec, twice_real) ||
+			    strstr(rec, "Bearer brig-placeholder"))
+				fail_msg("the secret's upstream did not see the value in every header");
+			if (strncmp(rec, "POST", 4) == 0 && !strstr(rec, body_ph))
+				fail_msg("a body must pass unchanged (the placeholder)");
+		} else if (strstr(rec, "Host: other.brig.test")) {
+			other_seen++;
+			ASSERT_NO_VALUE(rec, "what another allowed host saw");
+			ASSERT_CONTAINS(rec, auth_ph);
+		}
+	}
+	assert_int_equal(secret_seen, 2); /* the Host mismatch never reached it */
+	assert_int_equal(other_seen, 1);
+
+	/* The sandbox's environment, files and /proc: as its user, and as root
+	 * inside (every process's environ and command line). */
+	const char *look[] = {"sh", "-c",
+			      "env; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do cat $f; done 2>/dev/null; "
+			      "python3 -c \"import os\nfor d in ('/runtime', '/workspace', '/tmp'):\n for r, _, fs in "
+			      "os.walk(d):\n  for f in fs:\n   try: print(open(os.path.join(r, f), errors='replace')"
+			      ".read())\n   except OSError: pass\"; true",
+			      NULL};
+	cleanup_free char *inside = exec_out(name, look);
+	ASSERT_CONTAINS(inside, ph);
+	ASSERT_CONTAINS(inside, "BEGIN CERTIFICATE");
+	ASSERT_NO_VALUE(inside, "the sandbox (environment, files, /proc)");
+	assert_null(strstr(inside, "PRIVATE KEY"));
+	cleanup_free char *rootcmd =
+		xasprintf("docker exec -u 0 %s sh -c 'cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline' 2>&1", name);
+	FILE *f = popen(rootcmd, "r");
+	assert_non_null(f);
+	brig_buf rb;
+	brig_buf_init(&rb, 1 << 24);
+	char tmp[4096];
+	size_t k;
+	while ((k = fread(tmp, 1, sizeof tmp, f)) > 0)
+		if (brig_buf_add(&rb, tmp, k))
+			break;
+	pclose(f);
+	size_t rn = 0;
+	cleanup_free char *root_view = brig_buf_steal(&rb, &rn);
+	for (size_t i = 0; i < rn; i++)
+		if (root_view[i] == '\0')
+			root_view[i] = '\n';
+	ASSERT_NO_VALUE(root_view, "/proc as root inside the sandbox");
+	ASSERT_CONTAINS(root_view, "brig-init");
+	/* brig's authority: root's, read-only to the sandbox */
+	const char *ls[] = {"ls", "-ln", "/runtime/.brig/ca.pem", "/runtime/.brig/ca-bundle.pem", NULL};
+	cleanup_free char *lsout = exec_out(name, ls);
+	ASSERT_CONTAINS(lsout, "-r--r--r-- 1 0 0");
+
+	/* docker inspect: the placeholder and the names, never the value. */
+	brig_error *err = NULL;
+	cleanup_json json_t *j = NULL;
+	ASSERT_OK(brig_engine_container_inspect(E, &j, name, &err), err);
+	cleanup_free char *ins = json_dumps(j, 0);
+	ASSERT_NO_VALUE(ins, "docker inspect");
+	ASSERT_CONTAINS(ins, ph);
+	ASSERT_CONTAINS(ins, "\"" BRIG_LABEL_SECRETS "\": \"BRIG_TEST_SECRET\"");
+	ASSERT_CONTAINS(ins, "NODE_EXTRA_CA_CERTS=" BRIG_EGRESS_CA_PATH);
+
+	/* brig's own output: inspect, and up again without the value in its
+	 * environment (the proxy keeps the value it has). */
+	const char *inspect[] = {"inspect", name, "--json", NULL};
+	cleanup_free char *io = NULL;
+	assert_int_equal(cli(&io, inspect), 0);
+	ASSERT_NO_VALUE(io, "brig inspect's output");
+	ASSERT_CONTAINS(io, "BRIG_TEST_SECRET@secret.brig.test,nosan.brig.test");
+	unsetenv("BRIG_TEST_SECRET");
+	cleanup_free char *again = NULL;
+	rc = cli(&again, create);
+	setenv("BRIG_TEST_SECRET", VALUE, 1);
+	if (rc != 0)
+		fail_msg("brig create (adopt) exited %d: %s", rc, again);
+	ASSERT_CONTAINS(again, "adopted");
+	cleanup_free char *p2 = exec_out(name, probe);
+	assert_string_equal(val(p2, "SECRET"), "recorded");
+	assert_string_equal(val(p2, "PH"), ph);
+
+	/* The proxy's log and the ledger: each decision, never the value. */
+	char path[600];
+	snprintf(path, sizeof path, "%s/proxy.log", EGRESS_DIR);
+	cleanup_free char *log = slurp(path);
+	assert_non_null(log);
+	ASSERT_NO_VALUE(log, "the proxy's log");
+	ASSERT_CONTAINS(log, "TLS terminated for a secret; 3 placeholder(s) replaced");
+	ASSERT_CONTAINS(log, "Host in the TLS tunnel differs from the tunnel's host");
+	ASSERT_CONTAINS(log, "TLS with the sandbox failed (does it trust brig's authority?");
+	ASSERT_CONTAINS(log, "bytes sent before the proxy's answer to CONNECT");
+	ASSERT_CONTAINS(log, "TLS to nosan.brig.test failed: its certificate is not trusted or not for this name");
+	assert_null(strstr(log, "Sanitizer"));
+	assert_null(strstr(log, "runtime error:"));
+	const char *ledger[] = {"egress", "log", name, "--json", NULL};
+	cleanup_free char *lo = NULL;
+	assert_int_equal(cli(&lo, ledger), 0);
+	ASSERT_NO_VALUE(lo, "the ledger");
+	ASSERT_CONTAINS(lo, "\"host\": \"secret.brig.test\"");
+	ASSERT_CONTAINS(lo, "\"host\": \"other.brig.test\"");
+	ASSERT_CONTAINS(lo, "placeholder(s) replaced");
+	ASSERT_CONTAINS(lo, "\"decision\": \"denied\"");
+	/* The daemon's log (where this machine's bootstrap writes it). */
+	cleanup_free char *dlog = NULL;
+	FILE *df = fopen(DLOG, "re");
+	if (df && fseek(df, DLOG_OFF, SEEK_SET) == 0) {
+		brig_buf db;
+		brig_buf_init(&db, 1 << 28);
+		size_t got;
+		while ((got = fread(tmp, 1, sizeof tmp, df)) > 0)
+			if (brig_buf_add(&db, tmp, got))
+				break;
+		dlog = brig_buf_steal(&db, NULL);
+	}
+	if (df)
+		fclose(df);
+	ASSERT_NO_VALUE(dlog, "the daemon's log");
+
+	/* On the host: the value only in NAME.secrets, 0600; the authority's
+	 * key 0600; the proxy holds no capability. */
+	snprintf(path, sizeof path, "%s/%s.secrets", EGRESS_DIR, name);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	snprintf(path, sizeof path, "%s/ca/ca.key", EGRESS_DIR);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	snprintf(path, sizeof path, "%s/proxy.pid", EGRESS_DIR);
+	cleanup_free char *pid = slurp(path);
+	assert_non_null(pid);
+	snprintf(path, sizeof path, "/proc/%d/status", atoi(pid));
+	cleanup_free char *status = slurp(path);
+	assert_non_null(status);
+	ASSERT_CONTAINS(status, "CapEff:\t0000000000000000");
+	ASSERT_CONTAINS(status, "CapBnd:\t0000000000000000");
+	ASSERT_CONTAINS(status, "NoNewPrivs:\t1");
+
+	/* Destroying the computer removes its secrets file. */
+	const char *destroy[] = {"destroy", name, NULL};
+	cleanup_free char *dout = NULL;
+	assert_int_equal(cli(&dout, destroy), 0);
+	snprintf(path, sizeof path, "%s/%s.secrets", EGRESS_DIR, name);
+	assert_int_not_equal(access(path, F_OK), 0);
+}
+
+/* What a user can get wrong, said without the value. */
+static void test_secret_refused(void **state)
+{
+	(void)state;
+	if (SKIP)
+		skip();
+	char label[128];
+	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	unsetenv("BRIG_TEST_UNSET_SECRET");
+	const char *missing[] = {"create",
+				 "--ns",
+				 NS,
+				 "--agent",
+				 "agent",
+				 "--session",
+				 "s2",
+				 "--image",
+				 BRIG_DEFAULT_IMAGE,
+				 "--network",
+				 "egress",
+				 "--secret",
+				 "BRIG_TEST_UNSET_SECRET@secret.brig.test",
+				 "--label",
+				 label,
+				 NULL};
+	cleanup_free char *out = NULL;
+	assert_int_equal(cli(&out, missing), 125);
+	ASSERT_CONTAINS(out, "BRIG_TEST_UNSET_SECRET: not set in brig's environment");
+	const char *isolated[] = {"create",
+				  "--ns",
+				  NS,
+				  "--agent",
+				  "agent",
+				  "--session",
+				  "s3",
+				  "--image",
+				  BRIG_DEFAULT_IMAGE,
+				  "--network",
+				  "isolated",
+				  "--secret",
+				  "BRIG_TEST_SECRET@secret.brig.test",
+				  "--label",
+				  label,
+				  NULL};
+	cleanup_free char *o2 = NULL;
+	assert_int_equal(cli(&o2, isolated), 125);
+	ASSERT_NO_VALUE(o2, "brig's refusal");
+	ASSERT_CONTAINS(o2, "egress");
+	const char *run[] = {"run",
+			     "--image",
+			     BRIG_DEFAULT_IMAGE,
+			     "--network",
+			     "egress",
+			     "--secret",
+			     "BRIG_TEST_SECRET@secret.brig.test",
+			     "--label",
+			     label,
+			     "--",
+			     "true",
+			     NULL};
+	cleanup_free char *o3 = NULL;
+	assert_int_equal(cli(&o3, run), 125);
+	ASSERT_NO_VALUE(o3, "brig run's refusal");
+	ASSERT_CONTAINS(o3, "not for disposable runs yet");
+	const char *value[] = {"create",
+			       "--ns",
+			       NS,
+			       "--agent",
+			       "agent",
+			       "--session",
+			       "s4",
+			       "--network",
+			       "egress",
+			       "--secret",
+			       "BRIG_TEST_SECRET=sk-on-the-command-line@secret.brig.test",
+			       NULL};
+	cleanup_free char *o4 = NULL;
+	assert_int_equal(cli(&o4, value), 125);
+	assert_null(strstr(o4, "sk-on-the-command-line"));
+	/* A computer made without the secret cannot gain one by adoption. */
+	const char *plain[] = {
+		"create",           "--ns",      NS,       "--agent", "agent", "--session", "s5", "--image",
+		BRIG_DEFAULT_IMAGE, "--network", "egress", "--label", label,   NULL};
+	cleanup_free char *o5 = NULL;
+	assert_int_equal(cli(&o5, plain), 0);
+	const char *with[] = {"create",
+			      "--ns",
+			      NS,
+			      "--agent",
+			      "agent",
+			      "--session",
+			      "s5",
+			      "--image",
+			      BRIG_DEFAULT_IMAGE,
+			      "--network",
+			      "egress",
+			      "--secret",
+			      "BRIG_TEST_SECRET@secret.brig.test",
+			      "--label",
+			      label,
+			      NULL};
+	cleanup_free char *o6 = NULL;
+	assert_int_equal(cli(&o6, with), 125);
+	ASSERT_NO_VALUE(o6, "brig's refusal");
+	ASSERT_CONTAINS(o6, "holds no placeholder for it");
+}
+
+/* brig agent: network egress by default, its credential as a secret; with
+ * --forward-credential the seed's behaviour (isolated, nothing of it in
+ * the configuration either way). The test image has no claude: 127 once
+ * the computer is up. */
+static void test_agent_default(void **state)
+{
+	(void)state;
+	if (SKIP)
+		skip();
+	char label[128];
+	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	setenv("ANTHROPIC_API_KEY", VALUE, 1);
+	const char *agent[] = {"agent",
+			       "claude",
+			       "--ns",
+			       NS,
+			       "--session",
+			       "ag",
+			       "--image",
+			       brig_test_image(),
+			       "--label",
+			       label,
+			       "--no-checkpoint",
+			       "--",
+			       "--version",
+			       NULL};
+	cleanup_free char *out = NULL;
+	int rc = cli(&out, agent);
+	ASSERT_NO_VALUE(out, "brig agent's output");
+	if (rc != 127)
+		fail_msg("brig agent exited %d: %s", rc, out);
+	const char *fwd[] = {"agent",   "claude",          "--ns",    NS,    "--session",       "fw",
+			     "--image", brig_test_image(), "--label", label, "--no-checkpoint", "--forward-credential",
+			     "--",      "--version",       NULL};
+	cleanup_free char *out2 = NULL;
+	rc = cli(&out2, fwd);
+	unsetenv("ANTHROPIC_API_KEY");
+	ASSERT_NO_VALUE(out2, "brig agent's output");
+	if (rc != 127)
+		fail_msg("brig agent --forward-credential exited %d: %s", rc, out2);
+	brig_error *err = NULL;
+	brig_computer *c = NULL;
+	brig_identity id = {.ns = NS, .agent = "claude", .session = "ag", .generation = 1};
+	char name[BRIG_NAME_SIZE];
+	ASSERT_OK(brig_identity_name(name, &id, &err), err);
+	cleanup_json json_t *j = NULL;
+	ASSERT_OK(brig_engine_container_inspect(E, &j, name, &err), err);
+	cleanup_free char *ins = json_dumps(j, 0);
+	ASSERT_NO_VALUE(ins, "docker inspect of the agent's computer");
+	ASSERT_CONTAINS(ins, "ANTHROPIC_API_KEY=" BRIG_EGRESS_PLACEHOLDER_PREFIX);
+	ASSERT_CONTAINS(ins, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"); /* its key, in the spec label */
+	ASSERT_OK(brig_computer_get(E, &c, name, NULL, &err), err);
+	assert_string_equal(c->network, "egress");
+	brig_computer_free(c);
+	char **rules = NULL;
+	size_t n = 0;
+	ASSERT_OK(brig_egress_rules_get(&rules, &n, name, &err), err);
+	assert_int_equal(n, 1);
+	assert_string_equal(rules[0], "api.anthropic.com");
+	brig_egress_rules_free(rules);
+	id.session = "fw";
+	ASSERT_OK(brig_identity_name(name, &id, &err), err);
+	ASSERT_OK(brig_computer_get(E, &c, name, NULL, &err), err);
+	assert_string_equal(c->network, "isolated");
+	brig_computer_free(c);
+	cleanup_json json_t *j2 = NULL;
+	ASSERT_OK(brig_engine_container_inspect(E, &j2, name, &err), err);
+	cleanup_free char *ins2 = json_dumps(j2, 0);
+	ASSERT_NO_VALUE(ins2, "docker inspect of a --forward-credential computer");
+	assert_null(strstr(ins2, BRIG_LABEL_SECRETS));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_secret_computer),
+		cmocka_unit_test(test_secret_refused),
+		cmocka_unit_test(test_agent_default),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
