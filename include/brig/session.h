@@ -143,10 +143,10 @@ typedef struct brig_checkpoint_opts {
 
 /* Takes a checkpoint of computer ref. With brig-init running in it (and
  * not paused), incrementally: brig-init lists /workspace and /runtime with
- * stat data; a file whose type, mode, size and mtime match the session's
- * previous checkpoint keeps its digest, every other file is read and
- * stored once under its SHA-256 (blobs/ab/abcd…, shared by all
- * checkpoints); the listing is taken again and the copy retried (up to 3
+ * stat data; a file whose size and mtime match the session's previous
+ * checkpoint keeps its digest (a chmod alone reads nothing), every other
+ * file is read and stored once under its SHA-256 (blobs/ab/abcd…, shared
+ * by all checkpoints); the listing is taken again and the copy retried (up to 3
  * times) until it did not move; a manifest <sha256>.manifest names it all.
  * Otherwise (no brig-init, paused, a tree deeper than 64, files that kept
  * changing; or BRIG_CHECKPOINT_FULL=1): the full copy — pause (unless it

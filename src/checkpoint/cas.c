@@ -320,6 +320,14 @@ static int list_tree(brig_guest *g, listing *out, brig_error **err)
 	return 0;
 }
 
+/* A file's bytes are taken as unchanged when its size and mtime are (as
+ * rsync and make do); its mode is metadata, always from the new listing,
+ * so a chmod reads nothing. */
+static bool same_content(const ck_entry *a, const ck_entry *b)
+{
+	return a->type == 'f' && b->type == 'f' && a->size == b->size && a->mtime_ns == b->mtime_ns;
+}
+
 static bool same_stat(const ck_entry *a, const ck_entry *b)
 {
 	return a->type == b->type && a->mode == b->mode && a->size == b->size && a->mtime_ns == b->mtime_ns &&
@@ -388,7 +396,7 @@ int ck_cas_create(brig_engine *e, brig_store *s, const brig_computer *c, const c
 		return brig__error_set(err, BRIG_EIO, errno, "checkpoint: cannot lock %s: %s", dir, strerror(errno));
 	}
 	/* The previous checkpoint's manifest: its digests are reused for files
-	 * whose type, mode, size and mtime did not change. Under the shared
+	 * whose size and mtime did not change. Under the shared
 	 * lock, retention cannot remove the blobs this decides to reuse. */
 	ck_manifest prev = {0};
 	brig_store_checkpoint *last = NULL;
@@ -416,9 +424,9 @@ int ck_cas_create(brig_engine *e, brig_store *s, const brig_computer *c, const c
 			if (x->type != 'f')
 				continue;
 			const ck_entry *p = ck_manifest_find(&fetched, x->path);
-			if (!p || !same_stat(p, x))
+			if (!p || !same_content(p, x))
 				p = ck_manifest_find(&prev, x->path);
-			if (p && p->type == 'f' && same_stat(p, x) && blob_exists(dir, p->digest, p->size)) {
+			if (p && same_content(p, x) && blob_exists(dir, p->digest, p->size)) {
 				memcpy(x->digest, p->digest, 65);
 				continue;
 			}
