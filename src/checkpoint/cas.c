@@ -248,6 +248,20 @@ static int manifest_store(const ck_manifest *m, const char *dir, char digest[65]
 
 /* ---- taking a checkpoint through brig-init ---- */
 
+/* What brig-init could not do (it went away, a file it may not read, a
+ * name it should not have sent, a tree past its listing cap) is no error
+ * of the checkpoint: 1 sends it to the full copy through the daemon. */
+#define GUEST_FAILED 1
+
+static int guest_failed(brig_error **err)
+{
+	if (err) {
+		brig_error_free(*err);
+		*err = NULL;
+	}
+	return GUEST_FAILED;
+}
+
 typedef struct listing {
 	ck_manifest m; /* digests empty; sorted */
 	bool too_deep;
@@ -263,10 +277,9 @@ static int list_tree(brig_guest *g, listing *out, brig_error **err)
 	for (size_t r = 0; r < 2; r++) {
 		cleanup_free char *root = xasprintf("/%s", roots[r]);
 		json_t *arr = NULL;
-		int rc = brig_guest_list(g, &arr, root, LIST_DEPTH, 0, err);
-		if (rc) {
+		if (brig_guest_list(g, &arr, root, LIST_DEPTH, 0, err) != 0) {
 			ck_manifest_free(&out->m);
-			return rc;
+			return guest_failed(err);
 		}
 		size_t i;
 		json_t *x;
@@ -315,7 +328,7 @@ static int list_tree(brig_guest *g, listing *out, brig_error **err)
 	for (size_t i = 1; i < out->m.n; i++)
 		if (strcmp(out->m.e[i - 1].path, out->m.e[i].path) == 0) {
 			ck_manifest_free(&out->m);
-			return brig__error_set(err, BRIG_EUNSAFE, 0, "brig-init listed a name twice");
+			return GUEST_FAILED; /* a name twice */
 		}
 	return 0;
 }
@@ -362,6 +375,8 @@ static int fetch_file(brig_guest *g, const char *dir, ck_entry *x, uint64_t *bud
 	if (f.wrc) {
 		rc = f.wrc;
 		brig__error_move(err, steal_pointer(&f.werr));
+	} else if (rc) {
+		rc = guest_failed(err);
 	}
 	brig_error_free(f.werr);
 	if (!rc)
@@ -475,15 +490,6 @@ out:
 	ck_manifest_free(&prev);
 	close(lock);
 	brig_guest_free(g);
-	if (rc && rc != BRIG_EIO && rc != BRIG_ETOOBIG && rc != BRIG_ECORRUPT) {
-		/* brig-init could not do it (it went away, a file it cannot
-		 * read…): the full copy through the daemon decides */
-		if (err) {
-			brig_error_free(*err);
-			*err = NULL;
-		}
-		return 1;
-	}
 	return rc ? rc : result;
 }
 

@@ -277,6 +277,11 @@ static void test_old_format(void **state)
 	assert_non_null(strstr(c2->blob, ".manifest"));
 	restore_equals(dir, c1, l1, "old");
 	restore_equals(dir, c2, l1, "old-then-new");
+	/* a file brig-init may not read: the full copy (the daemon reads as root) */
+	free(sh_ok(ref, "echo new >> /workspace/g && chmod 0000 /workspace/g"));
+	brig_store_checkpoint *c3 = checkpoint(s, ref, dir);
+	assert_non_null(strstr(c3->blob, ".tar.zst"));
+	brig_store_checkpoint_free(c3);
 	brig_store_checkpoint_free(c1);
 	brig_store_checkpoint_free(c2);
 	brig_store_close(s);
