@@ -499,12 +499,74 @@ static void test_export_import_postgresql(void **state)
 	export_import(PG, "pg");
 }
 
+static int sh_spawn(const char *script, char **out, char **errout)
+{
+	char *argv[] = {"sh", "-c", (char *)script, NULL};
+	cleanup_free char *bin = xasprintf("BRIG=%s", brig_test_brig_bin());
+	char *env[] = {bin, "BRIG_CHECKPOINT_DIR=", NULL};
+	return brig_test_spawn(argv, NULL, env, out, errout);
+}
+
+/* The command line: export to a file, import from stdin into another store,
+ * and the refusals (no such id, not an archive, half a session). */
+static void test_cli_export_import(void **state)
+{
+	(void)state;
+	cleanup_free char *d1 = make_dir("cli1");
+	cleanup_free char *d2 = make_dir("cli2");
+	cleanup_free char *u1 = xasprintf("%s/store.db", d1);
+	cleanup_free char *u2 = xasprintf("%s/store.db", d2);
+	unsetenv("BRIG_CHECKPOINT_DIR");
+	brig_store *s = open_store(u1);
+	cleanup_free char *ref = session_up(s, "cli");
+	free(sh_ok(ref, TREE));
+	brig_store_checkpoint *cp = checkpoint(s, ref, NULL); /* beside the store, where the CLI looks */
+	char *out = NULL, *errout = NULL;
+	cleanup_free char *ex =
+		xasprintf("\"$BRIG\" checkpoint export --store '%s' %lld > '%s/ck.tar'", u1, (long long)cp->id, TMP);
+	assert_int_equal(sh_spawn(ex, &out, &errout), 0);
+	free(out);
+	free(errout);
+	cleanup_free char *im = xasprintf("\"$BRIG\" checkpoint import --store '%s' < '%s/ck.tar'", u2, TMP);
+	assert_int_equal(sh_spawn(im, &out, &errout), 0);
+	assert_non_null(strstr(out, cp->digest));
+	assert_non_null(strstr(errout, "brig recover"));
+	free(out);
+	free(errout);
+
+	cleanup_free char *nosuch =
+		xasprintf("\"$BRIG\" checkpoint export --store '%s' 999999 > '%s/none.tar'", u1, TMP);
+	assert_int_not_equal(sh_spawn(nosuch, &out, &errout), 0);
+	assert_non_null(strstr(errout, "999999"));
+	free(out);
+	free(errout);
+	cleanup_free char *garbage = xasprintf("echo hello | \"$BRIG\" checkpoint import --store '%s'", u2);
+	assert_int_not_equal(sh_spawn(garbage, &out, &errout), 0);
+	assert_non_null(strstr(errout, "not an export archive"));
+	free(out);
+	free(errout);
+	cleanup_free char *half = xasprintf("\"$BRIG\" checkpoint import --store '%s' --ns x < '%s/ck.tar'", u2, TMP);
+	assert_int_not_equal(sh_spawn(half, &out, &errout), 0);
+	assert_non_null(strstr(errout, "go together"));
+	free(out);
+	free(errout);
+	cleanup_free char *o = xasprintf("\"$BRIG\" checkpoint export --store '%s' -o '%s/o.tar' 999999", u1, TMP);
+	assert_int_not_equal(sh_spawn(o, &out, &errout), 0);
+	free(out);
+	free(errout);
+	cleanup_free char *otar = xasprintf("%s/o.tar", TMP);
+	assert_int_equal(access(otar, F_OK), -1); /* a failed export leaves no file under the name */
+	brig_store_checkpoint_free(cp);
+	brig_store_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_incremental),          cmocka_unit_test(test_old_format),
 		cmocka_unit_test(test_corrupt_shared_blob),  cmocka_unit_test(test_retention_during_checkpoint),
 		cmocka_unit_test(test_export_import_sqlite), cmocka_unit_test(test_export_import_postgresql),
+		cmocka_unit_test(test_cli_export_import),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
