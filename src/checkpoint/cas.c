@@ -106,7 +106,7 @@ static int blob_flush(blob_w *b, brig_error **err)
 static int blob_data(blob_w *b, const void *data, size_t len, brig_error **err)
 {
 	if (b->size + len > b->cap)
-		return brig__error_set(err, BRIG_ETOOBIG, 0, "checkpoint: more bytes than the volumes can hold");
+		return brig__error_set(err, BRIG_ETOOBIG, 0, "checkpoint: more bytes than announced for a file");
 	EVP_DigestUpdate(b->h.ctx, data, len);
 	b->size += len;
 	if (len >= sizeof b->buf) {
@@ -341,6 +341,17 @@ static bool same_content(const ck_entry *a, const ck_entry *b)
 	return a->type == 'f' && b->type == 'f' && a->size == b->size && a->mtime_ns == b->mtime_ns;
 }
 
+/* A listing claiming more than the volumes hold goes to the full copy,
+ * which enforces the cap on what it reads itself. */
+static bool listing_fits(const listing *l, uint64_t cap)
+{
+	uint64_t total = 0;
+	for (size_t i = 0; i < l->m.n; i++)
+		if ((total += l->m.e[i].size) > cap)
+			return false;
+	return true;
+}
+
 static bool same_stat(const ck_entry *a, const ck_entry *b)
 {
 	return a->type == b->type && a->mode == b->mode && a->size == b->size && a->mtime_ns == b->mtime_ns &&
@@ -361,17 +372,19 @@ static int fetch_cb(const char *data, size_t len, void *payload)
 }
 
 /* Reads one file through brig-init into the blob store. */
-static int fetch_file(brig_guest *g, const char *dir, ck_entry *x, uint64_t *budget, int64_t *stored, brig_error **err)
+static int fetch_file(brig_guest *g, const char *dir, ck_entry *x, int64_t *stored, brig_error **err)
 {
 	blob_w b;
-	int rc = blob_begin(&b, dir, *budget, err);
+	int rc = blob_begin(&b, dir, x->size, err);
 	if (rc) {
 		blob_free(&b);
 		return rc;
 	}
 	cleanup_free char *abs = xasprintf("/%s", x->path);
 	fetch_ctx f = {.b = &b};
-	rc = brig_guest_read(g, abs, 0, -1, fetch_cb, &f, 0, err);
+	/* at most the listed size: a file that grew is read again after the
+	 * second listing shows it moved */
+	rc = brig_guest_read(g, abs, 0, (int64_t)x->size, fetch_cb, &f, 0, err);
 	if (f.wrc) {
 		rc = f.wrc;
 		brig__error_move(err, steal_pointer(&f.werr));
@@ -383,7 +396,6 @@ static int fetch_file(brig_guest *g, const char *dir, ck_entry *x, uint64_t *bud
 		rc = blob_end(&b, NULL, x->digest, err);
 	if (!rc) {
 		x->size = b.size; /* what was read; a later listing says whether it moved on */
-		*budget -= b.size;
 		*stored += (int64_t)b.size;
 	}
 	blob_free(&b);
@@ -424,7 +436,7 @@ int ck_cas_create(brig_engine *e, brig_store *s, const brig_computer *c, const c
 	ck_manifest fetched = {0}; /* what this run read: path, stat, digest */
 	listing cur = {0};
 	int rc = 0, result = 1;
-	uint64_t budget = (uint64_t)(768) << 20;
+	uint64_t cap = brig_checkpoint__volume_cap(e, inspect);
 	*stored = 0;
 	/* Without freezing (a frozen brig-init cannot read), a consistent copy
 	 * is one whose listing did not move while the changed files were read:
@@ -432,7 +444,7 @@ int ck_cas_create(brig_engine *e, brig_store *s, const brig_computer *c, const c
 	if ((rc = list_tree(g, &cur, err)) != 0)
 		goto out;
 	for (int attempt = 0; attempt < 3 && rc == 0; attempt++) {
-		if (cur.too_deep)
+		if (cur.too_deep || !listing_fits(&cur, cap))
 			break;
 		for (size_t i = 0; i < cur.m.n && rc == 0; i++) {
 			ck_entry *x = &cur.m.e[i];
@@ -446,7 +458,7 @@ int ck_cas_create(brig_engine *e, brig_store *s, const brig_computer *c, const c
 				continue;
 			}
 			uint64_t listed = x->size;
-			rc = fetch_file(g, dir, x, &budget, stored, err);
+			rc = fetch_file(g, dir, x, stored, err);
 			if (rc == 0) {
 				ck_entry *f = ck_manifest_add(&fetched, x->path, 'f', x->mode, x->size, x->mtime_ns,
 							      x->digest, NULL);
@@ -790,6 +802,8 @@ out:
 /* ---- import ---- */
 
 typedef struct imp {
+	brig_store *s;
+	const char *ns, *agent, *session; /* the caller's, or NULL */
 	const char *dir;
 	json_t *meta;
 	blob_w b;
@@ -809,6 +823,32 @@ static int imp_meta(json_t *meta, void *payload, brig_error **err)
 	json_t *spec = json_object_get(meta, "spec");
 	if (spec && !json_is_string(spec))
 		return brig__error_set(err, BRIG_EPROTO, 0, "checkpoint archive: spec is not a string");
+	if (spec) {
+		/* the spec a new session would be recorded with passes brig's own
+		 * rules now, not first at recover */
+		json_t *j = json_loads(json_string_value(spec), JSON_REJECT_DUPLICATES, NULL);
+		brig_spec sp;
+		int rc = j ? brig_spec_from_json(&sp, j, err)
+			   : brig__error_set(err, BRIG_EPROTO, 0, "checkpoint archive: spec is not JSON");
+		json_decref(j);
+		if (rc)
+			return brig__error_prefix(err, rc, "checkpoint archive: its spec");
+		brig_spec_clear(&sp);
+	}
+	if (im->ns) {
+		/* into a session the caller names: it exists, as for a blob; found
+		 * out before any blob is written */
+		brig_store_session *r = NULL;
+		int rc = brig_store_session_get(im->s, &r, im->ns, im->agent, im->session, err);
+		brig_store_session_free(r);
+		if (rc == BRIG_ENOTFOUND)
+			return brig__error_set(err, BRIG_ENOTFOUND, 0,
+					       "no session %s/%s/%s in the store: start it with brig up, or import "
+					       "without naming a session to take the archive's own",
+					       im->ns, im->agent, im->session);
+		if (rc)
+			return rc;
+	}
 	im->meta = json_incref(meta);
 	return 0;
 }
@@ -861,7 +901,7 @@ static ssize_t fd_reader(char *buf, size_t len, void *payload, brig_error **err)
 int ck_cas_import(brig_store *s, const char *dir, brig_store_checkpoint **out, const char *ns, const char *agent,
 		  const char *session, const char *pre, size_t pre_len, int fd, brig_error **err)
 {
-	imp im = {.dir = dir};
+	imp im = {.s = s, .ns = ns, .agent = agent, .session = session, .dir = dir};
 	ck_archive_sink sink = {.meta = imp_meta,
 				.manifest = imp_manifest,
 				.blob_begin = imp_begin,
@@ -901,7 +941,7 @@ int ck_cas_import(brig_store *s, const char *dir, brig_store_checkpoint **out, c
 	const char *ise = session ? session : json_string_value(json_object_get(im.meta, "session"));
 	int64_t gen = json_integer_value(json_object_get(im.meta, "generation"));
 	rc = brig_store_session_get(s, &sess, ins, iag, ise, err);
-	if (rc == BRIG_ENOTFOUND) {
+	if (rc == BRIG_ENOTFOUND && !ns) {
 		/* a new store: the session comes with its spec, with no computer;
 		 * brig recover (or up) restores the checkpoint into a new generation */
 		if (err) {

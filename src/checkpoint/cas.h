@@ -112,6 +112,9 @@ int ck_archive_read(ck_manifest *m, const char *pre, size_t pre_len, ck_reader r
 
 /* ---- on disk (cas.c) ---- */
 
+/* What /workspace and /runtime of the inspected container can hold
+ * (checkpoint.c): the cap on what a checkpoint reads. */
+uint64_t brig_checkpoint__volume_cap(brig_engine *e, json_t *inspect);
 /* The record names a manifest (the new format). */
 bool ck_is_manifest_blob(const char *blob);
 /* Incremental checkpoint of computer c (ref) through brig-init: 0 with

@@ -45,7 +45,7 @@ int brig_checkpoint_dir(char **out, const brig_store *s, brig_error **err)
 /* ---- create ---- */
 
 /* The copy is capped by what the volumes can hold: their tmpfs sizes. */
-static uint64_t volume_cap(brig_engine *e, json_t *inspect)
+uint64_t brig_checkpoint__volume_cap(brig_engine *e, json_t *inspect)
 {
 	uint64_t total = 0;
 	size_t i;
@@ -161,7 +161,7 @@ static int freeze_and_copy(brig_engine *e, ck_job *j, int zstd_level, brig_error
 	co.gid = 1000;
 	co.compression = BRIG_TAR_COMPRESS_ZSTD;
 	co.zstd_level = zstd_level;
-	co.limits.max_total_bytes = volume_cap(e, inspect);
+	co.limits.max_total_bytes = brig_checkpoint__volume_cap(e, inspect);
 	co.limits.max_entries = 2000000;
 	/* brig's own started marker (src/sandbox/alive.c) belongs to the
 	 * container it was written in, not to the session's files. */
@@ -456,7 +456,8 @@ static int spool(int *out, const char *dir, const char *pre, size_t pre_len, int
 		int e = errno;
 		if (t >= 0)
 			close(t);
-		return brig__error_set(err, BRIG_EIO, e, "checkpoint import: cannot spool into %s: %s", dir, strerror(e));
+		return brig__error_set(err, BRIG_EIO, e, "checkpoint import: cannot spool into %s: %s", dir,
+				       strerror(e));
 	}
 	char buf[65536];
 	for (;;) {
@@ -511,9 +512,10 @@ int brig_checkpoint_import(brig_store *s, brig_store_checkpoint **out, const cha
 		return rc ? brig__error_prefix(err, rc, "checkpoint import") : 0;
 	}
 	if (!ns)
-		return brig__error_set(err, BRIG_EINVAL, 0,
-				       "checkpoint import: not an export archive (brig checkpoint export); a checkpoint "
-				       "blob needs --ns, --agent and --session");
+		return brig__error_set(
+			err, BRIG_EINVAL, 0,
+			"checkpoint import: not an export archive (brig checkpoint export); a checkpoint "
+			"blob needs --ns, --agent and --session");
 	int lfd = fd;
 	if (!seekable && (rc = spool(&lfd, dir, pre, got, fd, err)) != 0)
 		return rc;

@@ -475,6 +475,65 @@ static void export_import(const char *to_url, const char *tag)
 	assert_int_equal(n, 1);
 	brig_store_checkpoint_free_array(cps, n);
 
+	/* into a session the caller names that the store does not have: refused before a blob is written */
+	afd = open(arc, O_RDONLY);
+	assert_int_equal(brig_checkpoint_import(t, &none, NS, "agent", "nosuch", afd, &co, &err), BRIG_ENOTFOUND);
+	assert_non_null(strstr(brig_error_message(err), "start it with brig up"));
+	brig_error_free(err);
+	err = NULL;
+	close(afd);
+
+	/* an archive whose spec breaks brig's rules (network host) creates no session */
+	size_t alen = 0;
+	cleanup_free char *orig = NULL;
+	{
+		FILE *f = fopen(arc, "rb");
+		orig = xmalloc((size_t)st.st_size);
+		alen = fread(orig, 1, (size_t)st.st_size, f);
+		fclose(f);
+	}
+	unsigned long long msize = strtoull(orig + 124, NULL, 8);
+	size_t rest = 512 + (size_t)((msize + 511) / 512 * 512);
+	cleanup_free char *meta =
+		xasprintf("{\"format\":1,\"ns\":\"%s\",\"agent\":\"agent\",\"session\":\"hostnet-%s\",\"generation\":1,"
+			  "\"spec\":\"{\\\"network\\\":\\\"host\\\"}\"}",
+			  NS, tag);
+	cleanup_free char *evil = xasprintf("%s/%s-evil.export", TMP, tag);
+	int efd = open(evil, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	char h[512] = {0};
+	snprintf(h, 100, "brig-checkpoint/session.json");
+	snprintf(h + 100, 8, "%07o", 0600);
+	snprintf(h + 108, 8, "%07o", 0);
+	snprintf(h + 116, 8, "%07o", 0);
+	snprintf(h + 124, 12, "%011o", (unsigned)strlen(meta));
+	snprintf(h + 136, 12, "%011o", 0);
+	h[156] = '0';
+	memcpy(h + 257,
+	       "ustar\0"
+	       "00",
+	       8);
+	memset(h + 148, ' ', 8);
+	unsigned sum = 0;
+	for (size_t i = 0; i < 512; i++)
+		sum += (unsigned char)h[i];
+	snprintf(h + 148, 8, "%06o", sum);
+	char pad[512] = {0};
+	assert_int_equal(write(efd, h, 512), 512);
+	assert_int_equal(write(efd, meta, strlen(meta)), (ssize_t)strlen(meta));
+	assert_int_equal(write(efd, pad, 512 - strlen(meta) % 512), (ssize_t)(512 - strlen(meta) % 512));
+	assert_int_equal(write(efd, orig + rest, alen - rest), (ssize_t)(alen - rest));
+	close(efd);
+	efd = open(evil, O_RDONLY);
+	assert_int_not_equal(brig_checkpoint_import(t, &none, NULL, NULL, NULL, efd, &co, &err), 0);
+	assert_non_null(strstr(brig_error_message(err), "spec"));
+	brig_error_free(err);
+	err = NULL;
+	close(efd);
+	cleanup_free char *hs = xasprintf("hostnet-%s", tag);
+	assert_int_equal(brig_store_session_get(t, &rec, NS, "agent", hs, &err), BRIG_ENOTFOUND);
+	brig_error_free(err);
+	err = NULL;
+
 	brig_store_checkpoint_free(imp);
 	brig_store_checkpoint_free(c1);
 	brig_store_close(t);
