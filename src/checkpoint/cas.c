@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -133,6 +134,9 @@ static int blob_end(blob_w *b, const char *want, char out[65], brig_error **err)
 	int rc = blob_flush(b, err);
 	if (rc)
 		return rc;
+	/* start the write-out now; the manifest's fsync later makes it durable
+	 * (git's batch mode: one flush for many files, not one each) */
+	sync_file_range(b->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 	hasher_final(&b->h, out);
 	if (want && strcmp(want, out) != 0)
 		return brig__error_set(err, BRIG_ECORRUPT, 0, "blob %.12s… does not match its digest", want);
@@ -235,14 +239,21 @@ static int manifest_store(const ck_manifest *m, const char *dir, char digest[65]
 	if (fd < 0 || brig_write_all(fd, text, len) != 0)
 		return brig__error_set(err, BRIG_EIO, errno, "checkpoint: writing the manifest into %s: %s", dir,
 				       strerror(errno));
-	/* the blobs and the manifest reach the disk before the record names them */
-	if (syncfs(fd) < 0)
+	/* the blobs (written out as they were linked) and the manifest reach
+	 * the disk before the record names them: the journal commit of this
+	 * fsync carries the earlier writes with it */
+	if (fsync(fd) < 0)
 		return brig__error_set(err, BRIG_EIO, errno, "checkpoint: sync %s: %s", dir, strerror(errno));
 	char proc[64];
 	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
 	if (linkat(AT_FDCWD, proc, AT_FDCWD, final, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST)
 		return brig__error_set(err, BRIG_EIO, errno, "checkpoint: link %s into place: %s", final,
 				       strerror(errno));
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
 	return 0;
 }
 
@@ -402,6 +413,68 @@ static int fetch_file(brig_guest *g, const char *dir, ck_entry *x, int64_t *stor
 	return rc;
 }
 
+/* Many small files: several READs in flight over the one relay hide its
+ * round trip (the handle is made for concurrent requests). */
+#define FETCH_THREADS 8
+
+typedef struct fetch_pool {
+	brig_guest *g;
+	const char *dir;
+	ck_manifest *m;
+	const size_t *todo;
+	size_t n, next;
+	int64_t stored;
+	int rc;
+	brig_error *err;
+	pthread_mutex_t mu;
+} fetch_pool;
+
+static void *fetch_worker(void *p)
+{
+	fetch_pool *fp = p;
+	for (;;) {
+		pthread_mutex_lock(&fp->mu);
+		size_t k = fp->rc ? fp->n : fp->next++;
+		pthread_mutex_unlock(&fp->mu);
+		if (k >= fp->n)
+			return NULL;
+		int64_t stored = 0;
+		brig_error *err = NULL;
+		int rc = fetch_file(fp->g, fp->dir, &fp->m->e[fp->todo[k]], &stored, &err);
+		pthread_mutex_lock(&fp->mu);
+		fp->stored += stored;
+		if (rc && !fp->rc) {
+			fp->rc = rc;
+			fp->err = steal_pointer(&err);
+		}
+		pthread_mutex_unlock(&fp->mu);
+		brig_error_free(err);
+	}
+}
+
+static int fetch_all(brig_guest *g, const char *dir, ck_manifest *m, const size_t *todo, size_t n, int64_t *stored,
+		     brig_error **err)
+{
+	fetch_pool fp = {.g = g, .dir = dir, .m = m, .todo = todo, .n = n};
+	pthread_mutex_init(&fp.mu, NULL);
+	pthread_t th[FETCH_THREADS];
+	size_t nth = 0;
+	/* one file (or a few) needs no threads */
+	for (size_t i = 0; n > 4 && i < FETCH_THREADS && i < n; i++)
+		if (pthread_create(&th[nth], NULL, fetch_worker, &fp) == 0)
+			nth++;
+	fetch_worker(&fp);
+	for (size_t i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+	pthread_mutex_destroy(&fp.mu);
+	*stored += fp.stored;
+	if (fp.rc == GUEST_FAILED)
+		brig_error_free(fp.err);
+	else if (fp.rc)
+		brig__error_move(err, fp.err);
+	return fp.rc;
+}
+
 int ck_cas_create(brig_engine *e, brig_store *s, const brig_computer *c, const char *dir, char **manifest_name,
 		  char digest[65], int64_t *raw, int64_t *stored, brig_error **err)
 {
@@ -446,7 +519,10 @@ int ck_cas_create(brig_engine *e, brig_store *s, const brig_computer *c, const c
 	for (int attempt = 0; attempt < 3 && rc == 0; attempt++) {
 		if (cur.too_deep || !listing_fits(&cur, cap))
 			break;
-		for (size_t i = 0; i < cur.m.n && rc == 0; i++) {
+		size_t *todo = xcalloc(cur.m.n ? cur.m.n : 1, sizeof *todo);
+		uint64_t *listed = xcalloc(cur.m.n ? cur.m.n : 1, sizeof *listed);
+		size_t nt = 0;
+		for (size_t i = 0; i < cur.m.n; i++) {
 			ck_entry *x = &cur.m.e[i];
 			if (x->type != 'f')
 				continue;
@@ -457,16 +533,25 @@ int ck_cas_create(brig_engine *e, brig_store *s, const brig_computer *c, const c
 				memcpy(x->digest, p->digest, 65);
 				continue;
 			}
-			uint64_t listed = x->size;
-			rc = fetch_file(g, dir, x, stored, err);
-			if (rc == 0) {
-				ck_entry *f = ck_manifest_add(&fetched, x->path, 'f', x->mode, x->size, x->mtime_ns,
-							      x->digest, NULL);
-				if (listed != x->size)
-					f->mtime_ns = INT64_MIN; /* grew or shrank while read: never reused */
-				ck_manifest_sort(&fetched);
-			}
+			listed[nt] = x->size;
+			todo[nt++] = i;
 		}
+		rc = fetch_all(g, dir, &cur.m, todo, nt, stored, err);
+		for (size_t k = 0; k < nt && rc == 0; k++) {
+			const ck_entry *x = &cur.m.e[todo[k]];
+			ck_entry *f =
+				ck_manifest_add(&fetched, x->path, 'f', x->mode, x->size, x->mtime_ns, x->digest, NULL);
+			if (listed[k] != x->size)
+				f->mtime_ns = INT64_MIN; /* grew or shrank while read: never reused */
+		}
+		ck_manifest_sort(&fetched);
+		for (size_t k = 1; k < fetched.n; k++) {
+			/* a path read in two attempts: the later one stands */
+			if (strcmp(fetched.e[k - 1].path, fetched.e[k].path) == 0)
+				fetched.e[k - 1].mtime_ns = INT64_MIN;
+		}
+		free(todo);
+		free(listed);
 		if (rc)
 			break;
 		listing again = {0};
