@@ -280,7 +280,9 @@ static void fresh_target(shape *sh)
 	if (sh->dst)
 		brig_computer_destroy(E, sh->dst, NULL);
 	free(sh->dst);
-	char *session = xasprintf("%s-dst", sh->tag);
+	/* a new session each time: up refuses a session whose computer was removed without a checkpoint */
+	static int n;
+	char *session = xasprintf("%s-dst%d", sh->tag, ++n);
 	sh->dst = up(session);
 	free(session);
 }

@@ -671,6 +671,7 @@ static ssize_t tar_reader(char *out, size_t len, void *payload, brig_error **err
 /* Every blob the manifest names is there and holds what its name says. */
 static int verify_blobs(const ck_manifest *m, const char *dir, brig_error **err)
 {
+	cleanup_free char *buf = xmalloc(1 << 18);
 	const char *last = NULL;
 	for (size_t i = 0; i < m->n; i++) {
 		const ck_entry *x = &m->e[i];
@@ -681,17 +682,32 @@ static int verify_blobs(const ck_manifest *m, const char *dir, brig_error **err)
 		if (fd < 0)
 			return brig__error_set(err, BRIG_ECORRUPT, errno, "checkpoint blob %s is missing: %s", p,
 					       strerror(errno));
-		unsigned char md[64];
-		char hex[65];
-		uint64_t size = 0;
-		int rc = brig__digest_fd(fd, false, md, &size, err);
-		if (rc)
+		hasher h;
+		int rc = hasher_init(&h, err);
+		if (rc) {
+			hasher_free(&h);
 			return rc;
-		brig_hex(hex, md, 32);
+		}
+		uint64_t size = 0;
+		for (;;) {
+			ssize_t n = read(fd, buf, 1 << 18);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				hasher_free(&h);
+				return brig__error_set(err, BRIG_EIO, errno, "reading %s: %s", p, strerror(errno));
+			}
+			if (n == 0)
+				break;
+			EVP_DigestUpdate(h.ctx, buf, (size_t)n);
+			size += (uint64_t)n;
+		}
+		char hex[65];
+		hasher_final(&h, hex);
 		if (strcmp(hex, x->digest) != 0 || size != x->size)
-			return brig__error_set(
-				err, BRIG_ECORRUPT, 0,
-				"checkpoint blob %s does not match its digest (damaged): nothing was restored", p);
+			return brig__error_set(err, BRIG_ECORRUPT, 0,
+					       "checkpoint blob %s does not match its digest (damaged): nothing was restored",
+					       p);
 		last = x->digest;
 	}
 	return 0;
