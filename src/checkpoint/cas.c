@@ -416,6 +416,9 @@ static int fetch_file(brig_guest *g, const char *dir, ck_entry *x, int64_t *stor
 /* Many small files: several READs in flight over the one relay hide its
  * round trip (the handle is made for concurrent requests). */
 #define FETCH_THREADS 8
+/* Up to this many files read, each is stat'ed again instead of listing
+ * the whole tree again. */
+#define RESTAT_MAX 64
 
 typedef struct fetch_pool {
 	brig_guest *g;
@@ -550,10 +553,34 @@ int ck_cas_create(brig_engine *e, brig_store *s, const brig_computer *c, const c
 			if (strcmp(fetched.e[k - 1].path, fetched.e[k].path) == 0)
 				fetched.e[k - 1].mtime_ns = INT64_MIN;
 		}
+		/* Nothing read: the listing alone is the snapshot. A few files
+		 * read: each still has the stat it was listed with, so what was
+		 * read is what the listing saw, and the manifest is the tree as
+		 * listed — no second listing needed. */
+		bool settled = rc == 0 && nt <= RESTAT_MAX;
+		for (size_t k = 0; settled && k < nt; k++) {
+			const ck_entry *x = &cur.m.e[todo[k]];
+			cleanup_free char *abs = xasprintf("/%s", x->path);
+			json_t *st = NULL;
+			if (brig_guest_stat(g, &st, abs, true, 0, err) != 0) {
+				rc = guest_failed(err);
+				break;
+			}
+			const char *type = json_string_value(json_object_get(st, "type"));
+			settled = type && strcmp(type, "file") == 0 && x->size == listed[k] &&
+				  (uint64_t)json_integer_value(json_object_get(st, "size")) == listed[k] &&
+				  json_integer_value(json_object_get(st, "mtime_ns")) == x->mtime_ns &&
+				  ((unsigned)json_integer_value(json_object_get(st, "mode")) & 07777) == x->mode;
+			json_decref(st);
+		}
 		free(todo);
 		free(listed);
 		if (rc)
 			break;
+		if (settled) {
+			result = 0;
+			break;
+		}
 		listing again = {0};
 		if ((rc = list_tree(g, &again, err)) != 0)
 			break;
@@ -705,9 +732,9 @@ static int verify_blobs(const ck_manifest *m, const char *dir, brig_error **err)
 		char hex[65];
 		hasher_final(&h, hex);
 		if (strcmp(hex, x->digest) != 0 || size != x->size)
-			return brig__error_set(err, BRIG_ECORRUPT, 0,
-					       "checkpoint blob %s does not match its digest (damaged): nothing was restored",
-					       p);
+			return brig__error_set(
+				err, BRIG_ECORRUPT, 0,
+				"checkpoint blob %s does not match its digest (damaged): nothing was restored", p);
 		last = x->digest;
 	}
 	return 0;
@@ -928,13 +955,17 @@ static int imp_meta(json_t *meta, void *payload, brig_error **err)
 		/* the spec a new session would be recorded with passes brig's own
 		 * rules now, not first at recover */
 		json_t *j = json_loads(json_string_value(spec), JSON_REJECT_DUPLICATES, NULL);
-		brig_spec sp;
-		int rc = j ? brig_spec_from_json(&sp, j, err)
-			   : brig__error_set(err, BRIG_EPROTO, 0, "checkpoint archive: spec is not JSON");
-		json_decref(j);
+		int rc = BRIG_EPROTO;
+		if (j) {
+			brig_spec sp;
+			rc = brig_spec_from_json(&sp, j, err);
+			brig_spec_clear(&sp); /* set up by from_json, also when it fails */
+			json_decref(j);
+		} else {
+			brig__error_set(err, rc, 0, "checkpoint archive: spec is not JSON");
+		}
 		if (rc)
 			return brig__error_prefix(err, rc, "checkpoint archive: its spec");
-		brig_spec_clear(&sp);
 	}
 	if (im->ns) {
 		/* into a session the caller names: it exists, as for a blob; found
