@@ -593,6 +593,28 @@ static void test_cli_export_import(void **state)
 	free(out);
 	free(errout);
 
+	/* a full-copy checkpoint travels as its blob; from a pipe it is spooled, into a named session */
+	setenv("BRIG_CHECKPOINT_FULL", "1", 1);
+	brig_store_checkpoint *full = checkpoint(s, ref, NULL);
+	unsetenv("BRIG_CHECKPOINT_FULL");
+	assert_non_null(strstr(full->blob, ".tar.zst"));
+	cleanup_free char *fx = xasprintf("\"$BRIG\" checkpoint export --store '%s' %lld | \"$BRIG\" checkpoint import "
+					  "--store '%s' --ns %s --agent agent --session cli",
+					  u1, (long long)full->id, u2, NS);
+	if (sh_spawn(fx, &out, &errout) != 0)
+		fail_msg("export | import of a full-copy checkpoint: %s", errout);
+	free(out);
+	free(errout);
+	cleanup_free char *bare =
+		xasprintf("\"$BRIG\" checkpoint export --store '%s' %lld | \"$BRIG\" checkpoint import "
+			  "--store '%s'",
+			  u1, (long long)full->id, u2);
+	assert_int_not_equal(sh_spawn(bare, &out, &errout), 0);
+	assert_non_null(strstr(errout, "needs --ns, --agent and --session"));
+	free(out);
+	free(errout);
+	brig_store_checkpoint_free(full);
+
 	cleanup_free char *nosuch =
 		xasprintf("\"$BRIG\" checkpoint export --store '%s' 999999 > '%s/none.tar'", u1, TMP);
 	assert_int_not_equal(sh_spawn(nosuch, &out, &errout), 0);
