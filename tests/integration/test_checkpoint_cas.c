@@ -191,7 +191,9 @@ static char *session_up(brig_store *s, const char *session)
 #define TREE                                                                                                       \
 	"set -e; cd /workspace; mkdir -p d/empty deep/a/b; echo one > d/f; echo two > g; echo same > deep/a/b/s; " \
 	"cp deep/a/b/s same2; printf 'x y\\n' > 'sp ace'; ln -s d/f link; chmod 0700 deep; "                       \
-	"dd if=/dev/urandom of=big bs=1M count=8 2>/dev/null; mkdir -p /runtime/.claude; "                         \
+	"dd if=/dev/urandom of=big bs=1M count=8 2>/dev/null; mkdir -p /runtime/.claude many/sub; "                \
+	"i=0; while [ $i -lt 300 ]; do echo $i > many/f$i; i=$((i+1)); done; ln -s ../f1 many/sub/l; "             \
+	"chmod 0640 many/f7; "                                                                                     \
 	"echo conversation > /runtime/.claude/history.jsonl; chmod 0600 /runtime/.claude/history.jsonl"
 
 static void test_incremental(void **state)
