@@ -38,8 +38,8 @@ int brig_session_resolve(brig_store *s, char **out, const char *ns, const char *
 	brig_store_session *r = NULL;
 	int rc = brig_store_session_get(s, &r, ns, agent, session, err);
 	if (rc == BRIG_ENOTFOUND)
-		return brig__error_set(err, BRIG_ENOTFOUND, 0,
-				       "no session %s/%s/%s in the store; create it with brig up", ns, agent, session);
+		return brig__error_set(err, BRIG_ENOTFOUND, 0, "no session %s/%s/%s in the store; create it with brig up",
+				       ns, agent, session);
 	if (rc)
 		return rc;
 	if (r->container_name) {
@@ -99,8 +99,8 @@ static int advance_state(brig_store *s, const char *ns, const char *agent, const
 			       agent, session);
 }
 
-int brig_session_mark_failed(brig_store *s, const char *ns, const char *agent, const char *session, int64_t generation,
-			     brig_error **err)
+int brig_session_mark_failed(brig_store *s, const char *ns, const char *agent, const char *session,
+			     int64_t generation, brig_error **err)
 {
 	return advance_state(s, ns, agent, session, generation, BRIG_STORE_FAILED, NULL, NULL, err);
 }
@@ -231,8 +231,8 @@ static int replace_lost(brig_engine *e, brig_store *s, brig_up_result *res, cons
 	return 0;
 }
 
-int brig_session_up(brig_engine *e, brig_store *s, brig_computer **out, const brig_identity *id, const brig_spec *spec,
-		    brig_error **err)
+int brig_session_up(brig_engine *e, brig_store *s, brig_computer **out, const brig_identity *id,
+		    const brig_spec *spec, brig_error **err)
 {
 	brig_up_result res;
 	int rc = brig_session_open(e, s, &res, id, spec, NULL, err);
@@ -483,11 +483,11 @@ static int session_exec(brig_engine *e, brig_store *s, const char *ref, const br
 		}
 		cleanup_free char *argv_text = json_dumps(argv, JSON_COMPACT);
 		json_decref(argv);
-		const char *outcome = res->timed_out   ? "timeout"
-				      : res->canceled  ? "cancel"
+		const char *outcome = res->timed_out ? "timeout"
+				      : res->canceled ? "cancel"
 				      : res->uncertain ? "uncertain"
-				      : rc             ? "error"
-						       : "ok";
+				      : rc ? "error"
+					   : "ok";
 		brig_store_audit a = {.ns = c->ns,
 				      .agent = c->agent,
 				      .session = c->session,
@@ -698,8 +698,8 @@ static void remove_older(brig_engine *e, const char *old_name, const char *ns, c
 	brig_computer_free_array(older, nolder);
 }
 
-int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns, const char *agent,
-			 const char *session, const char *dir, brig_error **err)
+int brig_session_recover(brig_engine *e, brig_store *s, brig_recover_result *out, const char *ns,
+			 const char *agent, const char *session, const char *dir, brig_error **err)
 {
 	return recover(e, s, out, ns, agent, session, dir, 0, 0, err);
 }
