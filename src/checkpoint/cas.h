@@ -10,6 +10,14 @@
  *                              reuses and writes, exclusive while retention
  *                              removes blobs
  *
+ * Taking one: brig-init lists both volumes with stat data; a file whose
+ * size and mtime match the session's previous manifest keeps its digest;
+ * the others are read — through brig-init, 8 at a time, or, from 256 files
+ * on, out of one paused archive GET extracted (checked) into DIR/.stage-*
+ * — hashed once and linked in as blobs. Nothing read: the listing is the
+ * snapshot; up to 64 read: each is stat'ed again; more: the tree is listed
+ * again; a difference goes round again (3 times, then the full copy).
+ *
  * The older format, one zstd tar per checkpoint (DIR/<sha256>.tar.zst),
  * still restores: the record's blob name says which format it is.
  *
