@@ -1,21 +1,26 @@
-/* bench_checkpoint.c — times a brig checkpoint and a brig restore of a 256 MB
+/* bench_checkpoint.c — times brig checkpoints and a brig restore of a 256 MB
  * workspace, in two shapes (25 000 files of 10 KB; one 256 MiB file of
  * random data), next to `docker cp` out of and into a container of the same
- * data. Median of N rounds (3 by default), one table on stdout.
+ * data. Median of N rounds (5 by default), one table on stdout.
  *
  * What each column does:
- *  - brig checkpoint: brig_checkpoint_create in-process — pause, archive GET
- *    of /workspace and /runtime, entry checks, owner rewrite, zstd (level 3),
- *    SHA-256, fsync, re-read to verify, rename, store record, unpause;
- *  - brig restore: brig_checkpoint_restore into a computer with empty
- *    volumes — digest check of the whole blob first, then decompress, split
- *    per volume and archive PUT;
+ *  - checkpoint: brig_checkpoint_create in-process into an empty checkpoint
+ *    directory (no previous manifest, no blobs): brig-init lists the tree,
+ *    every file is read through it, SHA-256'd once and stored as a blob,
+ *    the listing is taken again, manifest, syncfs, store record;
+ *  - 2nd unchanged: the next checkpoint with nothing changed (list twice,
+ *    every digest reused, the same manifest);
+ *  - 2nd one changed: the next one after one 10 KB file was rewritten;
+ *  - full copy: the older format (BRIG_CHECKPOINT_FULL=1) — pause, archive
+ *    GET, entry checks, zstd (level 3), SHA-256, fsync, verify, rename;
+ *  - restore: brig_checkpoint_restore of the last incremental checkpoint into
+ *    a computer with empty volumes — every blob's digest checked first, then
+ *    one archive PUT per volume;
  *  - docker cp out / in: the docker CLI (process start included, ≈20–40 ms)
  *    copying container:/workspace to a host directory, and that directory
  *    back into an empty /workspace: no compression, no digest, no freeze.
- * The data is incompressible, so zstd only costs time here. Rounds are
- * interleaved (checkpoint, restore, cp out, cp in) so noise falls on all
- * four alike. Every object carries brig.bench=<id> and is removed at exit. */
+ * Rounds are interleaved so noise falls on all columns alike. Every object
+ * carries brig.bench=<id> and is removed at exit. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +47,7 @@ static brig_store *S;
 static char TMP[64];
 static char LABEL[64];
 static char NS[32];
-static int ROUNDS = 3;
+static int ROUNDS = 5;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -201,8 +206,8 @@ typedef struct shape {
 	uint64_t bytes;
 	char *host; /* host copy of the data */
 	char *src, *dst;
-	double t[4][16];
-	uint64_t blob_bytes;
+	double t[7][16];
+	uint64_t blob_bytes, one_bytes;
 } shape;
 
 static void make_data(shape *sh)
@@ -252,7 +257,7 @@ static char *up(const char *session)
 }
 
 /* Runs a shell script in ref; returns stdout (caller frees). */
-static char *sh(const char *ref, const char *script)
+static char *sh_run(const char *ref, const char *script)
 {
 	const char *argv[] = {"sh", "-c", script, NULL};
 	brig_exec_opts o = {
@@ -275,7 +280,9 @@ static void fresh_target(shape *sh)
 	if (sh->dst)
 		brig_computer_destroy(E, sh->dst, NULL);
 	free(sh->dst);
-	char *session = xasprintf("%s-dst", sh->tag);
+	/* a new session each time: up refuses a session whose computer was removed without a checkpoint */
+	static int n;
+	char *session = xasprintf("%s-dst%d", sh->tag, ++n);
 	sh->dst = up(session);
 	free(session);
 }
@@ -283,8 +290,8 @@ static void fresh_target(shape *sh)
 /* Count and content digest of /workspace: proves a copy was complete. */
 static char *fingerprint(const char *ref)
 {
-	return sh(ref, "cd /workspace && find . -type f | sort | tee /runtime/.list | wc -l && "
-		       "xargs cat < /runtime/.list | md5sum && rm /runtime/.list");
+	return sh_run(ref, "cd /workspace && find . -type f | sort | tee /runtime/.list | wc -l && "
+			   "xargs cat < /runtime/.list | md5sum && rm /runtime/.list");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -301,7 +308,7 @@ static double median(double *v, int n)
 	return n % 2 ? tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2;
 }
 
-enum { T_CKPT, T_RESTORE, T_CP_OUT, T_CP_IN };
+enum { T_CKPT, T_SAME, T_ONE, T_FULL, T_RESTORE, T_CP_OUT, T_CP_IN, T_N };
 
 static void bench_shape(shape *sh, const char *ckdir)
 {
@@ -324,19 +331,53 @@ static void bench_shape(shape *sh, const char *ckdir)
 	for (int r = 0; r < ROUNDS; r++) {
 		brig_error *err = NULL;
 		int rc;
-		/* brig checkpoint */
-		brig_checkpoint_opts co = {.version = BRIG_CHECKPOINT_OPTS_VERSION, .dir = ckdir, .keep = 1};
+		/* each round starts from an empty checkpoint directory: the first checkpoint copies everything */
+		char *rdir = xasprintf("%s/%s-%d", ckdir, sh->tag, r);
+		make_dir(rdir);
+		brig_checkpoint_opts co = {.version = BRIG_CHECKPOINT_OPTS_VERSION, .dir = rdir};
 		brig_store_checkpoint *cp = NULL;
 		double t0 = now_s();
 		if ((rc = brig_checkpoint_create(E, S, &cp, sh->src, &co, &err)) != 0)
 			die_err("checkpoint", rc, err);
 		sh->t[T_CKPT][r] = now_s() - t0;
 		sh->blob_bytes = (uint64_t)cp->bytes_stored;
+		if (!strstr(cp->blob, ".manifest"))
+			die("%s: the first checkpoint was not incremental (%s)", sh->label, cp->blob);
+		brig_store_checkpoint_free(cp);
 
-		/* brig restore into empty volumes */
+		t0 = now_s();
+		if ((rc = brig_checkpoint_create(E, S, &cp, sh->src, &co, &err)) != 0)
+			die_err("checkpoint", rc, err);
+		sh->t[T_SAME][r] = now_s() - t0;
+		if ((uint64_t)cp->bytes_stored > sh->bytes / 10)
+			die("%s: a checkpoint of nothing changed stored %lld bytes", sh->label,
+			    (long long)cp->bytes_stored);
+		brig_store_checkpoint_free(cp);
+
+		free(sh_run(sh->src, "head -c 10240 /dev/urandom > /workspace/changed"));
+		free(want);
+		want = fingerprint(sh->src);
+		t0 = now_s();
+		if ((rc = brig_checkpoint_create(E, S, &cp, sh->src, &co, &err)) != 0)
+			die_err("checkpoint", rc, err);
+		sh->t[T_ONE][r] = now_s() - t0;
+		sh->one_bytes = (uint64_t)cp->bytes_stored;
+
+		brig_store_checkpoint *full = NULL;
+		setenv("BRIG_CHECKPOINT_FULL", "1", 1);
+		t0 = now_s();
+		if ((rc = brig_checkpoint_create(E, S, &full, sh->src, &co, &err)) != 0)
+			die_err("full checkpoint", rc, err);
+		sh->t[T_FULL][r] = now_s() - t0;
+		unsetenv("BRIG_CHECKPOINT_FULL");
+		if (!strstr(full->blob, ".tar.zst"))
+			die("%s: BRIG_CHECKPOINT_FULL did not take the full copy", sh->label);
+		brig_store_checkpoint_free(full);
+
+		/* brig restore (of the incremental one) into empty volumes */
 		fresh_target(sh);
 		t0 = now_s();
-		if ((rc = brig_checkpoint_restore(E, ckdir, cp, sh->dst, &err)) != 0)
+		if ((rc = brig_checkpoint_restore(E, rdir, cp, sh->dst, &err)) != 0)
 			die_err("restore", rc, err);
 		sh->t[T_RESTORE][r] = now_s() - t0;
 		if (r == 0) {
@@ -346,6 +387,9 @@ static void bench_shape(shape *sh, const char *ckdir)
 			free(got);
 		}
 		brig_store_checkpoint_free(cp);
+		char *rmd[] = {"rm", "-rf", rdir, NULL};
+		run_ok(rmd);
+		free(rdir);
 
 		/* docker cp out to a fresh host directory */
 		char *rm[] = {"rm", "-rf", out_dir, NULL};
@@ -373,8 +417,10 @@ static void bench_shape(shape *sh, const char *ckdir)
 				die("%s: docker cp copy differs: %s vs %s", sh->label, got, want);
 			free(got);
 		}
-		note("%s round %d: checkpoint %.2f s, restore %.2f s, docker cp out %.2f s, in %.2f s", sh->label,
-		     r + 1, sh->t[T_CKPT][r], sh->t[T_RESTORE][r], sh->t[T_CP_OUT][r], sh->t[T_CP_IN][r]);
+		note("%s round %d: checkpoint %.2f s, unchanged %.3f s, one changed %.3f s, full copy %.2f s, "
+		     "restore %.2f s, docker cp out %.2f s, in %.2f s",
+		     sh->label, r + 1, sh->t[T_CKPT][r], sh->t[T_SAME][r], sh->t[T_ONE][r], sh->t[T_FULL][r],
+		     sh->t[T_RESTORE][r], sh->t[T_CP_OUT][r], sh->t[T_CP_IN][r]);
 	}
 	free(want);
 	free(out_dir);
@@ -440,15 +486,21 @@ int main(int argc, char **argv)
 		dv = json_string_value(json_object_get(ver, "Version"));
 	printf("bench_checkpoint: median of %d rounds; Docker %s, API %s, %ld CPUs; data incompressible\n", ROUNDS,
 	       dv ? dv : "?", brig_engine_api_version(E), sysconf(_SC_NPROCESSORS_ONLN));
-	printf("%-22s %10s %10s | %-20s %-20s | %-20s %-20s\n", "workspace", "data MB", "blob MB", "brig checkpoint",
-	       "brig restore", "docker cp out", "docker cp in");
+	printf("%-20s %8s %8s | %-18s %-10s %-10s %-18s %-18s | %-18s %-18s\n", "workspace", "data MB", "blob MB",
+	       "checkpoint", "unchanged", "1 changed", "full copy (old)", "restore", "docker cp out", "docker cp in");
 	for (int i = 0; i < NSHAPES; i++) {
 		shape *sh = &shapes[i];
-		char c[4][48];
-		for (int k = 0; k < 4; k++)
-			cell(c[k], sizeof c[k], median(sh->t[k], ROUNDS), sh->bytes);
-		printf("%-22s %10.1f %10.1f | %-20s %-20s | %-20s %-20s\n", sh->label, (double)sh->bytes / 1e6,
-		       (double)sh->blob_bytes / 1e6, c[0], c[1], c[2], c[3]);
+		char c[T_N][48];
+		for (int k = 0; k < T_N; k++) {
+			double m = median(sh->t[k], ROUNDS);
+			if (k == T_SAME || k == T_ONE)
+				snprintf(c[k], sizeof c[k], "%.0f ms", m * 1000);
+			else
+				cell(c[k], sizeof c[k], m, sh->bytes);
+		}
+		printf("%-20s %8.1f %8.1f | %-18s %-10s %-10s %-18s %-18s | %-18s %-18s\n", sh->label,
+		       (double)sh->bytes / 1e6, (double)sh->blob_bytes / 1e6, c[T_CKPT], c[T_SAME], c[T_ONE], c[T_FULL],
+		       c[T_RESTORE], c[T_CP_OUT], c[T_CP_IN]);
 	}
 	json_decref(ver);
 	free(ckdir);

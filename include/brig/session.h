@@ -162,32 +162,53 @@ typedef struct brig_checkpoint_opts {
 	int zstd_level;     /* 0: 3 */
 } brig_checkpoint_opts;
 
-/* Takes a checkpoint of computer ref: pauses it (unless it already is),
- * copies /workspace and /runtime out through the archive endpoint into one
- * validated, re-owned (1000:1000), zstd-compressed tar written to a temporary
- * name, resumes the computer (always, also when the copy failed), verifies
- * the blob's SHA-256, renames it to <sha256>.tar.zst and records it. A
- * failed or interrupted checkpoint never replaces or removes a good one.
- * *out (may be NULL) gets the record; opts may be NULL (defaults). Errors: BRIG_ENOTFOUND, BRIG_ESTATE
- * (not running), BRIG_EUNSAFE / BRIG_ETOOBIG (the container's archive broke
- * a rule or the volume sizes), BRIG_EIO (disk full…), BRIG_ESTORE. */
+/* Takes a checkpoint of computer ref. With brig-init running in it (and
+ * not paused), incrementally: brig-init lists /workspace and /runtime with
+ * stat data; a file whose size and mtime match the session's previous
+ * checkpoint keeps its digest (a chmod alone reads nothing), every other
+ * file is read and stored once under its SHA-256 (blobs/ab/abcd…, shared
+ * by all checkpoints); the listing is taken again and the copy retried (up to 3
+ * times) until it did not move; a manifest <sha256>.manifest names it all.
+ * Otherwise (no brig-init, paused, a tree deeper than 64, files that kept
+ * changing; or BRIG_CHECKPOINT_FULL=1): the full copy — pause (unless it
+ * already is), copy both volumes through the archive endpoint into one
+ * validated, re-owned (1000:1000), zstd-compressed tar, resume (always),
+ * verify and rename it to <sha256>.tar.zst. Either way a failed or
+ * interrupted checkpoint never replaces or removes a good one, and
+ * restore reads both formats. *out (may be NULL) gets the record; opts may
+ * be NULL (defaults). Errors: BRIG_ENOTFOUND, BRIG_ESTATE (not running),
+ * BRIG_EUNSAFE / BRIG_ETOOBIG (the container's archive broke a rule or the
+ * volume sizes), BRIG_EIO (disk full…), BRIG_ESTORE. */
 BRIG_PUBLIC int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint **out, const char *ref,
 				       const brig_checkpoint_opts *opts, brig_error **err);
 
-/* Imports a checkpoint blob read from fd (from its start; as
- * brig_checkpoint_create stores it: a zstd-compressed, or plain, tar of
- * workspace/ and runtime/) into the session (ns, agent, session), recorded
- * as a checkpoint of its current generation: the newest one, which
- * brig_session_recover restores. Every entry is checked and re-written
- * (owned by 1000:1000) into a new content-addressed blob, as a checkpoint
- * taken of a computer. opts may be NULL (defaults; keep prunes as for
- * create). *out (may be NULL) gets the record. Errors: BRIG_ENOTFOUND (no
- * such session), BRIG_EUNSAFE (an entry broke a rule, or lies outside
- * workspace/ and runtime/), BRIG_ETOOBIG, BRIG_EPROTO (not a tar),
- * BRIG_EIO, BRIG_ESTORE. */
+/* Imports a checkpoint read from fd: either an export archive
+ * (brig_checkpoint_export; read as a stream, untrusted: every digest and
+ * cap checked before the record is written) or a checkpoint blob of the
+ * full-copy format (a zstd-compressed, or plain, tar of workspace/ and
+ * runtime/, as older brig_checkpoint_create wrote; a stream that cannot
+ * seek is spooled first). ns/agent/session name the session it joins; for
+ * an archive they may be NULL (the archive's own), and a session missing
+ * from the store is created from the archive (its spec, no computer:
+ * brig_session_recover restores it). A blob joins an existing session,
+ * re-written (owned by 1000:1000) into a new content-addressed blob,
+ * recorded as a checkpoint of its current generation; keep prunes as for
+ * create (blobs only). *out (may be NULL) gets the record. Errors:
+ * BRIG_ENOTFOUND (no such session, for a blob), BRIG_EINVAL, BRIG_EUNSAFE
+ * (an entry broke a rule, or lies outside workspace/ and runtime/),
+ * BRIG_ECORRUPT (a digest or the manifest), BRIG_ETOOBIG, BRIG_EPROTO (not
+ * a tar / archive), BRIG_EIO, BRIG_ESTORE. */
 BRIG_PUBLIC int brig_checkpoint_import(brig_store *s, brig_store_checkpoint **out, const char *ns, const char *agent,
 				       const char *session, int fd, const brig_checkpoint_opts *opts,
 				       brig_error **err);
+
+/* Writes checkpoint id to fd as one archive another store can import
+ * (brig_checkpoint_import): for an incremental checkpoint, its session
+ * (identity, generation, spec), its manifest and each distinct file blob,
+ * every digest checked before the first byte is written; a full-copy
+ * checkpoint travels as its blob. dir NULL: brig_checkpoint_dir(). Errors:
+ * BRIG_ENOTFOUND, BRIG_ECORRUPT (nothing written), BRIG_EIO, BRIG_ESTORE. */
+BRIG_PUBLIC int brig_checkpoint_export(brig_store *s, const char *dir, int64_t id, int fd, brig_error **err);
 
 /* Removes checkpoint id: its record, and its blob when no other record
  * names it. Errors: BRIG_ENOTFOUND, BRIG_ESTORE, BRIG_EIO. */

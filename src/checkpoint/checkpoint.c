@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "brig/session.h"
+#include "checkpoint/cas.h"
 #include "tar/tar.h"
 #include "util/util.h"
 
@@ -44,7 +45,7 @@ int brig_checkpoint_dir(char **out, const brig_store *s, brig_error **err)
 /* ---- create ---- */
 
 /* The copy is capped by what the volumes can hold: their tmpfs sizes. */
-static uint64_t volume_cap(brig_engine *e, json_t *inspect)
+uint64_t brig_checkpoint__volume_cap(brig_engine *e, json_t *inspect)
 {
 	uint64_t total = 0;
 	size_t i;
@@ -160,7 +161,7 @@ static int freeze_and_copy(brig_engine *e, ck_job *j, int zstd_level, brig_error
 	co.gid = 1000;
 	co.compression = BRIG_TAR_COMPRESS_ZSTD;
 	co.zstd_level = zstd_level;
-	co.limits.max_total_bytes = volume_cap(e, inspect);
+	co.limits.max_total_bytes = brig_checkpoint__volume_cap(e, inspect);
 	co.limits.max_entries = 2000000;
 	/* brig's own started marker (src/sandbox/alive.c) belongs to the
 	 * container it was written in, not to the session's files. */
@@ -251,20 +252,22 @@ static int verify_and_link(ck_job *j, brig_error **err)
 	return 0;
 }
 
-/* Step 3, record and prune: the store learns of the blob; with keep, the
- * session's older checkpoints past the newest keep go, and their blobs when
- * no other record names them (best effort: the new record stands). */
-static int record_and_prune(brig_store *s, ck_job *j, size_t keep, brig_store_checkpoint **out, brig_error **err)
+/* Step 3, record and prune: the store learns of the blob (or manifest);
+ * with keep, the session's older checkpoints past the newest keep go, and
+ * their blobs when no other record names them, then file blobs no manifest
+ * names (best effort: the new record stands). */
+static int record_and_prune(brig_store *s, const brig_computer *c, const char *dir, const char *digest,
+			    const char *blob, int64_t raw, int64_t stored, size_t keep, brig_store_checkpoint **out,
+			    brig_error **err)
 {
-	brig_computer *c = j->c;
 	brig_store_checkpoint rec = {.ns = c->ns,
 				     .agent = c->agent,
 				     .session = c->session,
 				     .generation = c->generation,
-				     .digest = j->result.sha256,
-				     .blob = j->final + strlen(j->dir) + 1,
-				     .bytes_raw = (int64_t)j->result.tar_bytes,
-				     .bytes_stored = (int64_t)j->result.out_bytes};
+				     .digest = (char *)digest,
+				     .blob = (char *)blob,
+				     .bytes_raw = raw,
+				     .bytes_stored = stored};
 	brig_store_checkpoint *added = NULL;
 	int rc = brig_store_checkpoint_add(s, &added, &rec, err);
 	if (rc)
@@ -275,11 +278,12 @@ static int record_and_prune(brig_store *s, ck_job *j, size_t keep, brig_store_ch
 		if (brig_store_checkpoint_prune(s, &gone, &n, c->ns, c->agent, c->session, keep, NULL) == 0) {
 			for (size_t i = 0; i < n; i++) {
 				if (gone[i].blob_refs == 0 && !strchr(gone[i].blob, '/')) {
-					cleanup_free char *p = xasprintf("%s/%s", j->dir, gone[i].blob);
+					cleanup_free char *p = xasprintf("%s/%s", dir, gone[i].blob);
 					unlink(p);
 				}
 			}
 			brig_store_checkpoint_free_array(gone, n);
+			ck_cas_collect(dir);
 		}
 	}
 	if (out)
@@ -287,6 +291,12 @@ static int record_and_prune(brig_store *s, ck_job *j, size_t keep, brig_store_ch
 	else
 		brig_store_checkpoint_free(added);
 	return 0;
+}
+
+static int record_job(brig_store *s, ck_job *j, size_t keep, brig_store_checkpoint **out, brig_error **err)
+{
+	return record_and_prune(s, j->c, j->dir, j->result.sha256, j->final + strlen(j->dir) + 1,
+				(int64_t)j->result.tar_bytes, (int64_t)j->result.out_bytes, keep, out, err);
 }
 
 /* The record needs the session: find out before copying anything, or a
@@ -317,6 +327,9 @@ int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint 
 	if (rc)
 		return rc;
 	ck_job j = {.ref = ref, .fd = -1};
+	char digest[65];
+	char *manifest = NULL;
+	int64_t raw = 0, stored = 0;
 	if ((rc = brig_computer_get(e, &j.c, ref, NULL, err)) != 0)
 		return rc;
 	if ((rc = check_session(s, j.c, ref, err)) != 0)
@@ -325,8 +338,16 @@ int brig_checkpoint_create(brig_engine *e, brig_store *s, brig_store_checkpoint 
 		j.dir = xstrdup(opts->dir);
 	else if ((rc = brig_checkpoint_dir(&j.dir, s, err)) != 0)
 		goto out;
+	/* Incremental through brig-init when it can (1: it cannot), else the
+	 * full copy through the daemon. */
+	if ((rc = ck_cas_create(e, s, j.c, j.dir, &manifest, digest, &raw, &stored, err)) == 0) {
+		rc = record_and_prune(s, j.c, j.dir, digest, manifest, raw, stored, opts->keep, out, err);
+		goto out;
+	}
+	if (rc != 1)
+		goto out;
 	if ((rc = freeze_and_copy(e, &j, opts->zstd_level, err)) == 0 && (rc = verify_and_link(&j, err)) == 0)
-		rc = record_and_prune(s, &j, opts->keep, out, err);
+		rc = record_job(s, &j, opts->keep, out, err);
 out:
 	if (j.fd >= 0)
 		close(j.fd);
@@ -335,6 +356,7 @@ out:
 	free(j.tmp);
 	free(j.final);
 	free(j.dir);
+	free(manifest);
 	brig_computer_free(j.c);
 	return rc ? brig__error_prefix(err, rc, "checkpoint %s", ref) : 0;
 }
@@ -351,15 +373,10 @@ static void import_entry(const char *path, int type, uint64_t size, void *payloa
 		*stray = true;
 }
 
-int brig_checkpoint_import(brig_store *s, brig_store_checkpoint **out, const char *ns, const char *agent,
-			   const char *session, int fd, const brig_checkpoint_opts *opts, brig_error **err)
+static int import_legacy(brig_store *s, brig_store_checkpoint **out, const char *ns, const char *agent,
+			 const char *session, int fd, const brig_checkpoint_opts *opts, brig_error **err)
 {
-	brig_checkpoint_opts defaults = BRIG_CHECKPOINT_OPTS_INIT;
-	if (!opts)
-		opts = &defaults;
-	int rc = brig__opts_check(opts->version, BRIG_CHECKPOINT_OPTS_VERSION, "checkpoint options", err);
-	if (rc)
-		return rc;
+	int rc;
 	brig_store_session *sess = NULL;
 	if ((rc = brig_store_session_get(s, &sess, ns, agent, session, err)) != 0)
 		return rc == BRIG_ENOTFOUND ? brig__error_set(err, BRIG_ENOTFOUND, 0,
@@ -416,7 +433,7 @@ int brig_checkpoint_import(brig_store *s, brig_store_checkpoint **out, const cha
 		goto out;
 	}
 	if ((rc = verify_and_link(&j, err)) == 0)
-		rc = record_and_prune(s, &j, opts->keep, out, err);
+		rc = record_job(s, &j, opts->keep, out, err);
 out:
 	brig_tar_copy_free(cp);
 	brig_tar_restore_free(r);
@@ -429,6 +446,114 @@ out:
 	free(j.dir);
 	brig_store_session_free(sess);
 	return rc ? brig__error_prefix(err, rc, "checkpoint import into %s/%s/%s", ns, agent, session) : 0;
+}
+
+/* A stream that cannot seek (stdin) is spooled into an anonymous file. */
+static int spool(int *out, const char *dir, const char *pre, size_t pre_len, int fd, brig_error **err)
+{
+	int t = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (t < 0 || brig_write_all(t, pre, pre_len) != 0) {
+		int e = errno;
+		if (t >= 0)
+			close(t);
+		return brig__error_set(err, BRIG_EIO, e, "checkpoint import: cannot spool into %s: %s", dir,
+				       strerror(e));
+	}
+	char buf[65536];
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0)
+			break;
+		if (n < 0 || brig_write_all(t, buf, (size_t)n) != 0) {
+			int e = errno;
+			close(t);
+			return brig__error_set(err, BRIG_EIO, e, "checkpoint import: reading: %s", strerror(e));
+		}
+	}
+	*out = t;
+	return 0;
+}
+
+int brig_checkpoint_import(brig_store *s, brig_store_checkpoint **out, const char *ns, const char *agent,
+			   const char *session, int fd, const brig_checkpoint_opts *opts, brig_error **err)
+{
+	brig_checkpoint_opts defaults = BRIG_CHECKPOINT_OPTS_INIT;
+	if (!opts)
+		opts = &defaults;
+	int rc = brig__opts_check(opts->version, BRIG_CHECKPOINT_OPTS_VERSION, "checkpoint options", err);
+	if (rc)
+		return rc;
+	if ((ns || agent || session) && !(ns && agent && session))
+		return brig__error_set(err, BRIG_EINVAL, 0, "checkpoint import: give ns, agent and session, or none");
+	cleanup_free char *dir = NULL;
+	if (opts->dir)
+		dir = xstrdup(opts->dir);
+	else if ((rc = brig_checkpoint_dir(&dir, s, err)) != 0)
+		return rc;
+	/* An export archive starts with its session.json entry; anything else
+	 * is a checkpoint blob of the full-copy format. */
+	char pre[512];
+	size_t got = 0;
+	bool seekable = lseek(fd, 0, SEEK_CUR) >= 0;
+	while (got < sizeof pre) {
+		ssize_t n = read(fd, pre + got, sizeof pre - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return brig__error_set(err, BRIG_EIO, errno, "checkpoint import: reading: %s", strerror(errno));
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got == sizeof pre && strncmp(pre, "brig-checkpoint/", 16) == 0) {
+		rc = ck_cas_import(s, dir, out, ns, agent, session, pre, got, fd, err);
+		return rc ? brig__error_prefix(err, rc, "checkpoint import") : 0;
+	}
+	if (!ns)
+		return brig__error_set(
+			err, BRIG_EINVAL, 0,
+			"checkpoint import: not an export archive (brig checkpoint export); a checkpoint "
+			"blob needs --ns, --agent and --session");
+	int lfd = fd;
+	if (!seekable && (rc = spool(&lfd, dir, pre, got, fd, err)) != 0)
+		return rc;
+	rc = import_legacy(s, out, ns, agent, session, lfd, opts, err);
+	if (lfd != fd)
+		close(lfd);
+	return rc;
+}
+
+int brig_checkpoint_export(brig_store *s, const char *dir, int64_t id, int fd, brig_error **err)
+{
+	cleanup_free char *d = NULL;
+	int rc = dir ? (d = xstrdup(dir), 0) : brig_checkpoint_dir(&d, s, err);
+	if (rc)
+		return rc;
+	brig_store_checkpoint *cp = NULL;
+	if ((rc = brig_store_checkpoint_get(s, &cp, id, err)) != 0)
+		return brig__error_prefix(err, rc, "checkpoint %lld", (long long)id);
+	if (ck_is_manifest_blob(cp->blob)) {
+		rc = ck_cas_export(s, d, cp, fd, err);
+	} else {
+		/* the full-copy format travels as its blob, checked on the way */
+		brig_tar_restore *r = NULL;
+		cleanup_free char *path = xasprintf("%s/%s", d, cp->blob);
+		if ((rc = brig_tar_restore_open(&r, AT_FDCWD, path, cp->digest, err)) == 0) {
+			cleanup_close int bfd = open(path, O_RDONLY | O_CLOEXEC);
+			char buf[65536];
+			ssize_t n = 0;
+			while (bfd >= 0 && (n = read(bfd, buf, sizeof buf)) > 0 && rc == 0)
+				if (brig_write_all(fd, buf, (size_t)n) != 0)
+					rc = brig__error_set(err, BRIG_EIO, errno, "writing: %s", strerror(errno));
+			if (rc == 0 && (bfd < 0 || n < 0))
+				rc = brig__error_set(err, BRIG_EIO, errno, "reading %s: %s", path, strerror(errno));
+		}
+		brig_tar_restore_free(r);
+	}
+	brig_store_checkpoint_free(cp);
+	return rc ? brig__error_prefix(err, rc, "checkpoint export %lld", (long long)id) : 0;
 }
 
 int brig_checkpoint_remove(brig_store *s, const char *dir, int64_t id, brig_error **err)
@@ -449,6 +574,8 @@ int brig_checkpoint_remove(brig_store *s, const char *dir, int64_t id, brig_erro
 		cleanup_free char *p = xasprintf("%s/%s", d, gone->blob);
 		if (unlink(p) < 0 && errno != ENOENT)
 			rc = brig__error_set(err, BRIG_EIO, errno, "remove checkpoint blob %s: %s", p, strerror(errno));
+		else
+			ck_cas_collect(d);
 	}
 	brig_store_checkpoint_free(gone);
 	return rc;
@@ -491,6 +618,7 @@ int brig_session_remove(brig_store *s, const char *dir, const char *ns, const ch
 					     session, p, strerror(errno));
 	}
 	brig_store_checkpoint_free_array(gone, ngone);
+	ck_cas_collect(d);
 	if (removed)
 		*removed = ngone;
 	return rc;
@@ -520,6 +648,8 @@ static ssize_t read_pipe(char *buf, size_t len, void *payload, brig_error **err)
 int brig_checkpoint_restore(brig_engine *e, const char *dir, const brig_store_checkpoint *cp, const char *ref,
 			    brig_error **err)
 {
+	if (ck_is_manifest_blob(cp->blob))
+		return ck_cas_restore(e, dir, cp, ref, err);
 	/* Verify before anything is copied: a bad blob changes nothing. The
 	 * same open stream is then read once, hashed again on the way. */
 	cleanup_free char *path = xasprintf("%s/%s", dir, cp->blob);

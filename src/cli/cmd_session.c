@@ -236,12 +236,18 @@ static const char checkpoint_usage[] =
 	"Usage: brig checkpoint [OPTIONS] NAME\n"
 	"       brig checkpoint [OPTIONS] --ns NS --agent A --session S [--gen N]\n"
 	"       brig checkpoint rm [--store URL] ID [ID...]\n"
+	"       brig checkpoint export [--store URL] [-o FILE] ID > FILE\n"
+	"       brig checkpoint import [--store URL] [FILE]\n"
 	"\n"
-	"Take a checkpoint of a session's computer: freeze it, copy /workspace and\n"
-	"/runtime out through the Docker daemon, thaw it (also when the copy fails), and\n"
-	"keep the copy as a verified, content-addressed zstd blob. Prints the checkpoint's\n"
-	"id and SHA-256 digest. A failed or interrupted checkpoint never replaces a good one.\n"
-	"`rm` removes checkpoints by id (the blob goes when no other checkpoint names it).\n"
+	"Take a checkpoint of a session's computer's /workspace and /runtime. With brig-init,\n"
+	"incrementally: a manifest (path, type, mode, size, mtime, SHA-256) plus one blob per\n"
+	"distinct file, shared by all checkpoints; only files changed since the session's\n"
+	"previous checkpoint are copied. Without it (or paused), the full copy: freeze, copy\n"
+	"through the Docker daemon, thaw (also when the copy fails), one zstd blob. Prints\n"
+	"the checkpoint's id and SHA-256 digest. A failed or interrupted checkpoint never\n"
+	"replaces a good one; restore checks every digest before the first byte lands.\n"
+	"`rm` removes checkpoints by id, then blobs no checkpoint names any more.\n"
+	"`export`/`import` move one checkpoint between machines and stores (see their --help).\n"
 	"\n"
 	"Blobs live in $BRIG_CHECKPOINT_DIR, else beside a SQLite store, else in brig's\n"
 	"data directory.\n"
@@ -341,8 +347,17 @@ static int checkpoint_remote(const session_args *a, const char *name, int64_t ke
 	return 0;
 }
 
+int cmd_checkpoint_export(int argc, char **argv); /* cmd_checkpoint_io.c */
+int cmd_checkpoint_import(int argc, char **argv);
+
 int cmd_checkpoint(int argc, char **argv)
 {
+	if (argc > 1 && (strcmp(argv[1], "export") == 0 || strcmp(argv[1], "import") == 0)) {
+		if (cli_remote_host())
+			return cli_remote_unsupported(argv[1][0] == 'e' ? "checkpoint export" : "checkpoint import");
+		return argv[1][0] == 'e' ? cmd_checkpoint_export(argc - 1, argv + 1)
+					 : cmd_checkpoint_import(argc - 1, argv + 1);
+	}
 	if (argc > 1 && strcmp(argv[1], "rm") == 0)
 		return cli_remote_host() ? cli_remote_unsupported("checkpoint rm") : checkpoint_rm(argc - 1, argv + 1);
 	static const struct option longopts[] = {
