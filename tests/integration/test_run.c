@@ -608,7 +608,9 @@ static void test_network_sandbox_only_when_needed(void **state)
 		"readlink /proc/self/ns/net; cat /sys/class/net/lo/flags; ls /sys/class/net; "
 		"cat /proc/sys/net/ipv6/conf/lo/disable_ipv6; wc -l < /proc/net/if_inet6; "
 		"grep -c ' /etc/hosts ' /proc/self/mountinfo; grep -c '^127.0.0.1[[:space:]]*localhost' /etc/hosts; "
-		"(nc -l -p 5555 > /workspace/got &); "
+		/* the listener's stdin never ends: busybox nc closes a connection
+		 * it accepted once its stdin reached EOF, racing the client's bytes */
+		"(sleep 120 | nc -l -p 5555 > /workspace/got &); "
 		"for i in $(seq 300); do echo hi | nc 127.0.0.1 5555 2>/dev/null && break; sleep 0.1; done; "
 		"for i in $(seq 300); do [ -s /workspace/got ] && break; sleep 0.1; done; cat /workspace/got";
 	brig_error *err = NULL;
