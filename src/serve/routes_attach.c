@@ -149,13 +149,8 @@ static void *command_thread(void *arg)
 {
 	attach *a = arg;
 	brig_exec_opts o = BRIG_EXEC_OPTS_INIT;
-	o.argv = a->req.argv;
-	o.env = a->req.env;
-	o.env_count = a->req.env_count;
-	o.workdir = a->req.workdir;
+	serve__exec_opts(&o, &a->req); /* no stdin_data: the route refuses "stdin" */
 	o.stdin_fd = a->in[0];
-	o.timeout_ms = a->req.timeout_ms;
-	o.capture_max = a->req.capture_max;
 	o.cancel_fd = a->cancel[0];
 	o.on_output = on_output;
 	o.payload = a;
@@ -171,18 +166,8 @@ static void *command_thread(void *arg)
 		rc = brig_session_exec_keep(a->e, a->s, a->name, &o, NULL, &res, &err);
 	}
 	serve__exec_observe(a->srv, brig_now_ms() - t0);
-	json_t *ev;
-	/* As ?stream=true's last line: a timeout or cancel brig-init ended
-	 * (the computer runs on) is a result, not an error. */
-	if (rc == 0 || ((rc == BRIG_ETIMEDOUT || rc == BRIG_ECANCELED) && !res.container_stopped)) {
-		ev = brig_exec_result_to_json(&res);
-		json_object_set_new(ev, "type", json_string("exit"));
-	} else {
-		const char *code;
-		serve__status(rc, &code);
-		const char *m = brig_error_message(err);
-		ev = json_pack("{s:s,s:s,s:o}", "type", "error", "code", code, "message", ops_string(m, strlen(m)));
-	}
+	/* As ?stream=true's last line. */
+	json_t *ev = serve__exec_end_event(rc, &res, err);
 	if (res.container_stopped)
 		serve__guest_forget(a->srv, a->name);
 	char *text = json_dumps(ev, JSON_COMPACT);
