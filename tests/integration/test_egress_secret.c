@@ -346,6 +346,31 @@ static void test_secret_computer(void **state)
 	assert_int_not_equal(access(path, F_OK), 0);
 }
 
+/* brig create of session in NS on network, with --secret secret (NULL:
+ * none) and this run's label: its exit code, its output in *out. */
+static int create_in(char **out, const char *session, const char *network, const char *secret)
+{
+	char label[128];
+	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	const char *args[] = {"create",
+			      "--ns",
+			      NS,
+			      "--agent",
+			      "agent",
+			      "--session",
+			      session,
+			      "--image",
+			      BRIG_DEFAULT_IMAGE,
+			      "--network",
+			      network,
+			      "--label",
+			      label,
+			      secret ? "--secret" : NULL,
+			      secret,
+			      NULL};
+	return cli(out, args);
+}
+
 /* What a user can get wrong, said without the value. */
 static void test_secret_refused(void **state)
 {
@@ -355,43 +380,11 @@ static void test_secret_refused(void **state)
 	char label[128];
 	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());
 	unsetenv("BRIG_TEST_UNSET_SECRET");
-	const char *missing[] = {"create",
-				 "--ns",
-				 NS,
-				 "--agent",
-				 "agent",
-				 "--session",
-				 "s2",
-				 "--image",
-				 BRIG_DEFAULT_IMAGE,
-				 "--network",
-				 "egress",
-				 "--secret",
-				 "BRIG_TEST_UNSET_SECRET@secret.brig.test",
-				 "--label",
-				 label,
-				 NULL};
 	cleanup_free char *out = NULL;
-	assert_int_equal(cli(&out, missing), 125);
+	assert_int_equal(create_in(&out, "s2", "egress", "BRIG_TEST_UNSET_SECRET@secret.brig.test"), 125);
 	ASSERT_CONTAINS(out, "BRIG_TEST_UNSET_SECRET: not set in brig's environment");
-	const char *isolated[] = {"create",
-				  "--ns",
-				  NS,
-				  "--agent",
-				  "agent",
-				  "--session",
-				  "s3",
-				  "--image",
-				  BRIG_DEFAULT_IMAGE,
-				  "--network",
-				  "isolated",
-				  "--secret",
-				  "BRIG_TEST_SECRET@secret.brig.test",
-				  "--label",
-				  label,
-				  NULL};
 	cleanup_free char *o2 = NULL;
-	assert_int_equal(cli(&o2, isolated), 125);
+	assert_int_equal(create_in(&o2, "s3", "isolated", "BRIG_TEST_SECRET@secret.brig.test"), 125);
 	ASSERT_NO_VALUE(o2, "brig's refusal");
 	ASSERT_CONTAINS(o2, "egress");
 	const char *run[] = {"run",
@@ -426,29 +419,10 @@ static void test_secret_refused(void **state)
 	assert_int_equal(cli(&o4, value), 125);
 	assert_null(strstr(o4, "sk-on-the-command-line"));
 	/* A computer made without the secret cannot gain one by adoption. */
-	const char *plain[] = {
-		"create",           "--ns",      NS,       "--agent", "agent", "--session", "s5", "--image",
-		BRIG_DEFAULT_IMAGE, "--network", "egress", "--label", label,   NULL};
 	cleanup_free char *o5 = NULL;
-	assert_int_equal(cli(&o5, plain), 0);
-	const char *with[] = {"create",
-			      "--ns",
-			      NS,
-			      "--agent",
-			      "agent",
-			      "--session",
-			      "s5",
-			      "--image",
-			      BRIG_DEFAULT_IMAGE,
-			      "--network",
-			      "egress",
-			      "--secret",
-			      "BRIG_TEST_SECRET@secret.brig.test",
-			      "--label",
-			      label,
-			      NULL};
+	assert_int_equal(create_in(&o5, "s5", "egress", NULL), 0);
 	cleanup_free char *o6 = NULL;
-	assert_int_equal(cli(&o6, with), 125);
+	assert_int_equal(create_in(&o6, "s5", "egress", "BRIG_TEST_SECRET@secret.brig.test"), 125);
 	ASSERT_NO_VALUE(o6, "brig's refusal");
 	ASSERT_CONTAINS(o6, "holds no placeholder for it");
 }
