@@ -68,30 +68,6 @@ static void attach_free(void *payload)
 	free(a);
 }
 
-/* Writes all of buf to the nonblocking socket, waiting while it is full. */
-static int sock_write(int fd, const void *buf, size_t n)
-{
-	const char *p = buf;
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			struct pollfd pf = {.fd = fd, .events = POLLOUT};
-			if (poll(&pf, 1, -1) < 0 && errno != EINTR)
-				return -1;
-			if (pf.revents & (POLLERR | POLLHUP))
-				return -1;
-			continue;
-		}
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static void hang_up(attach *a)
 {
 	pthread_mutex_lock(&a->lock);
@@ -114,7 +90,7 @@ static int send_frame(attach *a, unsigned type, const char *data, size_t len)
 		unsigned char hdr[SERVE_FRAME_HDR];
 		serve_frame_header(hdr, type, (uint32_t)n);
 		pthread_mutex_lock(&a->wlock);
-		int w = sock_write(a->sock, hdr, sizeof hdr) != 0 || sock_write(a->sock, data, n) != 0;
+		int w = brig_send_all(a->sock, hdr, sizeof hdr, -1) != 0 || brig_send_all(a->sock, data, n, -1) != 0;
 		pthread_mutex_unlock(&a->wlock);
 		if (w) {
 			hang_up(a);
