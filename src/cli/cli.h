@@ -302,6 +302,12 @@ int cli_target_name(char **out, const char *cmd, const cli_target *t, const char
  * 1 when none does (report the name as not found); CLI_EXIT_FAIL when
  * several do (message printed, naming them). */
 int cli_name_prefix(brig_engine *e, const char *prefix, char **out);
+/* After a call on *ref ended in rc: when rc is BRIG_ENOTFOUND, prefix is
+ * set and *ref is a unique prefix, *ref is replaced by the full name, *err
+ * freed and cleared, and 1 returned (make the call again); CLI_EXIT_FAIL
+ * when the prefix is ambiguous (message printed, *err freed and cleared);
+ * else 0 (*err kept: report it). */
+int cli_prefix_again(brig_engine *e, int rc, bool prefix, char **ref, brig_error **err);
 /* brig_computer_get of *ref; when not found and prefix, of the computer a
  * unique prefix names (*ref then replaced by its full name). Returns 0 or
  * CLI_EXIT_FAIL (message printed). */

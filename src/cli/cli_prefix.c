@@ -61,24 +61,31 @@ int cli_name_prefix(brig_engine *e, const char *prefix, char **out)
 	return rc;
 }
 
+int cli_prefix_again(brig_engine *e, int rc, bool prefix, char **ref, brig_error **err)
+{
+	if (rc != BRIG_ENOTFOUND || !prefix)
+		return 0;
+	char *full = NULL;
+	int p = cli_name_prefix(e, *ref, &full);
+	if (p != 0 && p != CLI_EXIT_FAIL)
+		return 0;
+	brig_error_free(*err);
+	*err = NULL;
+	if (p == CLI_EXIT_FAIL)
+		return p;
+	free(*ref);
+	*ref = full;
+	return 1;
+}
+
 int cli_computer_get(brig_engine *e, brig_computer **out, char **ref, bool prefix)
 {
 	brig_error *err = NULL;
 	int g = brig_computer_get(e, out, *ref, NULL, &err);
-	if (g == BRIG_ENOTFOUND && prefix) {
-		char *full = NULL;
-		int p = cli_name_prefix(e, *ref, &full);
-		if (p == CLI_EXIT_FAIL) {
-			brig_error_free(err);
-			return p;
-		}
-		if (p == 0) {
-			brig_error_free(err);
-			err = NULL;
-			free(*ref);
-			*ref = full;
-			g = brig_computer_get(e, out, *ref, NULL, &err);
-		}
-	}
+	int p = cli_prefix_again(e, g, prefix, ref, &err);
+	if (p == CLI_EXIT_FAIL)
+		return p;
+	if (p == 1)
+		g = brig_computer_get(e, out, *ref, NULL, &err);
 	return g ? cli_error(err, NULL) : 0;
 }

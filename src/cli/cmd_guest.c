@@ -106,21 +106,11 @@ static int open_guest(brig_engine **e, brig_guest **g, char **name, bool prefix)
 		return CLI_EXIT_FAIL;
 	brig_error *err = NULL;
 	int r = brig_computer_guest(*e, g, *name, &err);
-	if (r == BRIG_ENOTFOUND && prefix) {
-		char *full = NULL;
-		int p = cli_name_prefix(*e, *name, &full);
-		if (p == CLI_EXIT_FAIL) {
-			brig_error_free(err);
-			return p;
-		}
-		if (p == 0) {
-			brig_error_free(err);
-			err = NULL;
-			free(*name);
-			*name = full;
-			r = brig_computer_guest(*e, g, *name, &err);
-		}
-	}
+	int p = cli_prefix_again(*e, r, prefix, name, &err);
+	if (p == CLI_EXIT_FAIL)
+		return p;
+	if (p == 1)
+		r = brig_computer_guest(*e, g, *name, &err);
 	if (r != 0)
 		return cli_error(err, NULL);
 	return 0;

@@ -406,21 +406,11 @@ int cmd_checkpoint(int argc, char **argv)
 		goto out;
 	brig_checkpoint_opts opts = {.version = BRIG_CHECKPOINT_OPTS_VERSION, .keep = (size_t)keep};
 	int cr = brig_checkpoint_create(e, s, &cp, ref, &opts, &err);
-	if (cr == BRIG_ENOTFOUND && name) { /* NAME may be a unique prefix */
-		char *full = NULL;
-		int p = cli_name_prefix(e, ref, &full);
-		if (p == CLI_EXIT_FAIL) {
-			brig_error_free(err);
-			goto out;
-		}
-		if (p == 0) {
-			brig_error_free(err);
-			err = NULL;
-			free(ref);
-			ref = full;
-			cr = brig_checkpoint_create(e, s, &cp, ref, &opts, &err);
-		}
-	}
+	int p = cli_prefix_again(e, cr, name != NULL, &ref, &err); /* NAME may be a unique prefix */
+	if (p == CLI_EXIT_FAIL)
+		goto out;
+	if (p == 1)
+		cr = brig_checkpoint_create(e, s, &cp, ref, &opts, &err);
 	if (cr != 0) {
 		cli_error(err, NULL);
 		goto out;

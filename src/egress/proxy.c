@@ -124,24 +124,10 @@ static int wait_fd(int fd, short ev, int ms)
 	return r;
 }
 
+/* The proxy's writes: a peer that takes nothing for IDLE_TIMEOUT_MS is gone. */
 static int send_all(int fd, const void *buf, size_t n)
 {
-	const char *p = buf;
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (wait_fd(fd, POLLOUT, IDLE_TIMEOUT_MS) <= 0)
-				return -1;
-			continue;
-		}
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
+	return brig_send_all(fd, buf, n, IDLE_TIMEOUT_MS);
 }
 
 /* The proxy's own answer: plain text, the connection closes after it. */

@@ -145,7 +145,7 @@ void serve__exec_observe(serve_server *s, int64_t ms);
 /* Prometheus text of the server's counters (appended to b). */
 void serve__metrics_write(serve_server *s, void *b);
 
-/* ---- routes.c's steps, for routes_files.c ---- */
+/* ---- routes.c's steps, for routes_files.c and routes_attach.c ---- */
 
 /* The identity in the path, validated (else *out is the 400). */
 bool serve__path_identity(serve_req *r, serve_reply *out, brig_identity *id);
@@ -156,6 +156,13 @@ bool serve__path_computer(serve_req *r, serve_reply *out, char **name);
 bool serve__query_bool(serve_req *r, const char *name);
 /* An integer query parameter in min..max into *v (absent: *v kept). */
 bool serve__query_i64(serve_req *r, serve_reply *out, const char *name, int64_t min, int64_t max, int64_t *v);
+/* Sets o's command fields (argv, env, workdir, stdin_data, timeout,
+ * capture) from req; the caller sets stdin_fd, cancel and output. */
+void serve__exec_opts(brig_exec_opts *o, const serve_exec_req *req);
+/* The last event of a streamed exec: {"type":"exit",…} for a result (a
+ * timeout or cancel brig-init ended, the computer running on, is one),
+ * else {"type":"error","code","message"}. New reference. */
+json_t *serve__exec_end_event(int rc, const brig_exec_result *res, const brig_error *err);
 /* ?name=…, checked (no '..', no NUL) and made absolute, malloc'd; NULL with *out the 400. */
 char *serve__query_path(serve_req *r, serve_reply *out, const char *name);
 /* The same for a string field of the JSON body. */

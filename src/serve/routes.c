@@ -381,6 +381,33 @@ static bool exec_result_ok(int rc, const brig_exec_result *res)
 	return rc == 0 || ((rc == BRIG_ETIMEDOUT || rc == BRIG_ECANCELED) && !res->container_stopped);
 }
 
+void serve__exec_opts(brig_exec_opts *o, const serve_exec_req *req)
+{
+	o->argv = req->argv;
+	o->env = req->env;
+	o->env_count = req->env_count;
+	o->workdir = req->workdir;
+	o->stdin_data = req->stdin_data;
+	o->stdin_len = req->stdin_len;
+	o->timeout_ms = req->timeout_ms;
+	o->capture_max = req->capture_max;
+}
+
+json_t *serve__exec_end_event(int rc, const brig_exec_result *res, const brig_error *err)
+{
+	json_t *ev;
+	if (exec_result_ok(rc, res)) {
+		ev = brig_exec_result_to_json(res);
+		json_object_set_new(ev, "type", json_string("exit"));
+	} else {
+		const char *code;
+		serve__status(rc, &code);
+		const char *m = brig_error_message(err);
+		ev = json_pack("{s:s,s:s,s:o}", "type", "error", "code", code, "message", ops_string(m, strlen(m)));
+	}
+	return ev;
+}
+
 typedef struct exec_stream {
 	serve_server *srv;
 	brig_engine *e;
@@ -417,14 +444,7 @@ static void *exec_thread(void *arg)
 {
 	exec_stream *x = arg;
 	brig_exec_opts o = BRIG_EXEC_OPTS_INIT;
-	o.argv = x->req.argv;
-	o.env = x->req.env;
-	o.env_count = x->req.env_count;
-	o.workdir = x->req.workdir;
-	o.stdin_data = x->req.stdin_data;
-	o.stdin_len = x->req.stdin_len;
-	o.timeout_ms = x->req.timeout_ms;
-	o.capture_max = x->req.capture_max;
+	serve__exec_opts(&o, &x->req);
 	o.cancel_fd = x->cancel[0];
 	o.on_output = stream_output;
 	o.payload = x;
@@ -433,16 +453,7 @@ static void *exec_thread(void *arg)
 	int64_t t0 = brig_now_ms();
 	int rc = brig_session_exec_by(x->e, x->s, x->name, &o, NULL, x->actor, &res, &err);
 	serve__exec_observe(x->srv, brig_now_ms() - t0);
-	json_t *ev;
-	if (exec_result_ok(rc, &res)) {
-		ev = brig_exec_result_to_json(&res);
-		json_object_set_new(ev, "type", json_string("exit"));
-	} else {
-		const char *code;
-		serve__status(rc, &code);
-		const char *m = brig_error_message(err);
-		ev = json_pack("{s:s,s:s,s:o}", "type", "error", "code", code, "message", ops_string(m, strlen(m)));
-	}
+	json_t *ev = serve__exec_end_event(rc, &res, err);
 	char *line = json_dumps(ev, JSON_COMPACT);
 	json_decref(ev);
 	if (line) {
@@ -567,14 +578,7 @@ static void h_exec(serve_req *r, serve_reply *out)
 		return;
 	}
 	brig_exec_opts o = BRIG_EXEC_OPTS_INIT;
-	o.argv = req.argv;
-	o.env = req.env;
-	o.env_count = req.env_count;
-	o.workdir = req.workdir;
-	o.stdin_data = req.stdin_data;
-	o.stdin_len = req.stdin_len;
-	o.timeout_ms = req.timeout_ms;
-	o.capture_max = req.capture_max;
+	serve__exec_opts(&o, &req);
 	o.cancel_fd = serve__cancel_fd(r); /* the drain period is over */
 	brig_exec_result res = {0};
 	int64_t t0 = brig_now_ms();

@@ -68,30 +68,6 @@ static void attach_free(void *payload)
 	free(a);
 }
 
-/* Writes all of buf to the nonblocking socket, waiting while it is full. */
-static int sock_write(int fd, const void *buf, size_t n)
-{
-	const char *p = buf;
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			struct pollfd pf = {.fd = fd, .events = POLLOUT};
-			if (poll(&pf, 1, -1) < 0 && errno != EINTR)
-				return -1;
-			if (pf.revents & (POLLERR | POLLHUP))
-				return -1;
-			continue;
-		}
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static void hang_up(attach *a)
 {
 	pthread_mutex_lock(&a->lock);
@@ -114,7 +90,7 @@ static int send_frame(attach *a, unsigned type, const char *data, size_t len)
 		unsigned char hdr[SERVE_FRAME_HDR];
 		serve_frame_header(hdr, type, (uint32_t)n);
 		pthread_mutex_lock(&a->wlock);
-		int w = sock_write(a->sock, hdr, sizeof hdr) != 0 || sock_write(a->sock, data, n) != 0;
+		int w = brig_send_all(a->sock, hdr, sizeof hdr, -1) != 0 || brig_send_all(a->sock, data, n, -1) != 0;
 		pthread_mutex_unlock(&a->wlock);
 		if (w) {
 			hang_up(a);
@@ -149,13 +125,8 @@ static void *command_thread(void *arg)
 {
 	attach *a = arg;
 	brig_exec_opts o = BRIG_EXEC_OPTS_INIT;
-	o.argv = a->req.argv;
-	o.env = a->req.env;
-	o.env_count = a->req.env_count;
-	o.workdir = a->req.workdir;
+	serve__exec_opts(&o, &a->req); /* no stdin_data: the route refuses "stdin" */
 	o.stdin_fd = a->in[0];
-	o.timeout_ms = a->req.timeout_ms;
-	o.capture_max = a->req.capture_max;
 	o.cancel_fd = a->cancel[0];
 	o.on_output = on_output;
 	o.payload = a;
@@ -171,18 +142,8 @@ static void *command_thread(void *arg)
 		rc = brig_session_exec_keep(a->e, a->s, a->name, &o, NULL, &res, &err);
 	}
 	serve__exec_observe(a->srv, brig_now_ms() - t0);
-	json_t *ev;
-	/* As ?stream=true's last line: a timeout or cancel brig-init ended
-	 * (the computer runs on) is a result, not an error. */
-	if (rc == 0 || ((rc == BRIG_ETIMEDOUT || rc == BRIG_ECANCELED) && !res.container_stopped)) {
-		ev = brig_exec_result_to_json(&res);
-		json_object_set_new(ev, "type", json_string("exit"));
-	} else {
-		const char *code;
-		serve__status(rc, &code);
-		const char *m = brig_error_message(err);
-		ev = json_pack("{s:s,s:s,s:o}", "type", "error", "code", code, "message", ops_string(m, strlen(m)));
-	}
+	/* As ?stream=true's last line. */
+	json_t *ev = serve__exec_end_event(rc, &res, err);
 	if (res.container_stopped)
 		serve__guest_forget(a->srv, a->name);
 	char *text = json_dumps(ev, JSON_COMPACT);

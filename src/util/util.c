@@ -4,9 +4,11 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -369,6 +371,30 @@ int brig_write_all(int fd, const void *buf, size_t n)
 				continue;
 			return -1;
 		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int brig_send_all(int fd, const void *buf, size_t n, int timeout_ms)
+{
+	const char *p = buf;
+	while (n) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd pf = {.fd = fd, .events = POLLOUT};
+			int r;
+			while ((r = poll(&pf, 1, timeout_ms)) < 0 && errno == EINTR)
+				;
+			if (r <= 0 || (pf.revents & (POLLERR | POLLHUP)))
+				return -1;
+			continue;
+		}
+		if (w <= 0)
+			return -1;
 		p += w;
 		n -= (size_t)w;
 	}

@@ -121,6 +121,10 @@ int brig_remaining_ms(int64_t deadline_ms);
 char *brig_urlencode(const char *s);
 /* Writes all of buf to fd, retrying on EINTR/partial writes. */
 int brig_write_all(int fd, const void *buf, size_t n);
+/* Sends all of buf on the nonblocking socket fd (no SIGPIPE), waiting
+ * while it is full: at most timeout_ms each time (-1: no limit). -1 when
+ * the peer is gone, on an error, or when a wait times out. */
+int brig_send_all(int fd, const void *buf, size_t n, int timeout_ms);
 /* Lowercase hex of n bytes into out (2n+1). */
 void brig_hex(char *out, const unsigned char *in, size_t n);
 /* mkdir -p: creates path and every missing parent with mode (existing ones

@@ -10,6 +10,8 @@
  * a proxy already serves, and removes the network and its proxy after. */
 #include "testutil.h"
 
+#include "egress_testutil.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -32,14 +34,8 @@
 #include "util/util.h"
 
 static brig_engine *E;
+static egress_test ET = EGRESS_TEST_INIT;
 static char NS[64];
-static char DIR_[256];
-static char EGRESS_DIR[300];
-static char *CA;
-static int HTTPS_PORT, HTTP_PORT;
-static pid_t UPSTREAM = -1;
-static int UPSTREAM_STDIN = -1;
-static bool SKIP;
 
 #define ASSERT_CONTAINS(hay, needle)                                        \
 	do {                                                                \
@@ -47,33 +43,9 @@ static bool SKIP;
 			fail_msg("expected '%s' in '%s'", (needle), (hay)); \
 	} while (0)
 
-static bool proxy_listening(void)
-{
-	/* Only where the address is this machine's: never connect out. */
-	if (access("/sys/class/net/" BRIG_EGRESS_BRIDGE, F_OK) != 0)
-		return false;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(BRIG_EGRESS_PORT)};
-	inet_pton(AF_INET, BRIG_EGRESS_GATEWAY, &a.sin_addr);
-	bool ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
-	close(fd);
-	return ok;
-}
-
 static char *slurp(const char *path)
 {
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return NULL;
-	brig_buf b;
-	brig_buf_init(&b, 1 << 24);
-	char tmp[4096];
-	size_t n;
-	while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
-		if (brig_buf_add(&b, tmp, n) != 0)
-			break;
-	fclose(f);
-	return brig_buf_steal(&b, NULL);
+	return egress_test_slurp(path, 1 << 24);
 }
 
 static int setup(void **state)
@@ -81,89 +53,22 @@ static int setup(void **state)
 	(void)state;
 	if (brig_test_setup(&E, NS, sizeof NS, "eg") != 0)
 		return -1;
-	if (proxy_listening()) {
-		fprintf(stderr, "test_egress: an egress proxy already serves on %s:%d; skipping\n", BRIG_EGRESS_GATEWAY,
-			BRIG_EGRESS_PORT);
-		SKIP = true;
-		return 0;
-	}
-	if (brig_test_tmpdir(DIR_, sizeof DIR_, "brig-egress-test") != 0)
+	if (egress_test_prepare(
+		    &ET, "test_egress", "brig-egress-test",
+		    "allowed.brig.test 127.0.0.1\ndenied.brig.test 127.0.0.1\nlater.brig.test 127.0.0.1\n") != 0)
 		return -1;
-	snprintf(EGRESS_DIR, sizeof EGRESS_DIR, "%s/egress", DIR_);
-	setenv("BRIG_EGRESS_DIR", EGRESS_DIR, 1);
-	char hosts[320];
-	snprintf(hosts, sizeof hosts, "%s/hosts", DIR_);
-	FILE *h = fopen(hosts, "we");
-	fprintf(h, "allowed.brig.test 127.0.0.1\ndenied.brig.test 127.0.0.1\nlater.brig.test 127.0.0.1\n");
-	fclose(h);
-	setenv("BRIG_EGRESS_HOSTS", hosts, 1);
-	/* The ledger's store: the proxy this test starts inherits it. */
-	char store[320];
-	snprintf(store, sizeof store, "sqlite://%s/brig.db", DIR_);
-	setenv("BRIG_STORE", store, 1);
+	if (ET.skip)
+		return 0;
 	/* A credential of the brig that starts the proxy: the proxy must not
 	 * inherit it (test_egress_computer looks). */
 	setenv("BRIG_EGRESS_TEST_CREDENTIAL", "not-for-the-proxy", 1);
-
-	char ports[320];
-	snprintf(ports, sizeof ports, "%s/ports", DIR_);
-	int in[2];
-	if (pipe2(in, O_CLOEXEC) != 0)
-		return -1;
-	UPSTREAM = fork();
-	if (UPSTREAM == 0) {
-		dup2(in[0], 0);
-		char *const argv[] = {"python3", BRIG_SOURCE_DIR "/tests/integration/helpers/egress_upstream.py", DIR_,
-				      ports, NULL};
-		execv("/usr/bin/python3", argv);
-		_exit(127);
-	}
-	close(in[0]);
-	UPSTREAM_STDIN = in[1];
-	for (int i = 0; i < 300 && access(ports, F_OK) != 0; i++)
-		brig_test_sleep_ms(100);
-	char *p = slurp(ports);
-	if (!p || sscanf(p, "%d %d", &HTTPS_PORT, &HTTP_PORT) != 2) {
-		fprintf(stderr, "test_egress: the upstream servers did not start\n");
-		free(p);
-		return -1;
-	}
-	free(p);
-	char ca[320];
-	snprintf(ca, sizeof ca, "%s/ca.pem", DIR_);
-	CA = slurp(ca);
-	return CA ? 0 : -1;
+	return egress_test_upstreams(&ET, "test_egress");
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	if (!SKIP) {
-		brig_test_cleanup(E); /* our computers first */
-		brig_error *err = NULL;
-		if (brig_egress_remove(E, &err) != 0)
-			fprintf(stderr, "test_egress: could not remove %s: %s\n", BRIG_EGRESS_NETWORK,
-				brig_error_message(err));
-		brig_error_free(err);
-		/* The proxy ends once its network is gone; only ours, by its pid. */
-		char pidf[400];
-		snprintf(pidf, sizeof pidf, "%s/proxy.pid", EGRESS_DIR);
-		for (int i = 0; i < 100 && access(pidf, F_OK) == 0; i++)
-			brig_test_sleep_ms(100);
-		char *pid = slurp(pidf);
-		if (pid && atoi(pid) > 1)
-			kill(atoi(pid), SIGTERM);
-		free(pid);
-		if (UPSTREAM_STDIN >= 0)
-			close(UPSTREAM_STDIN);
-		if (UPSTREAM > 0) {
-			kill(UPSTREAM, SIGTERM);
-			waitpid(UPSTREAM, NULL, 0);
-		}
-		free(CA);
-		brig_test_rmdir(DIR_);
-	}
-	return brig_test_teardown(&E);
+	return egress_test_teardown(&ET, &E, "test_egress");
 }
 
 /* Listeners on every host address (the gateway's included): TCP and UDP. */
@@ -186,11 +91,11 @@ static char *probe(const char *ref, const char *mode, int direct, int udp)
 	cleanup_free char *script = slurp(BRIG_SOURCE_DIR "/tests/integration/helpers/egress_probe.py");
 	assert_non_null(script);
 	char hp[16], pp[16], dp[16], up[16];
-	snprintf(hp, sizeof hp, "%d", HTTPS_PORT);
-	snprintf(pp, sizeof pp, "%d", HTTP_PORT);
+	snprintf(hp, sizeof hp, "%d", ET.https_port);
+	snprintf(pp, sizeof pp, "%d", ET.http_port);
 	snprintf(dp, sizeof dp, "%d", direct);
 	snprintf(up, sizeof up, "%d", udp);
-	const char *argv[] = {"python3", "-c", script, mode, CA, BRIG_EGRESS_GATEWAY, hp, pp, dp, up, NULL};
+	const char *argv[] = {"python3", "-c", script, mode, ET.ca, BRIG_EGRESS_GATEWAY, hp, pp, dp, up, NULL};
 	brig_exec_opts o = {
 		.version = BRIG_EXEC_OPTS_VERSION, .argv = argv, .stdin_fd = -1, .cancel_fd = -1, .timeout_ms = 120000};
 	brig_exec_result r;
@@ -207,35 +112,7 @@ static char *probe(const char *ref, const char *mode, int direct, int udp)
  * and stderr together in *out (caller frees). */
 static int cli(char **out, const char *const *args)
 {
-	const char *bin = getenv("BRIG_BIN");
-	assert_non_null(bin);
-	const char *argv[32] = {"brig"};
-	size_t n = 1;
-	for (; args[n - 1] && n < 31; n++)
-		argv[n] = args[n - 1];
-	argv[n] = NULL;
-	int p[2];
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	pid_t pid = fork();
-	if (pid == 0) {
-		dup2(p[1], 1);
-		dup2(p[1], 2);
-		execv(bin, (char *const *)argv);
-		_exit(127);
-	}
-	close(p[1]);
-	brig_buf b;
-	brig_buf_init(&b, 1 << 20);
-	char tmp[4096];
-	ssize_t r;
-	while ((r = read(p[0], tmp, sizeof tmp)) > 0)
-		if (brig_buf_add(&b, tmp, (size_t)r) != 0)
-			break;
-	close(p[0]);
-	int st = 0;
-	waitpid(pid, &st, 0);
-	*out = brig_buf_steal(&b, NULL);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return egress_test_cli(out, args, 1 << 20);
 }
 
 /* The value of KEY= in the probe's output (static buffer). */
@@ -257,14 +134,14 @@ static const char *val(const char *out, const char *key)
 static void test_egress_computer(void **state)
 {
 	(void)state;
-	if (SKIP)
+	if (ET.skip)
 		skip();
 	brig_spec s;
 	brig_error *err = NULL;
 	brig_test_spec(&s, BRIG_DEFAULT_IMAGE); /* python3 with ssl */
 	ASSERT_OK(brig_spec_set(&s, "network", "egress", &err), err);
-	cleanup_free char *rules =
-		xasprintf("allowed.brig.test:%d,allowed.brig.test:%d,localhost:%d", HTTPS_PORT, HTTP_PORT, HTTPS_PORT);
+	cleanup_free char *rules = xasprintf("allowed.brig.test:%d,allowed.brig.test:%d,localhost:%d", ET.https_port,
+					     ET.http_port, ET.https_port);
 	ASSERT_OK(brig_spec_set(&s, "allow", rules, &err), err);
 	brig_identity id = {.ns = NS, .agent = "agent", .session = "s1", .generation = 1};
 	brig_computer *c = NULL;
@@ -348,11 +225,11 @@ static void test_egress_computer(void **state)
 	}
 
 	/* Rules change on the running computer, for new connections. */
-	cleanup_free char *rule = xasprintf("allowed.brig.test:%d", HTTPS_PORT);
+	cleanup_free char *rule = xasprintf("allowed.brig.test:%d", ET.https_port);
 	ASSERT_OK(brig_egress_update(E, name, rule, false, &err), err);
 	cleanup_free char *o2 = probe(name, "get", 1, 1);
 	ASSERT_CONTAINS(val(o2, "HTTPS"), "403");
-	cleanup_free char *wild = xasprintf("*.brig.test:%d", HTTPS_PORT);
+	cleanup_free char *wild = xasprintf("*.brig.test:%d", ET.https_port);
 	ASSERT_OK(brig_egress_update(E, name, wild, true, &err), err);
 	cleanup_free char *o3 = probe(name, "get", 1, 1);
 	ASSERT_CONTAINS(val(o3, "HTTPS"), "hello from allowed.brig.test");
@@ -369,7 +246,7 @@ static void test_egress_computer(void **state)
 
 	/* The proxy's log holds a line for each decision. */
 	char logp[400];
-	snprintf(logp, sizeof logp, "%s/proxy.log", EGRESS_DIR);
+	snprintf(logp, sizeof logp, "%s/proxy.log", ET.egress_dir);
 	cleanup_free char *log = slurp(logp);
 	assert_non_null(log);
 	ASSERT_CONTAINS(log, "\"decision\":\"allowed\"");
@@ -380,7 +257,7 @@ static void test_egress_computer(void **state)
 	ASSERT_CONTAINS(log, "\"warning\":\"BRIG_EGRESS_HOSTS is set\"");
 	/* The proxy's environment: what it needs, not its starter's all. */
 	char pidp[400];
-	snprintf(pidp, sizeof pidp, "%s/proxy.pid", EGRESS_DIR);
+	snprintf(pidp, sizeof pidp, "%s/proxy.pid", ET.egress_dir);
 	cleanup_free char *pid = slurp(pidp);
 	assert_non_null(pid);
 	char envp[64];
@@ -418,7 +295,7 @@ static void test_egress_computer(void **state)
 		ASSERT_OK(brig_store_egress_list(st, &rows, &nrows, name, NULL, NULL, NULL, 0, &err), err);
 		int allowed = 0, denied_host = 0, sni = 0, hosthdr = 0;
 		for (size_t k = 0; k < nrows; k++) {
-			if (strcmp(rows[k].decision, "allowed") == 0 && rows[k].port == HTTPS_PORT &&
+			if (strcmp(rows[k].decision, "allowed") == 0 && rows[k].port == ET.https_port &&
 			    rows[k].bytes_down > 0)
 				allowed++;
 			if (strcmp(rows[k].host, "denied.brig.test") == 0 && strcmp(rows[k].decision, "denied") == 0)
@@ -442,7 +319,7 @@ static void test_egress_computer(void **state)
 	brig_store_close(st);
 
 	/* The same through the command line. */
-	cleanup_free char *later = xasprintf("later.brig.test:%d", HTTPS_PORT);
+	cleanup_free char *later = xasprintf("later.brig.test:%d", ET.https_port);
 	char *o = NULL;
 	assert_int_equal(cli(&o, (const char *[]){"egress", "allow", name, later, NULL}), 0);
 	free(o);
@@ -510,18 +387,18 @@ static void test_egress_computer(void **state)
 static void test_egress_run(void **state)
 {
 	(void)state;
-	if (SKIP)
+	if (ET.skip)
 		skip();
 	char label[96];
 	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());
-	cleanup_free char *allow = xasprintf("allowed.brig.test:%d", HTTPS_PORT);
+	cleanup_free char *allow = xasprintf("allowed.brig.test:%d", ET.https_port);
 #define RUN_SCRIPT(host)                              \
 	"import ssl, sys, urllib.request\n"           \
 	"ctx = ssl._create_unverified_context()\n"    \
 	"print(urllib.request.urlopen('https://" host \
 	".brig.test:%d/run', context=ctx, timeout=15).read().decode())\n"
-	cleanup_free char *ok = xasprintf(RUN_SCRIPT("allowed"), HTTPS_PORT);
-	cleanup_free char *no = xasprintf(RUN_SCRIPT("denied"), HTTPS_PORT);
+	cleanup_free char *ok = xasprintf(RUN_SCRIPT("allowed"), ET.https_port);
+	cleanup_free char *no = xasprintf(RUN_SCRIPT("denied"), ET.https_port);
 #undef RUN_SCRIPT
 	char *o = NULL;
 	assert_int_equal(cli(&o, (const char *[]){"run", "--image", BRIG_DEFAULT_IMAGE, "--label", label, "--network",
@@ -548,7 +425,7 @@ static void test_egress_run(void **state)
 static void test_proxy_start(void **state)
 {
 	(void)state;
-	if (SKIP)
+	if (ET.skip)
 		skip();
 	/* Before the network exists the proxy has no address to listen on. */
 	if (access("/sys/class/net/" BRIG_EGRESS_BRIDGE, F_OK) != 0) {
@@ -572,32 +449,32 @@ static void test_proxy_start(void **state)
 	ASSERT_OK(brig_egress_ensure(E, NULL, &err), err);
 	setenv("BRIG_STORE", store, 1);
 	char path[400];
-	snprintf(path, sizeof path, "%s/proxy.log", EGRESS_DIR);
+	snprintf(path, sizeof path, "%s/proxy.log", ET.egress_dir);
 	cleanup_free char *log = slurp(path);
 	assert_non_null(log);
 	ASSERT_CONTAINS(log, "{\"ledger\":\"unavailable\"");
-	snprintf(path, sizeof path, "%s/proxy.pid", EGRESS_DIR);
+	snprintf(path, sizeof path, "%s/proxy.pid", ET.egress_dir);
 	cleanup_free char *pid = slurp(path);
 	assert_non_null(pid);
 	assert_true(atoi(pid) > 1);
 	assert_int_equal(kill(atoi(pid), SIGKILL), 0);
-	for (int i = 0; i < 100 && proxy_listening(); i++)
+	for (int i = 0; i < 100 && egress_test_proxy_listening(); i++)
 		brig_test_sleep_ms(50);
-	assert_false(proxy_listening());
+	assert_false(egress_test_proxy_listening());
 
 	ASSERT_OK(brig_egress_ensure(E, NULL, &err), err);
-	assert_true(proxy_listening());
+	assert_true(egress_test_proxy_listening());
 	char *o = NULL;
 	assert_int_equal(cli(&o, (const char *[]){"egress-proxy", NULL}), 0);
 	free(o);
-	assert_true(proxy_listening());
+	assert_true(egress_test_proxy_listening());
 }
 
 /* A computer of another network is refused egress rules. */
 static void test_not_egress(void **state)
 {
 	(void)state;
-	if (SKIP)
+	if (ET.skip)
 		skip();
 	brig_spec s;
 	brig_error *err = NULL;

@@ -12,6 +12,8 @@
  * the test skips when one already serves. */
 #include "testutil.h"
 
+#include "egress_testutil.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -31,15 +33,9 @@
 #include "util/util.h"
 
 static brig_engine *E;
+static egress_test ET = EGRESS_TEST_INIT;
 static char NS[64];
-static char DIR_[256];
-static char EGRESS_DIR[300];
-static char *CA;
 static char VALUE[64];
-static int HTTPS_PORT;
-static pid_t UPSTREAM = -1;
-static int UPSTREAM_STDIN = -1;
-static bool SKIP;
 static long DLOG_OFF; /* the daemon's log before this test */
 #define DLOG "/var/log/dockerd.log"
 
@@ -55,32 +51,9 @@ static long DLOG_OFF; /* the daemon's log before this test */
 			fail_msg("the secret's value is in %s", what); \
 	} while (0)
 
-static bool proxy_listening(void)
-{
-	if (access("/sys/class/net/" BRIG_EGRESS_BRIDGE, F_OK) != 0)
-		return false;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(BRIG_EGRESS_PORT)};
-	inet_pton(AF_INET, BRIG_EGRESS_GATEWAY, &a.sin_addr);
-	bool ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
-	close(fd);
-	return ok;
-}
-
 static char *slurp(const char *path)
 {
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return NULL;
-	brig_buf b;
-	brig_buf_init(&b, 1 << 26);
-	char tmp[65536];
-	size_t n;
-	while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
-		if (brig_buf_add(&b, tmp, n) != 0)
-			break;
-	fclose(f);
-	return brig_buf_steal(&b, NULL);
+	return egress_test_slurp(path, 1 << 26);
 }
 
 static int setup(void **state)
@@ -88,127 +61,36 @@ static int setup(void **state)
 	(void)state;
 	if (brig_test_setup(&E, NS, sizeof NS, "es") != 0)
 		return -1;
-	if (proxy_listening()) {
-		fprintf(stderr, "test_egress_secret: an egress proxy already serves on %s:%d; skipping\n",
-			BRIG_EGRESS_GATEWAY, BRIG_EGRESS_PORT);
-		SKIP = true;
-		return 0;
-	}
-	if (brig_test_tmpdir(DIR_, sizeof DIR_, "brig-egress-secret-test") != 0)
-		return -1;
 	struct stat dst;
 	DLOG_OFF = stat(DLOG, &dst) == 0 ? (long)dst.st_size : 0;
-	snprintf(EGRESS_DIR, sizeof EGRESS_DIR, "%s/egress", DIR_);
-	setenv("BRIG_EGRESS_DIR", EGRESS_DIR, 1);
+	if (egress_test_prepare(&ET, "test_egress_secret", "brig-egress-secret-test",
+				"secret.brig.test 127.0.0.1\nother.brig.test 127.0.0.1\nnosan.brig.test 127.0.0.1\n") !=
+	    0)
+		return -1;
+	if (ET.skip)
+		return 0;
 	char path[320];
-	snprintf(path, sizeof path, "%s/hosts", DIR_);
-	FILE *h = fopen(path, "we");
-	fprintf(h, "secret.brig.test 127.0.0.1\nother.brig.test 127.0.0.1\nnosan.brig.test 127.0.0.1\n");
-	fclose(h);
-	setenv("BRIG_EGRESS_HOSTS", path, 1);
-	snprintf(path, sizeof path, "%s/ca.pem", DIR_);
+	snprintf(path, sizeof path, "%s/ca.pem", ET.dir);
 	setenv("BRIG_EGRESS_UPSTREAM_CA", path, 1);
-	snprintf(path, sizeof path, "sqlite://%s/brig.db", DIR_);
-	setenv("BRIG_STORE", path, 1);
 	unsigned char rnd[12];
 	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
 		return -1;
 	memcpy(VALUE, "sk-brig-test-", 13);
 	brig_hex(VALUE + 13, rnd, sizeof rnd);
 	setenv("BRIG_TEST_SECRET", VALUE, 1);
-
-	char ports[320];
-	snprintf(ports, sizeof ports, "%s/ports", DIR_);
-	int in[2];
-	if (pipe2(in, O_CLOEXEC) != 0)
-		return -1;
-	UPSTREAM = fork();
-	if (UPSTREAM == 0) {
-		dup2(in[0], 0);
-		char *const argv[] = {"python3", BRIG_SOURCE_DIR "/tests/integration/helpers/egress_upstream.py", DIR_,
-				      ports, NULL};
-		execv("/usr/bin/python3", argv);
-		_exit(127);
-	}
-	close(in[0]);
-	UPSTREAM_STDIN = in[1];
-	for (int i = 0; i < 300 && access(ports, F_OK) != 0; i++)
-		brig_test_sleep_ms(100);
-	char *p = slurp(ports);
-	int plain;
-	if (!p || sscanf(p, "%d %d", &HTTPS_PORT, &plain) != 2) {
-		fprintf(stderr, "test_egress_secret: the upstream servers did not start\n");
-		free(p);
-		return -1;
-	}
-	free(p);
-	snprintf(path, sizeof path, "%s/ca.pem", DIR_);
-	CA = slurp(path);
-	return CA ? 0 : -1;
+	return egress_test_upstreams(&ET, "test_egress_secret");
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	if (!SKIP) {
-		brig_test_cleanup(E);
-		brig_error *err = NULL;
-		if (brig_egress_remove(E, &err) != 0)
-			fprintf(stderr, "test_egress_secret: could not remove %s: %s\n", BRIG_EGRESS_NETWORK,
-				brig_error_message(err));
-		brig_error_free(err);
-		char pidf[400];
-		snprintf(pidf, sizeof pidf, "%s/proxy.pid", EGRESS_DIR);
-		for (int i = 0; i < 100 && access(pidf, F_OK) == 0; i++)
-			brig_test_sleep_ms(100);
-		char *pid = slurp(pidf);
-		if (pid && atoi(pid) > 1)
-			kill(atoi(pid), SIGTERM);
-		free(pid);
-		if (UPSTREAM_STDIN >= 0)
-			close(UPSTREAM_STDIN);
-		if (UPSTREAM > 0) {
-			kill(UPSTREAM, SIGTERM);
-			waitpid(UPSTREAM, NULL, 0);
-		}
-		free(CA);
-		brig_test_rmdir(DIR_);
-	}
-	return brig_test_teardown(&E);
+	return egress_test_teardown(&ET, &E, "test_egress_secret");
 }
 
 /* Runs brig with args; exit code, stdout and stderr together in *out. */
 static int cli(char **out, const char *const *args)
 {
-	const char *bin = getenv("BRIG_BIN");
-	assert_non_null(bin);
-	const char *argv[40] = {"brig"};
-	size_t n = 1;
-	for (; args[n - 1] && n < 39; n++)
-		argv[n] = args[n - 1];
-	argv[n] = NULL;
-	int p[2];
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	pid_t pid = fork();
-	if (pid == 0) {
-		dup2(p[1], 1);
-		dup2(p[1], 2);
-		execv(bin, (char *const *)argv);
-		_exit(127);
-	}
-	close(p[1]);
-	brig_buf b;
-	brig_buf_init(&b, 1 << 22);
-	char tmp[4096];
-	ssize_t r;
-	while ((r = read(p[0], tmp, sizeof tmp)) > 0)
-		if (brig_buf_add(&b, tmp, (size_t)r) != 0)
-			break;
-	close(p[0]);
-	int st = 0;
-	waitpid(pid, &st, 0);
-	*out = brig_buf_steal(&b, NULL);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return egress_test_cli(out, args, 1 << 22);
 }
 
 static char *exec_out(const char *name, const char *const *argv)
@@ -256,11 +138,11 @@ static const char *val(const char *out, const char *key)
 static void test_secret_computer(void **state)
 {
 	(void)state;
-	if (SKIP)
+	if (ET.skip)
 		skip();
 	char allow[192], label[128];
-	snprintf(allow, sizeof allow, "secret.brig.test:%d,other.brig.test:%d,nosan.brig.test:%d", HTTPS_PORT,
-		 HTTPS_PORT, HTTPS_PORT);
+	snprintf(allow, sizeof allow, "secret.brig.test:%d,other.brig.test:%d,nosan.brig.test:%d", ET.https_port,
+		 ET.https_port, ET.https_port);
 	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());
 	const char *create[] = {"create",    "--ns",     NS,
 				"--agent",   "agent",    "--session",
@@ -280,8 +162,8 @@ static void test_secret_computer(void **state)
 	cleanup_free char *script = slurp(BRIG_SOURCE_DIR "/tests/integration/helpers/egress_secret_probe.py");
 	assert_non_null(script);
 	char port[16];
-	snprintf(port, sizeof port, "%d", HTTPS_PORT);
-	const char *probe[] = {"python3", "-c", script, port, CA, NULL};
+	snprintf(port, sizeof port, "%d", ET.https_port);
+	const char *probe[] = {"python3", "-c", script, port, ET.ca, NULL};
 	int64_t t0 = brig_now_ms();
 	cleanup_free char *p = exec_out(name, probe);
 	fprintf(stderr, "test_egress_secret: the probe took %lld ms\n", (long long)(brig_now_ms() - t0));
@@ -305,7 +187,7 @@ static void test_secret_computer(void **state)
 
 	/* What the upstreams saw (recorded on this host). */
 	char seenp[320];
-	snprintf(seenp, sizeof seenp, "%s/seen", DIR_);
+	snprintf(seenp, sizeof seenp, "%s/seen", ET.dir);
 	cleanup_free char *seen = slurp(seenp);
 	assert_non_null(seen);
 	cleanup_free char *auth_real = xasprintf("Authorization: Bearer %s\n", VALUE);
@@ -402,7 +284,7 @@ static void test_secret_computer(void **state)
 
 	/* The proxy's log and the ledger: each decision, never the value. */
 	char path[600];
-	snprintf(path, sizeof path, "%s/proxy.log", EGRESS_DIR);
+	snprintf(path, sizeof path, "%s/proxy.log", ET.egress_dir);
 	cleanup_free char *log = slurp(path);
 	assert_non_null(log);
 	ASSERT_NO_VALUE(log, "the proxy's log");
@@ -439,14 +321,14 @@ static void test_secret_computer(void **state)
 
 	/* On the host: the value only in NAME.secrets, 0600; the authority's
 	 * key 0600; the proxy holds no capability. */
-	snprintf(path, sizeof path, "%s/%s.secrets", EGRESS_DIR, name);
+	snprintf(path, sizeof path, "%s/%s.secrets", ET.egress_dir, name);
 	struct stat st;
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
-	snprintf(path, sizeof path, "%s/ca/ca.key", EGRESS_DIR);
+	snprintf(path, sizeof path, "%s/ca/ca.key", ET.egress_dir);
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
-	snprintf(path, sizeof path, "%s/proxy.pid", EGRESS_DIR);
+	snprintf(path, sizeof path, "%s/proxy.pid", ET.egress_dir);
 	cleanup_free char *pid = slurp(path);
 	assert_non_null(pid);
 	snprintf(path, sizeof path, "/proc/%d/status", atoi(pid));
@@ -460,56 +342,49 @@ static void test_secret_computer(void **state)
 	const char *destroy[] = {"destroy", name, NULL};
 	cleanup_free char *dout = NULL;
 	assert_int_equal(cli(&dout, destroy), 0);
-	snprintf(path, sizeof path, "%s/%s.secrets", EGRESS_DIR, name);
+	snprintf(path, sizeof path, "%s/%s.secrets", ET.egress_dir, name);
 	assert_int_not_equal(access(path, F_OK), 0);
+}
+
+/* brig create of session in NS on network, with --secret secret (NULL:
+ * none) and this run's label: its exit code, its output in *out. */
+static int create_in(char **out, const char *session, const char *network, const char *secret)
+{
+	char label[128];
+	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	const char *args[] = {"create",
+			      "--ns",
+			      NS,
+			      "--agent",
+			      "agent",
+			      "--session",
+			      session,
+			      "--image",
+			      BRIG_DEFAULT_IMAGE,
+			      "--network",
+			      network,
+			      "--label",
+			      label,
+			      secret ? "--secret" : NULL,
+			      secret,
+			      NULL};
+	return cli(out, args);
 }
 
 /* What a user can get wrong, said without the value. */
 static void test_secret_refused(void **state)
 {
 	(void)state;
-	if (SKIP)
+	if (ET.skip)
 		skip();
 	char label[128];
 	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());
 	unsetenv("BRIG_TEST_UNSET_SECRET");
-	const char *missing[] = {"create",
-				 "--ns",
-				 NS,
-				 "--agent",
-				 "agent",
-				 "--session",
-				 "s2",
-				 "--image",
-				 BRIG_DEFAULT_IMAGE,
-				 "--network",
-				 "egress",
-				 "--secret",
-				 "BRIG_TEST_UNSET_SECRET@secret.brig.test",
-				 "--label",
-				 label,
-				 NULL};
 	cleanup_free char *out = NULL;
-	assert_int_equal(cli(&out, missing), 125);
+	assert_int_equal(create_in(&out, "s2", "egress", "BRIG_TEST_UNSET_SECRET@secret.brig.test"), 125);
 	ASSERT_CONTAINS(out, "BRIG_TEST_UNSET_SECRET: not set in brig's environment");
-	const char *isolated[] = {"create",
-				  "--ns",
-				  NS,
-				  "--agent",
-				  "agent",
-				  "--session",
-				  "s3",
-				  "--image",
-				  BRIG_DEFAULT_IMAGE,
-				  "--network",
-				  "isolated",
-				  "--secret",
-				  "BRIG_TEST_SECRET@secret.brig.test",
-				  "--label",
-				  label,
-				  NULL};
 	cleanup_free char *o2 = NULL;
-	assert_int_equal(cli(&o2, isolated), 125);
+	assert_int_equal(create_in(&o2, "s3", "isolated", "BRIG_TEST_SECRET@secret.brig.test"), 125);
 	ASSERT_NO_VALUE(o2, "brig's refusal");
 	ASSERT_CONTAINS(o2, "egress");
 	const char *run[] = {"run",
@@ -544,29 +419,10 @@ static void test_secret_refused(void **state)
 	assert_int_equal(cli(&o4, value), 125);
 	assert_null(strstr(o4, "sk-on-the-command-line"));
 	/* A computer made without the secret cannot gain one by adoption. */
-	const char *plain[] = {
-		"create",           "--ns",      NS,       "--agent", "agent", "--session", "s5", "--image",
-		BRIG_DEFAULT_IMAGE, "--network", "egress", "--label", label,   NULL};
 	cleanup_free char *o5 = NULL;
-	assert_int_equal(cli(&o5, plain), 0);
-	const char *with[] = {"create",
-			      "--ns",
-			      NS,
-			      "--agent",
-			      "agent",
-			      "--session",
-			      "s5",
-			      "--image",
-			      BRIG_DEFAULT_IMAGE,
-			      "--network",
-			      "egress",
-			      "--secret",
-			      "BRIG_TEST_SECRET@secret.brig.test",
-			      "--label",
-			      label,
-			      NULL};
+	assert_int_equal(create_in(&o5, "s5", "egress", NULL), 0);
 	cleanup_free char *o6 = NULL;
-	assert_int_equal(cli(&o6, with), 125);
+	assert_int_equal(create_in(&o6, "s5", "egress", "BRIG_TEST_SECRET@secret.brig.test"), 125);
 	ASSERT_NO_VALUE(o6, "brig's refusal");
 	ASSERT_CONTAINS(o6, "holds no placeholder for it");
 }
@@ -578,7 +434,7 @@ static void test_secret_refused(void **state)
 static void test_agent_default(void **state)
 {
 	(void)state;
-	if (SKIP)
+	if (ET.skip)
 		skip();
 	char label[128];
 	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());

@@ -1434,10 +1434,14 @@ class Attach(unittest.TestCase):
         s.close()
         self.assertEqual((f.out, f.end["exit_code"]), (b"b\n", 0))
 
-    def test_drain_hangs_up_open_streams(self):
-        d = os.path.join(self.tmpdir.name, "drain")
+    def own_server(self, name, extra):
+        """A server of its own (in tmpdir/name), for flags the class's server does not have."""
+        d = os.path.join(self.tmpdir.name, name)
         os.mkdir(d)
-        srv = Server(d, extra=["--drain", "1"])
+        return Server(d, extra=extra)
+
+    def test_drain_hangs_up_open_streams(self):
+        srv = self.own_server("drain", ["--drain", "1"])
         try:
             st, h, rest, s = attach_open(srv.sock, self.P, {"argv": ["sh", "-c", "echo started; sleep 4245"]}, TOK_A)
             self.assertEqual(st, 101, rest)
@@ -1456,9 +1460,7 @@ class Attach(unittest.TestCase):
 
     def test_outlives_the_header_timeout(self):
         # the header deadline is for requests; a stream that went quiet is not cut
-        d = os.path.join(self.tmpdir.name, "quiet")
-        os.mkdir(d)
-        srv = Server(d, extra=["--header-timeout", "1"])
+        srv = self.own_server("quiet", ["--header-timeout", "1"])
         try:
             st, h, rest, s = attach_open(srv.sock, self.P, {"argv": ["sh", "-c", "sleep 3; cat"]}, TOK_A)
             self.assertEqual(st, 101, rest)

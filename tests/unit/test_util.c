@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -116,12 +117,33 @@ static void test_put_past_cap_aborts(void **state)
 	assert_string_equal(text, "");
 }
 
+/* brig_send_all: everything out; a full socket that stays full past the
+ * timeout, and a peer that is gone, are failures. */
+static void test_send_all(void **state)
+{
+	(void)state;
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
+	assert_int_equal(brig_send_all(sv[0], "hello", 5, 100), 0);
+	char got[8] = {0};
+	assert_int_equal(read(sv[1], got, sizeof got), 5);
+	assert_string_equal(got, "hello");
+	char fill[4096] = {0};
+	while (send(sv[0], fill, sizeof fill, MSG_NOSIGNAL) > 0)
+		;
+	assert_int_equal(brig_send_all(sv[0], "x", 1, 10), -1); /* nobody reads */
+	close(sv[1]);
+	assert_int_equal(brig_send_all(sv[0], "x", 1, -1), -1); /* the peer is gone */
+	close(sv[0]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_add_refuses_past_cap),
 		cmocka_unit_test(test_put_appends),
 		cmocka_unit_test(test_put_past_cap_aborts),
+		cmocka_unit_test(test_send_all),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
