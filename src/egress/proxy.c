@@ -59,6 +59,7 @@ typedef struct conn {
 	char ns[80], agent[80], session[80]; /* the computer's identity; "" for a run */
 	char host[256];
 	int port;
+	bool bump_port;       /* TLS to host:port may be terminated (443, or a port a rule names) */
 	const char *decision; /* "allowed" | "denied" | "error" */
 	char reason[400];
 	uint64_t up, down;
@@ -483,7 +484,7 @@ static void do_connect(conn *c, char *buf, size_t len, const brig_egress_req *re
 		answer(c, 500, "Internal Server Error", "error", "cannot read this sandbox's secrets");
 		return;
 	}
-	for (size_t i = 0; i < nsec && !bump; i++)
+	for (size_t i = 0; i < nsec && !bump && c->bump_port; i++)
 		bump = brig_egress__secret_covers(&sec[i], c->host);
 	int up = upstream(c);
 	if (up < 0) {
@@ -640,6 +641,7 @@ static void *serve_conn(void *arg)
 		goto out;
 	}
 	bool ok = brig_egress_allowed((const char *const *)rules, n, req.host, req.port);
+	c->bump_port = brig_egress__bump_port((const char *const *)rules, n, req.host, req.port);
 	brig_egress_rules_free(rules);
 	if (!ok) {
 		answer(c, 403, "Forbidden", "denied", "%s:%d is not allowed for this sandbox (brig egress allow %s %s)",
