@@ -1,8 +1,8 @@
 /* fuzz_egress_bump.c — libFuzzer target for the egress proxy's request
  * stream inside a TLS tunnel it terminates (src/egress/rewrite.c): the
  * input (after one byte choosing the piece size) is fed in pieces, as
- * TLS records arrive, and what goes upstream must stay bounded and must
- * never hold a placeholder where a header value held one. */
+ * TLS records arrive, and what goes upstream must stay bounded (a value
+ * goes only into the headers secrets are bound to). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
