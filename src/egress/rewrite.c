@@ -158,6 +158,11 @@ static int do_head(brig_egress_rw *rw, brig_buf *out, const char **why)
 		*why = "no Host header in the TLS tunnel";
 		goto refuse_why;
 	}
+	if ((chunked || upgrade) && memcmp(sp2 + 1, "HTTP/1.0", 8) == 0) {
+		/* HTTP/1.0 has neither: an upstream may frame the body otherwise */
+		*why = "Transfer-Encoding or Upgrade on HTTP/1.0 in the TLS tunnel";
+		goto refuse_why;
+	}
 	if (chunked && lengths) {
 		*why = "both Content-Length and Transfer-Encoding in the TLS tunnel";
 		goto refuse_why;
@@ -224,7 +229,9 @@ static int chunk_size(const brig_egress_rw *rw, uint64_t *size)
 			return -1;
 		*size = *size * 16 + (uint64_t)d;
 	}
-	if (i == 0 || (i < n - 2 && rw->line[i] != ';' && rw->line[i] != ' ' && rw->line[i] != '\t'))
+	/* hex digits, then ";ext" or nothing: no whitespace an upstream may
+	 * read differently */
+	if (i == 0 || (i < n - 2 && rw->line[i] != ';'))
 		return -1;
 	for (size_t k = i; k < n - 2; k++)
 		if ((unsigned char)rw->line[k] < 0x20 && rw->line[k] != '\t')

@@ -670,6 +670,14 @@ static void test_rewrite(void **state)
 		{"POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\n\r\n"
 		 "1111111111111111\r\n",
 		 "malformed chunk size"},
+		{"POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\n\r\n1 \r\na\r\n0\r\n\r\n",
+		 "malformed chunk size"},
+		{"POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\n\r\n1\t;x\r\na\r\n",
+		 "malformed chunk size"},
+		{"POST / HTTP/1.0\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\n\r\n",
+		 "Transfer-Encoding or Upgrade on HTTP/1.0"},
+		{"GET / HTTP/1.0\r\nHost: api.example.com\r\nUpgrade: websocket\r\n\r\n",
+		 "Transfer-Encoding or Upgrade on HTTP/1.0"},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		why = NULL;
