@@ -184,8 +184,8 @@ int brig_egress__bump(int cfd, int ufd, const char *host, int port, const brig_e
 	enum { BUF = 64 * 1024 };
 	buf = xmalloc(BUF);
 	brig_buf out, down_out;
-	brig_buf_init(&out, BUF + BRIG_EGRESS_OUT_HEAD_MAX);
-	brig_buf_init(&down_out, 2 * BUF + BRIG_EGRESS_SECRET_MAX);
+	brig_egress__buf_whole(&out, BUF + BRIG_EGRESS_OUT_HEAD_MAX);
+	brig_egress__buf_whole(&down_out, BUF + BRIG_EGRESS_SECRET_MAX);
 	bool c_open = true;
 	rc = 0;
 	for (;;) {

@@ -168,6 +168,11 @@ typedef struct brig_egress_rw {
 	unsigned replaced; /* placeholders replaced */
 } brig_egress_rw;
 
+/* Inits b with all of cap allocated at once: a buffer that will hold a
+ * secret never reallocates (which would leave a copy behind, unwiped). */
+struct brig_buf;
+void brig_egress__buf_whole(struct brig_buf *b, size_t cap);
+
 void brig_egress__rw_init(brig_egress_rw *rw, const char *host, int port, const char *const *from,
 			  const char *const *to, size_t pairs);
 /* Feeds in[0..n) and appends what goes upstream to out (a brig_buf). 0, or

@@ -24,6 +24,22 @@ void brig_egress__rw_init(brig_egress_rw *rw, const char *host, int port, const 
 	rw->state = RW_HEAD;
 }
 
+void brig_egress__buf_whole(brig_buf *b, size_t cap)
+{
+	brig_buf_init(b, cap);
+	b->data = xmalloc(cap + 1);
+	b->alloc = cap + 1;
+	b->data[0] = '\0';
+}
+
+/* Frees b after zeroing what it held (values swapped in). */
+static void wipe_free(brig_buf *b)
+{
+	if (b->data)
+		explicit_bzero(b->data, b->len);
+	brig_buf_free(b);
+}
+
 /* RFC 9110 tchar */
 static bool tchar(unsigned char c)
 {
@@ -99,7 +115,7 @@ static int do_head(brig_egress_rw *rw, brig_buf *out, const char **why)
 		return -1;
 	}
 	brig_buf head;
-	brig_buf_init(&head, BRIG_EGRESS_OUT_HEAD_MAX);
+	brig_egress__buf_whole(&head, BRIG_EGRESS_OUT_HEAD_MAX);
 	int bad = brig_buf_add(&head, h, (size_t)(le - h) + 2);
 	int hosts = 0, lengths = 0;
 	bool chunked = false, upgrade = false;
@@ -176,7 +192,7 @@ static int do_head(brig_egress_rw *rw, brig_buf *out, const char **why)
 		*why = "request too long once secrets are in";
 		goto refuse_why;
 	}
-	brig_buf_free(&head);
+	wipe_free(&head);
 	rw->requests++;
 	rw->head_len = 0;
 	rw->line_len = 0;
@@ -186,7 +202,7 @@ static int do_head(brig_egress_rw *rw, brig_buf *out, const char **why)
 refuse:
 	*why = "malformed request header in the TLS tunnel";
 refuse_why:
-	brig_buf_free(&head);
+	wipe_free(&head);
 	return -1;
 }
 

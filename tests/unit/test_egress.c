@@ -764,6 +764,22 @@ static void test_scan(void **state)
 	assert_string_equal(o4, "sk-real-valu sk-sk-real-valuX other-secreT");
 }
 
+/* Buffers that hold a value never move (a realloc leaves a copy behind). */
+static void test_buf_whole(void **state)
+{
+	(void)state;
+	brig_buf b;
+	brig_egress__buf_whole(&b, 100000);
+	const char *at = b.data;
+	char chunk[1000];
+	memset(chunk, 'v', sizeof chunk);
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(brig_buf_add(&b, chunk, sizeof chunk), 0);
+	assert_ptr_equal(b.data, at);
+	assert_int_not_equal(brig_buf_add(&b, chunk, 1), 0);
+	brig_buf_free(&b);
+}
+
 static void test_bump_port(void **state)
 {
 	(void)state;
@@ -917,6 +933,7 @@ int main(void)
 		cmocka_unit_test(test_rewrite),
 		cmocka_unit_test(test_scan),
 		cmocka_unit_test(test_bump_port),
+		cmocka_unit_test(test_buf_whole),
 		cmocka_unit_test(test_secrets_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
