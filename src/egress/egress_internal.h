@@ -90,6 +90,11 @@ bool brig_egress__peer_take(brig_egress_peers *p, uint32_t addr, int cap);
 /* Counts one connection of addr less (one that peer_take counted). */
 void brig_egress__peer_drop(brig_egress_peers *p, uint32_t addr);
 
+/* The proxy's test-only overrides ($BRIG_EGRESS_HOSTS,
+ * $BRIG_EGRESS_UPSTREAM_CA) are refused unless $BRIG_EGRESS_TEST is "1".
+ * Errors: BRIG_EINVAL naming the variable. */
+int brig_egress__test_overrides_check(brig_error **err);
+
 /* Fills out[0..max) (NULL-terminated; max >= 1) with the entries of env
  * the egress proxy is started with (pointers into env). Returns how many. */
 size_t brig_egress__proxy_env(char **out, size_t max, char *const *env);

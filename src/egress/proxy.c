@@ -719,10 +719,30 @@ static int attached(void)
 	return (int)json_object_size(json_object_get(net, "Containers"));
 }
 
+int brig_egress__test_overrides_check(brig_error **err)
+{
+	const char *test = getenv("BRIG_EGRESS_TEST");
+	if (test && strcmp(test, "1") == 0)
+		return 0;
+	static const char *const names[] = {"BRIG_EGRESS_HOSTS", "BRIG_EGRESS_UPSTREAM_CA"};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (getenv(names[i]))
+			return brig__error_set(err, BRIG_EINVAL, 0,
+					       "egress proxy: %s is set; it is for brig's tests only (they also set "
+					       "BRIG_EGRESS_TEST=1): unset it",
+					       names[i]);
+	return 0;
+}
+
 int brig_egress_proxy_serve(brig_error **err)
 {
+	/* Overrides that skip the address checks or trust another authority:
+	 * never from an environment that merely leaked them. */
+	int rc = brig_egress__test_overrides_check(err);
+	if (rc)
+		return rc;
 	cleanup_free char *dir = NULL;
-	int rc = brig_egress_dir(&dir, err);
+	rc = brig_egress_dir(&dir, err);
 	if (rc)
 		return rc;
 	if ((rc = brig_mkdir_p(dir, 0700, "the egress folder", err)) != 0)

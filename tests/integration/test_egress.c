@@ -28,7 +28,6 @@
 #include "brig/spec.h"
 #include "brig/store.h"
 #include "egress/egress_internal.h"
-#include "egress/egress_internal.h"
 #include "util/util.h"
 
 static brig_engine *E;
@@ -97,6 +96,7 @@ static int setup(void **state)
 	fprintf(h, "allowed.brig.test 127.0.0.1\ndenied.brig.test 127.0.0.1\nlater.brig.test 127.0.0.1\n");
 	fclose(h);
 	setenv("BRIG_EGRESS_HOSTS", hosts, 1);
+	setenv("BRIG_EGRESS_TEST", "1", 1); /* the proxy accepts the override only with it */
 	/* The ledger's store: the proxy this test starts inherits it. */
 	char store[320];
 	snprintf(store, sizeof store, "sqlite://%s/brig.db", DIR_);

@@ -108,6 +108,7 @@ static int setup(void **state)
 	setenv("BRIG_EGRESS_HOSTS", path, 1);
 	snprintf(path, sizeof path, "%s/ca.pem", DIR_);
 	setenv("BRIG_EGRESS_UPSTREAM_CA", path, 1);
+	setenv("BRIG_EGRESS_TEST", "1", 1); /* the proxy accepts both only with it */
 	snprintf(path, sizeof path, "sqlite://%s/brig.db", DIR_);
 	setenv("BRIG_STORE", path, 1);
 	unsigned char rnd[12];

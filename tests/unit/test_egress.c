@@ -893,6 +893,7 @@ static void test_proxy_env(void **state)
 		       "BRIG_EGRESS_DIR=/tmp/e",
 		       "BRIG_EGRESS_HOSTS=/tmp/h",
 		       "BRIG_EGRESS_HOSTSX=/tmp/h",
+		       "BRIG_EGRESS_TEST=1",
 		       "DOCKER_HOST=unix:///var/run/docker.sock",
 		       "PGPASSFILE=/tmp/pgpass",
 		       "PG=x",
@@ -901,19 +902,46 @@ static void test_proxy_env(void **state)
 		       "GITHUB_TOKEN=t",
 		       NULL};
 	char *out[16];
-	assert_int_equal(brig_egress__proxy_env(out, 16, env), 6);
+	assert_int_equal(brig_egress__proxy_env(out, 16, env), 7);
 	assert_string_equal(out[0], "PATH=/usr/bin:/bin");
 	assert_string_equal(out[1], "BRIG_STORE=sqlite:///tmp/x.db");
 	assert_string_equal(out[2], "BRIG_EGRESS_DIR=/tmp/e");
 	assert_string_equal(out[3], "BRIG_EGRESS_HOSTS=/tmp/h");
-	assert_string_equal(out[4], "DOCKER_HOST=unix:///var/run/docker.sock");
-	assert_string_equal(out[5], "PGPASSFILE=/tmp/pgpass");
-	assert_null(out[6]);
+	assert_string_equal(out[4], "BRIG_EGRESS_TEST=1");
+	assert_string_equal(out[5], "DOCKER_HOST=unix:///var/run/docker.sock");
+	assert_string_equal(out[6], "PGPASSFILE=/tmp/pgpass");
+	assert_null(out[7]);
 	/* a short array: what fits, still NULL-terminated */
 	assert_int_equal(brig_egress__proxy_env(out, 3, env), 2);
 	assert_null(out[2]);
 	assert_int_equal(brig_egress__proxy_env(out, 1, env), 0);
 	assert_null(out[0]);
+}
+
+/* The test-only overrides only with BRIG_EGRESS_TEST=1: the proxy refuses
+ * to start on an environment that merely leaked them. */
+static void test_proxy_test_overrides(void **state)
+{
+	(void)state;
+	brig_error *err = NULL;
+	unsetenv("BRIG_EGRESS_TEST");
+	setenv("BRIG_EGRESS_HOSTS", "/nonexistent/hosts", 1);
+	assert_int_equal(brig_egress_proxy_serve(&err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "BRIG_EGRESS_HOSTS is set; it is for brig's tests only");
+	brig__error_clear(&err);
+	unsetenv("BRIG_EGRESS_HOSTS");
+	setenv("BRIG_EGRESS_UPSTREAM_CA", "/nonexistent/ca.pem", 1);
+	assert_int_equal(brig_egress_proxy_serve(&err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "BRIG_EGRESS_UPSTREAM_CA is set");
+	brig__error_clear(&err);
+	setenv("BRIG_EGRESS_TEST", "yes", 1);
+	assert_int_equal(brig_egress__test_overrides_check(&err), BRIG_EINVAL);
+	brig__error_clear(&err);
+	setenv("BRIG_EGRESS_TEST", "1", 1);
+	assert_int_equal(brig_egress__test_overrides_check(&err), 0);
+	unsetenv("BRIG_EGRESS_UPSTREAM_CA");
+	unsetenv("BRIG_EGRESS_TEST");
+	assert_int_equal(brig_egress__test_overrides_check(&err), 0);
 }
 
 int main(void)
@@ -929,6 +957,7 @@ int main(void)
 		cmocka_unit_test(test_parse_head),
 		cmocka_unit_test(test_sni),
 		cmocka_unit_test(test_proxy_env),
+		cmocka_unit_test(test_proxy_test_overrides),
 		cmocka_unit_test(test_spec_secret),
 		cmocka_unit_test(test_rewrite),
 		cmocka_unit_test(test_scan),
