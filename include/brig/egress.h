@@ -89,7 +89,9 @@ BRIG_PUBLIC int brig_egress_remove(brig_engine *e, brig_error **err);
 /* Serves as the egress proxy on BRIG_EGRESS_GATEWAY:BRIG_EGRESS_PORT until
  * no sandbox has been attached to the egress network for a minute, or the
  * network is gone. One proxy per host (a lock in brig_egress_dir); a second
- * returns 0 at once. Errors: BRIG_EIO (cannot listen), BRIG_EDAEMON. */
+ * returns 0 at once. Errors: BRIG_EIO (cannot listen), BRIG_EDAEMON,
+ * BRIG_EINVAL ($BRIG_EGRESS_HOSTS or $BRIG_EGRESS_UPSTREAM_CA without
+ * BRIG_EGRESS_TEST=1: test-only). */
 BRIG_PUBLIC int brig_egress_proxy_serve(brig_error **err);
 
 #ifdef __cplusplus

@@ -68,6 +68,7 @@ def upstreams(tmp_path, tmpstore, monkeypatch):
     monkeypatch.setenv("BRIG_BIN", prog)
     monkeypatch.setenv("BRIG_EGRESS_DIR", str(tmp_path / "egress"))
     monkeypatch.setenv("BRIG_EGRESS_HOSTS", str(hosts))
+    monkeypatch.setenv("BRIG_EGRESS_TEST", "1")  # the proxy accepts the override only with it
     monkeypatch.setenv("BRIG_STORE", tmpstore)  # the proxy's ledger
     ports = tmp_path / "ports"
     up = subprocess.Popen(["/usr/bin/python3", UPSTREAM, str(tmp_path), str(ports)], stdin=subprocess.PIPE)

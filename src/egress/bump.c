@@ -127,17 +127,22 @@ int brig_egress__bump(int cfd, int ufd, const char *host, int port, const brig_e
 	SSL_CTX_free(leaf); /* c holds its own reference */
 	SSL *u = SSL_new(up_ctx);
 	int rc = -1;
-	const char *from[BRIG_SPEC_SECRETS_MAX], *to[BRIG_SPEC_SECRETS_MAX];
-	size_t pairs = 0;
+	const char *from[BRIG_SPEC_SECRETS_MAX], *to[BRIG_SPEC_SECRETS_MAX], *all[BRIG_SPEC_SECRETS_MAX];
+	size_t pairs = 0, nall = 0;
 	brig_egress_rw *rw = NULL;
+	brig_egress_scan scan = {0};
 	char *buf = NULL;
 	/* A read that finds only TLS's own records (TLS 1.3 session tickets,
 	 * key updates) must come back, not wait for data: the peer may be
 	 * waiting for what the other side sent meanwhile. */
-	if (c)
+	if (c) {
 		SSL_clear_mode(c, SSL_MODE_AUTO_RETRY);
-	if (u)
+		SSL_set_mode(c, SSL_MODE_RELEASE_BUFFERS);
+	}
+	if (u) {
 		SSL_clear_mode(u, SSL_MODE_AUTO_RETRY);
+		SSL_set_mode(u, SSL_MODE_RELEASE_BUFFERS);
+	}
 	if (!c || !u || SSL_set_fd(c, cfd) != 1 || SSL_set_fd(u, ufd) != 1) {
 		snprintf(reason, reason_len, "cannot set up TLS");
 		goto out;
@@ -168,14 +173,19 @@ int brig_egress__bump(int cfd, int ufd, const char *host, int port, const brig_e
 			from[pairs] = sec[i].placeholder;
 			to[pairs++] = sec[i].value;
 		}
+	/* every value the sandbox has a placeholder for, whatever its host */
+	for (size_t i = 0; i < nsec && nall < BRIG_SPEC_SECRETS_MAX; i++)
+		all[nall++] = sec[i].value;
+	brig_egress__scan_init(&scan, all, nall);
 	rw = xmalloc(sizeof *rw);
 	brig_egress__rw_init(rw, host, port, from, to, pairs);
 	set_timeouts(cfd, IDLE_TIMEOUT_S);
 	set_timeouts(ufd, IDLE_TIMEOUT_S);
 	enum { BUF = 64 * 1024 };
 	buf = xmalloc(BUF);
-	brig_buf out;
-	brig_buf_init(&out, BUF + BRIG_EGRESS_OUT_HEAD_MAX);
+	brig_buf out, down_out;
+	brig_egress__buf_whole(&out, BUF + BRIG_EGRESS_OUT_HEAD_MAX);
+	brig_egress__buf_whole(&down_out, BUF + BRIG_EGRESS_SECRET_MAX);
 	bool c_open = true;
 	rc = 0;
 	for (;;) {
@@ -214,11 +224,27 @@ int brig_egress__bump(int cfd, int ufd, const char *host, int port, const brig_e
 			int n = SSL_read(u, buf, BUF);
 			if (n <= 0 && retry(u, n))
 				continue;
-			if (n <= 0)
+			brig_buf_reset(&down_out);
+			if (n <= 0) {
+				if (brig_egress__scan_flush(&scan, &down_out) == 0 && down_out.len &&
+				    write_all(c, down_out.data, down_out.len))
+					*down += down_out.len;
+				wipe(&down_out);
 				break;
-			if (!write_all(c, buf, (size_t)n))
+			}
+			if (brig_egress__scan_feed(&scan, buf, (size_t)n, &down_out) != 0) {
+				/* the upstream sent a value back (an echo of the request) */
+				*denied = true;
+				rc = -1;
+				snprintf(reason, reason_len, "secret reflected by the upstream; the tunnel was cut");
+				wipe(&down_out);
 				break;
-			*down += (uint64_t)n;
+			}
+			bool ok = write_all(c, down_out.data, down_out.len);
+			*down += down_out.len;
+			wipe(&down_out);
+			if (!ok)
+				break;
 		}
 	}
 	if (rc == 0)
@@ -226,7 +252,10 @@ int brig_egress__bump(int cfd, int ufd, const char *host, int port, const brig_e
 	*replaced = rw->replaced;
 	explicit_bzero(rw, sizeof *rw);
 	brig_buf_free(&out);
+	brig_buf_free(&down_out);
+	explicit_bzero(buf, BUF);
 out:
+	brig_egress__scan_free(&scan);
 	free(rw);
 	free(buf);
 	if (c)

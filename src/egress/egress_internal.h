@@ -90,6 +90,11 @@ bool brig_egress__peer_take(brig_egress_peers *p, uint32_t addr, int cap);
 /* Counts one connection of addr less (one that peer_take counted). */
 void brig_egress__peer_drop(brig_egress_peers *p, uint32_t addr);
 
+/* The proxy's test-only overrides ($BRIG_EGRESS_HOSTS,
+ * $BRIG_EGRESS_UPSTREAM_CA) are refused unless $BRIG_EGRESS_TEST is "1".
+ * Errors: BRIG_EINVAL naming the variable. */
+int brig_egress__test_overrides_check(brig_error **err);
+
 /* Fills out[0..max) (NULL-terminated; max >= 1) with the entries of env
  * the egress proxy is started with (pointers into env). Returns how many. */
 size_t brig_egress__proxy_env(char **out, size_t max, char *const *env);
@@ -145,8 +150,11 @@ int brig_egress__ca_ensure(char **pem, brig_error **err);
  * request heads are parsed (bounded), checked (origin-form target, token
  * header names, no folding, one Host naming the tunnel's host, one
  * Content-Length, Transfer-Encoding only "chunked" and never with
- * Content-Length) and each placeholder in a header value is replaced by
- * its value; bodies (Content-Length or chunked) pass unchanged. After an
+ * Content-Length; no TRACE or TRACK) and a placeholder is replaced by its
+ * value only in the headers secrets are bound to (Authorization,
+ * x-api-key, api-key, x-goog-api-key) and only when it is the whole value
+ * or follows a scheme ("Bearer PH"); bodies (Content-Length or chunked)
+ * pass unchanged. After an
  * Upgrade request everything passes unchanged. */
 #define BRIG_EGRESS_OUT_HEAD_MAX (64 * 1024)
 typedef struct brig_egress_rw {
@@ -165,12 +173,40 @@ typedef struct brig_egress_rw {
 	unsigned replaced; /* placeholders replaced */
 } brig_egress_rw;
 
+/* Inits b with all of cap allocated at once: a buffer that will hold a
+ * secret never reallocates (which would leave a copy behind, unwiped). */
+struct brig_buf;
+void brig_egress__buf_whole(struct brig_buf *b, size_t cap);
+
 void brig_egress__rw_init(brig_egress_rw *rw, const char *host, int port, const char *const *from,
 			  const char *const *to, size_t pairs);
 /* Feeds in[0..n) and appends what goes upstream to out (a brig_buf). 0, or
  * -1 with a short static reason in *why (the connection ends). */
 struct brig_buf;
 int brig_egress__rw_feed(brig_egress_rw *rw, const char *in, size_t n, struct brig_buf *out, const char **why);
+
+/* The response stream of a TLS-terminated connection (upstream →
+ * sandbox), watched for the secrets' values: bytes that could begin a
+ * value are held back until what follows shows they do not, so no part of
+ * a value split across reads reaches the sandbox either. */
+typedef struct brig_egress_scan {
+	const char *const *values;
+	size_t count;
+	char *hold; /* a proper prefix of some value (wiped) */
+	size_t hold_len;
+} brig_egress_scan;
+
+void brig_egress__scan_init(brig_egress_scan *s, const char *const *values, size_t count);
+/* Appends to out what of held bytes and in[0..n) may go to the sandbox.
+ * 0, or 1 when a value is in the stream (nothing appended). */
+int brig_egress__scan_feed(brig_egress_scan *s, const char *in, size_t n, struct brig_buf *out);
+/* Appends the bytes still held (at the stream's end); 0, or -1 when out is full. */
+int brig_egress__scan_flush(brig_egress_scan *s, struct brig_buf *out);
+void brig_egress__scan_free(brig_egress_scan *s);
+
+/* True when TLS to host:port may be terminated for a secret: port 443,
+ * or a port one of the rules names for host (api.example.com:8443). */
+bool brig_egress__bump_port(const char *const *rules, size_t n, const char *host, int port);
 
 /* Serves one CONNECT whose host has secrets: TLS with the sandbox as host
  * (a leaf of brig's authority), TLS upstream on ufd verifying host's real

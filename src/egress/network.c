@@ -112,6 +112,7 @@ static bool proxy_env_kept(const char *entry)
 		"BRIG_EGRESS_DIR",
 		"BRIG_EGRESS_HOSTS",
 		"BRIG_EGRESS_UPSTREAM_CA",
+		"BRIG_EGRESS_TEST",
 		"DOCKER_HOST",
 		"DOCKER_TLS_VERIFY",
 		"DOCKER_CERT_PATH",

@@ -59,6 +59,7 @@ typedef struct conn {
 	char ns[80], agent[80], session[80]; /* the computer's identity; "" for a run */
 	char host[256];
 	int port;
+	bool bump_port;       /* TLS to host:port may be terminated (443, or a port a rule names) */
 	const char *decision; /* "allowed" | "denied" | "error" */
 	char reason[400];
 	uint64_t up, down;
@@ -469,7 +470,7 @@ static void do_connect(conn *c, char *buf, size_t len, const brig_egress_req *re
 		answer(c, 500, "Internal Server Error", "error", "cannot read this sandbox's secrets");
 		return;
 	}
-	for (size_t i = 0; i < nsec && !bump; i++)
+	for (size_t i = 0; i < nsec && !bump && c->bump_port; i++)
 		bump = brig_egress__secret_covers(&sec[i], c->host);
 	int up = upstream(c);
 	if (up < 0) {
@@ -626,6 +627,7 @@ static void *serve_conn(void *arg)
 		goto out;
 	}
 	bool ok = brig_egress_allowed((const char *const *)rules, n, req.host, req.port);
+	c->bump_port = brig_egress__bump_port((const char *const *)rules, n, req.host, req.port);
 	brig_egress_rules_free(rules);
 	if (!ok) {
 		answer(c, 403, "Forbidden", "denied", "%s:%d is not allowed for this sandbox (brig egress allow %s %s)",
@@ -703,10 +705,30 @@ static int attached(void)
 	return (int)json_object_size(json_object_get(net, "Containers"));
 }
 
+int brig_egress__test_overrides_check(brig_error **err)
+{
+	const char *test = getenv("BRIG_EGRESS_TEST");
+	if (test && strcmp(test, "1") == 0)
+		return 0;
+	static const char *const names[] = {"BRIG_EGRESS_HOSTS", "BRIG_EGRESS_UPSTREAM_CA"};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (getenv(names[i]))
+			return brig__error_set(err, BRIG_EINVAL, 0,
+					       "egress proxy: %s is set; it is for brig's tests only (they also set "
+					       "BRIG_EGRESS_TEST=1): unset it",
+					       names[i]);
+	return 0;
+}
+
 int brig_egress_proxy_serve(brig_error **err)
 {
+	/* Overrides that skip the address checks or trust another authority:
+	 * never from an environment that merely leaked them. */
+	int rc = brig_egress__test_overrides_check(err);
+	if (rc)
+		return rc;
 	cleanup_free char *dir = NULL;
-	int rc = brig_egress_dir(&dir, err);
+	rc = brig_egress_dir(&dir, err);
 	if (rc)
 		return rc;
 	if ((rc = brig_mkdir_p(dir, 0700, "the egress folder", err)) != 0)

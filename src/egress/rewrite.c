@@ -3,6 +3,7 @@
  * replaced by their secrets, bodies framed and passed. Sandbox bytes:
  * bounded, fuzzed by tests/fuzz/fuzz_egress_bump.c. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -23,6 +24,22 @@ void brig_egress__rw_init(brig_egress_rw *rw, const char *host, int port, const 
 	rw->state = RW_HEAD;
 }
 
+void brig_egress__buf_whole(brig_buf *b, size_t cap)
+{
+	brig_buf_init(b, cap);
+	b->data = xmalloc(cap + 1);
+	b->alloc = cap + 1;
+	b->data[0] = '\0';
+}
+
+/* Frees b after zeroing what it held (values swapped in). */
+static void wipe_free(brig_buf *b)
+{
+	if (b->data)
+		explicit_bzero(b->data, b->len);
+	brig_buf_free(b);
+}
+
 /* RFC 9110 tchar */
 static bool tchar(unsigned char c)
 {
@@ -35,30 +52,35 @@ static bool name_is(const char *p, size_t n, const char *name)
 	return strlen(name) == n && strncasecmp(p, name, n) == 0;
 }
 
-/* Appends value v[0..n) with every placeholder replaced. */
+/* Header names a secret is bound to: only there does a placeholder become
+ * its value (anywhere else it stays itself, so a header the upstream
+ * echoes back cannot carry the value to the sandbox). */
+static bool bound_name(const char *p, size_t n)
+{
+	return name_is(p, n, "authorization") || name_is(p, n, "x-api-key") || name_is(p, n, "api-key") ||
+	       name_is(p, n, "x-goog-api-key");
+}
+
+/* Appends value v[0..n): a placeholder's value when v is exactly a
+ * placeholder or "<scheme> <placeholder>" (scheme a token), else v. */
 static int put_value(brig_egress_rw *rw, brig_buf *out, const char *v, size_t n)
 {
-	int bad = 0;
-	size_t i = 0;
-	while (i < n) {
-		size_t hit = (size_t)-1;
-		for (size_t k = 0; k < rw->pairs; k++) {
-			size_t fl = strlen(rw->from[k]);
-			if (fl && n - i >= fl && memcmp(v + i, rw->from[k], fl) == 0) {
-				hit = k;
-				break;
-			}
-		}
-		if (hit != (size_t)-1) {
-			bad |= brig_buf_addstr(out, rw->to[hit]);
-			i += strlen(rw->from[hit]);
+	size_t at = 0;
+	const char *sp = memchr(v, ' ', n);
+	if (sp) {
+		at = (size_t)(sp - v) + 1;
+		for (const char *p = v; p < sp; p++)
+			if (!tchar((unsigned char)*p))
+				return brig_buf_add(out, v, n);
+	}
+	for (size_t k = 0; k < rw->pairs; k++) {
+		size_t fl = strlen(rw->from[k]);
+		if (fl && n - at == fl && memcmp(v + at, rw->from[k], fl) == 0) {
 			rw->replaced++;
-		} else {
-			bad |= brig_buf_add(out, v + i, 1);
-			i++;
+			return brig_buf_add(out, v, at) | brig_buf_addstr(out, rw->to[k]);
 		}
 	}
-	return bad;
+	return brig_buf_add(out, v, n);
 }
 
 /* The head in rw->head[0..head_len) (through its blank line). */
@@ -87,8 +109,13 @@ static int do_head(brig_egress_rw *rw, brig_buf *out, const char **why)
 	for (const char *p = sp1 + 1; p < sp2; p++)
 		if ((unsigned char)*p <= 0x20 || *p == 0x7f)
 			return -1;
+	if (name_is(h, (size_t)(sp1 - h), "TRACE") || name_is(h, (size_t)(sp1 - h), "TRACK")) {
+		/* they echo the request, values and all */
+		*why = "TRACE and TRACK are refused in the TLS tunnel";
+		return -1;
+	}
 	brig_buf head;
-	brig_buf_init(&head, BRIG_EGRESS_OUT_HEAD_MAX);
+	brig_egress__buf_whole(&head, BRIG_EGRESS_OUT_HEAD_MAX);
 	int bad = brig_buf_add(&head, h, (size_t)(le - h) + 2);
 	int hosts = 0, lengths = 0;
 	bool chunked = false, upgrade = false;
@@ -139,12 +166,17 @@ static int do_head(brig_egress_rw *rw, brig_buf *out, const char **why)
 		}
 		bad |= brig_buf_add(&head, l, (size_t)(colon - l) + 1);
 		bad |= brig_buf_addstr(&head, " ");
-		bad |= put_value(rw, &head, v, vn);
+		bad |= bound_name(l, nn) ? put_value(rw, &head, v, vn) : brig_buf_add(&head, v, vn);
 		bad |= brig_buf_addstr(&head, "\r\n");
 		l = e + 2;
 	}
 	if (hosts != 1) {
 		*why = "no Host header in the TLS tunnel";
+		goto refuse_why;
+	}
+	if ((chunked || upgrade) && memcmp(sp2 + 1, "HTTP/1.0", 8) == 0) {
+		/* HTTP/1.0 has neither: an upstream may frame the body otherwise */
+		*why = "Transfer-Encoding or Upgrade on HTTP/1.0 in the TLS tunnel";
 		goto refuse_why;
 	}
 	if (chunked && lengths) {
@@ -160,7 +192,7 @@ static int do_head(brig_egress_rw *rw, brig_buf *out, const char **why)
 		*why = "request too long once secrets are in";
 		goto refuse_why;
 	}
-	brig_buf_free(&head);
+	wipe_free(&head);
 	rw->requests++;
 	rw->head_len = 0;
 	rw->line_len = 0;
@@ -170,7 +202,7 @@ static int do_head(brig_egress_rw *rw, brig_buf *out, const char **why)
 refuse:
 	*why = "malformed request header in the TLS tunnel";
 refuse_why:
-	brig_buf_free(&head);
+	wipe_free(&head);
 	return -1;
 }
 
@@ -213,7 +245,9 @@ static int chunk_size(const brig_egress_rw *rw, uint64_t *size)
 			return -1;
 		*size = *size * 16 + (uint64_t)d;
 	}
-	if (i == 0 || (i < n - 2 && rw->line[i] != ';' && rw->line[i] != ' ' && rw->line[i] != '\t'))
+	/* hex digits, then ";ext" or nothing: no whitespace an upstream may
+	 * read differently */
+	if (i == 0 || (i < n - 2 && rw->line[i] != ';'))
 		return -1;
 	for (size_t k = i; k < n - 2; k++)
 		if ((unsigned char)rw->line[k] < 0x20 && rw->line[k] != '\t')
@@ -318,5 +352,68 @@ int brig_egress__rw_feed(brig_egress_rw *rw, const char *in, size_t n, brig_buf 
 		default: *why = "bad state"; return -1;
 		}
 	}
+	return 0;
+}
+
+void brig_egress__scan_init(brig_egress_scan *s, const char *const *values, size_t count)
+{
+	memset(s, 0, sizeof *s);
+	s->values = values;
+	s->count = count;
+	size_t max = 0;
+	for (size_t i = 0; i < count; i++)
+		if (strlen(values[i]) > max)
+			max = strlen(values[i]);
+	s->hold = xmalloc(max + 1);
+}
+
+void brig_egress__scan_free(brig_egress_scan *s)
+{
+	if (s->hold)
+		explicit_bzero(s->hold, s->hold_len);
+	free(s->hold);
+	s->hold = NULL;
+	s->hold_len = 0;
+}
+
+int brig_egress__scan_flush(brig_egress_scan *s, brig_buf *out)
+{
+	int bad = brig_buf_add(out, s->hold, s->hold_len);
+	explicit_bzero(s->hold, s->hold_len);
+	s->hold_len = 0;
+	return bad;
+}
+
+int brig_egress__scan_feed(brig_egress_scan *s, const char *in, size_t n, brig_buf *out)
+{
+	size_t start = out->len;
+	if (brig_buf_add(out, s->hold, s->hold_len) || brig_buf_add(out, in, n)) {
+		explicit_bzero(out->data + start, out->len - start);
+		out->len = start;
+		return 1; /* cannot look: say no */
+	}
+	const char *w = out->data + start;
+	size_t wn = out->len - start, keep = 0;
+	for (size_t i = 0; i < s->count; i++) {
+		size_t vl = strlen(s->values[i]);
+		if (!vl)
+			continue;
+		if (memmem(w, wn, s->values[i], vl)) {
+			explicit_bzero(out->data + start, wn);
+			out->len = start;
+			return 1;
+		}
+		/* the longest tail of w that begins this value */
+		for (size_t k = (vl - 1 < wn ? vl - 1 : wn); k > keep; k--)
+			if (memcmp(w + wn - k, s->values[i], k) == 0) {
+				keep = k;
+				break;
+			}
+	}
+	explicit_bzero(s->hold, s->hold_len);
+	memcpy(s->hold, w + wn - keep, keep);
+	s->hold_len = keep;
+	explicit_bzero(out->data + start + wn - keep, keep);
+	out->len = start + wn - keep;
 	return 0;
 }

@@ -132,6 +132,18 @@ bool brig_egress_allowed(const char *const *rules, size_t n, const char *host, i
 	return false;
 }
 
+bool brig_egress__bump_port(const char *const *rules, size_t n, const char *host, int port)
+{
+	if (port == 443)
+		return true;
+	for (size_t i = 0; i < n; i++) {
+		const char *colon = rules[i] ? strchr(rules[i], ':') : NULL;
+		if (colon && rule_matches(rules[i], host, port))
+			return true;
+	}
+	return false;
+}
+
 int brig_egress_dir(char **out, brig_error **err)
 {
 	*out = NULL;

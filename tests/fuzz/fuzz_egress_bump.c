@@ -1,8 +1,13 @@
 /* fuzz_egress_bump.c — libFuzzer target for the egress proxy's request
  * stream inside a TLS tunnel it terminates (src/egress/rewrite.c): the
  * input (after one byte choosing the piece size) is fed in pieces, as
- * TLS records arrive, and what goes upstream must stay bounded and must
- * never hold a placeholder where a header value held one. */
+ * TLS records arrive, and what goes upstream must stay bounded (a value
+ * goes only into the headers secrets are bound to); the same bytes as an
+ * upstream's answer through the value scanner (rewrite.c too). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memmem */
+#endif
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +48,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (rw.head_len > sizeof rw.head || rw.line_len > sizeof rw.line || fed > len)
 		abort();
+	/* The same bytes as an upstream's answer: what reaches the sandbox is
+	 * what came, in order, never holding a value. */
+	static const char *const values[] = {"sk-value", "sksksk"};
+	brig_egress_scan sc;
+	brig_egress__scan_init(&sc, values, 2);
+	brig_buf_reset(&out);
+	bool cut = false;
+	for (size_t off = 0; off < len && !cut; off += step)
+		cut = brig_egress__scan_feed(&sc, in + off, len - off < step ? len - off : step, &out) != 0;
+	if (!cut && brig_egress__scan_flush(&sc, &out) != 0)
+		abort();
+	if (out.len > len || (!cut && (out.len != len || memcmp(out.data, in, len) != 0)) ||
+	    (out.len && (memmem(out.data, out.len, "sk-value", 8) || memmem(out.data, out.len, "sksksk", 6))))
+		abort();
+	brig_egress__scan_free(&sc);
 	brig_buf_free(&out);
 	return 0;
 }

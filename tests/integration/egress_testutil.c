@@ -67,6 +67,7 @@ int egress_test_prepare(egress_test *t, const char *who, const char *tmp_tag, co
 	fputs(hosts, h);
 	fclose(h);
 	setenv("BRIG_EGRESS_HOSTS", path, 1);
+	setenv("BRIG_EGRESS_TEST", "1", 1); /* the proxy accepts the overrides only with it */
 	snprintf(path, sizeof path, "sqlite://%s/brig.db", t->dir);
 	setenv("BRIG_STORE", path, 1);
 	return 0;

@@ -30,7 +30,6 @@
 #include "brig/spec.h"
 #include "brig/store.h"
 #include "egress/egress_internal.h"
-#include "egress/egress_internal.h"
 #include "util/util.h"
 
 static brig_engine *E;

@@ -606,6 +606,25 @@ static void test_rewrite(void **state)
 		ASSERT_CONTAINS(out, "\r\n\r\n31;ext\r\n" PH "\r\n0\r\nT: 1\r\n\r\n");
 		assert_int_equal(rep, 2);
 	}
+	/* Only headers a secret is bound to, only the whole value or after a
+	 * scheme: an echoed header (X-Echo) would hand the value back. */
+	static const char bound[] = "GET / HTTP/1.1\r\nHost: api.example.com\r\nX-Echo: " PH "\r\n"
+				    "X-Goog-Api-Key: " PH "\r\napi-key: Token " PH "\r\n"
+				    "Proxy-Authorization: Bearer " PH "\r\nAuthorization: Bearer " PH "," PH "\r\n"
+				    "Authorization: x" PH "\r\nAuthorization: Bea(rer " PH "\r\n"
+				    "Authorization: Bearer  " PH "\r\nCookie: a=" PH "\r\n\r\n";
+	cleanup_free char *bo = rewrite(bound, 3, &why, &rep);
+	assert_non_null(bo);
+	assert_int_equal(rep, 2);
+	ASSERT_CONTAINS(bo, "X-Echo: " PH "\r\n");
+	ASSERT_CONTAINS(bo, "X-Goog-Api-Key: sk-real-value\r\n");
+	ASSERT_CONTAINS(bo, "api-key: Token sk-real-value\r\n");
+	ASSERT_CONTAINS(bo, "Proxy-Authorization: Bearer " PH "\r\n");
+	ASSERT_CONTAINS(bo, "Authorization: Bearer " PH "," PH "\r\n");
+	ASSERT_CONTAINS(bo, "Authorization: x" PH "\r\n");
+	ASSERT_CONTAINS(bo, "Authorization: Bea(rer " PH "\r\n");
+	ASSERT_CONTAINS(bo, "Authorization: Bearer  " PH "\r\n");
+	ASSERT_CONTAINS(bo, "Cookie: a=" PH "\r\n");
 	static const char body_ok[] = "POST / HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 3\r\n\r\nabc"
 				      "GET / HTTP/1.0\r\nhost: api.example.com\r\n\r\n";
 	cleanup_free char *ok = rewrite(body_ok, 4, &why, &rep);
@@ -621,6 +640,9 @@ static void test_rewrite(void **state)
 		const char *text, *why;
 	} bad[] = {
 		{"GET / HTTP/1.1\r\nHost: other.example.com\r\n\r\n", "Host in the TLS tunnel differs"},
+		{"TRACE / HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer " PH "\r\n\r\n",
+		 "TRACE and TRACK are refused"},
+		{"TRACK / HTTP/1.1\r\nHost: api.example.com\r\n\r\n", "TRACE and TRACK are refused"},
 		{"GET / HTTP/1.1\r\nHost: api.example.com:8443\r\n\r\n", "Host in the TLS tunnel differs"},
 		{"GET / HTTP/1.1\r\nHost: api.example.com\r\nHost: api.example.com\r\n\r\n", "differs"},
 		{"GET / HTTP/1.1\r\nX: y\r\n\r\n", "no Host header"},
@@ -629,7 +651,9 @@ static void test_rewrite(void **state)
 		{"G(T / HTTP/1.1\r\nHost: api.example.com\r\n\r\n", "malformed request"},
 		{"GET / HTTP/1.1\r\nHost: api.example.com\r\n folded\r\n\r\n", "malformed request header"},
 		{"GET / HTTP/1.1\r\nBad Name: x\r\nHost: api.example.com\r\n\r\n", "malformed request header"},
-		{"GET / HTTP/1.1\r\nHost: api.example.com\r\nX: a\x01" "b\r\n\r\n", "malformed request header"},
+		{"GET / HTTP/1.1\r\nHost: api.example.com\r\nX: a\x01"
+		 "b\r\n\r\n",
+		 "malformed request header"},
 		{"POST / HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
 		 "malformed request header"},
 		{"POST / HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 1x\r\n\r\n", "malformed request header"},
@@ -646,6 +670,14 @@ static void test_rewrite(void **state)
 		{"POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\n\r\n"
 		 "1111111111111111\r\n",
 		 "malformed chunk size"},
+		{"POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\n\r\n1 \r\na\r\n0\r\n\r\n",
+		 "malformed chunk size"},
+		{"POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\n\r\n1\t;x\r\na\r\n",
+		 "malformed chunk size"},
+		{"POST / HTTP/1.0\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\n\r\n",
+		 "Transfer-Encoding or Upgrade on HTTP/1.0"},
+		{"GET / HTTP/1.0\r\nHost: api.example.com\r\nUpgrade: websocket\r\n\r\n",
+		 "Transfer-Encoding or Upgrade on HTTP/1.0"},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		why = NULL;
@@ -677,10 +709,10 @@ static void test_rewrite(void **state)
 	brig_egress__rw_init(rw, "api.example.com", 443, from, to, 1);
 	brig_buf h, out;
 	brig_buf_init(&h, 1 << 20);
-	brig_buf_puts(&h, "GET / HTTP/1.1\r\nHost: api.example.com\r\nX:");
+	brig_buf_puts(&h, "GET / HTTP/1.1\r\nHost: api.example.com\r\n");
 	for (int i = 0; i < 40; i++)
-		brig_buf_puts(&h, " " PH);
-	brig_buf_puts(&h, "\r\n\r\n");
+		brig_buf_puts(&h, "Authorization: Bearer " PH "\r\n");
+	brig_buf_puts(&h, "\r\n");
 	brig_buf_init(&out, 1 << 20);
 	assert_int_equal(brig_egress__rw_feed(rw, h.data, h.len, &out, &why), -1);
 	ASSERT_CONTAINS(why, "too long once secrets are in");
@@ -688,6 +720,76 @@ static void test_rewrite(void **state)
 	brig_buf_free(&out);
 	free(rw);
 	free(huge);
+}
+
+/* Feeds text to a scanner in pieces of step bytes; what reached the
+ * sandbox (caller frees), with *cut when a value was seen. */
+static char *scan(const char *text, size_t step, bool *cut)
+{
+	static const char *const values[] = {"sk-real-value", "other-secret"};
+	brig_egress_scan s;
+	brig_egress__scan_init(&s, values, 2);
+	brig_buf out;
+	brig_buf_init(&out, 1 << 20);
+	size_t n = strlen(text);
+	*cut = false;
+	for (size_t off = 0; off < n && !*cut; off += step)
+		*cut = brig_egress__scan_feed(&s, text + off, n - off < step ? n - off : step, &out) != 0;
+	if (!*cut)
+		assert_int_equal(brig_egress__scan_flush(&s, &out), 0);
+	brig_egress__scan_free(&s);
+	return brig_buf_steal(&out, NULL);
+}
+
+static void test_scan(void **state)
+{
+	(void)state;
+	static const char echo[] = "HTTP/1.1 200 OK\r\n\r\n{\"headers\":{\"Authorization\":\"Bearer sk-real-value\"}}";
+	for (size_t step = 1; step <= sizeof echo; step++) {
+		bool cut;
+		cleanup_free char *out = scan(echo, step, &cut);
+		if (!cut)
+			fail_msg("a reflected value passed at step %zu", step);
+		/* not even a part of it before the cut */
+		assert_null(strstr(out ? out : "", "sk-"));
+	}
+	bool cut;
+	cleanup_free char *o2 = scan("x other-secre", 4, &cut);
+	assert_false(cut);
+	assert_string_equal(o2, "x other-secre"); /* a prefix at the end: flushed */
+	cleanup_free char *o3 = scan("sk-real-valu sk-sk-real-valuX other-secret", 5, &cut);
+	assert_true(cut);
+	cleanup_free char *o4 = scan("sk-real-valu sk-sk-real-valuX other-secreT", 3, &cut);
+	assert_false(cut);
+	assert_string_equal(o4, "sk-real-valu sk-sk-real-valuX other-secreT");
+}
+
+/* Buffers that hold a value never move (a realloc leaves a copy behind). */
+static void test_buf_whole(void **state)
+{
+	(void)state;
+	brig_buf b;
+	brig_egress__buf_whole(&b, 100000);
+	const char *at = b.data;
+	char chunk[1000];
+	memset(chunk, 'v', sizeof chunk);
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(brig_buf_add(&b, chunk, sizeof chunk), 0);
+	assert_ptr_equal(b.data, at);
+	assert_int_not_equal(brig_buf_add(&b, chunk, 1), 0);
+	brig_buf_free(&b);
+}
+
+static void test_bump_port(void **state)
+{
+	(void)state;
+	const char *rules[] = {"api.example.com", "*.example.org:8443", "api.example.com:80"};
+	assert_true(brig_egress__bump_port(rules, 3, "api.example.com", 443));
+	assert_false(brig_egress__bump_port(rules, 3, "api.example.com", 8443));
+	assert_true(brig_egress__bump_port(rules, 3, "a.example.org", 8443));
+	assert_false(brig_egress__bump_port(rules, 3, "api.example.com", 22));
+	assert_true(brig_egress__bump_port(rules, 3, "api.example.com", 80)); /* named */
+	assert_false(brig_egress__bump_port(rules, 1, "api.example.com", 80));
 }
 
 static void test_secrets_file(void **state)
@@ -791,6 +893,7 @@ static void test_proxy_env(void **state)
 		       "BRIG_EGRESS_DIR=/tmp/e",
 		       "BRIG_EGRESS_HOSTS=/tmp/h",
 		       "BRIG_EGRESS_HOSTSX=/tmp/h",
+		       "BRIG_EGRESS_TEST=1",
 		       "DOCKER_HOST=unix:///var/run/docker.sock",
 		       "PGPASSFILE=/tmp/pgpass",
 		       "PG=x",
@@ -799,19 +902,46 @@ static void test_proxy_env(void **state)
 		       "GITHUB_TOKEN=t",
 		       NULL};
 	char *out[16];
-	assert_int_equal(brig_egress__proxy_env(out, 16, env), 6);
+	assert_int_equal(brig_egress__proxy_env(out, 16, env), 7);
 	assert_string_equal(out[0], "PATH=/usr/bin:/bin");
 	assert_string_equal(out[1], "BRIG_STORE=sqlite:///tmp/x.db");
 	assert_string_equal(out[2], "BRIG_EGRESS_DIR=/tmp/e");
 	assert_string_equal(out[3], "BRIG_EGRESS_HOSTS=/tmp/h");
-	assert_string_equal(out[4], "DOCKER_HOST=unix:///var/run/docker.sock");
-	assert_string_equal(out[5], "PGPASSFILE=/tmp/pgpass");
-	assert_null(out[6]);
+	assert_string_equal(out[4], "BRIG_EGRESS_TEST=1");
+	assert_string_equal(out[5], "DOCKER_HOST=unix:///var/run/docker.sock");
+	assert_string_equal(out[6], "PGPASSFILE=/tmp/pgpass");
+	assert_null(out[7]);
 	/* a short array: what fits, still NULL-terminated */
 	assert_int_equal(brig_egress__proxy_env(out, 3, env), 2);
 	assert_null(out[2]);
 	assert_int_equal(brig_egress__proxy_env(out, 1, env), 0);
 	assert_null(out[0]);
+}
+
+/* The test-only overrides only with BRIG_EGRESS_TEST=1: the proxy refuses
+ * to start on an environment that merely leaked them. */
+static void test_proxy_test_overrides(void **state)
+{
+	(void)state;
+	brig_error *err = NULL;
+	unsetenv("BRIG_EGRESS_TEST");
+	setenv("BRIG_EGRESS_HOSTS", "/nonexistent/hosts", 1);
+	assert_int_equal(brig_egress_proxy_serve(&err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "BRIG_EGRESS_HOSTS is set; it is for brig's tests only");
+	brig__error_clear(&err);
+	unsetenv("BRIG_EGRESS_HOSTS");
+	setenv("BRIG_EGRESS_UPSTREAM_CA", "/nonexistent/ca.pem", 1);
+	assert_int_equal(brig_egress_proxy_serve(&err), BRIG_EINVAL);
+	ASSERT_CONTAINS(brig_error_message(err), "BRIG_EGRESS_UPSTREAM_CA is set");
+	brig__error_clear(&err);
+	setenv("BRIG_EGRESS_TEST", "yes", 1);
+	assert_int_equal(brig_egress__test_overrides_check(&err), BRIG_EINVAL);
+	brig__error_clear(&err);
+	setenv("BRIG_EGRESS_TEST", "1", 1);
+	assert_int_equal(brig_egress__test_overrides_check(&err), 0);
+	unsetenv("BRIG_EGRESS_UPSTREAM_CA");
+	unsetenv("BRIG_EGRESS_TEST");
+	assert_int_equal(brig_egress__test_overrides_check(&err), 0);
 }
 
 int main(void)
@@ -827,8 +957,12 @@ int main(void)
 		cmocka_unit_test(test_parse_head),
 		cmocka_unit_test(test_sni),
 		cmocka_unit_test(test_proxy_env),
+		cmocka_unit_test(test_proxy_test_overrides),
 		cmocka_unit_test(test_spec_secret),
 		cmocka_unit_test(test_rewrite),
+		cmocka_unit_test(test_scan),
+		cmocka_unit_test(test_bump_port),
+		cmocka_unit_test(test_buf_whole),
 		cmocka_unit_test(test_secrets_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,6 +27,21 @@ print("OTHER=" + auth_seen("other.brig.test", ssl.create_default_context(cadata=
 # brig's authority vouches for no other host.
 print("OTHER_DEFAULT=" + auth_seen("other.brig.test", ssl.create_default_context()))
 
+# An upstream that echoes the request's headers: the bound header's value
+# must not come back (the proxy cuts the tunnel); a placeholder in another
+# header arrives as the placeholder, so its echo is harmless.
+def echoed(method, headers):
+    try:
+        c = http.client.HTTPSConnection("172.30.4.1", 3128, context=ssl.create_default_context(), timeout=90)
+        c.set_tunnel("secret.brig.test", int(port))
+        c.request(method, "/echo", headers=headers)
+        return c.getresponse().read().decode().replace("\n", " | ")
+    except Exception as e:
+        return "fail: %s" % type(e).__name__
+print("ECHO=" + echoed("GET", {"Authorization": "Bearer " + ph}))
+print("TRACE=" + echoed("TRACE", {"Authorization": "Bearer " + ph}))
+print("ECHO_UNBOUND=" + echoed("GET", {"X-Echo": ph}))
+
 # A client that does not trust brig's authority: the proxy's TLS fails.
 print("UNTRUSTING=" + auth_seen("secret.brig.test", ssl.create_default_context(cadata=testca)))
 # A secret's host whose real certificate does not name it: the proxy

@@ -33,9 +33,21 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         n = int(self.headers.get("Content-Length") or 0)
         self.record(self.rfile.read(n) if n else b"")
+    # A careless upstream: the request's headers back in the body (as error
+    # pages, CORS preflights and TRACE do).
+    def echo(self):
+        b = ("%s\n%s" % (self.requestline, "".join("%s: %s\n" % kv for kv in self.headers.items()))).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def do_TRACE(self):
+        self.echo()
     def do_GET(self):
         if self.path == "/headers":
             return self.record()
+        if self.path == "/echo":
+            return self.echo()
         if self.path.startswith("/bytes/"):  # the benchmark's download
             n = int(self.path[7:])
             self.send_response(200)
