@@ -29,11 +29,14 @@ SECRET = "root-only-" + PREFIX
 
 
 def tar_of(entries):
-    """entries: (name, bytes) for files, (name, None) for dirs, (name, "->target") for symlinks."""
+    """entries: (name, bytes) for files, (name, None) for dirs, (name, "->target") for symlinks;
+    a third item is the entry's mode."""
     tb = io.BytesIO()
     with tarfile.open(fileobj=tb, mode="w") as tf:
-        for name, data in entries:
+        for name, data, *mode in entries:
             ti = tarfile.TarInfo(name)
+            if mode:
+                ti.mode = mode[0]
             if data is None:
                 ti.type = tarfile.DIRTYPE
                 tf.addfile(ti)
@@ -248,6 +251,55 @@ class Archive(Base):
                 break
             time.sleep(0.1)
         self.assertEqual(st, 200, b)
+
+
+class ArchiveNotRoot(Base):
+    """brig serve as a user that is not root (in the docker group): a tar
+    whose directories the user could not enter or empty (mode 0000, 0644) is
+    unpacked whole, with its modes, and its staging removed."""
+
+    UID = 65534
+
+    @classmethod
+    def setUpClass(cls):
+        import grp
+        try:
+            gid = grp.getgrnam("docker").gr_gid
+        except KeyError:
+            raise unittest.SkipTest("no docker group")
+        if os.geteuid() != 0 or not os.path.exists("/usr/bin/setpriv"):
+            raise unittest.SkipTest("needs root and setpriv to run brig serve as another user")
+        cls.tmpdir = tempfile.TemporaryDirectory()
+        os.chmod(cls.tmpdir.name, 0o777)
+        wrap = ["/usr/bin/setpriv", "--reuid", str(cls.UID), "--regid", str(gid), "--clear-groups"]
+        # its staging directory (/tmp need not be writable by it)
+        cls.stage = os.path.join(cls.tmpdir.name, "stage")
+        os.mkdir(cls.stage)
+        os.chown(cls.stage, cls.UID, -1)
+        saved = os.environ.get("TMPDIR")
+        os.environ["TMPDIR"] = cls.stage
+        try:
+            cls.srv = Server(cls.tmpdir.name, wrap=wrap)
+        finally:
+            if saved is None:
+                del os.environ["TMPDIR"]
+            else:
+                os.environ["TMPDIR"] = saved
+        cls.py = PyClient(cls.srv.sock)
+
+    def staged(self):
+        return os.listdir(self.stage)
+
+    def test_unreadable_directories(self):
+        self.created("nr")
+        st, _, b = self.py.call("PUT", self.path("nr", "/archive?path=/workspace"), token=TOK_A,
+                                raw=tar_of([("d", None, 0o000), ("d/f", b"hello", 0o640), ("d/e", None, 0o555),
+                                            ("d/e/g", b"g", 0o400), ("d/e/z", b"", 0o000), ("p", None)]))
+        self.assertEqual(st, 204, b)
+        out = self.sh("nr", "cd /workspace && stat -c '%a %u %n' d d/f d/e d/e/g d/e/z p && cat d/f d/e/g")
+        self.assertEqual(out, "700 1000 d\n640 1000 d/f\n755 1000 d/e\n400 1000 d/e/g\n0 1000 d/e/z\n"
+                              "744 1000 p\nhellog")
+        self.assertEqual(self.staged(), [])
 
 
 class NoGuest(Base):
