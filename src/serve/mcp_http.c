@@ -15,7 +15,8 @@
 #include "serve/internal.h"
 #include "util/util.h"
 
-#define MH_MAX_SESSIONS 128
+#define MH_MAX_SESSIONS 1024              /* of the server */
+#define MH_MAX_TOKEN_SESSIONS 32          /* of one token: past it, only its own are ended */
 #define MH_PENDING_MAX ((size_t)64 << 20) /* SSE bytes queued for one POST */
 
 typedef struct mh_session mh_session;
@@ -222,17 +223,29 @@ static mh_session *session_open(serve_req *r, serve_reply *out)
 	serve_mcp *t = serve__mcp(r);
 	mh_session *evict = NULL;
 	pthread_mutex_lock(&t->lock);
-	if (t->n >= MH_MAX_SESSIONS) {
-		/* The least recently used session that no POST holds goes. */
+	size_t own = 0;
+	for (mh_session *p = t->sessions; p; p = p->next)
+		own += p->token == r->token;
+	if (own >= MH_MAX_TOKEN_SESSIONS || t->n >= MH_MAX_SESSIONS) {
+		/* The token's own least recently used session that no POST
+		 * holds goes: one token never ends another's. */
 		mh_session **victim = NULL;
 		for (mh_session **p = &t->sessions; *p; p = &(*p)->next)
-			if ((*p)->refs == 1 && (!victim || (*p)->used < (*victim)->used))
+			if ((*p)->token == r->token && (*p)->refs == 1 && (!victim || (*p)->used < (*victim)->used))
 				victim = p;
 		if (victim) {
 			evict = *victim;
 			*victim = evict->next;
 			t->n--;
+			own--;
 		}
+	}
+	if (own >= MH_MAX_TOKEN_SESSIONS) {
+		pthread_mutex_unlock(&t->lock);
+		serve__reply_fail(out, 429, "too_many",
+				  "this token's %d MCP sessions are all busy: end one (DELETE) or retry later",
+				  MH_MAX_TOKEN_SESSIONS);
+		return NULL;
 	}
 	if (t->n >= MH_MAX_SESSIONS) {
 		pthread_mutex_unlock(&t->lock);
@@ -265,8 +278,7 @@ static mh_session *session_open(serve_req *r, serve_reply *out)
 	t->n++;
 	pthread_mutex_unlock(&t->lock);
 	if (evict) {
-		fprintf(stderr, "brig: serve: mcp: ending the least recently used session (%d open)\n",
-			MH_MAX_SESSIONS);
+		fprintf(stderr, "brig: serve: mcp: ending the token's least recently used session (at the limit)\n");
 		session_close(t, evict);
 	}
 	return ss;

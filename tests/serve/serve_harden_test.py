@@ -23,7 +23,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_test import (BRIG, LABEL, NS_A, NS_B, PREFIX, TOK_A, TOK_ALL, TOK_B, PyClient, Server,  # noqa: E402
-                        UnixConnection, docker_cleanup, free_port)
+                        UnixConnection, attach_open, docker_cleanup, free_port)
 
 SECRET = "root-only-" + PREFIX
 
@@ -300,6 +300,85 @@ class ArchiveNotRoot(Base):
         self.assertEqual(out, "700 1000 d\n640 1000 d/f\n755 1000 d/e\n400 1000 d/e/g\n0 1000 d/e/z\n"
                               "744 1000 p\nhellog")
         self.assertEqual(self.staged(), [])
+
+
+class Streams(Base):
+    """One token holds at most --max-streams attach streams; a refusal comes
+    before the upgrade, other tokens keep theirs, and a closed stream (or
+    an attach answered without the upgrade) gives its slot back."""
+
+    extra = ["--max-streams", "2"]
+
+    def attach(self, ns=NS_A, tok=TOK_A, body=None):
+        return attach_open(self.srv.sock, self.path("st", "/exec/attach", ns=ns), body or {"argv": ["cat"]}, tok)
+
+    def test_streams_capped_per_token(self):
+        self.created("st")
+        st, _, b = self.create("st", ns=NS_B, tok=TOK_B)
+        self.assertIn(st, (200, 201), b)
+        # Answered without the upgrade (a bad body): no slot kept.
+        for _ in range(3):
+            st, _, body, s = self.attach(body={"argv": []})
+            self.assertEqual(st, 400, body)
+        opened = []
+        try:
+            for _ in range(2):
+                st, _, rest, s = self.attach()
+                self.assertEqual(st, 101, rest)
+                opened.append(s)
+            st, _, body, s = self.attach()
+            self.assertIsNone(s)
+            self.assertEqual(st, 429, body)
+            j = json.loads(body)
+            self.assertEqual(j["code"], "too_many", body)
+            self.assertIn("attach streams", j["message"])
+            st, _, rest, s = self.attach(ns=NS_B, tok=TOK_B)  # another token: its own slots
+            self.assertEqual(st, 101, rest)
+            opened.append(s)
+        finally:
+            for s in opened:
+                s.close()
+        for i in range(2):
+            for _ in range(100):  # the slots come back once the server sees the streams close
+                st, _, rest, s = self.attach()
+                if st != 429:
+                    break
+                time.sleep(0.1)
+            self.assertEqual(st, 101, rest)
+            self.addCleanup(s.close)
+
+
+class McpSessions(Base):
+    """MCP over HTTP: 32 sessions per token; past that the token's own least
+    recently used idle session ends, never another token's."""
+
+    def mcp(self, tok, sid=None, method="initialize", id=1):
+        body = {"jsonrpc": "2.0", "id": id, "method": method}
+        if method == "initialize":
+            body["params"] = {"protocolVersion": "2025-06-18", "capabilities": {},
+                              "clientInfo": {"name": "cap", "version": "1"}}
+        h = {"Accept": "application/json, text/event-stream"}
+        if sid:
+            h["Mcp-Session-Id"] = sid
+        ns = NS_A if tok == TOK_A else NS_B
+        st, hs, b = self.py.call("POST", "/v1/mcp/%s/agent/mcpcap" % ns, body, token=tok, headers=h)
+        return st, {k.lower(): v for k, v in hs.items()}.get("mcp-session-id"), b
+
+    def test_sessions_capped_per_token(self):
+        st, sid_b, b = self.mcp(TOK_B)
+        self.assertEqual(st, 200, b)
+        sids = []
+        for _ in range(33):
+            st, sid, b = self.mcp(TOK_A)
+            self.assertEqual(st, 200, b)
+            sids.append(sid)
+        self.assertEqual(self.mcp(TOK_A, sids[0], "ping")[0], 404)  # A's oldest went
+        for sid in sids[1:]:
+            st, _, b = self.mcp(TOK_A, sid, "ping")
+            self.assertEqual(st, 200, b)
+        st, _, b = self.mcp(TOK_B, sid_b, "ping")  # B's stays
+        self.assertEqual(st, 200, b)
+        self.assertIn("least recently used", self.srv.logtext())
 
 
 class NoGuest(Base):
