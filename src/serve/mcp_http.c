@@ -42,9 +42,9 @@ struct mh_session {
 	const void *token; /* the token that opened it: the only one it answers */
 	mcp_server *mcp;
 	serve_mcp *table;
-	size_t refs;  /* the table's, and each POST's */
-	bool closed;  /* DELETE, evicted, or the server stops */
-	int64_t used; /* last request, for eviction */
+	size_t refs;   /* the table's, and each POST's */
+	bool closed;   /* DELETE, evicted, or the server stops */
+	uint64_t used; /* the table's tick at its last request, for eviction */
 	pthread_mutex_t lock;
 	mh_waiter *waiters;
 };
@@ -53,6 +53,7 @@ struct serve_mcp {
 	pthread_mutex_t lock;
 	mh_session *sessions;
 	size_t n;
+	uint64_t tick; /* counts requests: milliseconds would tie */
 };
 
 /* The waiter of the request being dispatched on this thread: a parse
@@ -198,7 +199,7 @@ static mh_session *session_find(serve_req *r, serve_reply *out, const char *sid)
 			found = ss;
 	if (found) {
 		found->refs++;
-		found->used = brig_now_ms();
+		found->used = ++t->tick;
 	}
 	pthread_mutex_unlock(&t->lock);
 	if (!found)
@@ -262,7 +263,7 @@ static mh_session *session_open(serve_req *r, serve_reply *out)
 	ss->token = r->token;
 	ss->table = t;
 	ss->refs = 2; /* the table's and this POST's */
-	ss->used = brig_now_ms();
+	ss->used = ++t->tick;
 	pthread_mutex_init(&ss->lock, NULL);
 	mcp_config cfg = {.engine = serve__engine(r),
 			  .store = serve__store(r),
