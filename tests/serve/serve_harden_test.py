@@ -404,13 +404,15 @@ class Options(unittest.TestCase):
     def test_bad_options(self):
         for args, words in ((["--allow-publish-address", "example.org"], "numeric"),
                             (["--allow-publish-address", "1.2.3.4:80"], "numeric"),
-                            (["--max-transfers", "0"], "--max-transfers")):
+                            (["--max-transfers", "0"], "--max-transfers"),
+                            (["--max-streams", "0"], "--max-streams"), (["--max-streams", "4097"], "--max-streams")):
             p = subprocess.run([BRIG, "serve", "--listen", "unix:///nonexistent/s"] + args, capture_output=True,
                                text=True, timeout=30)
             self.assertEqual(p.returncode, 125, p.stderr)
             self.assertIn(words, p.stderr)
         p = subprocess.run([BRIG, "serve", "--help"], capture_output=True, text=True, timeout=30)
-        for o in ("--allow-runtime", "--allow-custom-seccomp", "--allow-publish-address", "--max-transfers"):
+        for o in ("--allow-runtime", "--allow-custom-seccomp", "--allow-publish-address", "--max-transfers",
+                  "--max-streams"):
             self.assertIn(o, p.stdout)
 
 
