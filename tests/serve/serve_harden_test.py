@@ -380,6 +380,43 @@ class McpSessions(Base):
         self.assertEqual(st, 200, b)
         self.assertIn("least recently used", self.srv.logtext())
 
+    def test_busy_sessions_refused(self):
+        """All 32 of a token's sessions inside a call: its next initialize
+        is 429, and no other token's session is ended for it."""
+        self.created("mcpbusy")  # labelled, so the clean-up finds it
+        path = "/v1/mcp/%s/agent/mcpbusy" % NS_A
+        hdr = {"Accept": "application/json, text/event-stream"}
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "cap", "version": "1"}}}
+        st, sid_b, b = self.mcp(TOK_B)
+        self.assertEqual(st, 200, b)
+        held = []
+        try:
+            for i in range(32):
+                st, h, b = self.py.call("POST", path, init, token=TOK_A, headers=hdr)
+                self.assertEqual(st, 200, b)
+                sid = {k.lower(): v for k, v in h.items()}["mcp-session-id"]
+                call = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                   "params": {"name": "run", "arguments": {"command": "sleep 60"}}}).encode()
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(self.srv.sock)
+                s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nMcp-Session-Id: %s\r\n"
+                           "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                           "Content-Length: %d\r\n\r\n" % (path, TOK_A, sid, len(call))).encode() + call)
+                held.append(s)
+                s.settimeout(60)
+                self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 200"))  # the call runs
+            st, _, b = self.py.call("POST", path, init, token=TOK_A, headers=hdr)
+            self.assertEqual(st, 429, b)
+            j = json.loads(b)
+            self.assertEqual(j["code"], "too_many", b)
+            self.assertIn("busy", j["message"])
+            st, _, b = self.mcp(TOK_B, sid_b, "ping")
+            self.assertEqual(st, 200, b)
+        finally:
+            for s in held:
+                s.close()  # the client leaves: its call is cancelled
+
 
 class NoGuest(Base):
     """A computer made without brig-init (BRIG_GUEST=0, as before it): tar
