@@ -38,6 +38,8 @@ static const char serve_usage[] =
 	"                          publish ports on (repeatable)\n"
 	"      --max-transfers N   Tar in/out and runs of one token at once (default 4;\n"
 	"                          more are answered 429)\n"
+	"      --max-streams N     Attach streams one token has open at once (default 32;\n"
+	"                          more are answered 429)\n"
 	"      --pool IMAGE=N      Keep N started computers of IMAGE's default spec warm\n"
 	"                          (repeatable; N 1..64): a create of that spec claims one\n"
 	"      --pool-max-age S    Replace pool members older than S seconds (default 1800)\n"
@@ -59,6 +61,7 @@ enum {
 	OPT_ALLOW_SECCOMP,
 	OPT_ALLOW_PUBLISH,
 	OPT_MAX_TRANSFERS,
+	OPT_MAX_STREAMS,
 	OPT_POOL,
 	OPT_POOL_AGE
 };
@@ -95,6 +98,7 @@ int cmd_serve(int argc, char **argv)
 		{"allow-custom-seccomp", no_argument, NULL, OPT_ALLOW_SECCOMP},
 		{"allow-publish-address", required_argument, NULL, OPT_ALLOW_PUBLISH},
 		{"max-transfers", required_argument, NULL, OPT_MAX_TRANSFERS},
+		{"max-streams", required_argument, NULL, OPT_MAX_STREAMS},
 		{"pool", required_argument, NULL, OPT_POOL},
 		{"pool-max-age", required_argument, NULL, OPT_POOL_AGE},
 		{"help", no_argument, NULL, 'h'},
@@ -161,6 +165,11 @@ int cmd_serve(int argc, char **argv)
 			if (cli_parse_i64("--max-transfers", optarg, 1, 4096, &v) != 0)
 				return CLI_EXIT_FAIL;
 			cfg.heavy_max = (unsigned)v;
+			break;
+		case OPT_MAX_STREAMS:
+			if (cli_parse_i64("--max-streams", optarg, 1, 4096, &v) != 0)
+				return CLI_EXIT_FAIL;
+			cfg.streams_max = (unsigned)v;
 			break;
 		case OPT_POOL:
 			if (cfg.n_pools == sizeof pools / sizeof pools[0])

@@ -51,6 +51,7 @@ enum {
 	ROUTE_RAW_BODY = 2, /* the body is bytes, not JSON */
 	ROUTE_ALL_NS = 4,   /* needs a token of every namespace (metrics) */
 	ROUTE_HEAVY = 8,    /* tar in/out, runs: at most heavy_max in flight per token (429) */
+	ROUTE_STREAM = 16,  /* exec attach: at most streams_max open per token (429) */
 };
 
 typedef struct serve_route {
@@ -81,7 +82,8 @@ struct serve_req {
 	size_t refused_len; /* body bytes of a refused request, dropped unread (capped too) */
 	const char *refused_code, *refused_msg;
 	bool refused_close;
-	bool heavy; /* holds one of its token's heavy slots */
+	bool heavy;  /* holds one of its token's heavy slots */
+	bool stream; /* holds one of its token's stream slots (until the upgrade takes it) */
 	int status;
 	int64_t started_us; /* monotonic, for the log line */
 	bool http10;        /* an HTTP/1.0 request (no upgrade possible) */

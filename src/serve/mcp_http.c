@@ -15,7 +15,8 @@
 #include "serve/internal.h"
 #include "util/util.h"
 
-#define MH_MAX_SESSIONS 128
+#define MH_MAX_SESSIONS 1024              /* of the server */
+#define MH_MAX_TOKEN_SESSIONS 32          /* of one token: past it, only its own are ended */
 #define MH_PENDING_MAX ((size_t)64 << 20) /* SSE bytes queued for one POST */
 
 typedef struct mh_session mh_session;
@@ -41,9 +42,9 @@ struct mh_session {
 	const void *token; /* the token that opened it: the only one it answers */
 	mcp_server *mcp;
 	serve_mcp *table;
-	size_t refs;  /* the table's, and each POST's */
-	bool closed;  /* DELETE, evicted, or the server stops */
-	int64_t used; /* last request, for eviction */
+	size_t refs;   /* the table's, and each POST's */
+	bool closed;   /* DELETE, evicted, or the server stops */
+	uint64_t used; /* the table's tick at its last request, for eviction */
 	pthread_mutex_t lock;
 	mh_waiter *waiters;
 };
@@ -52,6 +53,7 @@ struct serve_mcp {
 	pthread_mutex_t lock;
 	mh_session *sessions;
 	size_t n;
+	uint64_t tick; /* counts requests: milliseconds would tie */
 };
 
 /* The waiter of the request being dispatched on this thread: a parse
@@ -197,7 +199,7 @@ static mh_session *session_find(serve_req *r, serve_reply *out, const char *sid)
 			found = ss;
 	if (found) {
 		found->refs++;
-		found->used = brig_now_ms();
+		found->used = ++t->tick;
 	}
 	pthread_mutex_unlock(&t->lock);
 	if (!found)
@@ -222,17 +224,29 @@ static mh_session *session_open(serve_req *r, serve_reply *out)
 	serve_mcp *t = serve__mcp(r);
 	mh_session *evict = NULL;
 	pthread_mutex_lock(&t->lock);
-	if (t->n >= MH_MAX_SESSIONS) {
-		/* The least recently used session that no POST holds goes. */
+	size_t own = 0;
+	for (mh_session *p = t->sessions; p; p = p->next)
+		own += p->token == r->token;
+	if (own >= MH_MAX_TOKEN_SESSIONS || t->n >= MH_MAX_SESSIONS) {
+		/* The token's own least recently used session that no POST
+		 * holds goes: one token never ends another's. */
 		mh_session **victim = NULL;
 		for (mh_session **p = &t->sessions; *p; p = &(*p)->next)
-			if ((*p)->refs == 1 && (!victim || (*p)->used < (*victim)->used))
+			if ((*p)->token == r->token && (*p)->refs == 1 && (!victim || (*p)->used < (*victim)->used))
 				victim = p;
 		if (victim) {
 			evict = *victim;
 			*victim = evict->next;
 			t->n--;
+			own--;
 		}
+	}
+	if (own >= MH_MAX_TOKEN_SESSIONS) {
+		pthread_mutex_unlock(&t->lock);
+		serve__reply_fail(out, 429, "too_many",
+				  "this token's %d MCP sessions are all busy: end one (DELETE) or retry later",
+				  MH_MAX_TOKEN_SESSIONS);
+		return NULL;
 	}
 	if (t->n >= MH_MAX_SESSIONS) {
 		pthread_mutex_unlock(&t->lock);
@@ -249,7 +263,7 @@ static mh_session *session_open(serve_req *r, serve_reply *out)
 	ss->token = r->token;
 	ss->table = t;
 	ss->refs = 2; /* the table's and this POST's */
-	ss->used = brig_now_ms();
+	ss->used = ++t->tick;
 	pthread_mutex_init(&ss->lock, NULL);
 	mcp_config cfg = {.engine = serve__engine(r),
 			  .store = serve__store(r),
@@ -265,8 +279,7 @@ static mh_session *session_open(serve_req *r, serve_reply *out)
 	t->n++;
 	pthread_mutex_unlock(&t->lock);
 	if (evict) {
-		fprintf(stderr, "brig: serve: mcp: ending the least recently used session (%d open)\n",
-			MH_MAX_SESSIONS);
+		fprintf(stderr, "brig: serve: mcp: ending the token's least recently used session (at the limit)\n");
 		session_close(t, evict);
 	}
 	return ss;

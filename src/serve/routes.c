@@ -1006,7 +1006,7 @@ const serve_route serve__routes[] = {
 	{"POST", C "/checkpoints/import", h_checkpoint_import, ROUTE_RAW_BODY},
 	{"POST", C "/recover", h_recover, 0},
 	{"GET", C "/history", h_history, 0},
-	{"POST", C "/exec/attach", serve__h_exec_attach, 0},
+	{"POST", C "/exec/attach", serve__h_exec_attach, ROUTE_STREAM},
 	{"POST", "/v1/mcp/{ns}/{agent}/{session}", serve__h_mcp_post, ROUTE_RAW_BODY},
 	{"DELETE", "/v1/mcp/{ns}/{agent}/{session}", serve__h_mcp_delete, ROUTE_RAW_BODY},
 };

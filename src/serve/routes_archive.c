@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -323,31 +324,93 @@ typedef struct tar_in {
 	brig_guest *g;
 	const char *dest; /* directory in the computer */
 	const char *tmp;  /* the unpacked tree here */
+	json_t *modes;    /* name below tmp → the mode the tar gave, where unlock_tree changed it */
 	brig_error *err;
 	int rc;
 } tar_in;
+
+#define STAGE_DEPTH 2048 /* levels of the unpacked tree (a name is at most 4096 bytes) */
+
+/* The unpacked tree is this process's own, but the extractor gave it the
+ * tar's modes: a directory of mode 0000 could be neither walked nor emptied
+ * when serve is not root. Directories get u+rwx and files u+r here; the
+ * modes the tar gave are kept in modes (NULL: not kept) for the computer.
+ * dfd is taken. */
+static int unlock_tree(int dfd, const char *rel, json_t *modes, unsigned depth, brig_error **err)
+{
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		int e = errno;
+		close(dfd);
+		return brig__error_set(err, BRIG_EIO, e, "tar in: staging %s: %s", *rel ? rel : "/", strerror(e));
+	}
+	int rc = 0;
+	struct dirent *e;
+	while (!rc && (errno = 0, e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		cleanup_free char *sub = xasprintf("%s/%s", rel, e->d_name);
+		struct stat st;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+			rc = brig__error_set(err, BRIG_EIO, errno, "tar in: staging %s: %s", sub, strerror(errno));
+			break;
+		}
+		mode_t want = S_ISDIR(st.st_mode) ? 0700 : S_ISREG(st.st_mode) ? 0400 : 0;
+		if ((st.st_mode & want) != want) {
+			if (modes)
+				json_object_set_new(modes, sub, json_integer(st.st_mode & 0777));
+			if (fchmodat(dirfd(d), e->d_name, (st.st_mode & 07777) | want, 0) != 0) {
+				rc = brig__error_set(err, BRIG_EIO, errno, "tar in: staging %s: %s", sub,
+						     strerror(errno));
+				break;
+			}
+		}
+		if (!S_ISDIR(st.st_mode))
+			continue;
+		if (depth >= STAGE_DEPTH) {
+			rc = brig__error_set(err, BRIG_ETOOBIG, 0, "tar in: more than %d levels of directories",
+					     STAGE_DEPTH);
+			break;
+		}
+		int sfd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sfd < 0)
+			rc = brig__error_set(err, BRIG_EIO, errno, "tar in: staging %s: %s", sub, strerror(errno));
+		else
+			rc = unlock_tree(sfd, sub, modes, depth + 1, err);
+	}
+	if (!rc && errno)
+		rc = brig__error_set(err, BRIG_EIO, errno, "tar in: staging %s: %s", *rel ? rel : "/", strerror(errno));
+	closedir(d);
+	return rc;
+}
 
 static __thread tar_in *tin; /* nftw has no payload */
 
 static int put_one(const char *hpath, const struct stat *st, int flag, struct FTW *ftw)
 {
-	(void)flag;
+	tar_in *t = tin;
+	if (flag == FTW_DNR || flag == FTW_NS) {
+		/* never skipped: what was not written must not be answered 204 */
+		t->rc = brig__error_set(&t->err, BRIG_EIO, 0, "tar in: cannot %s the unpacked %s",
+					flag == FTW_DNR ? "read" : "stat", hpath + strlen(t->tmp));
+		return 1;
+	}
 	if (ftw->level == 0)
 		return 0;
-	tar_in *t = tin;
 	cleanup_free char *gpath = xasprintf("%s%s", t->dest, hpath + strlen(t->tmp));
+	json_t *given = json_object_get(t->modes, hpath + strlen(t->tmp));
+	unsigned mode = given ? (unsigned)json_integer_value(given) : (unsigned)st->st_mode & 0777;
 	int64_t deadline = brig_now_ms() + GUEST_MS;
 	if (S_ISDIR(st->st_mode)) {
 		/* brig-init cannot change a mode later (the extractor sets a
 		 * directory's at the end): the owner keeps rwx, so it can be filled */
-		t->rc = brig_guest_mkdir(t->g, gpath, (st->st_mode & 0777) | 0700, true, deadline, &t->err);
+		t->rc = brig_guest_mkdir(t->g, gpath, mode | 0700, true, deadline, &t->err);
 	} else if (S_ISREG(st->st_mode)) {
 		int fd = open(hpath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			t->rc = brig__error_set(&t->err, BRIG_EIO, errno, "tar in: %s: %s", hpath, strerror(errno));
 		else
-			t->rc = brig_guest_write(t->g, gpath, fd, NULL, 0, st->st_mode & 0777, false, deadline,
-						 &t->err);
+			t->rc = brig_guest_write(t->g, gpath, fd, NULL, 0, mode, false, deadline, &t->err);
 		if (fd >= 0)
 			close(fd);
 	} else if (S_ISLNK(st->st_mode)) {
@@ -374,8 +437,21 @@ static int put_one(const char *hpath, const struct stat *st, int flag, struct FT
 static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
 	(void)sb, (void)flag, (void)ftw;
-	remove(path);
+	if (remove(path) != 0)
+		fprintf(stderr, "brig: serve: tar in: removing the staged %s: %s\n", path, strerror(errno));
 	return 0;
+}
+
+/* The unpacked tree removed, whatever modes the tar gave it. */
+static void stage_remove(const char *dir)
+{
+	brig_error *err = NULL;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && unlock_tree(fd, "", NULL, 0, &err) != 0) {
+		fprintf(stderr, "brig: serve: %s\n", brig_error_message(err));
+		brig_error_free(err);
+	}
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 typedef struct mem_reader {
@@ -408,7 +484,8 @@ void serve__h_archive_put(serve_req *r, serve_reply *out)
 	if (!rc && (!type || strcmp(type, "dir") != 0))
 		rc = brig__error_set(&err, BRIG_EINVAL, 0, "tar in: %s is not a directory", path);
 	json_decref(st);
-	char tmpl[] = "/tmp/brig-serve-tar-XXXXXX";
+	const char *tmpdir = getenv("TMPDIR");
+	cleanup_free char *tmpl = xasprintf("%s/brig-serve-tar-XXXXXX", tmpdir && *tmpdir == '/' ? tmpdir : "/tmp");
 	char *dir = rc ? NULL : mkdtemp(tmpl);
 	if (!rc && !dir)
 		rc = brig__error_set(&err, BRIG_EIO, errno, "mkdtemp: %s", strerror(errno));
@@ -432,13 +509,19 @@ void serve__h_archive_put(serve_req *r, serve_reply *out)
 			/* the client's bytes, not a peer's: a bad request */
 			serve__reply_fail(out, 400, "invalid", "tar in: %s", brig_error_message(err));
 			brig_error_free(err);
-			nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+			stage_remove(dir);
 			serve__guest_release(r->srv, g);
 			return;
 		}
 	}
+	json_t *modes = json_object();
 	if (!rc) {
-		tar_in t = {.g = g, .dest = strcmp(path, "/") ? path : "", .tmp = dir};
+		int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		rc = fd < 0 ? brig__error_set(&err, BRIG_EIO, errno, "tar in: staging: %s", strerror(errno))
+			    : unlock_tree(fd, "", modes, 0, &err);
+	}
+	if (!rc) {
+		tar_in t = {.g = g, .dest = strcmp(path, "/") ? path : "", .tmp = dir, .modes = modes};
 		tin = &t;
 		if (nftw(dir, put_one, 16, FTW_PHYS) != 0 && !t.rc)
 			t.rc = brig__error_set(&t.err, BRIG_EIO, errno, "tar in: walking the unpacked tar: %s",
@@ -447,8 +530,9 @@ void serve__h_archive_put(serve_req *r, serve_reply *out)
 		rc = t.rc;
 		err = t.err;
 	}
+	json_decref(modes);
 	if (dir)
-		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		stage_remove(dir);
 	serve__guest_release(r->srv, g);
 	if (rc) {
 		serve__reply_error(out, err);

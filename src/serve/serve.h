@@ -55,6 +55,7 @@
 #define SERVE_MAX_ARGS 4096                 /* argv and env entries of one exec */
 #define SERVE_TOKENS_MAX ((size_t)1 << 20)  /* the tokens file */
 #define SERVE_HEAVY_MAX 4                   /* default: tar in/out and runs of one token at once */
+#define SERVE_STREAMS_MAX 32                /* default: attach streams one token has open */
 #define SERVE_CANCEL_GRACE_S 10             /* after the drain: for cancelled calls to answer */
 /* TLS 1.2 and 1.3 only; AEAD ciphers with forward-secret key exchange. */
 #define SERVE_TLS_PRIORITY                                                                                     \
@@ -86,8 +87,9 @@ typedef struct serve_config {
 	bool allow_custom_seccomp;        /* a seccomp_profile other than brig's own */
 	const char *const *allow_publish; /* host addresses besides loopback a port may be published on */
 	size_t allow_publish_count;
-	unsigned heavy_max; /* tar in/out and runs of one token at once (more: 429); 0: SERVE_HEAVY_MAX */
-	const serve_pool_conf *pools;   /* warm pools (src/serve/pool.c), n_pools of them */
+	unsigned heavy_max;           /* tar in/out and runs of one token at once (more: 429); 0: SERVE_HEAVY_MAX */
+	unsigned streams_max;         /* attach streams of one token open at once (more: 429); 0: SERVE_STREAMS_MAX */
+	const serve_pool_conf *pools; /* warm pools (src/serve/pool.c), n_pools of them */
 	size_t n_pools;
 	unsigned pool_max_age_s; /* 0: SERVE_POOL_MAX_AGE_S */
 } serve_config;

@@ -59,6 +59,8 @@ struct serve_upgraded {
 	serve_server *srv;
 	int fd;
 	struct MHD_UpgradeResponseHandle *urh;
+	const void *token; /* whose stream slot it holds (stream set) */
+	bool stream;
 };
 
 struct serve_server {
@@ -82,10 +84,11 @@ struct serve_server {
 	size_t n_old;
 	conn_track *conns;
 	serve_upgraded *upgraded; /* open raw streams (counted in inflight too) */
-	/* heavy calls (tar in/out, runs) in flight, per token entry */
+	/* heavy calls (tar in/out, runs) in flight, and open attach streams,
+	 * per token entry */
 	struct heavy_slot {
 		const void *token;
-		unsigned n;
+		unsigned n, streams;
 	} * heavy;
 	size_t n_heavy;
 	int cancel[2]; /* readable once the drain period is over: execs and runs cancel */
@@ -173,8 +176,9 @@ int serve__drain_fd(serve_req *r)
 	return r->srv->drain[0];
 }
 
-/* Takes one of the token's heavy slots; false when all are taken. */
-static bool heavy_enter(serve_server *s, const void *token)
+/* Takes one of the token's heavy slots (stream: one of its stream slots);
+ * false when all are taken. */
+static bool slot_enter(serve_server *s, const void *token, bool stream)
 {
 	pthread_mutex_lock(&s->lock);
 	struct heavy_slot *h = NULL;
@@ -186,19 +190,22 @@ static bool heavy_enter(serve_server *s, const void *token)
 		h = &s->heavy[s->n_heavy++];
 		*h = (struct heavy_slot){.token = token};
 	}
-	bool ok = h->n < s->cfg.heavy_max;
+	unsigned *n = stream ? &h->streams : &h->n;
+	bool ok = *n < (stream ? s->cfg.streams_max : s->cfg.heavy_max);
 	if (ok)
-		h->n++;
+		(*n)++;
 	pthread_mutex_unlock(&s->lock);
 	return ok;
 }
 
-static void heavy_leave(serve_server *s, const void *token)
+static void slot_leave(serve_server *s, const void *token, bool stream)
 {
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < s->n_heavy; i++)
-		if (s->heavy[i].token == token && s->heavy[i].n)
-			s->heavy[i].n--;
+	for (size_t i = 0; i < s->n_heavy; i++) {
+		unsigned *n = stream ? &s->heavy[i].streams : &s->heavy[i].n;
+		if (s->heavy[i].token == token && *n)
+			(*n)--;
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -585,7 +592,8 @@ static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, co
 	serve_server *s = cls;
 	serve_req *r = con_cls;
 	serve_upgraded *u = xcalloc(1, sizeof *u);
-	*u = (serve_upgraded){.srv = s, .fd = (int)sock, .urh = urh};
+	*u = (serve_upgraded){.srv = s, .fd = (int)sock, .urh = urh, .token = r->token, .stream = r->stream};
+	r->stream = false; /* the stream's now, until serve__upgraded_close */
 	conn_track *t = track_of(conn);
 	pthread_mutex_lock(&s->lock);
 	if (t)
@@ -617,6 +625,8 @@ void serve__upgraded_close(serve_upgraded *u)
 	s->inflight--;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
+	if (u->stream)
+		slot_leave(s, u->token, true);
 	free(u);
 }
 
@@ -717,7 +727,15 @@ static bool early_checks(serve_req *r, enum MHD_Result *ret)
 		return false;
 	}
 	/* Taken before the body is read: an upload holds memory too. */
-	if ((r->route->flags & ROUTE_HEAVY) && !(r->heavy = heavy_enter(s, r->token))) {
+	if ((r->route->flags & ROUTE_STREAM) && !(r->stream = slot_enter(s, r->token, true))) {
+		static __thread char m[160];
+		snprintf(m, sizeof m,
+			 "this token already has %u attach streams open (the server's limit): close one, or retry "
+			 "later",
+			 s->cfg.streams_max);
+		refuse(r, 429, "too_many", m, false);
+	}
+	if ((r->route->flags & ROUTE_HEAVY) && !(r->heavy = slot_enter(s, r->token, false))) {
 		static __thread char m[160];
 		snprintf(m, sizeof m,
 			 "this token already has %u tar or run calls in flight (the server's limit): retry when "
@@ -825,7 +843,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (r->upgrade_payload && r->upgrade_free) /* the 101 never went out */
 		r->upgrade_free(r->upgrade_payload);
 	if (r->heavy)
-		heavy_leave(s, r->token);
+		slot_leave(s, r->token, false);
+	if (r->stream) /* the 101 never went out */
+		slot_leave(s, r->token, true);
 	for (size_t i = 0; i < r->n_params; i++)
 		free(r->param[i]);
 	json_decref(r->json);
@@ -1092,6 +1112,8 @@ int serve_run(const serve_config *cfg, brig_error **err)
 		s->cfg.drain_s = SERVE_DRAIN_S;
 	if (!s->cfg.heavy_max)
 		s->cfg.heavy_max = SERVE_HEAVY_MAX;
+	if (!s->cfg.streams_max)
+		s->cfg.streams_max = SERVE_STREAMS_MAX;
 	s->cancel[0] = s->cancel[1] = s->drain[0] = s->drain[1] = -1;
 	s->requests = xcalloc(serve__route_count + 1, sizeof *s->requests);
 	s->mcp = serve__mcp_new();

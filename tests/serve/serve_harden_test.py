@@ -23,17 +23,20 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_test import (BRIG, LABEL, NS_A, NS_B, PREFIX, TOK_A, TOK_ALL, TOK_B, PyClient, Server,  # noqa: E402
-                        UnixConnection, docker_cleanup, free_port)
+                        UnixConnection, attach_open, docker_cleanup, free_port)
 
 SECRET = "root-only-" + PREFIX
 
 
 def tar_of(entries):
-    """entries: (name, bytes) for files, (name, None) for dirs, (name, "->target") for symlinks."""
+    """entries: (name, bytes) for files, (name, None) for dirs, (name, "->target") for symlinks;
+    a third item is the entry's mode."""
     tb = io.BytesIO()
     with tarfile.open(fileobj=tb, mode="w") as tf:
-        for name, data in entries:
+        for name, data, *mode in entries:
             ti = tarfile.TarInfo(name)
+            if mode:
+                ti.mode = mode[0]
             if data is None:
                 ti.type = tarfile.DIRTYPE
                 tf.addfile(ti)
@@ -250,6 +253,171 @@ class Archive(Base):
         self.assertEqual(st, 200, b)
 
 
+class ArchiveNotRoot(Base):
+    """brig serve as a user that is not root (in the docker group): a tar
+    whose directories the user could not enter or empty (mode 0000, 0644) is
+    unpacked whole, with its modes, and its staging removed."""
+
+    UID = 65534
+
+    @classmethod
+    def setUpClass(cls):
+        import grp
+        try:
+            gid = grp.getgrnam("docker").gr_gid
+        except KeyError:
+            raise unittest.SkipTest("no docker group")
+        if os.geteuid() != 0 or not os.path.exists("/usr/bin/setpriv"):
+            raise unittest.SkipTest("needs root and setpriv to run brig serve as another user")
+        cls.tmpdir = tempfile.TemporaryDirectory()
+        os.chmod(cls.tmpdir.name, 0o777)
+        wrap = ["/usr/bin/setpriv", "--reuid", str(cls.UID), "--regid", str(gid), "--clear-groups"]
+        # its staging directory (/tmp need not be writable by it)
+        cls.stage = os.path.join(cls.tmpdir.name, "stage")
+        os.mkdir(cls.stage)
+        os.chown(cls.stage, cls.UID, -1)
+        saved = os.environ.get("TMPDIR")
+        os.environ["TMPDIR"] = cls.stage
+        try:
+            cls.srv = Server(cls.tmpdir.name, wrap=wrap)
+        finally:
+            if saved is None:
+                del os.environ["TMPDIR"]
+            else:
+                os.environ["TMPDIR"] = saved
+        cls.py = PyClient(cls.srv.sock)
+
+    def staged(self):
+        return os.listdir(self.stage)
+
+    def test_unreadable_directories(self):
+        self.created("nr")
+        st, _, b = self.py.call("PUT", self.path("nr", "/archive?path=/workspace"), token=TOK_A,
+                                raw=tar_of([("d", None, 0o000), ("d/f", b"hello", 0o640), ("d/e", None, 0o555),
+                                            ("d/e/g", b"g", 0o400), ("d/e/z", b"", 0o000), ("p", None)]))
+        self.assertEqual(st, 204, b)
+        out = self.sh("nr", "cd /workspace && stat -c '%a %u %n' d d/f d/e d/e/g d/e/z p && cat d/f d/e/g")
+        self.assertEqual(out, "700 1000 d\n640 1000 d/f\n755 1000 d/e\n400 1000 d/e/g\n0 1000 d/e/z\n"
+                              "744 1000 p\nhellog")
+        self.assertEqual(self.staged(), [])
+
+
+class Streams(Base):
+    """One token holds at most --max-streams attach streams; a refusal comes
+    before the upgrade, other tokens keep theirs, and a closed stream (or
+    an attach answered without the upgrade) gives its slot back."""
+
+    extra = ["--max-streams", "2"]
+
+    def attach(self, ns=NS_A, tok=TOK_A, body=None):
+        return attach_open(self.srv.sock, self.path("st", "/exec/attach", ns=ns), body or {"argv": ["cat"]}, tok)
+
+    def test_streams_capped_per_token(self):
+        self.created("st")
+        st, _, b = self.create("st", ns=NS_B, tok=TOK_B)
+        self.assertIn(st, (200, 201), b)
+        # Answered without the upgrade (a bad body): no slot kept.
+        for _ in range(3):
+            st, _, body, s = self.attach(body={"argv": []})
+            self.assertEqual(st, 400, body)
+        opened = []
+        try:
+            for _ in range(2):
+                st, _, rest, s = self.attach()
+                self.assertEqual(st, 101, rest)
+                opened.append(s)
+            st, _, body, s = self.attach()
+            self.assertIsNone(s)
+            self.assertEqual(st, 429, body)
+            j = json.loads(body)
+            self.assertEqual(j["code"], "too_many", body)
+            self.assertIn("attach streams", j["message"])
+            st, _, rest, s = self.attach(ns=NS_B, tok=TOK_B)  # another token: its own slots
+            self.assertEqual(st, 101, rest)
+            opened.append(s)
+        finally:
+            for s in opened:
+                s.close()
+        for i in range(2):
+            for _ in range(100):  # the slots come back once the server sees the streams close
+                st, _, rest, s = self.attach()
+                if st != 429:
+                    break
+                time.sleep(0.1)
+            self.assertEqual(st, 101, rest)
+            self.addCleanup(s.close)
+
+
+class McpSessions(Base):
+    """MCP over HTTP: 32 sessions per token; past that the token's own least
+    recently used idle session ends, never another token's."""
+
+    def mcp(self, tok, sid=None, method="initialize", id=1):
+        body = {"jsonrpc": "2.0", "id": id, "method": method}
+        if method == "initialize":
+            body["params"] = {"protocolVersion": "2025-06-18", "capabilities": {},
+                              "clientInfo": {"name": "cap", "version": "1"}}
+        h = {"Accept": "application/json, text/event-stream"}
+        if sid:
+            h["Mcp-Session-Id"] = sid
+        ns = NS_A if tok == TOK_A else NS_B
+        st, hs, b = self.py.call("POST", "/v1/mcp/%s/agent/mcpcap" % ns, body, token=tok, headers=h)
+        return st, {k.lower(): v for k, v in hs.items()}.get("mcp-session-id"), b
+
+    def test_sessions_capped_per_token(self):
+        st, sid_b, b = self.mcp(TOK_B)
+        self.assertEqual(st, 200, b)
+        sids = []
+        for _ in range(33):
+            st, sid, b = self.mcp(TOK_A)
+            self.assertEqual(st, 200, b)
+            sids.append(sid)
+        self.assertEqual(self.mcp(TOK_A, sids[0], "ping")[0], 404)  # A's oldest went
+        for sid in sids[1:]:
+            st, _, b = self.mcp(TOK_A, sid, "ping")
+            self.assertEqual(st, 200, b)
+        st, _, b = self.mcp(TOK_B, sid_b, "ping")  # B's stays
+        self.assertEqual(st, 200, b)
+        self.assertIn("least recently used", self.srv.logtext())
+
+    def test_busy_sessions_refused(self):
+        """All 32 of a token's sessions inside a call: its next initialize
+        is 429, and no other token's session is ended for it."""
+        self.created("mcpbusy")  # labelled, so the clean-up finds it
+        path = "/v1/mcp/%s/agent/mcpbusy" % NS_A
+        hdr = {"Accept": "application/json, text/event-stream"}
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "cap", "version": "1"}}}
+        st, sid_b, b = self.mcp(TOK_B)
+        self.assertEqual(st, 200, b)
+        held = []
+        try:
+            for i in range(32):
+                st, h, b = self.py.call("POST", path, init, token=TOK_A, headers=hdr)
+                self.assertEqual(st, 200, b)
+                sid = {k.lower(): v for k, v in h.items()}["mcp-session-id"]
+                call = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                   "params": {"name": "run", "arguments": {"command": "sleep 60"}}}).encode()
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(self.srv.sock)
+                s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nMcp-Session-Id: %s\r\n"
+                           "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                           "Content-Length: %d\r\n\r\n" % (path, TOK_A, sid, len(call))).encode() + call)
+                held.append(s)
+                s.settimeout(60)
+                self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 200"))  # the call runs
+            st, _, b = self.py.call("POST", path, init, token=TOK_A, headers=hdr)
+            self.assertEqual(st, 429, b)
+            j = json.loads(b)
+            self.assertEqual(j["code"], "too_many", b)
+            self.assertIn("busy", j["message"])
+            st, _, b = self.mcp(TOK_B, sid_b, "ping")
+            self.assertEqual(st, 200, b)
+        finally:
+            for s in held:
+                s.close()  # the client leaves: its call is cancelled
+
+
 class NoGuest(Base):
     """A computer made without brig-init (BRIG_GUEST=0, as before it): tar
     in/out refuse instead of falling back to Docker's archive API as root."""
@@ -273,13 +441,15 @@ class Options(unittest.TestCase):
     def test_bad_options(self):
         for args, words in ((["--allow-publish-address", "example.org"], "numeric"),
                             (["--allow-publish-address", "1.2.3.4:80"], "numeric"),
-                            (["--max-transfers", "0"], "--max-transfers")):
+                            (["--max-transfers", "0"], "--max-transfers"),
+                            (["--max-streams", "0"], "--max-streams"), (["--max-streams", "4097"], "--max-streams")):
             p = subprocess.run([BRIG, "serve", "--listen", "unix:///nonexistent/s"] + args, capture_output=True,
                                text=True, timeout=30)
             self.assertEqual(p.returncode, 125, p.stderr)
             self.assertIn(words, p.stderr)
         p = subprocess.run([BRIG, "serve", "--help"], capture_output=True, text=True, timeout=30)
-        for o in ("--allow-runtime", "--allow-custom-seccomp", "--allow-publish-address", "--max-transfers"):
+        for o in ("--allow-runtime", "--allow-custom-seccomp", "--allow-publish-address", "--max-transfers",
+                  "--max-streams"):
             self.assertIn(o, p.stdout)
 
 

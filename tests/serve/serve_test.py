@@ -126,7 +126,7 @@ class CurlClient:
 
 
 class Server:
-    def __init__(self, tmp, extra=(), tokens=True):
+    def __init__(self, tmp, extra=(), tokens=True, wrap=()):
         self.tmp = tmp
         self.sock = os.path.join(tmp, "brig.sock")
         self.log = open(os.path.join(tmp, "serve.log"), "ab")
@@ -136,9 +136,11 @@ class Server:
             with open(tf, "w") as f:
                 f.write("# test tokens\n%s %s\n%s %s\n%s *\n" % (TOK_A, NS_A, TOK_B, NS_B, TOK_ALL))
             os.chmod(tf, 0o600)
+            if wrap:  # run as another user (wrap: e.g. setpriv --reuid …): the tokens are its
+                os.chown(tf, int(wrap[wrap.index("--reuid") + 1]), -1)
             args += ["--tokens", tf]
         env = dict(os.environ, BRIG_IMAGE=IMAGE, BRIG_CHECKPOINT_DIR=os.path.join(tmp, "cp"))
-        self.p = subprocess.Popen(args + list(extra), stdout=self.log, stderr=self.log, env=env)
+        self.p = subprocess.Popen(list(wrap) + args + list(extra), stdout=self.log, stderr=self.log, env=env)
         for _ in range(200):
             if os.path.exists(self.sock):
                 try:
