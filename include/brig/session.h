@@ -125,11 +125,12 @@ BRIG_PUBLIC int brig_session_exec_by(brig_engine *e, brig_store *s, const char *
 				     brig_error **err);
 
 /* brig_computer_exec_tty (brig/sandbox.h) recorded like brig_session_exec:
- * an audit row when the computer is a session's (argv only), and the
- * session marked failed on an uncertain end or a stop. Errors: as
+ * an audit row when the computer is a session's (argv only) naming actor as
+ * brig_session_exec_by does (NULL: this process's OS user), and the session
+ * marked failed on an uncertain end or a stop. Errors: as
  * brig_computer_exec_tty; a store failure only when the command succeeded. */
 BRIG_PUBLIC int brig_session_exec_tty(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts,
-				      int rows, int cols, int resize_fd,
+				      const char *actor, int rows, int cols, int resize_fd,
 				      void (*size_cb)(int *rows, int *cols, void *payload), void *size_payload,
 				      brig_exec_result *res, brig_error **err);
 

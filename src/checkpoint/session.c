@@ -559,7 +559,8 @@ static int audit_exec(brig_store *s, const brig_computer *c, const brig_exec_opt
 	return rc;
 }
 
-int brig_session_exec_tty(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, int rows,
+int brig_session_exec_tty(brig_engine *e, brig_store *s, const char *ref, const brig_exec_opts *opts, const char *actor,
+			  int rows,
 			  int cols, int resize_fd, void (*size_cb)(int *rows, int *cols, void *payload),
 			  void *size_payload, brig_exec_result *res, brig_error **err)
 {
@@ -573,7 +574,7 @@ int brig_session_exec_tty(brig_engine *e, brig_store *s, const char *ref, const 
 		brig_error_free(gerr);
 		return rc;
 	}
-	rc = audit_exec(s, c, opts, NULL, rc, res, err);
+	rc = audit_exec(s, c, opts, actor, rc, res, err);
 	brig_computer_free(c);
 	return rc;
 }

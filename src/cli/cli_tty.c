@@ -87,7 +87,7 @@ int cli_exec_tty(brig_engine *e, struct brig_store *s, const char *ref, const br
 {
 	int rows, cols, winch;
 	cli_tty_begin(opts->stdin_fd == 0, &rows, &cols, &winch);
-	int r = brig_session_exec_tty(e, s, ref, opts, rows, cols, winch, winch >= 0 ? size_of : NULL, NULL, res, err);
+	int r = brig_session_exec_tty(e, s, ref, opts, NULL, rows, cols, winch, winch >= 0 ? size_of : NULL, NULL, res, err);
 	restore();
 	return r;
 }

@@ -25,6 +25,7 @@ typedef struct attach {
 	brig_engine *e;
 	brig_store *s;
 	char *name;
+	const char *actor; /* the token's name (the server's tokens outlive the stream) */
 	json_t *body; /* keeps the strings of req alive */
 	serve_exec_req req;
 	bool tty;
@@ -137,9 +138,10 @@ static void *command_thread(void *arg)
 	if (a->tty) {
 		int rows, cols;
 		size_of(&rows, &cols, a);
-		rc = brig_computer_exec_tty(a->e, a->name, &o, rows, cols, a->resize[0], size_of, a, &res, &err);
+		rc = brig_session_exec_tty(a->e, a->s, a->name, &o, a->actor, rows, cols, a->resize[0], size_of, a, &res,
+					   &err);
 	} else {
-		rc = brig_session_exec_keep(a->e, a->s, a->name, &o, NULL, &res, &err);
+		rc = brig_session_exec_by(a->e, a->s, a->name, &o, NULL, a->actor, &res, &err);
 	}
 	serve__exec_observe(a->srv, brig_now_ms() - t0);
 	/* As ?stream=true's last line. */
@@ -362,6 +364,7 @@ void serve__h_exec_attach(serve_req *r, serve_reply *out)
 	a->srv = r->srv;
 	a->e = serve__engine(r);
 	a->s = serve__store(r);
+	a->actor = serve_tokens_name(r->token);
 	a->name = steal_pointer(&name);
 	a->body = json_incref(r->json);
 	a->req = req;

@@ -1377,6 +1377,12 @@ class Attach(unittest.TestCase):
         self.assertIn(b"50 120\r\n", f.out)
         self.assertIn(b"got yes", f.out)
         self.assertEqual(f.end["exit_code"], 0, f.end)
+        # recorded like any exec, and by the token, not the server's OS user
+        st, _, b = self.py.call("GET", "/v1/computers/%s/agent/att/history?limit=200" % NS_A, token=TOK_A)
+        self.assertEqual(st, 200, b)
+        rows = [x for x in json.loads(b)["history"] if x["argv"][:1] == ["sh"] and "got $x" in x["argv"][-1]]
+        self.assertTrue(rows, b)
+        self.assertEqual(rows[-1].get("actor"), "serve token, line 2", rows[-1])
 
     def test_hangup_cancels(self):
         s, f = self.open(["sh", "-c", "echo started; sleep 4242"])
