@@ -210,11 +210,13 @@ bool brig_sandbox__pool_fill_listed(brig_engine *e, json_t *labels, const char *
 
 /* ---- the claim ---- */
 
-static bool named(brig_engine *e, const char *cid, const char *name)
+/* 1 when container cid is named name now, 0 when it is not, -1 when the
+ * daemon did not say. */
+static int named(brig_engine *e, const char *cid, const char *name)
 {
 	cleanup_json json_t *j = NULL;
 	if (brig_engine_container_inspect(e, &j, cid, NULL) != 0)
-		return false;
+		return -1;
 	const char *n = json_string_value(json_object_get(j, "Name"));
 	return n && n[0] == '/' && strcmp(n + 1, name) == 0;
 }
@@ -252,8 +254,18 @@ int brig_sandbox__pool_claim(brig_engine *e, char **out_id, const char *name, co
 	bool threaded = pthread_create(&t, NULL, record_thread, &r) == 0;
 	brig_error *why = NULL;
 	int rc = brig_engine_container_rename(e, mid, name, &why);
-	if (rc == BRIG_EUNCERTAIN && named(e, mid, name))
-		rc = 0;
+	bool unknown = false; /* the rename may have landed: never lend it again */
+	if (rc == BRIG_EUNCERTAIN || rc == BRIG_EPROTO) {
+		int st = -1;
+		for (int tries = 0; tries < 5 && st < 0; tries++) {
+			if (tries)
+				usleep(100 * 1000);
+			st = named(e, mid, name);
+		}
+		if (st == 1)
+			rc = 0;
+		unknown = st < 0;
+	}
 	brig_error_free(why);
 	if (threaded)
 		pthread_join(t, NULL);
@@ -265,8 +277,13 @@ int brig_sandbox__pool_claim(brig_engine *e, char **out_id, const char *name, co
 	if (rc) {
 		/* Someone holds the name (a racing claim or create: the caller
 		 * adopts it), or the member is broken: give it back either way;
-		 * a dead one is dropped by the pool's health check. */
-		h.give_back(h.payload, mid, hash);
+		 * a dead one is dropped by the pool's health check. One whose
+		 * rename may have landed may be a session's computer now (the
+		 * create below adopts it by name): out of the pool for good. */
+		if (unknown)
+			h.claimed(h.payload, mid, hash);
+		else
+			h.give_back(h.payload, mid, hash);
 		free(mid);
 		return BRIG_ENOTFOUND;
 	}
@@ -285,10 +302,14 @@ void brig_sandbox__pool_remove(brig_engine *e, const char *id)
 		return;
 	const char *n = json_string_value(json_object_get(j, "Name"));
 	cleanup_free char *name = xstrdup(n && n[0] == '/' ? n + 1 : "");
+	/* claimed since it was picked (renamed to a session's name): a
+	 * session's computer, never removed as a member */
+	if (strncmp(name, BRIG_POOL_NAME_PREFIX, strlen(BRIG_POOL_NAME_PREFIX)) != 0)
+		return;
 	if (brig_engine_container_remove(e, id, true, true, NULL) != 0)
 		return;
 	static const char *const kinds[] = {"workspace", "runtime"};
-	for (size_t i = 0; i < 2 && strncmp(name, BRIG_POOL_NAME_PREFIX, strlen(BRIG_POOL_NAME_PREFIX)) == 0; i++) {
+	for (size_t i = 0; i < 2; i++) {
 		cleanup_free char *v = xasprintf("%s-%s", name, kinds[i]);
 		for (int t = 0; t < 20; t++) {
 			int rc = brig_engine_volume_remove(e, v, true, NULL);
