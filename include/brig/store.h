@@ -293,8 +293,9 @@ BRIG_PUBLIC int brig_store_audit_add(brig_store *s, int64_t *out_id, const brig_
  * BRIG_STORE_AUDIT_QUEUE rows wait; a caller finding the queue full waits
  * for room (a row is never dropped to keep up). brig_store_audit_list and
  * brig_store_close first wait until every queued row is written. A row the
- * writer cannot write (database gone, disk full) is retried once, then
- * reported on stderr with its session and argv: never lost silently.
+ * writer cannot write (database restarting, disk full) is tried again with
+ * a growing pause for up to 30 s (only once more while s is being closed),
+ * then reported on stderr with its session and argv: never lost silently.
  * Idempotent. Errors: BRIG_EIO (no thread). */
 #define BRIG_STORE_AUDIT_QUEUE 1024
 BRIG_PUBLIC int brig_store_audit_background(brig_store *s, brig_error **err);

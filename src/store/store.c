@@ -511,23 +511,48 @@ struct audit_writer {
 	pthread_t th;
 };
 
+/* How long the writer waits for a store that refuses a row (PostgreSQL
+ * restarting, SQLite locked) before it reports the row lost. */
+#define AUDIT_RETRY_MS 30000
+
+/* Writes one row, waiting for a store that refuses it: backing off up to
+ * 2 s between tries for AUDIT_RETRY_MS (callers meanwhile wait for room in
+ * the queue), or only once more when the store is being closed. A row still
+ * refused is reported on stderr, never dropped silently. */
 static void audit_write_one(brig_store *s, audit_item *it)
 {
+	struct audit_writer *w = s->aw;
 	brig_error *err = NULL;
 	int64_t id = 0;
-	for (int attempt = 0; attempt < 2; attempt++) {
+	int64_t give_up = brig_now_ms() + AUDIT_RETRY_MS, wait_ms = 100;
+	for (int attempt = 0;; attempt++) {
 		brig__error_clear(&err);
 		if (LOCKED(s, s->ops->audit_add(s, &id, &it->rec, it->now, &err)) == 0)
 			break;
-		if (attempt == 0) {
-			struct timespec ts = {0, 100 * 1000000L};
-			nanosleep(&ts, NULL);
+		pthread_mutex_lock(&w->lock);
+		bool retry = brig_now_ms() + wait_ms < give_up && (!w->stop || attempt == 0);
+		if (retry) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += (time_t)(wait_ms / 1000);
+			ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			/* woken early by a queued row or by close: tried again then */
+			pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+		}
+		pthread_mutex_unlock(&w->lock);
+		if (retry) {
+			wait_ms = wait_ms * 2 > 2000 ? 2000 : wait_ms * 2;
 			continue;
 		}
 		/* argv_json holds no environment values (check_audit's contract). */
 		fprintf(stderr, "brig: the audit row of %s/%s/%s %s (%s) could not be written to %s: %s\n", it->rec.ns,
 			it->rec.agent, it->rec.session, it->rec.argv_json, it->rec.outcome,
 			s->display_url ? s->display_url : "the store", brig_error_message(err));
+		break;
 	}
 	brig_error_free(err);
 }

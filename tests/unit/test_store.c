@@ -1665,6 +1665,22 @@ static void test_audit_background(void **state)
 		sqlite3 *db = NULL;
 		assert_int_equal(sqlite3_open(url + strlen("sqlite://"), &db), SQLITE_OK);
 		sqlite3_busy_timeout(db, 5000);
+		/* A store that refuses rows for a while (a database restarting):
+		 * the writer waits for it, and the row lands once it is back. */
+		assert_int_equal(sqlite3_exec(db, "ALTER TABLE audit RENAME TO audit_away", NULL, NULL, NULL),
+				 SQLITE_OK);
+		brig_store_audit back = {.ns = "bg",
+					 .agent = "a",
+					 .session = "back",
+					 .generation = 1,
+					 .argv_json = "[\"true\"]",
+					 .outcome = "ok"};
+		ASSERT_OK(brig_store_audit_add(s, NULL, &back, &err), err);
+		usleep(600 * 1000);
+		assert_int_equal(sqlite3_exec(db, "ALTER TABLE audit_away RENAME TO audit", NULL, NULL, NULL),
+				 SQLITE_OK);
+		assert_int_equal(bg_count(s, "back"), 1); /* the list waits for the queue */
+		ASSERT_OK(brig_store_audit_background(s, &err), err);
 		assert_int_equal(sqlite3_exec(db, "ALTER TABLE audit RENAME TO audit_gone", NULL, NULL, NULL),
 				 SQLITE_OK);
 		sqlite3_close(db);
