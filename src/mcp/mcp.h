@@ -54,6 +54,7 @@ typedef struct mcp_config {
 	const char *ns, *agent, *session;
 	const brig_spec *spec; /* borrowed; NULL: the session's recorded spec, else the default */
 	const char *image;     /* with spec NULL: the image of a new session's computer (NULL: the default) */
+	const char *actor;     /* who the audit rows name (NULL: "mcp"); brig serve: the token's name */
 	mcp_write_fn write;    /* NULL: stdout */
 	void *payload;
 	bool inline_calls; /* run tools/call on the caller's thread (the fuzzer) */
@@ -89,6 +90,8 @@ json_t *mcp__tool_call(mcp_call *c, const char *name, json_t *args);
 /* What a tool may ask of the server for its call. */
 brig_engine *mcp__engine(mcp_call *c);
 brig_store *mcp__store(mcp_call *c);
+/* Who the call's audit rows name: mcp_config.actor, or "mcp". */
+const char *mcp__actor(mcp_call *c);
 void mcp__identity(mcp_call *c, const char **ns, const char **agent, const char **session);
 /* The computer's container name, creating or adopting it first when needed.
  * *out is malloc'd. Errors: those of brig_session_up. */

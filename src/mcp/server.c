@@ -155,6 +155,11 @@ brig_store *mcp__store(mcp_call *c)
 	return c->srv->cfg.store;
 }
 
+const char *mcp__actor(mcp_call *c)
+{
+	return c->srv->cfg.actor ? c->srv->cfg.actor : "mcp";
+}
+
 void mcp__identity(mcp_call *c, const char **ns, const char **agent, const char **session)
 {
 	*ns = c->srv->cfg.ns;

@@ -151,7 +151,7 @@ int mcp__exec_env(mcp_call *c, const char *const *argv, const char *const *env, 
 		.payload = c,
 		.capture_max = capture_max,
 	};
-	rc = brig_session_exec_by(mcp__engine(c), mcp__store(c), ref, &o, NULL, "mcp", res, err);
+	rc = brig_session_exec_by(mcp__engine(c), mcp__store(c), ref, &o, NULL, mcp__actor(c), res, err);
 	if ((rc == BRIG_ETIMEDOUT || rc == BRIG_ECANCELED) && !res->container_stopped)
 		/* brig-init ended the command inside the computer (certain):
 		 * the computer keeps running with its files. */

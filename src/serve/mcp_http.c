@@ -271,6 +271,7 @@ static mh_session *session_open(serve_req *r, serve_reply *out)
 			  .agent = ss->agent,
 			  .session = ss->session,
 			  .image = serve__config(r)->image,
+			  .actor = serve_tokens_name(r->token),
 			  .write = mh_write,
 			  .payload = ss};
 	ss->mcp = mcp_server_new(&cfg);

@@ -143,6 +143,11 @@ test('initialize, tools/list and tools/call through the SDK over HTTPS', async (
     // Concurrent calls on one session: each answer reaches its own POST.
     const many = await Promise.all([...Array(8).keys()].map((i) => call(client, 'run', { command: `echo ${i}` })));
     many.forEach((m, i) => assert.equal(m.structuredContent.stdout, `${i}\n`));
+    // Recorded by the token (its line in the tokens file), as every exec of brig serve.
+    const h = await api('GET', `/v1/computers/${NS}/node/main/history?limit=50`);
+    assert.equal(h.status, 200, JSON.stringify(h.json));
+    const row = h.json.history.find((x) => x.argv.join(' ').includes('hello-http'));
+    assert.equal(row?.actor, 'serve token, line 1', JSON.stringify(h.json.history));
   } finally {
     await transport.terminateSession();
     await client.close();
