@@ -166,7 +166,7 @@ static void print_table(void)
 			failed++;
 	}
 	if (skipped)
-		printf("%zu skipped under %s, each with its reason above\n", skipped, RUNTIME);
+		printf("%zu skipped under %s, each with its reason above\n", skipped, RUNTIME ? RUNTIME : "the default runtime");
 	printf("%zu passed, %zu failed\n", passed, failed);
 	fflush(stdout);
 }
