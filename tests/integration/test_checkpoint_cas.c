@@ -6,12 +6,11 @@
  * reuses; export → import into a fresh store (SQLite, and PostgreSQL with
  * $BRIG_TEST_PG) → recover; the full-copy format still restores. */
 #include "testutil.h"
+#include "helpers/pg_schema.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libpq-fe.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +29,6 @@ static char NS[64];
 static char TMP[64];
 static char *SQLITE;
 static char *PG;
-static char *PG_BASE;
 static char PG_SCHEMA[64];
 
 static int setup(void **state)
@@ -42,44 +40,19 @@ static int setup(void **state)
 	if (brig_test_tmpdir(TMP, sizeof TMP, "brig-cas") != 0)
 		return -1;
 	SQLITE = xasprintf("%s/store.db", TMP);
-	const char *pg = getenv("BRIG_TEST_PG");
-	if (pg && *pg) {
-		PG_BASE = xstrdup(pg);
-		snprintf(PG_SCHEMA, sizeof PG_SCHEMA, "brig_k_%s", brig_test_run_id());
-		for (char *p = PG_SCHEMA; *p; p++)
-			if (!isalnum((unsigned char)*p))
-				*p = '_';
-		PG = xasprintf("%s%sschema=%s", pg, strchr(pg, '?') ? "&" : "?", PG_SCHEMA);
-	}
+	PG = pg_schema_url(PG_SCHEMA, sizeof PG_SCHEMA, "brig_k_");
 	return 0;
-}
-
-static void pg_quiet(void *arg, const char *message)
-{
-	(void)arg;
-	(void)message;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
 	brig_test_teardown(&E);
-	if (PG_BASE) {
-		PGconn *c = PQconnectdb(PG_BASE);
-		PQsetNoticeProcessor(c, pg_quiet, NULL);
-		if (PQstatus(c) == CONNECTION_OK) {
-			char *q = PQescapeIdentifier(c, PG_SCHEMA, strlen(PG_SCHEMA));
-			char *sql = xasprintf("DROP SCHEMA IF EXISTS %s CASCADE", q);
-			PQclear(PQexec(c, sql));
-			free(sql);
-			PQfreemem(q);
-		}
-		PQfinish(c);
-	}
+	if (PG)
+		pg_schema_drop(PG_SCHEMA);
 	brig_test_rmdir(TMP);
 	free(SQLITE);
 	free(PG);
-	free(PG_BASE);
 	return 0;
 }
 

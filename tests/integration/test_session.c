@@ -5,10 +5,9 @@
  * generation on `recover`, on SQLite and on PostgreSQL ($BRIG_TEST_PG, in a
  * schema of its own that is dropped afterwards). */
 #include "testutil.h"
+#include "helpers/pg_schema.h"
 
-#include <ctype.h>
 #include <errno.h>
-#include <libpq-fe.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,7 +27,6 @@ static char NS[64];
 static char TMP[64];  /* mkdtemp: the SQLite store and its checkpoints */
 static char *SQLITE;  /* its store URL */
 static char *PG;      /* $BRIG_TEST_PG + schema=…, or NULL (skipped) */
-static char *PG_BASE; /* $BRIG_TEST_PG */
 static char PG_SCHEMA[64];
 
 static int setup(void **state)
@@ -40,44 +38,19 @@ static int setup(void **state)
 	if (brig_test_tmpdir(TMP, sizeof TMP, "brig-session") != 0)
 		return -1;
 	SQLITE = xasprintf("%s/store.db", TMP);
-	const char *pg = getenv("BRIG_TEST_PG");
-	if (pg && *pg) {
-		PG_BASE = xstrdup(pg);
-		snprintf(PG_SCHEMA, sizeof PG_SCHEMA, "brig_t_%s", brig_test_run_id());
-		for (char *p = PG_SCHEMA; *p; p++)
-			if (!isalnum((unsigned char)*p))
-				*p = '_';
-		PG = xasprintf("%s%sschema=%s", pg, strchr(pg, '?') ? "&" : "?", PG_SCHEMA);
-	}
+	PG = pg_schema_url(PG_SCHEMA, sizeof PG_SCHEMA, "brig_t_");
 	return 0;
-}
-
-static void pg_quiet(void *arg, const char *message)
-{
-	(void)arg;
-	(void)message;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
 	brig_test_teardown(&E);
-	if (PG_BASE) {
-		PGconn *c = PQconnectdb(PG_BASE);
-		PQsetNoticeProcessor(c, pg_quiet, NULL);
-		if (PQstatus(c) == CONNECTION_OK) {
-			char *q = PQescapeIdentifier(c, PG_SCHEMA, strlen(PG_SCHEMA));
-			char *sql = xasprintf("DROP SCHEMA IF EXISTS %s CASCADE", q);
-			PQclear(PQexec(c, sql));
-			free(sql);
-			PQfreemem(q);
-		}
-		PQfinish(c);
-	}
+	if (PG)
+		pg_schema_drop(PG_SCHEMA);
 	brig_test_rmdir(TMP);
 	free(SQLITE);
 	free(PG);
-	free(PG_BASE);
 	return 0;
 }
 

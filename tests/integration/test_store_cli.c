@@ -3,9 +3,8 @@
  * recovered generation), on a SQLite store and, with $BRIG_TEST_PG, on
  * PostgreSQL (a schema of its own, dropped afterwards). */
 #include "testutil.h"
+#include "helpers/pg_schema.h"
 
-#include <ctype.h>
-#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +20,6 @@ static brig_engine *E;
 static char NS[64];
 static char TMP[64];
 static char *STORES[3]; /* SQLite, then PostgreSQL when $BRIG_TEST_PG is set */
-static char *PG_BASE;
 static char PG_SCHEMA[64];
 static char *ENV[6];
 static char LABEL[96];
@@ -33,17 +31,9 @@ static int setup(void **state)
 	if (brig_test_tmpdir(TMP, sizeof TMP, "brig-store-cli") != 0)
 		return -1;
 	STORES[0] = xasprintf("sqlite://%s/store.db", TMP);
-	const char *pg = getenv("BRIG_TEST_PG");
-	if (pg && *pg) {
-		PG_BASE = xstrdup(pg);
-		snprintf(PG_SCHEMA, sizeof PG_SCHEMA, "brig_q_%s", brig_test_run_id());
-		for (char *p = PG_SCHEMA; *p; p++)
-			if (!isalnum((unsigned char)*p))
-				*p = '_';
-		STORES[1] = xasprintf("%s%sschema=%s", pg, strchr(pg, '?') ? "&" : "?", PG_SCHEMA);
-	} else {
+	STORES[1] = pg_schema_url(PG_SCHEMA, sizeof PG_SCHEMA, "brig_q_");
+	if (!STORES[1])
 		print_message("[  SKIP    ] set BRIG_TEST_PG to run these on PostgreSQL too\n");
-	}
 	ENV[0] = xasprintf("BRIG_CHECKPOINT_DIR=%s/ck", TMP);
 	ENV[1] = xasprintf("BRIG_IMAGE=%s", brig_test_image());
 	ENV[2] = xasprintf("BRIG_AGENTS_IMAGE=%s", brig_test_image());
@@ -55,29 +45,12 @@ static int setup(void **state)
 	return 0;
 }
 
-static void pg_quiet(void *arg, const char *message)
-{
-	(void)arg;
-	(void)message;
-}
-
 static int teardown(void **state)
 {
 	(void)state;
 	brig_test_teardown(&E);
-	if (PG_BASE) {
-		PGconn *c = PQconnectdb(PG_BASE);
-		PQsetNoticeProcessor(c, pg_quiet, NULL);
-		if (PQstatus(c) == CONNECTION_OK) {
-			char *q = PQescapeIdentifier(c, PG_SCHEMA, strlen(PG_SCHEMA));
-			char *sql = xasprintf("DROP SCHEMA IF EXISTS %s CASCADE", q);
-			PQclear(PQexec(c, sql));
-			free(sql);
-			PQfreemem(q);
-		}
-		PQfinish(c);
-		free(PG_BASE);
-	}
+	if (STORES[1])
+		pg_schema_drop(PG_SCHEMA);
 	brig_test_rmdir(TMP);
 	for (int i = 0; STORES[i]; i++)
 		free(STORES[i]);
