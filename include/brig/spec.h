@@ -490,7 +490,16 @@ typedef struct brig_container_opts {
 	 * itself non-dumpable. And HostConfig.PidsLimit becomes
 	 * BRIG_GVISOR_PIDS(spec->pids): the host cgroup counts gVisor's own
 	 * threads (~8 per sandbox process on the ptrace platform, measured), not
-	 * the sandbox's processes; at the limit gVisor ends the sandbox. */
+	 * the sandbox's processes; at the limit gVisor ends the sandbox.
+	 * HostConfig.UsernsMode is "host": on a daemon with userns-remap runsc
+	 * fails to start inside the remapped user namespace (runsc 20221219:
+	 * "cannot read client sync file"), and the remap would add nothing
+	 * there: the sandbox's processes are not host processes of the sandbox
+	 * user but run on gVisor's kernel inside runsc's sandbox process (host
+	 * uid 0 with one capability, seccomp and no-new-privs, as without the
+	 * remap). The volumes' owner is then not shifted (shift must be zero:
+	 * callers clear it for gVisor), and the image's files show inside as
+	 * owned by the remapped root the image store holds them as. */
 	bool gvisor;
 	/* version 2: the daemon remaps user namespaces (brig_engine_userns_root):
 	 * the tmpfs volumes' uid/gid options (mounted on the host by the local

@@ -88,6 +88,17 @@ int brig_engine_container_start(brig_engine *e, const char *id, brig_error **err
 {
 	int status = 0;
 	int rc = simple_post(e, id, "start", NULL, "start", 0, &status, err);
+	/* runc's words for a --user the daemon's userns-remap range does not
+	 * cover; say which setting it is and what is allowed */
+	if (rc && err && *err && (*err)->message && strstr((*err)->message, "unmapped user in user namespace")) {
+		cleanup_free char *m = strdup((*err)->message);
+		int hs = (*err)->http_status;
+		return brig__error_set_http(err, rc, hs,
+					    "%s (the user is outside the ids the daemon's userns-remap maps: "
+					    "a default remap maps 0-65535; pick a user below that or widen "
+					    "the range in /etc/subuid and /etc/subgid)",
+					    m ? m : "start failed");
+	}
 	return not_modified_ok(rc, status, err);
 }
 

@@ -468,6 +468,8 @@ static int make_container(brig_engine *e, char **out_cid, bool *out_adopted, con
 	if ((rc = brig_guest__userns_shift(e, &o.shift, err)) != 0)
 		return brig__error_prefix(err, rc, "create computer %s", name);
 	brig_sandbox__note_shift(&o.shift);
+	if (gvisor) /* the host's user namespace: ids are not shifted */
+		o.shift = (brig_idshift){0, 0};
 	cleanup_json json_t *body = NULL;
 	if ((rc = brig_spec_container_json(&body, spec, &o, err)) != 0)
 		return rc;
@@ -628,8 +630,18 @@ int brig_computer_create(brig_engine *e, brig_computer **out, const brig_identit
 	}
 	/* A claimed member was started (and marked) by its pool: its state is
 	 * read once, below. */
-	if (!claimed && (rc = ensure_started(e, cid, err)) != 0)
+	if (!claimed && (rc = ensure_started(e, cid, err)) != 0) {
+		/* One this call made and could not start is not left behind
+		 * (the next up would adopt it and fail the same way): the
+		 * container and its volumes go, the daemon's reason stays. An
+		 * adopted one is the user's and stays as it was. */
+		if (!adopted) {
+			brig_error *rm = NULL;
+			if (brig_computer_destroy(e, name, &rm) != 0)
+				brig_error_free(rm);
+		}
 		return brig__error_prefix(err, rc, "start computer %s", name);
+	}
 	if (spec->network == BRIG_NET_EGRESS) {
 		/* An adopted computer keeps the rules it has (they may have been
 		 * changed while it ran); the proxy must be up for it either way. */

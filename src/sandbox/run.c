@@ -654,6 +654,8 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	brig_idshift known;
 	if (!direct || brig_guest__userns_shift_known(&known))
 		brig_sandbox__note_shift(direct ? &known : &co.shift);
+	if (gvisor) /* the host's user namespace: ids are not shifted */
+		co.shift = (brig_idshift){0, 0};
 	co.network_disabled = spec.network == BRIG_NET_NONE && etc_hosts;
 	if ((rc = brig_spec_container_json(&body, &spec, &co, err)) != 0)
 		goto out;

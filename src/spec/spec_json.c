@@ -757,6 +757,11 @@ int brig_spec_container_json(json_t **out, const brig_spec *spec, const brig_con
 	json_object_set_new(hc, "Privileged", json_false());
 	if (spec->runtime)
 		json_object_set_new(hc, "Runtime", json_string(spec->runtime));
+	/* runsc cannot start in a user namespace of dockerd's remap ("cannot
+	 * read client sync file"); its sandbox makes its own (see gvisor in
+	 * brig_container_opts). */
+	if (opts->gvisor)
+		json_object_set_new(hc, "UsernsMode", json_string("host"));
 	json_object_set_new(hc, "NetworkMode",
 			    json_string(spec->network == BRIG_NET_ISOLATED ? BRIG_NETWORK_NAME
 					: spec->network == BRIG_NET_EGRESS ? BRIG_EGRESS_NETWORK

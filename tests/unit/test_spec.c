@@ -749,8 +749,13 @@ static void test_container_computer_init(void **state)
 	assert_string_equal(json_string_value(GET(m, "Source")), "brig-init-0123456789abcdef-r");
 	assert_string_equal(json_string_value(GET(GET(c, "Labels"), BRIG_LABEL_INIT)), "0123456789abcdef");
 	assert_int_equal(json_integer_value(GET(GET(c, "HostConfig"), "PidsLimit")), 256 * 10 + 128);
+	/* runsc cannot start in the daemon's remapped user namespace */
+	assert_string_equal(json_string_value(GET(GET(c, "HostConfig"), "UsernsMode")), "host");
 	json_decref(c);
 	o.gvisor = false;
+	ASSERT_OK(brig_spec_container_json(&c, &s, &o, &err), err);
+	assert_null(json_object_get(GET(c, "HostConfig"), "UsernsMode"));
+	json_decref(c);
 
 	o.init_hash = "../../etc";
 	assert_int_equal(brig_spec_container_json(&c, &s, &o, &err), BRIG_EINVAL);
