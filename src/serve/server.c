@@ -385,6 +385,30 @@ static void count_error(serve_server *s, const char *code)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* The code an error answer is counted under: the API's own "code", or for a
+ * JSON-RPC error of the MCP route (whose "code" is a number inside "error")
+ * "mcp_" and what its HTTP status says, so that refusals on /v1/mcp are not
+ * counted as internal errors. */
+static const char *error_code_of(json_t *body, int status)
+{
+	json_t *c = json_object_get(body, "code");
+	if (json_is_string(c))
+		return json_string_value(c);
+	if (!json_object_get(body, "jsonrpc") || !json_is_object(json_object_get(body, "error")))
+		return "internal";
+	switch (status) {
+	case 400: return "mcp_invalid";
+	case 401: return "mcp_unauthorized";
+	case 403: return "mcp_forbidden";
+	case 404: return "mcp_not_found";
+	case 405: return "mcp_method";
+	case 413: return "mcp_too_big";
+	case 429: return "mcp_too_many";
+	case 503: return "mcp_busy";
+	default: return status < 500 ? "mcp_refused" : "mcp_error";
+	}
+}
+
 void serve__metrics_write(serve_server *s, void *buf)
 {
 	brig_buf *b = buf;
@@ -558,11 +582,15 @@ static enum MHD_Result send_reply(serve_req *r, serve_reply *rep, bool close_aft
 		free(text);
 		resp = MHD_create_response_from_buffer(n + 1, body, MHD_RESPMEM_MUST_FREE);
 		MHD_add_response_header(resp, "Content-Type", "application/json");
-		if (rep->status >= 400) {
-			json_t *c = json_object_get(rep->json, "code");
-			count_error(r->srv, json_is_string(c) ? json_string_value(c) : "internal");
-		}
+		if (rep->status >= 400)
+			count_error(r->srv, error_code_of(rep->json, rep->status));
 	} else {
+		if (rep->status >= 400 && rep->data && rep->type && strcmp(rep->type, "application/json") == 0) {
+			/* an answer a route wrote out itself (the MCP dispatcher's) */
+			json_t *body = json_loadb(rep->data, rep->len, 0, NULL);
+			count_error(r->srv, error_code_of(body, rep->status));
+			json_decref(body);
+		}
 		resp = MHD_create_response_from_buffer(rep->len, rep->data ? rep->data : (char *)"",
 						       rep->data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
 		rep->data = NULL;

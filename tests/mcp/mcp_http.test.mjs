@@ -255,4 +255,13 @@ test('wrong tokens, namespaces, sessions and versions are refused', async () => 
   await transport.terminateSession();
   assert.equal((await post('main', list, { 'Mcp-Session-Id': sid })).status, 404);
   await client.close();
+  // /metrics counts these refusals by what they are, never as internal errors.
+  const m = await tlsFetch(new URL(`https://127.0.0.1:${port}/metrics`), { headers: { Authorization: `Bearer ${TOK_ALL}` } });
+  assert.equal(m.status, 200);
+  const metrics = await m.text();
+  const count = (code) => Number((metrics.match(new RegExp(`^brig_serve_errors_total\\{code="${code}"\\} (\\d+)$`, 'm')) || [])[1] || 0);
+  assert.equal(count('internal'), 0, metrics);
+  assert.ok(count('mcp_not_found') >= 4, metrics);
+  assert.ok(count('mcp_invalid') >= 3, metrics); // no session id, bad version, not a request
+  assert.ok(count('mcp_forbidden') >= 1, metrics);
 });
