@@ -55,6 +55,27 @@ brig_engine *brig_test_engine(void)
 	return e;
 }
 
+unsigned brig_test_userns_shift(void)
+{
+	static int known;
+	static unsigned shift;
+	if (!known) {
+		brig_engine *e = brig_test_engine();
+		uint32_t u = 0, g = 0;
+		brig_error *err = NULL;
+		if (brig_engine_userns_root(e, &u, &g, &err) != 0) {
+			fprintf(stderr, "test: the daemon's userns-remap: %s\n", brig_error_message(err));
+			brig_error_free(err);
+			brig_engine_free(e);
+			fail_msg("cannot ask the daemon for its userns-remap");
+		}
+		brig_engine_free(e);
+		shift = u;
+		known = 1;
+	}
+	return shift;
+}
+
 int brig_test_cleanup(brig_engine *e)
 {
 	int removed = 0;

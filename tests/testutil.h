@@ -29,6 +29,11 @@ json_t *brig_test_filters(void);
 json_t *brig_test_labels(void);
 /* Opens an engine against the local daemon; fails the test if none. */
 brig_engine *brig_test_engine(void);
+/* The host uid a daemon with userns-remap maps the containers' uid 0 to
+ * (0 without the remap): a tmpfs volume the local driver mounts on the host
+ * needs uid=<this + 1000> to belong to the sandbox user inside, and mount
+ * options read inside show host ids. Asked once. */
+unsigned brig_test_userns_shift(void);
 /* Removes every container, volume and network labelled with this run id.
  * Returns how many objects it removed. */
 int brig_test_cleanup(brig_engine *e);

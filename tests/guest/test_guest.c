@@ -96,9 +96,10 @@ static int group_setup(void **state)
 	name = brig_test_name("gi");
 	init_vol = make_init_volume();
 	char *ws = brig_test_name("gi-ws");
+	unsigned host = 1000 + brig_test_userns_shift(); /* mounted on the host */
 	if (sh("docker volume create --label %s --driver local --opt type=tmpfs --opt device=tmpfs "
-	       "--opt o=size=64m,uid=1000,gid=1000,mode=0700 %s >/dev/null",
-	       label, ws) != 0)
+	       "--opt o=size=64m,uid=%u,gid=%u,mode=0700 %s >/dev/null",
+	       label, host, host, ws) != 0)
 		return -1;
 	int rc = sh("docker run -d --label %s --name %s " HARDENED " -v %s:/workspace -v %s:/.brig:ro "
 		    "--entrypoint /.brig/brig-init %s init >/dev/null",

@@ -173,8 +173,13 @@ static void check_volume(const char *container, json_t *mounts, const char *targ
 	assert_str(jstr(o, "type"), "tmpfs");
 	assert_str(jstr(o, "device"), "tmpfs");
 	const char *mo = jstr(o, "o");
-	if (!has_token(mo, size_tok) || !has_token(mo, "uid=1000") || !has_token(mo, "gid=1000"))
-		fail_msg("volume %s options '%s' lack %s/uid/gid", vname, mo, size_tok);
+	/* the local driver mounts on the host: with userns-remap the owner is
+	 * the host id the sandbox user maps to */
+	char uid[32], gid[32];
+	snprintf(uid, sizeof uid, "uid=%u", 1000 + brig_test_userns_shift());
+	snprintf(gid, sizeof gid, "gid=%u", 1000 + brig_test_userns_shift());
+	if (!has_token(mo, size_tok) || !has_token(mo, uid) || !has_token(mo, gid))
+		fail_msg("volume %s options '%s' lack %s/%s/%s", vname, mo, size_tok, uid, gid);
 	json_t *labels = json_object_get(v, "Labels");
 	assert_str(lstr(labels, BRIG_LABEL_CONTAINER), container);
 	assert_str(lstr(labels, BRIG_TEST_LABEL), brig_test_run_id());

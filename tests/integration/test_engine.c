@@ -190,9 +190,11 @@ static size_t make_tar(char *out, const char *name, const char *content)
 static void test_archive_roundtrip_tmpfs_volume(void **state)
 {
 	cleanup_free char *vol = brig_test_name("ws");
+	/* mounted on the host: owned by the host uid the container's 1000 is */
+	unsigned host = 1000 + brig_test_userns_shift();
+	cleanup_free char *opts = xasprintf("size=16m,uid=%u,gid=%u,mode=0700", host, host);
 	json_t *vspec = json_pack("{s:s, s:s, s:{s:s, s:s, s:s}, s:o}", "Name", vol, "Driver", "local", "DriverOpts",
-				  "type", "tmpfs", "device", "tmpfs", "o", "size=16m,uid=1000,gid=1000,mode=0700",
-				  "Labels", brig_test_labels());
+				  "type", "tmpfs", "device", "tmpfs", "o", opts, "Labels", brig_test_labels());
 	brig_error *err = NULL;
 	ASSERT_OK(brig_engine_volume_create(E, NULL, vspec, &err), err);
 	json_decref(vspec);

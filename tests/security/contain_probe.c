@@ -94,11 +94,13 @@ static void socket_allowed(const char *name, int family, int type)
 /* socketcall(SYS_SOCKET, args) through the 32-bit entry, in a child. The
  * args pointer is a 64-bit stack address cut to 32 bits, so a kernel that
  * got the call answers EFAULT; seccomp refuses it first with EPERM, or
- * kills the caller (SIGSYS) when the profile has no 32-bit x86 at all. */
+ * kills the caller (SIGSYS) when the profile has no 32-bit x86 at all; a
+ * kernel without the 32-bit entry raises SIGSEGV, which refuses it too. */
 static void socketcall_refused(void)
 {
 #if defined(__x86_64__)
 	pid_t p = fork();
+	int fork_errno = errno;
 	if (p == 0) {
 		unsigned long args[3] = {AF_VSOCK, SOCK_STREAM, 0};
 		long r;
@@ -110,8 +112,21 @@ static void socketcall_refused(void)
 		;
 	bool killed = p > 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS;
 	int e = p > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-	row("socketcall_refused", "refused (EPERM or SIGSYS) by seccomp", killed || e == EPERM, "%s",
-	    killed ? "killed by SIGSYS" : e < 0 ? "no child" : errname(e));
+	if (p < 0)
+		row("socketcall_refused", "refused (EPERM or SIGSYS) by seccomp", 0, "fork: %s", errname(fork_errno));
+	else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV)
+		/* int 0x80 raised #GP: this kernel has no 32-bit entry at all
+		 * (ia32_emulation off; seen on 6.18 firecracker guests, where the
+		 * host answers the same outside any sandbox), so socketcall is
+		 * unreachable before seccomp is asked */
+		row("socketcall_refused", "refused (EPERM or SIGSYS) by seccomp", 1,
+		    "no 32-bit entry in this kernel (SIGSEGV)");
+	else if (!killed && WIFSIGNALED(st))
+		row("socketcall_refused", "refused (EPERM or SIGSYS) by seccomp", 0, "child killed by signal %d",
+		    WTERMSIG(st));
+	else
+		row("socketcall_refused", "refused (EPERM or SIGSYS) by seccomp", killed || e == EPERM, "%s",
+		    killed ? "killed by SIGSYS" : errname(e));
 #else
 	row("socketcall_refused", "refused (EPERM) by seccomp", 1, "not x86_64: skipped");
 #endif

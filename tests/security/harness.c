@@ -657,6 +657,38 @@ static void case_host_uid(const char *name, const char *id)
 		brig_error_free(err);
 		return;
 	}
+	if (GVISOR && brig_engine_is_local(E)) {
+		/* No host process is the sandbox user: its processes run on
+		 * gVisor's kernel inside runsc's sandbox process (the container's
+		 * pid; HostConfig.UsernsMode host, remap or not). That process is
+		 * what the host account with uid 1000 must not read or trace. */
+		json_t *j = NULL;
+		pid_t sentry = 0;
+		if (brig_engine_container_inspect(E, &j, id, &err) == 0)
+			sentry = (pid_t)json_integer_value(json_object_get(json_object_get(j, "State"), "Pid"));
+		json_decref(j);
+		brig_error_free(err);
+		char path[64], line[256] = "";
+		snprintf(path, sizeof path, "/proc/%d/status", (int)sentry);
+		FILE *f = sentry > 0 ? fopen(path, "re") : NULL;
+		long uid = -1;
+		while (f && fgets(line, sizeof line, f))
+			if (sscanf(line, "Uid: %ld", &uid) == 1)
+				break;
+		if (f)
+			fclose(f);
+		skip_case("host", "sandbox_uid_on_host",
+			  uid >= 0 ? "gVisor: the sandbox's processes are not host processes (they run inside runsc's "
+				     "sandbox process)"
+				   : "gVisor: runsc's sandbox process not found");
+		char obs[160] = "no sandbox process";
+		if (sentry > 0)
+			as_uid_1000(sentry, obs, sizeof obs);
+		add_row("host", "host_uid_1000_environ_ptrace", "environ EACCES, ptrace EPERM",
+			strcmp(obs, "environ EACCES, ptrace EPERM") == 0, "runsc sandbox pid %d (host uid %ld): %s",
+			(int)sentry, uid, obs);
+		return;
+	}
 	if (ru == 0) {
 		skip_case("host", "sandbox_uid_on_host",
 			  "daemon without userns-remap: sandbox uid 1000 is host uid 1000 (brig doctor says how to fix)");

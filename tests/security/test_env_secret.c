@@ -176,7 +176,11 @@ static void test_computer(void **state)
 }
 
 /* A uid past the 7 octal digits of a tar header: the env file's owner goes
- * in base-256, and brig-init (that uid) still reads it. */
+ * in base-256, and brig-init (that uid) still reads it. A daemon with the
+ * default userns-remap maps only 0-65535, so there the uid is the largest
+ * it maps (the base-256 case then runs in userns.sh, on its second daemon
+ * without the remap, and in test_tar); a uid it does not map is refused
+ * with the reason. */
 static void test_big_uid(void **state)
 {
 	(void)state;
@@ -184,18 +188,38 @@ static void test_big_uid(void **state)
 		return;
 	brig_spec s;
 	brig_error *err = NULL;
+	bool remapped = brig_test_userns_shift() != 0;
+	const char *uid = remapped ? "65534" : "3000000", *gid = remapped ? "65533" : "3000001";
+	brig_identity id = {.ns = NS, .agent = "a", .session = "biguid", .generation = 1};
+	brig_computer *c = NULL;
+	if (remapped) {
+		brig_test_spec(&s, NULL);
+		ASSERT_OK(brig_spec_set(&s, "user", "3000000:3000001", &err), err);
+		assert_int_not_equal(brig_computer_create(E, &c, &id, &s, &err), 0);
+		assert_non_null(strstr(brig_error_message(err), "userns-remap"));
+		brig_error_free(err);
+		err = NULL;
+		brig_spec_clear(&s);
+		/* and nothing of it is left for the next up to adopt */
+		char name[BRIG_NAME_SIZE];
+		ASSERT_OK(brig_identity_name(name, &id, &err), err);
+		json_t *j = NULL;
+		assert_int_equal(brig_engine_container_inspect(E, &j, name, &err), BRIG_ENOTFOUND);
+		brig_error_free(err);
+		err = NULL;
+	}
+	char user[32];
+	snprintf(user, sizeof user, "%s:%s", uid, gid);
 	brig_test_spec(&s, NULL);
-	ASSERT_OK(brig_spec_set(&s, "user", "3000000:3000001", &err), err);
+	ASSERT_OK(brig_spec_set(&s, "user", user, &err), err);
 	char entry[128];
 	snprintf(entry, sizeof entry, "SECRET_K=%s", SECRET);
 	ASSERT_OK(brig_spec_add_env(&s, entry, &err), err);
-	brig_identity id = {.ns = NS, .agent = "a", .session = "biguid", .generation = 1};
-	brig_computer *c = NULL;
 	ASSERT_OK(brig_computer_create(E, &c, &id, &s, &err), err);
 	brig_spec_clear(&s);
 	out o = BRIG("exec", c->name, "--", "sh", "-c", "echo \"$SECRET_K\"; stat -c %u:%g:%a /runtime/.brig/env");
 	char want[160];
-	snprintf(want, sizeof want, "%s\n3000000:3000001:400\n", SECRET);
+	snprintf(want, sizeof want, "%s\n%s:%s:400\n", SECRET, uid, gid);
 	assert_int_equal(o.code, 0);
 	assert_string_equal(o.out, want);
 	out_free(&o);
