@@ -383,7 +383,8 @@ BRIG_PUBLIC int brig_env_exec(json_t **out, const char *const *env, size_t n, br
 			      brig_error **err);
 
 /* brig_env_exec() over spec->env followed by extra (n_extra entries, may be
- * NULL), for spec->harness. Errors: as brig_env_exec(). */
+ * NULL), for spec->harness — for none when the spec has secrets (their
+ * placeholders stand in for the credential). Errors: as brig_env_exec(). */
 BRIG_PUBLIC int brig_spec_exec_env(json_t **out, const brig_spec *spec, const char *const *extra, size_t n_extra,
 				   brig_error **err);
 

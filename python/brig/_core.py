@@ -153,13 +153,36 @@ def _interruptible(fn: Callable[[], Any], cancel_w: int) -> Any:
     return val
 
 
+def _secret_items(secrets: Optional[Mapping[str, Union[str, Sequence[str]]]]) -> List[Tuple[str, str]]:
+    """secrets={"NAME": "host" or ["host", ...]} as (NAME, "host,host") pairs.
+    Only names and hosts: each value is read from this process's environment
+    (os.environ[NAME]) when the computer is made, never passed here."""
+    if not secrets:
+        return []
+    if not isinstance(secrets, Mapping):
+        raise InvalidSpec("secrets: give a mapping of environment names to hosts, e.g. "
+                          "{'OPENAI_API_KEY': ['api.openai.com']}", -1)
+    out = []
+    for name, hosts in secrets.items():
+        if not isinstance(name, str) or not name or "=" in name or "@" in name:
+            raise InvalidSpec(f"secrets: {name!r} is not an environment variable name (the value is read "
+                              "from os.environ, never given here)", -1)
+        hl = [hosts] if isinstance(hosts, str) else list(hosts)
+        if not hl or not all(isinstance(h, str) and h and "," not in h for h in hl):
+            raise InvalidSpec(f"secrets: {name}: give its hosts as a name or a list of names, e.g. "
+                              "['api.example.com']", -1)
+        out.append((name, ",".join(hl)))
+    return out
+
+
 class _Spec:
     """A brig_spec in an opaque buffer, filled through brig_spec_set (so the
     struct itself needs no mirror)."""
 
     def __init__(self, image: str, cpus: float, memory_mb: int, pids_limit: int, workspace_mb: int,
                  runtime_mb: int, network: str, env: Env, harness: str, labels: Optional[Mapping[str, str]],
-                 allow: Optional[Sequence[str]] = None, runtime: Optional[str] = None):
+                 allow: Optional[Sequence[str]] = None, runtime: Optional[str] = None,
+                 secrets: Optional[Mapping[str, Union[str, Sequence[str]]]] = None):
         self.buf = ctypes.create_string_buffer(_lib.SPEC_SIZE)
         lib.brig_spec_init(self.buf)
         try:
@@ -177,6 +200,9 @@ class _Spec:
             if runtime:
                 err = c_void_p()
                 check(lib.brig_spec_set(self.buf, b"runtime", _b(runtime), byref(err)), err)
+            for name, hosts in _secret_items(secrets):
+                err = c_void_p()
+                check(lib.brig_spec_set(self.buf, b"secret", _b(f"{name}@{hosts}"), byref(err)), err)
             for e in _env_entries(env):
                 err = c_void_p()
                 check(lib.brig_spec_add_env(self.buf, e, byref(err)), err)

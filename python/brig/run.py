@@ -33,16 +33,20 @@ def _cap(c: _lib.Capture) -> bytes:
 def run(cmd: Cmd, *, inputs: Sequence[Union[str, os.PathLike]] = (), outputs: Optional[Union[str, os.PathLike]] = None,
         timeout: float = 600, image: str = DEFAULT_IMAGE, cpus: float = 1.0, memory_mb: int = 1024,
         pids_limit: int = 256, workspace_mb: int = 256, runtime_mb: int = 128, network: str = "none",
-        env: Env = None, workdir: Optional[str] = None, labels: Optional[Mapping[str, str]] = None) -> RunResult:
+        env: Env = None, workdir: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
+        allow: Optional[Sequence[str]] = None,
+        secrets: Optional[Mapping[str, Union[str, Sequence[str]]]] = None) -> RunResult:
     """Runs cmd in a new container that is removed before this returns.
 
     inputs (host paths) appear read-only under /inbox; what the command
     leaves in /outbox is copied into the host directory `outputs` (all or
     nothing; nothing can land outside it). At the timeout the run ends with
     exit 124 and timed_out=True (outputs are still copied). Ctrl-C cancels
-    the run (its container is removed) and is re-raised.
+    the run (its container is removed) and is re-raised. network, allow
+    and secrets are Sandbox's.
     """
-    spec = _Spec(image, cpus, memory_mb, pids_limit, workspace_mb, runtime_mb, network, env, "none", labels)
+    spec = _Spec(image, cpus, memory_mb, pids_limit, workspace_mb, runtime_mb, network, env, "none", labels,
+                 allow, None, secrets)
     r, w = os.pipe()
     res = _lib.RunResult()
     try:

@@ -139,7 +139,11 @@ class Sandbox:
     network is "none" (default: only loopback), "isolated" (the internet,
     not the host or other sandboxes) or "egress" with allow=[rules]: only
     those hosts, through brig's egress proxy (a rule is "api.example.com",
-    "*.example.org" or either with ":PORT"). runtime names an OCI runtime
+    "*.example.org" or either with ":PORT"). With egress, secrets=
+    {"NAME": ["host", ...]} gives the sandbox only a placeholder in NAME;
+    brig's proxy puts the real value — os.environ["NAME"] of this process
+    when the computer is made — into the requests to those hosts (header
+    values only), so the value never enters the sandbox. runtime names an OCI runtime
     the daemon registers, e.g. "runsc" for gVisor (default: $BRIG_RUNTIME,
     then the daemon's own).
 
@@ -161,9 +165,10 @@ class Sandbox:
                  allow: Optional[Sequence[str]] = None, env: Env = None, ns: Optional[str] = None,
                  agent: Optional[str] = None, session: Optional[str] = None, store: Optional[str] = None,
                  harness: str = "none", labels: Optional[Mapping[str, str]] = None, fresh: bool = False,
-                 audit: bool = False, runtime: Optional[str] = None):
+                 audit: bool = False, runtime: Optional[str] = None,
+                 secrets: Optional[Mapping[str, Union[str, Sequence[str]]]] = None):
         spec = _Spec(image, cpus, memory_mb, pids_limit, workspace_mb, runtime_mb, network, env, harness, labels,
-                     allow, runtime)
+                     allow, runtime, secrets)
         try:
             self._setup(store, ns or DEFAULT_NS, agent or DEFAULT_AGENT, session, anonymous=session is None)
             self._audit_on = audit

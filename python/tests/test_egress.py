@@ -64,12 +64,14 @@ def upstreams(tmp_path, tmpstore, monkeypatch):
     if not os.access(prog, os.X_OK):
         pytest.skip("set BRIG_BIN to the brig program (brig runs it as the egress proxy)")
     hosts = tmp_path / "hosts"
-    hosts.write_text("allowed.brig.test 127.0.0.1\ndenied.brig.test 127.0.0.1\n")
+    hosts.write_text("allowed.brig.test 127.0.0.1\ndenied.brig.test 127.0.0.1\nsecret.brig.test 127.0.0.1\n")
     monkeypatch.setenv("BRIG_BIN", prog)
     monkeypatch.setenv("BRIG_EGRESS_DIR", str(tmp_path / "egress"))
     monkeypatch.setenv("BRIG_EGRESS_HOSTS", str(hosts))
     monkeypatch.setenv("BRIG_EGRESS_TEST", "1")  # the proxy accepts the override only with it
     monkeypatch.setenv("BRIG_STORE", tmpstore)  # the proxy's ledger
+    # The secret's upstream is verified against the test's CA (test-only override).
+    monkeypatch.setenv("BRIG_EGRESS_UPSTREAM_CA", str(tmp_path / "ca.pem"))
     ports = tmp_path / "ports"
     up = subprocess.Popen(["/usr/bin/python3", UPSTREAM, str(tmp_path), str(ports)], stdin=subprocess.PIPE)
     try:
@@ -131,3 +133,81 @@ def test_egress_reaches_exactly_the_allowed_hosts(upstreams, tmpstore, ns, docke
     finally:
         sb.close()
         sb.destroy()
+
+
+SECRET_PROBE = r"""
+import os, ssl, sys, urllib.request
+ph = os.environ.get("BRIG_PY_SECRET", "")
+print("PH=" + ph)
+req = urllib.request.Request("https://secret.brig.test:%s/headers" % sys.argv[1], headers={"Authorization": "Bearer " + ph})
+try:
+    print("SECRET=" + urllib.request.urlopen(req, timeout=60, context=ssl.create_default_context()).read().decode().strip())
+except Exception as e:
+    print("SECRET=fail: %s" % e)
+"""
+
+
+def _seen(u):
+    p = u["dir"] / "seen"
+    return p.read_text() if p.exists() else ""
+
+
+def test_secrets_never_enter(upstreams, tmpstore, ns, docker_client, monkeypatch):
+    """secrets={NAME: hosts}: a placeholder inside, the value (from
+    os.environ) only in the requests to those hosts, for a Sandbox and for
+    brig.run."""
+    u = upstreams
+    value = "sk-py-" + os.urandom(12).hex()
+    monkeypatch.setenv("BRIG_PY_SECRET", value)
+    auth = f"Authorization: Bearer {value}\n"
+    allow = [f"secret.brig.test:{u['https']}"]
+    sb = brig.Sandbox(IMAGE, ns=ns, agent="py", session="secret", store=tmpstore, labels=LABELS, network="egress",
+                      allow=allow, secrets={"BRIG_PY_SECRET": "secret.brig.test"}, cpus=1.0, memory_mb=512,
+                      workspace_mb=128, runtime_mb=64)
+    try:
+        for _ in range(50):
+            if (u["dir"] / "egress" / "proxy.pid").exists():
+                break
+            time.sleep(0.1)
+        else:
+            pytest.skip("another test's egress proxy serves (one per host)")
+        before = _seen(u).count(auth)
+        r = sb.exec(["python3", "-c", SECRET_PROBE, str(u["https"])], timeout=120)
+        assert value not in r.text + r.stderr_text
+        assert r.exit_code == 0, r.stderr
+        out = dict(line.split("=", 1) for line in r.text.splitlines())
+        assert out["PH"].startswith("brig-placeholder-"), out
+        assert out["SECRET"] == "recorded", out
+        assert _seen(u).count(auth) == before + 1
+        env = sb.exec(["sh", "-c", "env; cat /proc/[0-9]*/environ"]).stdout
+        assert value.encode() not in env and out["PH"].encode() in env
+        attrs = docker_client.api.inspect_container(sb.name)
+        assert value not in repr(attrs)
+        assert attrs["Config"]["Labels"]["brig.secrets"] == "BRIG_PY_SECRET"
+    finally:
+        sb.close()
+        sb.destroy()
+    assert not (u["dir"] / "egress" / f"{sb.name}.secrets").exists()
+
+    # brig.run: the same, for a disposable container.
+    before = _seen(u).count(auth)
+    r = brig.run(["python3", "-c", SECRET_PROBE, str(u["https"])], image=IMAGE, network="egress", allow=allow,
+                 secrets={"BRIG_PY_SECRET": ["secret.brig.test"]}, labels=LABELS, timeout=120)
+    assert value not in r.text + r.stderr_text
+    assert r.exit_code == 0, r.stderr
+    assert "SECRET=recorded" in r.text, r.text
+    assert _seen(u).count(auth) == before + 1
+    assert not list((u["dir"] / "egress").glob("brig-run-*.secrets"))
+
+
+def test_secrets_refused():
+    """Bad secrets= are refused before anything is made, naming the field."""
+    for bad, words in (([("A", "h")], "mapping"), ({"A=v": "h"}, "not an environment variable name"),
+                       ({"A": []}, "hosts"), ({"A": "a,b"}, "hosts")):
+        with pytest.raises(brig.InvalidSpec, match=words):
+            brig.Sandbox(IMAGE, network="egress", secrets=bad)
+    os.environ.pop("BRIG_PY_UNSET_SECRET", None)
+    with pytest.raises(brig.InvalidSpec, match="BRIG_PY_UNSET_SECRET: not set in brig's environment"):
+        brig.run(["true"], image=IMAGE, network="egress", secrets={"BRIG_PY_UNSET_SECRET": "a.example"})
+    with pytest.raises(brig.InvalidSpec, match="egress"):
+        brig.run(["true"], image=IMAGE, network="none", secrets={"BRIG_PY_UNSET_SECRET": "a.example"})

@@ -26,6 +26,8 @@ static const char usage[] =
 	"      --network MODE      none (default), isolated (the brig-sandbox bridge) or egress\n"
 	"                          (only the hosts --allow names, through brig's proxy)\n"
 	"      --allow RULE[,RULE] egress: host, *.domain, optionally :PORT (default 443 and 80)\n"
+	"      --secret NAME@HOST[,HOST]  egress: NAME holds a placeholder inside; brig's proxy puts\n"
+	"                          NAME's value (from brig's environment) into requests to HOST\n"
 	"      --subnet CIDR       Subnet of the isolated bridge (default " BRIG_DEFAULT_SUBNET ")\n"
 	"      --harness H         claude, codex or none (default): which model credential\n"
 	"                          is forwarded from brig's environment\n"

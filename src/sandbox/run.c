@@ -591,12 +591,11 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	if ((rc = brig_spec_validate(&spec, &host, err)) != 0 ||
 	    (rc = brig_sandbox__check_runtime(e, spec.runtime, &gvisor, err)) != 0)
 		goto out;
-	if (spec.secret_count) {
-		rc = brig__error_set(err, BRIG_EINVAL, 0,
-				     "secret: not for disposable runs yet; use a computer (brig create/up "
-				     "--network egress --secret ...)");
+	/* A secret's value is read from brig's environment now, before
+	 * anything is made (brig_spec_validate has checked it goes with
+	 * egress). */
+	if (spec.secret_count && (rc = brig_egress__secrets_check(&spec, err)) != 0)
 		goto out;
-	}
 	if (spec.network == BRIG_NET_ISOLATED && (rc = brig_network_ensure(e, &net_id, &spec, err)) != 0)
 		goto out;
 	if (spec.network == BRIG_NET_EGRESS && (rc = brig_egress_ensure(e, &net_id, err)) != 0)
@@ -659,6 +658,10 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	co.network_disabled = spec.network == BRIG_NET_NONE && etc_hosts;
 	if ((rc = brig_spec_container_json(&body, &spec, &co, err)) != 0)
 		goto out;
+	/* A secret's placeholder is no secret: in the configuration, where
+	 * brig_egress__secrets_start reads it back. */
+	if (spec.secret_count && (rc = brig_egress__placeholders_add(json_object_get(body, "Env"), &spec, err)) != 0)
+		goto out;
 	if (net_id)
 		json_object_set_new(json_object_get(body, "HostConfig"), "NetworkMode", json_string(net_id));
 	res->container = xstrdup(name);
@@ -677,8 +680,9 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	/* Egress: rules and routes before the command (never direct, so it
 	 * starts only with the exec below). */
 	if (spec.network == BRIG_NET_EGRESS &&
-	    (rc = brig_egress__sandbox_start(e, cid, name, (const char *const *)spec.allow, spec.allow_count, true,
-					     err)) != 0)
+	    ((rc = brig_egress__sandbox_start(e, cid, name, (const char *const *)spec.allow, spec.allow_count, true,
+					      err)) != 0 ||
+	     (rc = brig_egress__secrets_start(e, cid, name, &spec, err)) != 0))
 		goto out;
 	res->create_ms = brig_now_ms() - t0;
 

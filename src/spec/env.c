@@ -211,5 +211,8 @@ int brig_spec_exec_env(json_t **out, const brig_spec *spec, const char *const *e
 		*out = NULL;
 		return brig__error_set(err, BRIG_EINVAL, 0, "spec: missing");
 	}
-	return exec_env(out, (const char *const *)spec->env, spec->env_count, extra, n_extra, spec->harness, err);
+	/* With secrets their placeholders stand in: no credential of the
+	 * harness is forwarded from brig's environment. */
+	return exec_env(out, (const char *const *)spec->env, spec->env_count, extra, n_extra,
+			spec->secret_count ? BRIG_HARNESS_NONE : spec->harness, err);
 }

@@ -15,6 +15,7 @@
 #include "egress_testutil.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -354,6 +355,95 @@ static void test_secret_computer(void **state)
 	assert_int_not_equal(access(path, F_OK), 0);
 }
 
+/* brig-run-*.secrets files in the egress directory. */
+static int run_secrets_files(void)
+{
+	DIR *d = opendir(ET.egress_dir);
+	if (!d)
+		return 0;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		size_t l = strlen(de->d_name);
+		if (strncmp(de->d_name, "brig-run-", 9) == 0 && l > 8 && strcmp(de->d_name + l - 8, ".secrets") == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* This test's run containers still there. */
+static int64_t runs_left(void)
+{
+	char l1[96], l2[96];
+	snprintf(l1, sizeof l1, BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	snprintf(l2, sizeof l2, BRIG_LABEL_KIND "=run");
+	cleanup_json json_t *f = json_pack("{s:[s,s]}", "label", l1, l2);
+	cleanup_json json_t *list = NULL;
+	brig_error *err = NULL;
+	ASSERT_OK(brig_engine_container_list(E, &list, true, f, &err), err);
+	return (int64_t)json_array_size(list);
+}
+
+/* Occurrences of needle in hay. */
+static int count_of(const char *hay, const char *needle)
+{
+	int n = 0;
+	for (const char *p = hay; p && (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* brig run --secret: the same placeholder and proxy as a computer's, for a
+ * disposable container; the harness's credential is not forwarded beside
+ * it, and the run leaves no secrets file behind. */
+static void test_secret_run(void **state)
+{
+	(void)state;
+	if (ET.skip)
+		skip();
+	char allow[96], label[128], port[16];
+	snprintf(allow, sizeof allow, "secret.brig.test:%d", ET.https_port);
+	snprintf(label, sizeof label, BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	snprintf(port, sizeof port, "%d", ET.https_port);
+	char seenp[320];
+	snprintf(seenp, sizeof seenp, "%s/seen", ET.dir);
+	cleanup_free char *auth_real = xasprintf("Authorization: Bearer %s\n", VALUE);
+	cleanup_free char *before = slurp(seenp);
+	const char *probe = "import os, ssl, sys, urllib.request\n"
+			    "ph = os.environ['BRIG_TEST_SECRET']\n"
+			    "print('PH=' + ph)\n"
+			    "print('KEY=' + os.environ.get('ANTHROPIC_API_KEY', 'unset'))\n"
+			    "req = urllib.request.Request('https://secret.brig.test:%s/headers' % sys.argv[1],\n"
+			    "                             headers={'Authorization': 'Bearer ' + ph})\n"
+			    "ctx = ssl.create_default_context()\n"
+			    "print('SECRET=' + urllib.request.urlopen(req, timeout=90, context=ctx).read().decode())\n";
+	/* The harness's own credential in brig's environment: with a secret it
+	 * stays out (the placeholder stands in). */
+	setenv("ANTHROPIC_API_KEY", VALUE, 1);
+	const char *run[] = {"run",      "--image", BRIG_DEFAULT_IMAGE, "--network", "egress", "--allow",
+			     allow,      "--secret", "BRIG_TEST_SECRET@secret.brig.test", "--harness", "claude",
+			     "--label",  label,     "--",               "python3",   "-c",     probe,
+			     port,       NULL};
+	cleanup_free char *out = NULL;
+	int rc = cli(&out, run);
+	unsetenv("ANTHROPIC_API_KEY");
+	ASSERT_NO_VALUE(out, "brig run's output");
+	if (rc != 0)
+		fail_msg("brig run exited %d: %s", rc, out);
+	const char *ph = val(out, "PH");
+	assert_int_equal(strlen(ph), strlen(BRIG_EGRESS_PLACEHOLDER_PREFIX) + 32);
+	assert_string_equal(val(out, "KEY"), "unset");
+	assert_string_equal(val(out, "SECRET"), "recorded");
+	/* The upstream saw the value once more than before the run. */
+	cleanup_free char *after = slurp(seenp);
+	assert_non_null(after);
+	assert_int_equal(count_of(after, auth_real), count_of(before, auth_real) + 1);
+	/* Nothing of the run is left: no container, no secrets file. */
+	assert_int_equal(runs_left(), 0);
+	assert_int_equal(run_secrets_files(), 0);
+}
+
 /* brig create of session in NS on network, with --secret secret (NULL:
  * none) and this run's label: its exit code, its output in *out. */
 static int create_in(char **out, const char *session, const char *network, const char *secret)
@@ -395,13 +485,14 @@ static void test_secret_refused(void **state)
 	assert_int_equal(create_in(&o2, "s3", "isolated", "BRIG_TEST_SECRET@secret.brig.test"), 125);
 	ASSERT_NO_VALUE(o2, "brig's refusal");
 	ASSERT_CONTAINS(o2, "egress");
+	/* A run whose secret has no value makes nothing. */
 	const char *run[] = {"run",
 			     "--image",
 			     BRIG_DEFAULT_IMAGE,
 			     "--network",
 			     "egress",
 			     "--secret",
-			     "BRIG_TEST_SECRET@secret.brig.test",
+			     "BRIG_TEST_UNSET_SECRET@secret.brig.test",
 			     "--label",
 			     label,
 			     "--",
@@ -409,8 +500,9 @@ static void test_secret_refused(void **state)
 			     NULL};
 	cleanup_free char *o3 = NULL;
 	assert_int_equal(cli(&o3, run), 125);
-	ASSERT_NO_VALUE(o3, "brig run's refusal");
-	ASSERT_CONTAINS(o3, "not for disposable runs yet");
+	ASSERT_CONTAINS(o3, "BRIG_TEST_UNSET_SECRET: not set in brig's environment");
+	assert_int_equal(run_secrets_files(), 0);
+	assert_int_equal(runs_left(), 0);
 	const char *value[] = {"create",
 			       "--ns",
 			       NS,
@@ -512,6 +604,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_secret_computer),
 		cmocka_unit_test(test_secret_refused),
+		cmocka_unit_test(test_secret_run),
 		cmocka_unit_test(test_agent_default),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

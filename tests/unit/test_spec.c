@@ -444,6 +444,17 @@ static void test_exec_env(void **state)
 	assert_null(env_get(env, "CLAUDE_CODE_OAUTH_TOKEN")); /* unset on the host */
 	json_decref(env);
 
+	/* with a secret its placeholder stands in: nothing is forwarded */
+	brig_spec sec;
+	brig_spec_copy(&sec, &s);
+	set_ok(&sec, "network", "egress");
+	set_ok(&sec, "secret", "ANTHROPIC_API_KEY@api.anthropic.com");
+	ASSERT_OK(brig_spec_exec_env(&env, &sec, NULL, 0, &err), err);
+	assert_null(env_get(env, "ANTHROPIC_API_KEY"));
+	assert_string_equal(env_get(env, "FOO"), "bar");
+	json_decref(env);
+	brig_spec_clear(&sec);
+
 	/* codex forwards OPENAI_API_KEY only */
 	set_ok(&s, "harness", "codex");
 	ASSERT_OK(brig_spec_exec_env(&env, &s, NULL, 0, &err), err);
