@@ -261,6 +261,14 @@ BRIG_PUBLIC int brig_store_checkpoint_get(brig_store *s, brig_store_checkpoint *
 BRIG_PUBLIC int brig_store_checkpoint_list(brig_store *s, brig_store_checkpoint **out, size_t *n, const char *ns,
 					   const char *agent, const char *session, brig_error **err);
 
+/* Checkpoints that outlived their session's record (brig_store_session_forget,
+ * `brig sessions rm` without --checkpoints): the newest checkpoint of each
+ * such identity, of namespace ns only when ns is not NULL, ordered by (ns,
+ * agent, session); an array of *n records (NULL when none), freed with
+ * brig_store_checkpoint_free_array. */
+BRIG_PUBLIC int brig_store_checkpoint_unowned(brig_store *s, brig_store_checkpoint **out, size_t *n, const char *ns,
+					      brig_error **err);
+
 /* Reads the newest checkpoint of a session. Errors: BRIG_ENOTFOUND (none). */
 BRIG_PUBLIC int brig_store_checkpoint_latest(brig_store *s, brig_store_checkpoint **out, const char *ns,
 					     const char *agent, const char *session, brig_error **err);

@@ -36,6 +36,20 @@ static void format_ms(char *out, size_t n, int64_t ms)
 		snprintf(out, n, "-");
 }
 
+/* One row of `sessions ls`: names padded to 16 (printed safely). */
+static void put_row(const char *ns, const char *agent, const char *session, int64_t gen, const char *state,
+		    const char *computer, int64_t ms)
+{
+	char when[32];
+	format_ms(when, sizeof when, ms);
+	const char *names[] = {ns, agent, session};
+	for (size_t i = 0; i < 3; i++) {
+		cli_put_safe(names[i]);
+		printf("%*s ", (int)(strlen(names[i]) < 16 ? 16 - strlen(names[i]) : 0), "");
+	}
+	printf("%-4" PRId64 " %-10s %-10s %s\n", gen, state, computer, when);
+}
+
 /* What Docker says of a session's current computer: its State.Status
  * ("running", "paused", "exited"…), "gone", or "unknown" (no daemon). */
 static const char *docker_state(brig_engine *e, const char *name, char *buf, size_t n)
@@ -61,7 +75,9 @@ static const char sessions_usage[] =
 	"ls lists the sessions of the session store with what Docker says of each current\n"
 	"computer (COMPUTER: running, paused, exited, gone). When the store says running but\n"
 	"the computer is exited or gone, brig says so and records it as stopped or destroyed;\n"
-	"the next `brig up` restores the session's latest checkpoint.\n"
+	"the next `brig up` restores the session's latest checkpoint. A session removed with\n"
+	"`sessions rm` whose checkpoints stay is listed as forgotten (GEN and UPDATED: its\n"
+	"latest checkpoint's).\n"
 	"\n"
 	"rm removes a session from the store. It refuses while any computer of the session\n"
 	"exists (--force destroys them first). Its checkpoints stay (`brig checkpoints`\n"
@@ -107,7 +123,8 @@ static int sessions_ls(int argc, char **argv)
 	if (cli_store_open(&s, store) != 0)
 		return CLI_EXIT_FAIL;
 	brig_store_session *rs = NULL;
-	size_t n = 0;
+	brig_store_checkpoint *ck = NULL;
+	size_t n = 0, nk = 0;
 	int rc = CLI_EXIT_FAIL;
 	brig_engine *e = NULL;
 	if (brig_store_session_list(s, &rs, &n, ns, &err) != 0) {
@@ -147,16 +164,40 @@ static int sessions_ls(int argc, char **argv)
 			json_array_append_new(arr, session_json(r, ds));
 			continue;
 		}
-		char when[32];
-		format_ms(when, sizeof when, r->updated_ms);
-		cli_put_safe(r->ns);
-		printf("%*s ", (int)(strlen(r->ns) < 16 ? 16 - strlen(r->ns) : 0), "");
-		cli_put_safe(r->agent);
-		printf("%*s ", (int)(strlen(r->agent) < 16 ? 16 - strlen(r->agent) : 0), "");
-		cli_put_safe(r->session);
-		printf("%*s ", (int)(strlen(r->session) < 16 ? 16 - strlen(r->session) : 0), "");
-		printf("%-4" PRId64 " %-10s %-10s %s\n", r->generation, brig_store_state_to_string(r->state), ds, when);
+		put_row(r->ns, r->agent, r->session, r->generation, brig_store_state_to_string(r->state), ds,
+			r->updated_ms);
 	}
+	/* Sessions whose record was removed and whose checkpoints stay: the
+	 * next up or agent of the identity restores the latest. */
+	if (brig_store_checkpoint_unowned(s, &ck, &nk, ns, &err) != 0) {
+		rc = cli_error(err, NULL);
+		err = NULL;
+	}
+	for (size_t i = 0; i < nk; i++) {
+		const brig_store_checkpoint *c = &ck[i];
+		brig_store_checkpoint *all = NULL;
+		size_t count = 0;
+		if (brig_store_checkpoint_list(s, &all, &count, c->ns, c->agent, c->session, &err) != 0) {
+			brig_error_free(err);
+			err = NULL;
+			count = 0;
+		}
+		brig_store_checkpoint_free_array(all, count);
+		if (json) {
+			json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:I,s:s,s:n,s:n,s:I,s:I,s:I}", "ns", c->ns,
+							     "agent", c->agent, "session", c->session, "generation",
+							     (json_int_t)c->generation, "state", "forgotten",
+							     "container_name", "container_id", "checkpoints",
+							     (json_int_t)count, "latest_checkpoint", (json_int_t)c->id,
+							     "updated_ms", (json_int_t)c->created_ms));
+			continue;
+		}
+		put_row(c->ns, c->agent, c->session, c->generation, "forgotten", "-", c->created_ms);
+	}
+	if (nk && !json)
+		cli_note("forgotten: the session's record was removed (`brig sessions rm`), its checkpoints stay "
+			 "(`brig checkpoints --ns NS --agent A --session S` lists them); the next `brig up` or "
+			 "`brig agent` of it restores the latest");
 	if (json) {
 		int prc = cli_print_json(arr);
 		if (prc)
@@ -164,6 +205,7 @@ static int sessions_ls(int argc, char **argv)
 	}
 out:
 	brig_engine_free(e);
+	brig_store_checkpoint_free_array(ck, nk);
 	brig_store_session_free_array(rs, n);
 	brig_store_close(s);
 	return rc;

@@ -349,6 +349,18 @@ int brig_store_session_list(brig_store *s, brig_store_session **out, size_t *n, 
 	return LOCKED(s, s->ops->session_list(s, out, n, ns, err));
 }
 
+int brig_store_checkpoint_unowned(brig_store *s, brig_store_checkpoint **out, size_t *n, const char *ns,
+				  brig_error **err)
+{
+	*out = NULL;
+	*n = 0;
+	int r;
+	if ((r = check_store(s, err)) < 0 ||
+	    (ns && (r = check_name("namespace", ns, false, BRIG_STORE_MAX_NAME, err)) < 0))
+		return r;
+	return LOCKED(s, s->ops->checkpoint_unowned(s, out, n, ns, err));
+}
+
 static int session_delete(brig_store *s, brig_store_checkpoint **out_removed, size_t *n_removed, const char *ns,
 			  const char *agent, const char *session, int64_t expected_revision, bool keep,
 			  brig_error **err)

@@ -41,6 +41,10 @@ struct brig_store_ops {
 	int (*checkpoint_list)(brig_store *s, brig_store_checkpoint **out, size_t *n, const brig_store_key *k,
 			       size_t limit, brig_error **err);
 	int (*checkpoint_remove)(brig_store *s, brig_store_checkpoint **out, int64_t id, brig_error **err);
+	/* The newest checkpoint of each identity without a session record,
+	 * of namespace ns when not NULL, ordered by identity. */
+	int (*checkpoint_unowned)(brig_store *s, brig_store_checkpoint **out, size_t *n, const char *ns,
+				  brig_error **err);
 	int (*checkpoint_prune)(brig_store *s, brig_store_checkpoint **out, size_t *n, const brig_store_key *k,
 				size_t keep, brig_error **err);
 	int (*audit_add)(brig_store *s, int64_t *out_id, const brig_store_audit *rec, int64_t now_ms, brig_error **err);

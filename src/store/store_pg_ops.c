@@ -403,6 +403,27 @@ static int pg_checkpoint_list(brig_store *s, brig_store_checkpoint **out, size_t
 	return 0;
 }
 
+static int pg_checkpoint_unowned(brig_store *s, brig_store_checkpoint **out, size_t *n, const char *ns,
+				 brig_error **err)
+{
+	struct pg_store *p = PG(s);
+	int r = brig_store__pg_ensure(p, err);
+	if (r < 0)
+		return r;
+	const char *vals[] = {ns};
+	cleanup_result PGresult *res = NULL;
+	if ((r = brig_store__pg_exec(p, &res,
+				     "SELECT " CKPT_COLS " FROM checkpoints WHERE ($1::text IS NULL OR ns = $1) AND id IN"
+				     " (SELECT max(c.id) FROM checkpoints c WHERE NOT EXISTS (SELECT 1 FROM sessions s"
+				     " WHERE s.ns = c.ns AND s.agent = c.agent AND s.session = c.session)"
+				     " GROUP BY c.ns, c.agent, c.session)"
+				     " ORDER BY ns COLLATE \"C\", agent COLLATE \"C\", session COLLATE \"C\"",
+				     1, vals, false, "listing checkpoints without a session", err)) < 0)
+		return r;
+	rows_checkpoints(res, out, n);
+	return 0;
+}
+
 static int tx_checkpoint_remove(struct pg_store *p, void *ctx, brig_error **err)
 {
 	struct removal *c = ctx;
@@ -625,6 +646,7 @@ const struct brig_store_ops brig_store__pg_ops = {
 	.checkpoint_add = pg_checkpoint_add,
 	.checkpoint_get = pg_checkpoint_get,
 	.checkpoint_list = pg_checkpoint_list,
+	.checkpoint_unowned = pg_checkpoint_unowned,
 	.checkpoint_remove = pg_checkpoint_remove,
 	.checkpoint_prune = pg_checkpoint_prune,
 	.audit_add = pg_audit_add,

@@ -442,6 +442,24 @@ static int sq_checkpoint_list(brig_store *s, brig_store_checkpoint **out, size_t
 	return collect_checkpoints(q, st, out, n, err);
 }
 
+static int sq_checkpoint_unowned(brig_store *s, brig_store_checkpoint **out, size_t *n, const char *ns,
+				 brig_error **err)
+{
+	struct sq_store *q = SQ(s);
+	cleanup_stmt sqlite3_stmt *st = NULL;
+	int r = brig_store__sq_prepare(q, &st,
+				       "SELECT " CKPT_COLS " FROM checkpoints WHERE (?1 IS NULL OR ns = ?1) AND id IN"
+				       " (SELECT max(c.id) FROM checkpoints c WHERE NOT EXISTS (SELECT 1 FROM sessions s"
+				       " WHERE s.ns = c.ns AND s.agent = c.agent AND s.session = c.session)"
+				       " GROUP BY c.ns, c.agent, c.session)"
+				       " ORDER BY ns, agent, session",
+				       err);
+	if (r < 0)
+		return r;
+	bind_text(st, 1, ns);
+	return collect_checkpoints(q, st, out, n, err);
+}
+
 static int tx_checkpoint_remove(struct sq_store *q, void *ctx, brig_error **err)
 {
 	struct removal *c = ctx;
@@ -695,6 +713,7 @@ const struct brig_store_ops brig_store__sqlite_ops = {
 	.checkpoint_add = sq_checkpoint_add,
 	.checkpoint_get = sq_checkpoint_get,
 	.checkpoint_list = sq_checkpoint_list,
+	.checkpoint_unowned = sq_checkpoint_unowned,
 	.checkpoint_remove = sq_checkpoint_remove,
 	.checkpoint_prune = sq_checkpoint_prune,
 	.audit_add = sq_audit_add,

@@ -432,6 +432,29 @@ static void sessions_cmds(const char *url, const char *S)
 	r = brig_expect(0, NULL, (const char *[]){"history", ID, NULL});
 	assert_non_null(strstr(r.out, "kept checkpoints remain"));
 	run_free(&r);
+	/* ls still lists it, as forgotten, with its latest checkpoint. */
+	r = brig_expect(0, "forgotten: the session's record was removed",
+			(const char *[]){"sessions", "ls", "--ns", NS, "--store", url, NULL});
+	assert_non_null(strstr(r.out, "forgotten"));
+	assert_non_null(strstr(r.out, S));
+	run_free(&r);
+	r = brig_expect(0, NULL, (const char *[]){"sessions", "ls", "--ns", NS, "--store", url, "--json", NULL});
+	{
+		json_t *ls = json_loads(r.out, 0, NULL);
+		assert_non_null(ls);
+		json_t *row = NULL, *it;
+		size_t k;
+		json_array_foreach (ls, k, it)
+			if (strcmp(json_string_value(json_object_get(it, "session")), S) == 0)
+				row = it;
+		assert_non_null(row);
+		assert_string_equal(json_string_value(json_object_get(row, "state")), "forgotten");
+		assert_int_equal(json_integer_value(json_object_get(row, "checkpoints")), 1);
+		assert_true(json_integer_value(json_object_get(row, "latest_checkpoint")) > 0);
+		assert_true(json_is_null(json_object_get(row, "container_name")));
+		json_decref(ls);
+	}
+	run_free(&r);
 	/* The next up restores the latest kept checkpoint into a new generation. */
 	expect(0, "restored checkpoint", (const char *[]){"up", ID, NULL});
 	r = brig_expect(0, NULL, (const char *[]){"exec", ID, "--", "cat", "/workspace/f", NULL});
@@ -447,6 +470,9 @@ static void sessions_cmds(const char *url, const char *S)
 	assert_null(store_session(url, "agent", S));
 	assert_int_equal(access(blob, F_OK), -1);
 	expect(125, "not found", (const char *[]){"sessions", "rm", ID, NULL});
+	r = brig_expect(0, NULL, (const char *[]){"sessions", "ls", "--ns", NS, "--store", url, NULL});
+	assert_null(strstr(r.out, "forgotten")); /* nothing of it is left to list */
+	run_free(&r);
 
 	/* The commands outlive the session. */
 	expect(0, NULL, (const char *[]){"history", ID, NULL});

@@ -1541,7 +1541,20 @@ static void test_v2_store_migrates(void **state)
 	size_t n = 0;
 	ASSERT_OK(brig_store_checkpoint_list(s, &cps, &n, "old", "agent", "s", &err), err);
 	assert_int_equal(n, 1);
+	int64_t kept = cps[0].id;
 	brig_store_checkpoint_free_array(cps, n);
+	/* ... and is listed as unowned (its namespace or all; not another). */
+	ASSERT_OK(brig_store_checkpoint_unowned(s, &cps, &n, "old", &err), err);
+	assert_int_equal(n, 1);
+	assert_int_equal(cps[0].id, kept);
+	assert_string_equal(cps[0].session, "s");
+	brig_store_checkpoint_free_array(cps, n);
+	ASSERT_OK(brig_store_checkpoint_unowned(s, &cps, &n, NULL, &err), err);
+	assert_int_equal(n, 1);
+	brig_store_checkpoint_free_array(cps, n);
+	ASSERT_OK(brig_store_checkpoint_unowned(s, &cps, &n, "other", &err), err);
+	assert_int_equal(n, 0);
+	assert_null(cps);
 	char d[65];
 	hexdigest(d, 'b');
 	brig_store_checkpoint cp = {
@@ -1550,6 +1563,8 @@ static void test_v2_store_migrates(void **state)
 	/* A session made again owns the kept checkpoint; delete takes it. */
 	r->revision = 0;
 	ASSERT_OK(brig_store_session_create(s, NULL, r, &err), err);
+	ASSERT_OK(brig_store_checkpoint_unowned(s, &cps, &n, NULL, &err), err);
+	assert_int_equal(n, 0);
 	ASSERT_OK(brig_store_checkpoint_add(s, NULL, &cp, &err), err);
 	brig_store_checkpoint *gone = NULL;
 	ASSERT_OK(brig_store_session_delete(s, &gone, &n, "old", "agent", "s", 0, &err), err);
@@ -1559,6 +1574,8 @@ static void test_v2_store_migrates(void **state)
 	assert_int_equal(gone[0].blob_refs, 0);
 	brig_store_checkpoint_free_array(gone, n);
 	ASSERT_OK(brig_store_checkpoint_list(s, &cps, &n, "old", "agent", "s", &err), err);
+	assert_int_equal(n, 0);
+	ASSERT_OK(brig_store_checkpoint_unowned(s, &cps, &n, NULL, &err), err);
 	assert_int_equal(n, 0);
 	brig_store_session_free(r);
 
