@@ -446,6 +446,14 @@ brig_computer *cli_remote_computer(json_t *j);
  * server lists no computer by NAME (nothing printed), or CLI_EXIT_FAIL
  * (printed). */
 int cli_remote_target(cli_remote *r, const char *cmd, const cli_target *t, const char *name, char **path);
+/* brig cp's transfers, as brig codes with the server's message in *err:
+ * a GET whose 2xx body goes to cb (a non-zero cb return stops it and is
+ * returned; the receiver keeps its own story), a PUT of a streamed tar
+ * body, and a GET of a JSON answer. target is encoded already. */
+int cli_remote_get_raw(cli_remote *r, const char *target, brig_engine_data_cb cb, void *payload, brig_error **err);
+int cli_remote_put_raw(cli_remote *r, const char *target, brig_engine_reader reader, void *payload,
+		       brig_error **err);
+int cli_remote_get_json(cli_remote *r, const char *target, json_t **out, brig_error **err);
 /* For remote_attach.c: the connection, the Authorization header line (or
  * NULL), and the error answer printer (returns CLI_EXIT_FAIL). */
 struct brig_http_conn;

@@ -14,7 +14,11 @@
  * rules) into a temporary file first, so stdout gets a whole checked tar or
  * nothing.
  *
- * Copy-in writes every entry as 1000:1000 (the sandbox's user). */
+ * Copy-in writes every entry as 1000:1000 (the sandbox's user).
+ *
+ * With BRIG_HOST the same goes through the brig server's archive routes,
+ * where brig-init reads and writes as the sandbox's user (not root), and
+ * the server checks each tar as well. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -47,7 +51,8 @@ static const char cp_usage[] = "Usage: brig cp [OPTIONS] NAME:SRC_PATH DEST_PATH
 			       "copy, and the destination is left as it was. An existing file at the\n"
 			       "destination is replaced; an existing directory is not merged into (the copy\n"
 			       "would not be all or nothing): name a new one. Into a computer, files belong\n"
-			       "to the sandbox's user (1000:1000).\n"
+			       "to the sandbox's user (1000:1000). With BRIG_HOST the copy goes through the\n"
+			       "brig server, where brig-init reads and writes as the sandbox's user.\n"
 			       "\n"
 			       "Options:\n"
 			       "  -L, --follow-link   Copy-in: follow SRC_PATH when it is a symlink\n" CLI_HELP_TARGET
@@ -108,6 +113,67 @@ static int computer_id(brig_engine *e, char **out, const char *name, bool prefix
 static bool stat_is_dir(json_t *st)
 {
 	return (json_integer_value(json_object_get(st, "mode")) & (INT64_C(1) << 31)) != 0;
+}
+
+/* The computer's side of a copy: Docker's archive endpoints (root inside
+ * the container, as docker cp), or with BRIG_HOST a brig server's archive
+ * routes (brig-init as the sandbox's user). Both send and take the same
+ * tar, named after the path's last component. */
+typedef struct cp_side {
+	brig_engine *e;
+	const char *id;
+	cli_remote *r;
+	const char *base; /* /v1/computers/NS/AGENT/SESSION */
+} cp_side;
+
+static char *side_target(const cp_side *s, const char *route, const char *path)
+{
+	cleanup_free char *q = brig_urlencode(path);
+	return xasprintf("%s/%s?path=%s", s->base, route, q);
+}
+
+/* Whether path is a directory, and its name; BRIG_ENOTFOUND when missing. */
+static int side_stat(const cp_side *s, const char *path, bool *dir, char **name, brig_error **err)
+{
+	json_t *st = NULL;
+	int rc;
+	if (s->r) {
+		cleanup_free char *t = side_target(s, "files/stat", path);
+		if ((rc = cli_remote_get_json(s->r, t, &st, err)) != 0)
+			return rc;
+		*dir = strcmp(json_string_value(json_object_get(st, "type")) ?: "", "directory") == 0;
+		cleanup_free char *pc = xstrdup(path);
+		size_t l = strlen(pc);
+		while (l > 1 && pc[l - 1] == '/')
+			pc[--l] = '\0';
+		if (name)
+			*name = xstrdup(strrchr(pc, '/') ? strrchr(pc, '/') + 1 : pc);
+	} else {
+		if ((rc = brig_engine_archive_stat(s->e, &st, s->id, path, err)) != 0)
+			return rc;
+		*dir = stat_is_dir(st);
+		if (name)
+			*name = xstrdup(json_string_value(json_object_get(st, "name")) ?: "");
+	}
+	json_decref(st);
+	return 0;
+}
+
+static int side_get(const cp_side *s, const char *path, brig_engine_data_cb cb, void *payload, brig_error **err)
+{
+	if (!s->r)
+		return brig_engine_archive_get(s->e, s->id, path, NULL, cb, payload, err);
+	cleanup_free char *t = side_target(s, "archive", path);
+	return cli_remote_get_raw(s->r, t, cb, payload, err);
+}
+
+static int side_put(const cp_side *s, const char *dir, brig_engine_reader reader, void *payload,
+		    brig_error **err)
+{
+	if (!s->r)
+		return brig_engine_archive_put(s->e, s->id, dir, reader, payload, err);
+	cleanup_free char *t = side_target(s, "archive", dir);
+	return cli_remote_put_raw(s->r, t, reader, payload, err);
 }
 
 /* ---- removing a staging directory: never follows a link ---- */
@@ -173,7 +239,7 @@ static void note_root_link(const char *path, int type, uint64_t size, void *payl
 }
 
 /* The checked tar to stdout, whole or not at all. */
-static int copy_out_stream(brig_engine *e, const char *id, const char *path)
+static int copy_out_stream(const cp_side *sd, const char *path)
 {
 	int fd = tmp_fd();
 	if (fd < 0)
@@ -189,7 +255,7 @@ static int copy_out_stream(brig_engine *e, const char *id, const char *path)
 	int rc = brig_tar_copy_new(&c, &o, brig_tar_write_fd, &fd, &err);
 	if (!rc) {
 		brig_error *gerr = NULL;
-		rc = brig_engine_archive_get(e, id, path, NULL, brig_tar_copy_data_cb, c, &gerr);
+		rc = side_get(sd, path, brig_tar_copy_data_cb, c, &gerr);
 		brig_error *ferr = NULL;
 		int frc = brig_tar_copy_finish(c, NULL, &ferr);
 		if (frc) { /* the copier's own story first: it refused the stream */
@@ -224,16 +290,15 @@ static int copy_out_stream(brig_engine *e, const char *id, const char *path)
 	return n < 0 ? cli_fail("cannot read the temporary file: %s", strerror(errno)) : 0;
 }
 
-static int copy_out(brig_engine *e, const char *id, const char *path, const char *dst)
+static int copy_out(const cp_side *sd, const char *path, const char *dst)
 {
 	if (strcmp(dst, "-") == 0)
-		return copy_out_stream(e, id, path);
-	json_t *st = NULL;
+		return copy_out_stream(sd, path);
 	brig_error *err = NULL;
-	if (brig_engine_archive_stat(e, &st, id, path, &err) != 0)
-		return cli_error(err, path);
-	cleanup_free char *name = xstrdup(json_string_value(json_object_get(st, "name")) ?: "");
-	json_decref(st);
+	cleanup_free char *name = NULL;
+	bool src_dir = false; /* unused: the tar says what it is */
+	if (side_stat(sd, path, &src_dir, &name, &err) != 0)
+		return cli_error(err, sd->r ? NULL : path); /* the server's words name it */
 	/* the name lands on the host and in messages: no separators, no
 	 * terminal controls */
 	bool bad = !*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
@@ -271,7 +336,7 @@ static int copy_out(brig_engine *e, const char *id, const char *path, const char
 	int rc = brig_tar_extract_new(&x, AT_FDCWD, stage, &o, &err);
 	if (!rc) {
 		brig_error *gerr = NULL;
-		rc = brig_engine_archive_get(e, id, path, NULL, brig_tar_extract_data_cb, x, &gerr);
+		rc = side_get(sd, path, brig_tar_extract_data_cb, x, &gerr);
 		brig_error *ferr = NULL;
 		int frc = brig_tar_extract_finish(x, &ferr);
 		if (frc) {
@@ -334,7 +399,7 @@ static int put_error(brig_error *err, const char *dir)
 
 /* stdin's tar, checked and re-owned 1000:1000 into a temporary file, then
  * into directory path. */
-static int copy_in_stream(brig_engine *e, const char *id, const char *path)
+static int copy_in_stream(const cp_side *sd, const char *path)
 {
 	int fd = tmp_fd();
 	if (fd < 0)
@@ -359,7 +424,7 @@ static int copy_in_stream(brig_engine *e, const char *id, const char *path)
 		return cli_error(err, "tar on stdin");
 	}
 	fd_reader r = {fd};
-	if (lseek(fd, 0, SEEK_SET) < 0 || brig_engine_archive_put(e, id, path, read_fd, &r, &err) != 0) {
+	if (lseek(fd, 0, SEEK_SET) < 0 || side_put(sd, path, read_fd, &r, &err) != 0) {
 		close(fd);
 		return err ? put_error(err, path) : cli_fail("cannot read the temporary file: %s", strerror(errno));
 	}
@@ -367,24 +432,23 @@ static int copy_in_stream(brig_engine *e, const char *id, const char *path)
 	return 0;
 }
 
-static int copy_in(brig_engine *e, const char *id, const char *src, const char *path, bool follow)
+static int copy_in(const cp_side *sd, const char *src, const char *path, bool follow)
 {
 	if (strcmp(src, "-") == 0)
-		return copy_in_stream(e, id, path);
+		return copy_in_stream(sd, path);
 	struct stat ss;
 	if ((follow ? stat(src, &ss) : lstat(src, &ss)) != 0)
 		return cli_fail("%s: %s", src, strerror(errno));
 	/* docker's rule: an existing directory takes SRC under its own name;
 	 * otherwise SRC lands at PATH */
-	json_t *st = NULL;
 	brig_error *err = NULL;
-	int r = brig_engine_archive_stat(e, &st, id, path, &err);
+	bool dst_dir = false;
+	int r = side_stat(sd, path, &dst_dir, NULL, &err);
 	if (r && r != BRIG_ENOTFOUND)
-		return cli_error(err, path);
+		return cli_error(err, sd->r ? NULL : path);
 	brig_error_free(err);
 	err = NULL;
-	bool dst_dir = !r && stat_is_dir(st);
-	json_decref(st);
+	dst_dir = !r && dst_dir;
 	if (!r && !dst_dir && S_ISDIR(ss.st_mode))
 		return cli_fail("cannot copy directory %s onto file %s", src, path);
 	cleanup_free char *scopy = xstrdup(src);
@@ -406,7 +470,7 @@ static int copy_in(brig_engine *e, const char *id, const char *src, const char *
 		brig_tar_builder_free(b);
 		return cli_error(err, NULL);
 	}
-	rc = brig_engine_archive_put(e, id, dir, brig_tar_builder_reader, b, &err);
+	rc = side_put(sd, dir, brig_tar_builder_reader, b, &err);
 	brig_tar_builder_free(b);
 	if (rc == BRIG_ENOTFOUND) {
 		brig_error_free(err);
@@ -446,16 +510,33 @@ int cmd_cp(int argc, char **argv)
 			       out ? "copying between computers is not supported"
 				   : "one of SRC and DEST must be NAME:PATH (or :PATH with --ns/--agent/--session)");
 	brig_engine *e = NULL;
+	cli_remote *r = NULL;
 	cleanup_free char *id = NULL;
 	cleanup_free char *ref = NULL;
-	if (!rc && cli_target_name(&ref, "cp", &t, out ? sname : dname, NULL, true) != 0)
-		rc = CLI_EXIT_FAIL;
-	if (!rc && cli_engine_open(&e) != 0)
-		rc = CLI_EXIT_FAIL;
+	cleanup_free char *base = NULL;
+	cp_side sd = {0};
+	if (!rc && cli_remote_host()) {
+		/* through a brig server: its archive routes */
+		if (cli_remote_open(&r) != 0)
+			rc = CLI_EXIT_FAIL;
+		if (!rc && (rc = cli_remote_target(r, "cp", &t, out ? sname : dname, &base)) == 1)
+			rc = cli_fail("no computer named %s on the brig server (or not one of a session it may touch)",
+				      out ? sname : dname);
+		sd.r = r;
+		sd.base = base;
+	} else if (!rc) {
+		if (cli_target_name(&ref, "cp", &t, out ? sname : dname, NULL, true) != 0)
+			rc = CLI_EXIT_FAIL;
+		if (!rc && cli_engine_open(&e) != 0)
+			rc = CLI_EXIT_FAIL;
+		if (!rc)
+			rc = computer_id(e, &id, ref, !t.id_given);
+		sd.e = e;
+		sd.id = id;
+	}
 	if (!rc)
-		rc = computer_id(e, &id, ref, !t.id_given);
-	if (!rc)
-		rc = out ? copy_out(e, id, spath, dst) : copy_in(e, id, src, dpath, follow);
+		rc = out ? copy_out(&sd, spath, dst) : copy_in(&sd, src, dpath, follow);
+	cli_remote_free(r);
 	brig_engine_free(e);
 	free(sname);
 	free(spath);

@@ -317,6 +317,124 @@ int cli_remote_stream(cli_remote *r, const char *method, const char *target, jso
 	return rc;
 }
 
+/* ---- raw bodies (brig cp) ---- */
+
+/* The server's error answer as a brig_error: its message, and the code its
+ * status means. */
+static int remote_err(brig_error **err, int status, const char *body, size_t len)
+{
+	json_t *j = body && len ? json_loadb(body, len, 0, NULL) : NULL;
+	const char *m = json_string_value(json_object_get(j, "message"));
+	int code = status == 400 ? BRIG_EINVAL
+		   : status == 401 || status == 403 ? BRIG_EDENIED
+		   : status == 404 ? BRIG_ENOTFOUND
+		   : status == 409 ? BRIG_ESTATE
+		   : status == 413 ? BRIG_ETOOBIG
+		   : status == 429 ? BRIG_EBUSY
+				   : BRIG_EDAEMON;
+	int rc = status == 401 ? brig__error_set_http(err, code, status,
+						      "the brig server refused the request: %s (set BRIG_TOKEN to a "
+						      "token it accepts)",
+						      m ? m : "no valid token")
+		 : m ? brig__error_set_http(err, code, status, "%s", m)
+		     : brig__error_set_http(err, code, status, "the brig server answered HTTP %d", status);
+	json_decref(j);
+	return rc;
+}
+
+typedef struct raw_body {
+	const brig_http_response *resp;
+	brig_http_body_cb cb;
+	void *payload;
+	brig_buf errbody; /* an error answer, collected */
+	int cb_rc;
+} raw_body;
+
+static int raw_body_cb(const char *data, size_t len, void *payload)
+{
+	raw_body *b = payload;
+	if (b->resp->status < 200 || b->resp->status > 299) {
+		int full = brig_buf_add(&b->errbody, data, len);
+		(void)full; /* capped: past it the rest of the answer is dropped */
+		return 0;
+	}
+	return b->cb_rc = b->cb(data, len, b->payload);
+}
+
+static int raw_exchange(cli_remote *r, const char *method, const char *target, brig_http_body_reader reader,
+			void *rpayload, brig_http_body_cb cb, void *payload, brig_error **err)
+{
+	brig_http_response resp;
+	memset(&resp, 0, sizeof resp);
+	raw_body b = {.resp = &resp, .cb = cb, .payload = payload};
+	brig_buf_init(&b.errbody, 1 << 16);
+	const char *hdrs[2] = {r->auth, NULL};
+	brig_http_request req = {
+		.method = method,
+		.target = target,
+		.content_type = reader ? "application/x-tar" : NULL,
+		.extra_headers = hdrs,
+		.body_reader = reader,
+		.body_payload = rpayload,
+	};
+	brig_error *herr = NULL;
+	int rc = brig_http_roundtrip(r->c, &req, &resp, REMOTE_BODY_CAP, raw_body_cb, &b, &herr);
+	if (b.cb_rc) { /* the receiver refused the bytes: its story (the caller has it) */
+		brig_error_free(herr);
+		rc = brig__error_set(err, b.cb_rc, 0, "the copy was refused");
+	} else if (rc) {
+		if (err && herr && herr->code != BRIG_EUNCERTAIN && herr->code != BRIG_ENOTSENT) {
+			*err = herr; /* e.g. the reader's own error */
+			herr = NULL;
+		} else {
+			rc = brig__error_set(err, BRIG_EUNCERTAIN, 0,
+					     "the brig server's connection broke before the copy was complete");
+		}
+		brig_error_free(herr);
+	} else if (resp.status < 200 || resp.status > 299) {
+		rc = remote_err(err, resp.status, b.errbody.data, b.errbody.len);
+	}
+	brig_buf_free(&b.errbody);
+	brig_http_response_clear(&resp);
+	return rc;
+}
+
+int cli_remote_get_raw(cli_remote *r, const char *target, brig_engine_data_cb cb, void *payload, brig_error **err)
+{
+	return raw_exchange(r, "GET", target, NULL, NULL, cb, payload, err);
+}
+
+static int discard_cb(const char *data, size_t len, void *payload)
+{
+	(void)data;
+	(void)len;
+	(void)payload;
+	return 0;
+}
+
+int cli_remote_put_raw(cli_remote *r, const char *target, brig_engine_reader reader, void *payload,
+		       brig_error **err)
+{
+	return raw_exchange(r, "PUT", target, reader, payload, discard_cb, NULL, err);
+}
+
+int cli_remote_get_json(cli_remote *r, const char *target, json_t **out, brig_error **err)
+{
+	*out = NULL;
+	brig_http_response resp;
+	memset(&resp, 0, sizeof resp);
+	int rc = remote_send(r, "GET", target, NULL, &resp, REMOTE_BODY_CAP, NULL, NULL);
+	if (rc)
+		rc = brig__error_set(err, BRIG_EUNCERTAIN, 0,
+				     "the brig server's connection broke before its answer was complete");
+	else if (resp.status < 200 || resp.status > 299)
+		rc = remote_err(err, resp.status, resp.body.data, resp.body.len);
+	else if (!(*out = json_loadb(resp.body.data ? resp.body.data : "", resp.body.len, 0, NULL)))
+		rc = brig__error_set(err, BRIG_EPROTO, 0, "the brig server's answer is not JSON");
+	brig_http_response_clear(&resp);
+	return rc;
+}
+
 /* ---- naming a computer ---- */
 
 /* 0 found, 1 not on the list (nothing printed), CLI_EXIT_FAIL (printed). */

@@ -872,7 +872,7 @@ class CliClient(unittest.TestCase):
         assert rc == 0, "brig serve exited %s:\n%s" % (rc, cls.srv.logtext()[-4000:])
 
     @classmethod
-    def brig(cls, host, *args, token=TOK_A, env=None):
+    def brig(cls, host, *args, token=TOK_A, env=None, input=None):
         e = dict(os.environ, BRIG_STORE=cls.store, BRIG_IMAGE=IMAGE)
         e.pop("BRIG_HOST", None)
         e.pop("BRIG_TOKEN", None)
@@ -881,7 +881,7 @@ class CliClient(unittest.TestCase):
         if token:
             e["BRIG_TOKEN"] = token
         e.update(env or {})
-        return subprocess.run([BRIG] + list(args), capture_output=True, env=e, timeout=120)
+        return subprocess.run([BRIG] + list(args), capture_output=True, env=e, timeout=120, input=input)
 
     def same(self, *args, env=None):
         """Runs args direct and through the server: the same bytes and exit code."""
@@ -1190,6 +1190,85 @@ class CliClient(unittest.TestCase):
                 break
             time.sleep(0.1)
         self.assertEqual(r.stdout, b"0\n", r.stderr)
+
+    def test_cp(self):
+        """brig cp through the server: a tree in and out (binary, nested, an
+        inner link), tar streams both ways, the session flags, and what is
+        refused — as brig cp direct, but written and read by brig-init as
+        the sandbox's user."""
+        name, h = self.name, self.host
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "tree")
+            os.makedirs(os.path.join(src, "sub", "deeper"))
+            blob = os.urandom(3 << 20) + b"\0\xff"
+            with open(os.path.join(src, "blob.bin"), "wb") as f:
+                f.write(blob)
+            with open(os.path.join(src, "sub", "deeper", "note.txt"), "w") as f:
+                f.write("nested\n")
+            os.symlink("sub/deeper/note.txt", os.path.join(src, "link"))
+            r = self.brig(h, "cp", src, name + ":cptree")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            # What landed, seen directly: the same bytes, the sandbox's user.
+            r = self.brig(None, "exec", name, "--", "sh", "-c",
+                          "cd /workspace/cptree && sha256sum blob.bin && cat link && stat -c '%u:%g' blob.bin sub")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = r.stdout.decode()
+            self.assertIn(hashlib.sha256(blob).hexdigest(), out)
+            self.assertIn("nested\n", out)
+            self.assertEqual(out.count("1000:1000"), 2, out)
+            # Out again, into a new directory: the same tree.
+            back = os.path.join(tmp, "back")
+            r = self.brig(h, "cp", name + ":/workspace/cptree", back)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(back, "blob.bin"), "rb") as f:
+                self.assertEqual(f.read(), blob)
+            self.assertEqual(os.readlink(os.path.join(back, "link")), "sub/deeper/note.txt")
+            with open(os.path.join(back, "sub", "deeper", "note.txt")) as f:
+                self.assertEqual(f.read(), "nested\n")
+            # Into an existing directory: under its own name; once there, it
+            # is not merged into (as direct).
+            r = self.brig(h, "cp", name + ":/workspace/cptree", back)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(os.path.isfile(os.path.join(back, "cptree", "blob.bin")))
+            r = self.same("cp", name + ":/workspace/cptree", back)
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(b"does not merge", r.stderr)
+            # Tar streams, by the session flags.
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as t:
+                ti = tarfile.TarInfo("streamed.txt")
+                data = b"from a tar on stdin\n"
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
+            r = self.brig(h, "cp", *self.ident, "-", ":/workspace", input=buf.getvalue())
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = self.brig(h, "cp", *self.ident, ":streamed.txt", "-")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with tarfile.open(fileobj=io.BytesIO(r.stdout)) as t:
+                self.assertEqual(t.getnames(), ["streamed.txt"])
+                self.assertEqual(t.extractfile("streamed.txt").read(), data)
+            # A link the sandbox points outside the copy refuses the copy;
+            # the destination stays as it was (absent).
+            r = self.brig(None, "exec", name, "--", "sh", "-c",
+                          "mkdir -p /workspace/evil && ln -sf /etc/passwd /workspace/evil/pw")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = self.brig(h, "cp", name + ":/workspace/evil", os.path.join(tmp, "evil"))
+            self.assertEqual(r.returncode, 125, r.stderr)
+            self.assertFalse(os.path.lexists(os.path.join(tmp, "evil")))
+            self.assertEqual([n for n in os.listdir(tmp) if n.startswith(".brig-cp")], [])
+            # Missing source, a read-only destination, no such computer.
+            r = self.brig(h, "cp", name + ":/workspace/nosuch", os.path.join(tmp, "x"))
+            self.assertEqual(r.returncode, 125)
+            self.assertEqual(r.stderr, b"brig: /workspace/nosuch: No such file or directory\n")
+            r = self.brig(h, "cp", os.path.join(src, "blob.bin"), name + ":/etc/blob.bin")
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(b"/etc", r.stderr)
+            r = self.brig(h, "cp", os.path.join(src, "blob.bin"), "nosuchcomputer:/workspace/x")
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(b"no computer named nosuchcomputer", r.stderr)
+            r = self.brig(h, "cp", os.path.join(src, "blob.bin"), name + ":x", token="wrong")
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(b"BRIG_TOKEN", r.stderr)
 
     def test_unsupported_refused(self):
         for args in (["fs", "ls", self.name, "/"], ["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"],
