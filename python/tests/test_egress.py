@@ -101,6 +101,15 @@ def upstreams(tmp_path, tmpstore, monkeypatch):
             pass
 
 
+def wait_for_our_proxy(u):
+    """One proxy per host: another test's may have taken the slot meanwhile."""
+    for _ in range(50):
+        if (u["dir"] / "egress" / "proxy.pid").exists():
+            return
+        time.sleep(0.1)
+    pytest.skip("another test's egress proxy serves (one per host)")
+
+
 def test_egress_reaches_exactly_the_allowed_hosts(upstreams, tmpstore, ns, docker_client):
     u = upstreams
     allow = [f"allowed.brig.test:{u['https']}", f"allowed.brig.test:{u['http']}"]
@@ -110,13 +119,7 @@ def test_egress_reaches_exactly_the_allowed_hosts(upstreams, tmpstore, ns, docke
         attrs = docker_client.api.inspect_container(sb.name)
         assert list(attrs["NetworkSettings"]["Networks"]) == ["brig-egress"]
         assert f"HTTPS_PROXY=http://{GATEWAY}:{PORT}" in attrs["Config"]["Env"]
-        # One proxy per host: another test's may have taken the slot meanwhile.
-        for _ in range(50):
-            if (u["dir"] / "egress" / "proxy.pid").exists():
-                break
-            time.sleep(0.1)
-        else:
-            pytest.skip("another test's egress proxy serves (one per host)")
+        wait_for_our_proxy(u)
         rules = subprocess.run([u["prog"], "egress", "ls", sb.name], capture_output=True, text=True)
         assert all(a in rules.stdout for a in allow), (rules.stdout, rules.stderr)
         sb.files.write("ca.pem", u["ca"])
@@ -165,12 +168,7 @@ def test_secrets_never_enter(upstreams, tmpstore, ns, docker_client, monkeypatch
                       allow=allow, secrets={"BRIG_PY_SECRET": "secret.brig.test"}, cpus=1.0, memory_mb=512,
                       workspace_mb=128, runtime_mb=64)
     try:
-        for _ in range(50):
-            if (u["dir"] / "egress" / "proxy.pid").exists():
-                break
-            time.sleep(0.1)
-        else:
-            pytest.skip("another test's egress proxy serves (one per host)")
+        wait_for_our_proxy(u)
         before = _seen(u).count(auth)
         r = sb.exec(["python3", "-c", SECRET_PROBE, str(u["https"])], timeout=120)
         assert value not in r.text + r.stderr_text

@@ -644,6 +644,21 @@ static void as_uid_1000(pid_t pid, char *out, size_t n)
 		waitpid(k, NULL, 0);
 }
 
+/* The real uid of host process pid (from /proc/PID/status), or -1. */
+static long host_uid_of(pid_t pid)
+{
+	char path[64], line[256] = "";
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	long uid = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "Uid: %ld", &uid) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return uid;
+}
+
 /* Issue 20 item 3: on a daemon with userns-remap the sandbox user is a
  * subordinate host uid that no account has, so the host account with uid
  * 1000 can neither read a sandboxed process's environment nor trace it.
@@ -668,15 +683,7 @@ static void case_host_uid(const char *name, const char *id)
 			sentry = (pid_t)json_integer_value(json_object_get(json_object_get(j, "State"), "Pid"));
 		json_decref(j);
 		brig_error_free(err);
-		char path[64], line[256] = "";
-		snprintf(path, sizeof path, "/proc/%d/status", (int)sentry);
-		FILE *f = sentry > 0 ? fopen(path, "re") : NULL;
-		long uid = -1;
-		while (f && fgets(line, sizeof line, f))
-			if (sscanf(line, "Uid: %ld", &uid) == 1)
-				break;
-		if (f)
-			fclose(f);
+		long uid = sentry > 0 ? host_uid_of(sentry) : -1;
 		skip_case("host", "sandbox_uid_on_host",
 			  uid >= 0 ? "gVisor: the sandbox's processes are not host processes (they run inside runsc's "
 				     "sandbox process)"
@@ -722,15 +729,7 @@ static void case_host_uid(const char *name, const char *id)
 		brig_error_free(err);
 		return;
 	}
-	char path[64], line[256] = "";
-	snprintf(path, sizeof path, "/proc/%d/status", (int)p);
-	FILE *f = fopen(path, "re");
-	long uid = -1;
-	while (f && fgets(line, sizeof line, f))
-		if (sscanf(line, "Uid: %ld", &uid) == 1)
-			break;
-	if (f)
-		fclose(f);
+	long uid = host_uid_of(p);
 	bool shifted = uid == (long)ru + 1000 && getpwuid((uid_t)uid) == NULL;
 	add_row("host", "sandbox_uid_on_host", "root's remap + 1000, no account", shifted, "host uid %ld (remap root %u), %s",
 		uid, ru, getpwuid((uid_t)uid) ? "an account has it" : "no account");
