@@ -1,16 +1,19 @@
 #!/usr/bin/python3
 # bench_cp.py — issue 14's `brig cp` against `docker cp`, side by side in one
-# run, on one computer: one small file and one 100 MB file, into the computer
-# and out of it; median and p95 of each, both as processes (the CLI each time).
+# run, on one computer: a 4 KiB file, a 50 MB and a 100 MB file, and a
+# directory of 5 000 small files, into the computer and out of it; median and
+# p95 of each, both as processes (the CLI each time).
 #
 #   cmake --build build --target brig_cli
-#   /usr/bin/python3 bench/bench_cp.py            # -n 30 small rounds, -N 8 big rounds, -i image
+#   /usr/bin/python3 bench/bench_cp.py            # -n 30 small rounds, -N 8 big rounds,
+#                                                 # -D 5 rounds of 5 000 files, -i image
 #
 # Each round runs the ways in a random order, so that load on a shared machine
 # falls on all alike. It creates one computer in its own namespace and destroys
 # it on every exit it can see (errors and Ctrl-C included); the brig CLI audits
 # into a SQLite store in a temporary directory (unless BRIG_STORE is set).
 import argparse
+import hashlib
 import os
 import random
 import secrets
@@ -44,10 +47,37 @@ def pct(xs, p):
     return xs[k]
 
 
+def clear(d):
+    for f in os.listdir(d):
+        p = os.path.join(d, f)
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p)
+        else:
+            os.unlink(p)
+
+
+def digest(path):
+    """A file's bytes, or a tree's names and bytes, hashed."""
+    h = hashlib.sha256()
+    if os.path.isdir(path):
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            for f in sorted(files):
+                p = os.path.join(root, f)
+                h.update(os.path.relpath(p, path).encode() + b"\0")
+                with open(p, "rb") as fh:
+                    h.update(fh.read())
+    else:
+        with open(path, "rb") as fh:
+            h.update(fh.read())
+    return h.hexdigest()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=30, help="rounds with the small file")
-    ap.add_argument("-N", type=int, default=8, help="rounds with the 100 MB file")
+    ap.add_argument("-N", type=int, default=8, help="rounds with the 50 MB and the 100 MB file")
+    ap.add_argument("-D", type=int, default=5, help="rounds with the directory of 5 000 files")
     ap.add_argument("-i", default="brig-test:local", help="image")
     a = ap.parse_args()
 
@@ -68,7 +98,7 @@ def main():
     signal.signal(signal.SIGTERM, cleanup)
     try:
         name = run([BRIG, "create", "--ns", ns, "--agent", "bench", "--session", "cp", "--image", a.i,
-                    "--workspace-mb", "512"]).splitlines()[-1]
+                    "--workspace-mb", "1024"]).splitlines()[-1]
         small = os.path.join(tmp, "small")
         big = os.path.join(tmp, "big")
         with open(small, "wb") as f:
@@ -76,6 +106,16 @@ def main():
         with open(big, "wb") as f:
             for _ in range(100):
                 f.write(os.urandom(1000 * 1000))
+        mid = os.path.join(tmp, "mid")
+        with open(mid, "wb") as f:
+            for _ in range(50):
+                f.write(os.urandom(1000 * 1000))
+        tree = os.path.join(tmp, "tree")
+        for d in range(50):
+            os.makedirs(os.path.join(tree, "d%02d" % d))
+            for i in range(100):
+                with open(os.path.join(tree, "d%02d" % d, "f%03d" % i), "wb") as f:
+                    f.write(os.urandom(random.randint(200, 4000)))
         out = os.path.join(tmp, "out")
         os.mkdir(out)
         ways = {
@@ -88,24 +128,27 @@ def main():
         }
         print("brig cp against docker cp on %s (%s), ms" % (name, a.i))
         print("%-28s %9s %9s %5s" % ("", "median", "p95", "n"))
-        for label, src, rounds in (("4 KiB file", small, a.n), ("100 MB file", big, a.N)):
+        for label, src, rounds in (("4 KiB file", small, a.n), ("50 MB file", mid, a.N), ("100 MB file", big, a.N),
+                                   ("5 000 files", tree, a.D)):
             dst = os.path.basename(src)
             for w in ways.values():  # warm-up; also makes the files the out-copies read
                 run(w(src, dst))
             t = {k: [] for k in ways}
-            for _ in range(rounds):
+            # a directory copied onto itself would nest (and neither the
+            # sandbox's user nor the container's capless root may remove the
+            # other's): each round of one gets its own name
+            for r in range(rounds):
                 # in before out in each round (out reads what in wrote), the
                 # order of brig and docker random
                 for pair in (("brig cp in", "docker cp in"), ("brig cp out", "docker cp out")):
                     for k in random.sample(pair, 2):
                         if k.endswith("out"):
-                            for f in os.listdir(out):
-                                os.unlink(os.path.join(out, f))
-                        t[k].append(timed(ways[k](src, dst)))
+                            clear(out)
+                        t[k].append(timed(ways[k](src, "%s%d" % (dst, r) if os.path.isdir(src) else dst)))
+            clear(out)
             run(ways["brig cp out"](src, dst))
-            with open(src, "rb") as f1, open(os.path.join(out, dst + ".b"), "rb") as f2:
-                if f1.read() != f2.read():
-                    sys.exit("bench_cp: brig cp out gave other bytes")
+            if digest(src) != digest(os.path.join(out, dst + ".b")):
+                sys.exit("bench_cp: brig cp out gave other bytes")
             for k in ways:
                 print("%-28s %9.1f %9.1f %5d" % ("%s, %s" % (k, label), pct(t[k], 50), pct(t[k], 95), len(t[k])))
     finally:
