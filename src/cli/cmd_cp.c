@@ -132,7 +132,8 @@ static char *side_target(const cp_side *s, const char *route, const char *path)
 	return xasprintf("%s/%s?path=%s", s->base, route, q);
 }
 
-/* Whether path is a directory, and its name; BRIG_ENOTFOUND when missing. */
+/* Whether path is a directory (dir may be NULL), and its name (name may
+ * be NULL); BRIG_ENOTFOUND when missing. */
 static int side_stat(const cp_side *s, const char *path, bool *dir, char **name, brig_error **err)
 {
 	json_t *st = NULL;
@@ -141,7 +142,8 @@ static int side_stat(const cp_side *s, const char *path, bool *dir, char **name,
 		cleanup_free char *t = side_target(s, "files/stat", path);
 		if ((rc = cli_remote_get_json(s->r, t, &st, err)) != 0)
 			return rc;
-		*dir = strcmp(json_string_value(json_object_get(st, "type")) ?: "", "directory") == 0;
+		if (dir)
+			*dir = strcmp(json_string_value(json_object_get(st, "type")) ?: "", "directory") == 0;
 		cleanup_free char *pc = xstrdup(path);
 		size_t l = strlen(pc);
 		while (l > 1 && pc[l - 1] == '/')
@@ -151,7 +153,8 @@ static int side_stat(const cp_side *s, const char *path, bool *dir, char **name,
 	} else {
 		if ((rc = brig_engine_archive_stat(s->e, &st, s->id, path, err)) != 0)
 			return rc;
-		*dir = stat_is_dir(st);
+		if (dir)
+			*dir = stat_is_dir(st);
 		if (name)
 			*name = xstrdup(json_string_value(json_object_get(st, "name")) ?: "");
 	}
@@ -296,8 +299,7 @@ static int copy_out(const cp_side *sd, const char *path, const char *dst)
 		return copy_out_stream(sd, path);
 	brig_error *err = NULL;
 	cleanup_free char *name = NULL;
-	bool src_dir = false; /* unused: the tar says what it is */
-	if (side_stat(sd, path, &src_dir, &name, &err) != 0)
+	if (side_stat(sd, path, NULL, &name, &err) != 0)
 		return cli_error(err, sd->r ? NULL : path); /* the server's words name it */
 	/* the name lands on the host and in messages: no separators, no
 	 * terminal controls */
