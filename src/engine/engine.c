@@ -222,6 +222,7 @@ int brig_engine_open(brig_engine **out, const brig_engine_opts *opts, brig_error
 
 	brig_engine *e = xcalloc(1, sizeof *e);
 	pthread_mutex_init(&e->lock, NULL);
+	pthread_mutex_init(&e->facts.mu, NULL);
 	snprintf(e->api, sizeof e->api, "%s", BRIG_ENGINE_API_VERSION);
 	e->timeout_ms = opts->timeout_ms ? opts->timeout_ms : 60000;
 	e->max_json = opts->max_json_bytes ? opts->max_json_bytes : 8u << 20;
@@ -243,9 +244,12 @@ void brig_engine_free(brig_engine *e)
 	for (int i = 0; i < e->nidle; i++)
 		brig_http_conn_free(e->idle[i]);
 	pthread_mutex_destroy(&e->lock);
+	pthread_mutex_destroy(&e->facts.mu);
 	brig_http_endpoint_clear(&e->ep);
 	free(e);
 }
+
+brig_engine_facts *brig_engine__facts(brig_engine *e) { return &e->facts; }
 
 const char *brig_engine_api_version(const brig_engine *e) { return e->api; }
 

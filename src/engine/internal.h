@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "brig/engine.h"
+#include "engine/facts.h"
 #include "http/http.h"
 
 #define BRIG_ENGINE_POOL 8
@@ -20,6 +21,7 @@ struct brig_engine {
 	pthread_mutex_t lock;
 	brig_http_conn *idle[BRIG_ENGINE_POOL];
 	int nidle;
+	brig_engine_facts facts;
 };
 
 /* A connection from the pool or a new one. Errors: BRIG_ENOTSENT. */

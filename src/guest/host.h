@@ -81,24 +81,25 @@ int brig_guest__volume_quick(brig_engine *e, const char *image, bool *check, bri
 /* 0 when container cid (created or running, mounting the volume) has
  * /.brig/brig-init of the embedded program's size and mode 0511 (one HEAD);
  * BRIG_ECORRUPT when not, BRIG_ENOTFOUND when absent, the engine's errors.
- * A copy seen whole counts as ensured for the rest of the process and makes
+ * A copy seen whole counts as ensured for the rest of e's life and makes
  * the marker. */
 int brig_guest__volume_check(brig_engine *e, const char *cid, brig_error **err);
 /* Makes the marker volume (labelled like the volume, and with the daemon's
  * userns shift when known; errors ignored: the next run looks again). */
 void brig_guest__volume_mark(brig_engine *e);
 /* The daemon's userns-remap shift (brig_engine_userns_root; zero without
- * remapping) for the tmpfs volumes brig creates: learned once per process —
+ * remapping) for the tmpfs volumes brig creates: learned once per engine
+ * handle (brig_engine_facts) —
  * from the marker volume's label when an ensure or a quick check read it,
  * else from /info. */
 int brig_guest__userns_shift(brig_engine *e, brig_idshift *out, brig_error **err);
-/* The shift when this process has learned it (no call); false when not. */
-bool brig_guest__userns_shift_known(brig_idshift *out);
+/* The shift when learned through e (no call); false when not. */
+bool brig_guest__userns_shift_known(brig_engine *e, brig_idshift *out);
 /* A run's container would not start: trust nothing until seen again
  * (forget, and remove the marker). */
 void brig_guest__volume_distrust(brig_engine *e);
 /* Makes the next brig_guest__volume_ensure check (and repair) the copy again. */
-void brig_guest__volume_forget(void);
+void brig_guest__volume_forget(brig_engine *e);
 /* The same for the volume of mode 0555 ("brig-init-" + 16 hex + "-r") when
  * readable: what gVisor needs (brig_container_opts.init_readable). */
 int brig_guest__volume_ensure_mode(brig_engine *e, const char *image, bool readable, brig_error **err);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "brig/spec.h"
+#include "engine/facts.h"
 #include "guest/host.h"
 #include "guest/proto.h"
 #include "util/sha256.h"
@@ -178,28 +179,26 @@ static int verify_cb(const char *data, size_t len, void *payload)
 	return 0;
 }
 
-static pthread_mutex_t shift_mu = PTHREAD_MUTEX_INITIALIZER;
-static bool shift_known;
-static brig_idshift shift;
-static void mark_ensured(void);
+static void mark_ensured(brig_engine *e, bool readable);
 
-static void set_shift(uint32_t uid, uint32_t gid)
+static void set_shift(brig_engine *e, uint32_t uid, uint32_t gid)
 {
-	pthread_mutex_lock(&shift_mu);
-	shift = (brig_idshift){uid, gid};
-	shift_known = true;
-	pthread_mutex_unlock(&shift_mu);
+	brig_engine_facts *f = brig_engine__facts(e);
+	pthread_mutex_lock(&f->mu);
+	f->shift_uid = uid, f->shift_gid = gid;
+	f->shift_known = true;
+	pthread_mutex_unlock(&f->mu);
 }
 
 /* The marker's BRIG_LABEL_USERNS ("UID:GID", written by a brig that asked
  * the daemon); a marker without it teaches nothing. */
-static void learn_shift(const json_t *marker)
+static void learn_shift(brig_engine *e, const json_t *marker)
 {
 	const char *s = json_string_value(json_object_get(json_object_get(marker, "Labels"), BRIG_LABEL_USERNS));
 	unsigned long u, g;
 	char end;
 	if (s && sscanf(s, "%lu:%lu%c", &u, &g, &end) == 2 && u <= UINT32_MAX && g <= UINT32_MAX)
-		set_shift((uint32_t)u, (uint32_t)g);
+		set_shift(e, (uint32_t)u, (uint32_t)g);
 }
 
 /* 0 when the container's /.brig/brig-init is the embedded program, mode
@@ -216,7 +215,7 @@ static int check_copy(brig_engine *e, const char *cid, const unsigned char *d, s
 		return brig__error_set(err, BRIG_ECORRUPT, 0, "%s in volume %s is not this brig's brig-init",
 				       BRIG_GP_INIT_PATH, vname);
 	if (v.uid == 0) {
-		set_shift(0, 0); /* root is root: the daemon does not remap */
+		set_shift(e, 0, 0); /* root is root: the daemon does not remap */
 		return 0;
 	}
 	/* a daemon with userns-remap reports the host uid of the container's
@@ -228,34 +227,46 @@ static int check_copy(brig_engine *e, const char *cid, const unsigned char *d, s
 	if (root_uid == 0 || v.uid != root_uid)
 		return brig__error_set(err, BRIG_ECORRUPT, 0, "%s in volume %s is not owned by root",
 				       BRIG_GP_INIT_PATH, vname);
-	set_shift(root_uid, root_gid);
+	set_shift(e, root_uid, root_gid);
 	return 0;
 }
 
-static pthread_mutex_t ensured_mu = PTHREAD_MUTEX_INITIALIZER;
-static bool ensured[2]; /* execute-only, readable */
-bool brig_guest__userns_shift_known(brig_idshift *out)
+static bool ensured(brig_engine *e, bool readable)
 {
-	pthread_mutex_lock(&shift_mu);
-	bool known = shift_known;
-	*out = shift;
-	pthread_mutex_unlock(&shift_mu);
+	brig_engine_facts *f = brig_engine__facts(e);
+	pthread_mutex_lock(&f->mu);
+	bool done = f->init_ok[readable];
+	pthread_mutex_unlock(&f->mu);
+	return done;
+}
+
+static void mark_ensured(brig_engine *e, bool readable)
+{
+	brig_engine_facts *f = brig_engine__facts(e);
+	pthread_mutex_lock(&f->mu);
+	f->init_ok[readable] = true;
+	pthread_mutex_unlock(&f->mu);
+}
+
+bool brig_guest__userns_shift_known(brig_engine *e, brig_idshift *out)
+{
+	brig_engine_facts *f = brig_engine__facts(e);
+	pthread_mutex_lock(&f->mu);
+	bool known = f->shift_known;
+	*out = (brig_idshift){f->shift_uid, f->shift_gid};
+	pthread_mutex_unlock(&f->mu);
 	return known;
 }
 
 int brig_guest__userns_shift(brig_engine *e, brig_idshift *out, brig_error **err)
 {
-	pthread_mutex_lock(&shift_mu);
-	bool known = shift_known;
-	*out = shift;
-	pthread_mutex_unlock(&shift_mu);
-	if (known)
+	if (brig_guest__userns_shift_known(e, out))
 		return 0;
 	uint32_t u, g;
 	int rc = brig_engine_userns_root(e, &u, &g, err);
 	if (rc)
 		return brig__error_prefix(err, rc, "user namespace remapping");
-	set_shift(u, g);
+	set_shift(e, u, g);
 	*out = (brig_idshift){u, g};
 	return 0;
 }
@@ -274,10 +285,7 @@ int brig_guest__volume_ensure_mode(brig_engine *e, const char *image, bool reada
 	unsigned mode = readable ? 0555 : 0511;
 	if (!n || !vname)
 		return brig__error_set(err, BRIG_ENOTFOUND, 0, "this build of brig carries no brig-init");
-	pthread_mutex_lock(&ensured_mu);
-	bool done = ensured[readable];
-	pthread_mutex_unlock(&ensured_mu);
-	if (done)
+	if (ensured(e, readable))
 		return 0;
 
 	cleanup_json json_t *vol = NULL;
@@ -350,12 +358,10 @@ int brig_guest__volume_ensure_mode(brig_engine *e, const char *image, bool reada
 		return brig__error_prefix(err, rc, "fill volume %s", vname);
 	if (readable) {
 		/* no marker: runs (the marker's readers) take the execute-only copy */
-		pthread_mutex_lock(&ensured_mu);
-		ensured[1] = true;
-		pthread_mutex_unlock(&ensured_mu);
+		mark_ensured(e, true);
 		return 0;
 	}
-	mark_ensured();
+	mark_ensured(e, false);
 	brig_guest__volume_mark(e);
 	return 0;
 }
@@ -366,13 +372,6 @@ int brig_guest__volume_ensure_mode(brig_engine *e, const char *image, bool reada
 static char *marker_name(void)
 {
 	return xasprintf("%s-ok", brig_guest__volume_name());
-}
-
-static void mark_ensured(void)
-{
-	pthread_mutex_lock(&ensured_mu);
-	ensured[0] = true;
-	pthread_mutex_unlock(&ensured_mu);
 }
 
 void brig_guest__volume_mark(brig_engine *e)
@@ -394,7 +393,7 @@ void brig_guest__volume_mark(brig_engine *e)
 
 void brig_guest__volume_distrust(brig_engine *e)
 {
-	brig_guest__volume_forget();
+	brig_guest__volume_forget(e);
 	cleanup_free char *m = marker_name();
 	brig_engine_volume_remove(e, m, false, NULL);
 }
@@ -410,18 +409,15 @@ int brig_guest__volume_quick(brig_engine *e, const char *image, bool *check, bri
 	const char *vname = brig_guest__volume_name();
 	if (!vname)
 		return brig__error_set(err, BRIG_ENOTFOUND, 0, "this build of brig carries no brig-init");
-	pthread_mutex_lock(&ensured_mu);
-	bool done = ensured[0];
-	pthread_mutex_unlock(&ensured_mu);
-	if (done)
+	if (ensured(e, false))
 		return 0;
 	cleanup_free char *m = marker_name();
 	cleanup_json json_t *mv = NULL;
 	if (brig_engine_volume_inspect(e, &mv, m, NULL) == 0) {
 		const char *h = json_string_value(json_object_get(json_object_get(mv, "Labels"), BRIG_LABEL_INIT));
 		if (h && strcmp(h, brig_guest__init_hash()) == 0) {
-			learn_shift(mv);
-			mark_ensured();
+			learn_shift(e, mv);
+			mark_ensured(e, false);
 			return 0;
 		}
 	}
@@ -451,16 +447,17 @@ int brig_guest__volume_check(brig_engine *e, const char *cid, brig_error **err)
 	    json_integer_value(mode) != 0511)
 		return brig__error_set(err, BRIG_ECORRUPT, 0, "%s in volume %s is not this brig's brig-init",
 				       BRIG_GP_INIT_PATH, brig_guest__volume_name());
-	/* seen whole: later runs (of this process, and through the marker of
+	/* seen whole: later runs (through this engine handle, and through the marker of
 	 * any process) need not look again */
-	mark_ensured();
+	mark_ensured(e, false);
 	brig_guest__volume_mark(e);
 	return 0;
 }
 
-void brig_guest__volume_forget(void)
+void brig_guest__volume_forget(brig_engine *e)
 {
-	pthread_mutex_lock(&ensured_mu);
-	ensured[0] = ensured[1] = false;
-	pthread_mutex_unlock(&ensured_mu);
+	brig_engine_facts *f = brig_engine__facts(e);
+	pthread_mutex_lock(&f->mu);
+	f->init_ok[0] = f->init_ok[1] = false;
+	pthread_mutex_unlock(&f->mu);
 }

@@ -225,7 +225,7 @@ static int create_run_container(brig_engine *e, char **cid, const char *name, js
 		brig_engine_container_remove(e, *cid, true, true, NULL);
 		free(*cid);
 		*cid = NULL;
-		brig_guest__volume_forget();
+		brig_guest__volume_forget(e);
 		if ((rc = brig_guest__volume_ensure(e, image, err)) != 0)
 			return brig__error_prefix(err, rc, "run %s", name);
 	}
@@ -651,7 +651,7 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	if (!direct && (rc = brig_guest__userns_shift(e, &co.shift, err)) != 0)
 		goto out;
 	brig_idshift known;
-	if (!direct || brig_guest__userns_shift_known(&known))
+	if (!direct || brig_guest__userns_shift_known(e, &known))
 		brig_sandbox__note_shift(direct ? &known : &co.shift);
 	if (gvisor) /* the host's user namespace: ids are not shifted */
 		co.shift = (brig_idshift){0, 0};

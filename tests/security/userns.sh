@@ -13,6 +13,7 @@
 #     the sandbox user is a subordinate uid no account has, and the host
 #     account with uid 1000 can neither read a sandboxed process's environment
 #     nor trace it; without the remap they are SKIP with the reason);
+#   - runs test_two_daemons first (one process holding both daemons);
 #   - runs test_env_secret (without the remap: a uid past 65535);
 #   - walks the paths that depend on who owns what on the host: a computer's
 #     tmpfs volumes, checkpoint, stop, restore, brig cp both ways, and runs
@@ -49,10 +50,21 @@ trap other_dockerd_stop EXIT
 trap 'exit 1' INT TERM
 other_dockerd_start
 remap=$OD_REMAP data=$OD_DATA run=$OD_RUN
+first_host=${DOCKER_HOST:-unix:///var/run/docker.sock}
 export DOCKER_HOST=unix://$OD_SOCK
 log "second daemon: $([ "$remap" = 1 ] && echo "with" || echo "without") userns-remap"
 
 failed=0
+# first, while brig has not touched the second daemon: one process holding
+# both, the first daemon used first (test_two_daemons.c)
+if DOCKER_HOST=$first_host BRIG_OTHER_HOST=$DOCKER_HOST "$build/tests/security/security_test_two_daemons" \
+	>"$run/two_daemons.log" 2>&1; then
+	log "ok    one process, two daemons (test_two_daemons)"
+else
+	log "FAIL  one process, two daemons (test_two_daemons): $(grep -E 'ERROR|FAILED|error' "$run/two_daemons.log" | head -5)"
+	failed=1
+fi
+
 check() { # check NAME EXPECTED-SUBSTRING COMMAND... : exit 0, and the output holds it
 	local name=$1 want=$2 out rc
 	shift 2
