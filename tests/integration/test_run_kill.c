@@ -87,6 +87,8 @@ static void kill_9_run(bool with_out)
 	print_message("kill -9 (%s): everything gone %lld s %s the deadline label\n",
 		      with_out ? "with outputs" : "plain", (long long)llabs(brig_wall_s() - deadline),
 		      brig_wall_s() > deadline ? "after" : "before");
+	if (out_dir) /* nothing was copied out: brig died before the end */
+		brig_test_rmdir(out_dir);
 }
 
 static void test_kill_9_run_ends_itself(void **state)
