@@ -125,24 +125,46 @@ void cli_remote_free(cli_remote *r)
 
 /* ---- requests ---- */
 
+/* The server's error answer as a brig_error: its message, and the code its
+ * status means. */
+static int remote_err(brig_error **err, int status, const char *body, size_t len)
+{
+	json_t *j = body && len ? json_loadb(body, len, 0, NULL) : NULL;
+	const char *m = json_string_value(json_object_get(j, "message"));
+	int code = status == 400 ? BRIG_EINVAL
+		   : status == 401 || status == 403 ? BRIG_EDENIED
+		   : status == 404 ? BRIG_ENOTFOUND
+		   : status == 409 ? BRIG_ESTATE
+		   : status == 413 ? BRIG_ETOOBIG
+		   : status == 429 ? BRIG_EBUSY
+				   : BRIG_EDAEMON;
+	int rc = status == 401 ? brig__error_set_http(err, code, status,
+						      "the brig server refused the request: %s (set BRIG_TOKEN to a "
+						      "token it accepts)",
+						      m ? m : "no valid token")
+		 : m ? brig__error_set_http(err, code, status, "%s", m)
+		     : brig__error_set_http(err, code, status, "the brig server answered HTTP %d", status);
+	json_decref(j);
+	return rc;
+}
+
 /* Prints the server's error answer {"code","message"} (or what the status
- * says) and returns CLI_EXIT_FAIL. */
+ * says; with --debug, the server's code and the status too) and returns
+ * CLI_EXIT_FAIL. */
 int cli_remote__error(int status, const char *body, size_t len)
 {
-	json_t *j = body ? json_loadb(body, len, 0, NULL) : NULL;
-	const char *m = json_string_value(json_object_get(j, "message"));
-	const char *code = json_string_value(json_object_get(j, "code"));
+	brig_error *e = NULL;
+	remote_err(&e, status, body, len);
 	int rc;
-	if (status == 401)
-		rc = cli_fail("the brig server refused the request: %s (set BRIG_TOKEN to a token it accepts)",
-			      m ? m : "no valid token");
-	else if (m && cli_debug)
-		rc = cli_fail("%s [%s, HTTP %d]", m, code ? code : "?", status);
-	else if (m)
-		rc = cli_fail("%s", m);
-	else
-		rc = cli_fail("the brig server answered HTTP %d", status);
-	json_decref(j);
+	if (cli_debug) {
+		json_t *j = body && len ? json_loadb(body, len, 0, NULL) : NULL;
+		const char *code = json_string_value(json_object_get(j, "code"));
+		rc = cli_fail("%s [%s, HTTP %d]", brig_error_message(e), code ? code : "?", status);
+		json_decref(j);
+	} else {
+		rc = cli_fail("%s", brig_error_message(e));
+	}
+	brig_error_free(e);
 	return rc;
 }
 
@@ -318,29 +340,6 @@ int cli_remote_stream(cli_remote *r, const char *method, const char *target, jso
 }
 
 /* ---- raw bodies (brig cp) ---- */
-
-/* The server's error answer as a brig_error: its message, and the code its
- * status means. */
-static int remote_err(brig_error **err, int status, const char *body, size_t len)
-{
-	json_t *j = body && len ? json_loadb(body, len, 0, NULL) : NULL;
-	const char *m = json_string_value(json_object_get(j, "message"));
-	int code = status == 400 ? BRIG_EINVAL
-		   : status == 401 || status == 403 ? BRIG_EDENIED
-		   : status == 404 ? BRIG_ENOTFOUND
-		   : status == 409 ? BRIG_ESTATE
-		   : status == 413 ? BRIG_ETOOBIG
-		   : status == 429 ? BRIG_EBUSY
-				   : BRIG_EDAEMON;
-	int rc = status == 401 ? brig__error_set_http(err, code, status,
-						      "the brig server refused the request: %s (set BRIG_TOKEN to a "
-						      "token it accepts)",
-						      m ? m : "no valid token")
-		 : m ? brig__error_set_http(err, code, status, "%s", m)
-		     : brig__error_set_http(err, code, status, "the brig server answered HTTP %d", status);
-	json_decref(j);
-	return rc;
-}
 
 typedef struct raw_body {
 	const brig_http_response *resp;
