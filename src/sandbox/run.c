@@ -107,7 +107,11 @@ static int input_bytes(const char *const *inputs, size_t n, uint64_t *total, bri
 static void on_output_entry(const char *path, int type, uint64_t size, void *payload)
 {
 	brig_run_result *r = payload;
-	r->outputs = xrealloc(r->outputs, (r->output_count + 1) * sizeof *r->outputs);
+	/* up to 100 000 entries: the capacity doubles (it is implied, the next
+	 * power of two from 16), so the copies stay linear in the count */
+	size_t n = r->output_count;
+	if (n < 16 ? n == 0 : (n & (n - 1)) == 0)
+		r->outputs = xrealloc(r->outputs, (n < 16 ? 16 : 2 * n) * sizeof *r->outputs);
 	r->outputs[r->output_count++] = xstrdup(path);
 	r->output_bytes += size;
 }
