@@ -179,8 +179,6 @@ static int verify_cb(const char *data, size_t len, void *payload)
 	return 0;
 }
 
-static void mark_ensured(brig_engine *e, bool readable);
-
 static void set_shift(brig_engine *e, uint32_t uid, uint32_t gid)
 {
 	brig_engine_facts *f = brig_engine__facts(e);
