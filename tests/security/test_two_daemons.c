@@ -84,6 +84,19 @@ static brig_computer *make(brig_engine *e, const char *session)
 static void test_facts_are_per_daemon(void **state)
 {
 	(void)state;
+	/* two daemons, not two handles to one (their IDs may match: both read
+	 * /etc/docker/key.json; their data roots do not) */
+	json_t *ia = NULL, *ib = NULL;
+	brig_error *e0 = NULL;
+	ASSERT_OK(brig_engine_info(A, &ia, &e0), e0);
+	ASSERT_OK(brig_engine_info(B, &ib, &e0), e0);
+	const char *da = json_string_value(json_object_get(ia, "DockerRootDir")),
+		   *db = json_string_value(json_object_get(ib, "DockerRootDir"));
+	assert_non_null(da);
+	assert_non_null(db);
+	assert_string_not_equal(da, db);
+	json_decref(ia);
+	json_decref(ib);
 	brig_computer *ca = make(A, "a"), *cb = make(B, "b");
 	const char *probe = "echo x > /workspace/f && stat -c '%u %g' /workspace /workspace/f && cat /proc/1/comm";
 	char *oa = sh(A, ca->name, probe), *ob = sh(B, cb->name, probe);

@@ -57,7 +57,7 @@ log "second daemon: $([ "$remap" = 1 ] && echo "with" || echo "without") userns-
 failed=0
 # first, while brig has not touched the second daemon: one process holding
 # both, the first daemon used first (test_two_daemons.c)
-if DOCKER_HOST=$first_host BRIG_OTHER_HOST=$DOCKER_HOST "$build/tests/security/security_test_two_daemons" \
+if DOCKER_HOST=$first_host BRIG_OTHER_HOST=unix://$OD_SOCK "$build/tests/security/security_test_two_daemons" \
 	>"$run/two_daemons.log" 2>&1; then
 	log "ok    one process, two daemons (test_two_daemons)"
 else
