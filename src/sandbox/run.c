@@ -624,7 +624,7 @@ int brig_run(brig_engine *e, const brig_run_opts *o, brig_run_result *res, brig_
 	const char *genv = getenv("BRIG_GUEST");
 	if (vname && !(genv && strcmp(genv, "0") == 0)) {
 		/* gVisor loads brig-init only from the readable (0555) copy, which
-		 * has no marker: it is filled (or found whole) once per process */
+		 * has no marker: it is filled (or found whole) once per engine handle */
 		rc = gvisor ? brig_guest__volume_ensure_mode(e, spec.image, true, err)
 			    : brig_guest__volume_quick(e, spec.image, &check, err);
 		if (rc != 0) {
