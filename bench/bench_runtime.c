@@ -12,8 +12,8 @@
  * than this machine's and passes it. Everything it makes carries
  * brig.bench=runtime and is removed. */
 #include <errno.h>
-#include <signal.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -109,6 +109,8 @@ typedef struct column {
 	brig_engine *e;
 	const char *runtime;
 	const char *host; /* DOCKER_HOST for `brig run`; NULL: this process's */
+	char **env;       /* `brig run`'s environment: environ, or a copy naming host */
+	char hostvar[512];
 	brig_computer *held;
 	brig_guest *g;
 	samples run, relay, cold;
@@ -123,32 +125,14 @@ static double brig_run_ms(const column *c)
 		argv[7] = "true";
 		argv[8] = NULL;
 	}
-	char **env = environ, **own = NULL;
-	if (c->host) {
-		size_t n = 0;
-		while (environ[n])
-			n++;
-		own = calloc(n + 2, sizeof *own);
-		if (!own)
-			die("out of memory");
-		size_t k = 0;
-		for (size_t i = 0; i < n; i++)
-			if (strncmp(environ[i], "DOCKER_HOST=", 12) != 0)
-				own[k++] = environ[i];
-		static char hostvar[512];
-		snprintf(hostvar, sizeof hostvar, "DOCKER_HOST=%s", c->host);
-		own[k++] = hostvar;
-		env = own;
-	}
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
 	double t0 = now_ms();
 	pid_t pid;
-	int rc = posix_spawn(&pid, BRIG, &fa, NULL, argv, env);
+	int rc = posix_spawn(&pid, BRIG, &fa, NULL, argv, c->env);
 	posix_spawn_file_actions_destroy(&fa);
-	free(own);
 	if (rc)
 		die("cannot start %s: %s", BRIG, strerror(rc));
 	int st;
@@ -179,7 +163,8 @@ static brig_computer *create(const column *c, const char *session)
 	brig_computer *out = NULL;
 	brig_error *err = NULL;
 	if (brig_computer_create(c->e, &out, &id, &s, &err) != 0)
-		die("create a computer (%s): %s (%s)", c->label, brig_error_message(err), err ? brig_error_name(err->code) : "no error object");
+		die("create a computer (%s): %s (%s)", c->label, brig_error_message(err),
+		    err ? brig_error_name(err->code) : "no error object");
 	brig_spec_clear(&s);
 	return out;
 }
@@ -248,6 +233,21 @@ static void open_column(column *c, const char *host, const char *runtime, const 
 	ENGINES[NENGINES++] = c->e;
 	c->runtime = runtime;
 	c->host = host;
+	c->env = environ;
+	if (host) { /* environ without DOCKER_HOST, then DOCKER_HOST=host */
+		size_t n = 0;
+		while (environ[n])
+			n++;
+		c->env = calloc(n + 2, sizeof *c->env);
+		if (!c->env)
+			die("out of memory");
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++)
+			if (strncmp(environ[i], "DOCKER_HOST=", 12) != 0)
+				c->env[k++] = environ[i];
+		snprintf(c->hostvar, sizeof c->hostvar, "DOCKER_HOST=%s", host);
+		c->env[k] = c->hostvar;
+	}
 	/* runsc runs in the host's user namespace on any daemon (spec.h) */
 	snprintf(c->label, sizeof c->label, "%s%s", what, !runtime && remapped(c->e) ? "+remap" : "");
 }
@@ -312,7 +312,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++)
 		printf(" %19s", cols[i].label);
 	printf("\n");
-	const char *what[3] = {"brig run -- true (process)", "true over a held relay", "cold computer to first command"};
+	const char *what[3] = {"brig run -- true (process)", "true over a held relay",
+			       "cold computer to first command"};
 	for (int w = 0; w < 3; w++) {
 		printf("%-32s", what[w]);
 		for (int i = 0; i < n; i++) {
@@ -327,6 +328,8 @@ int main(int argc, char **argv)
 		brig_computer_destroy(cols[i].e, cols[i].held->name, NULL);
 		brig_computer_free(cols[i].held);
 		free(cols[i].run.v), free(cols[i].relay.v), free(cols[i].cold.v);
+		if (cols[i].env != environ)
+			free(cols[i].env);
 		brig_engine_free(cols[i].e);
 	}
 	return 0;

@@ -7,15 +7,15 @@
 
 #include <pthread.h>
 #include <stdbool.h>
-#include <stdint.h>
 
 #include "brig/engine.h"
+#include "brig/spec.h"
 
 typedef struct brig_engine_facts {
 	pthread_mutex_t mu;
-	bool init_ok[2];   /* guest/volume.c: brig-init's volume seen whole (execute-only, readable) */
-	bool shift_known;  /* the daemon's userns-remap shift, learned */
-	uint32_t shift_uid, shift_gid;
+	bool init_ok[2];    /* guest/volume.c: brig-init's volume seen whole (execute-only, readable) */
+	bool shift_known;   /* shift learned */
+	brig_idshift shift; /* the daemon's userns-remap shift */
 } brig_engine_facts;
 
 /* e's facts; lock mu around every read and write. */

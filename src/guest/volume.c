@@ -183,7 +183,7 @@ static void set_shift(brig_engine *e, uint32_t uid, uint32_t gid)
 {
 	brig_engine_facts *f = brig_engine__facts(e);
 	pthread_mutex_lock(&f->mu);
-	f->shift_uid = uid, f->shift_gid = gid;
+	f->shift = (brig_idshift){uid, gid};
 	f->shift_known = true;
 	pthread_mutex_unlock(&f->mu);
 }
@@ -251,7 +251,7 @@ bool brig_guest__userns_shift_known(brig_engine *e, brig_idshift *out)
 	brig_engine_facts *f = brig_engine__facts(e);
 	pthread_mutex_lock(&f->mu);
 	bool known = f->shift_known;
-	*out = (brig_idshift){f->shift_uid, f->shift_gid};
+	*out = f->shift;
 	pthread_mutex_unlock(&f->mu);
 	return known;
 }
@@ -445,8 +445,8 @@ int brig_guest__volume_check(brig_engine *e, const char *cid, brig_error **err)
 	    json_integer_value(mode) != 0511)
 		return brig__error_set(err, BRIG_ECORRUPT, 0, "%s in volume %s is not this brig's brig-init",
 				       BRIG_GP_INIT_PATH, brig_guest__volume_name());
-	/* seen whole: later runs (through this engine handle, and through the marker of
-	 * any process) need not look again */
+	/* seen whole: later runs (through this engine handle, and through the
+	 * marker of any process) need not look again */
 	mark_ensured(e, false);
 	brig_guest__volume_mark(e);
 	return 0;
