@@ -250,6 +250,11 @@ int brig_sandbox__pool_claim(brig_engine *e, char **out_id, const char *name, co
 	 * lose, the record names the identity whose computer won the name:
 	 * still true. */
 	record r = {.e = e, .name = name, .id = id, .rc = BRIG_EIO};
+	/* Known to this process before the rename: its rename event may be
+	 * read (brig serve's event stream) before the record is in. Safe
+	 * should the rename lose: recall wants the container named name,
+	 * and a member that lost keeps its pool name. */
+	remember(mid, name, id);
 	pthread_t t;
 	bool threaded = pthread_create(&t, NULL, record_thread, &r) == 0;
 	brig_error *why = NULL;
@@ -287,7 +292,6 @@ int brig_sandbox__pool_claim(brig_engine *e, char **out_id, const char *name, co
 		free(mid);
 		return BRIG_ENOTFOUND;
 	}
-	remember(mid, name, id);
 	h.claimed(h.payload, mid, hash);
 	*out_id = mid;
 	return 0;

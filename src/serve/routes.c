@@ -844,6 +844,7 @@ typedef struct event_stream {
 	pthread_t th;
 	bool started;
 	volatile int stop; /* set by done: the thread ends within a second */
+	int64_t since_ms;  /* ?since_ms=: events from then (0: from now) */
 	int64_t last_nano; /* the newest event sent (re-subscribing overlaps by a second) */
 } event_stream;
 
@@ -853,7 +854,7 @@ static int event_cb(json_t *ev, void *payload)
 	if (x->stop)
 		return 1;
 	json_int_t nano = json_integer_value(json_object_get(ev, "timeNano"));
-	if (nano && nano <= x->last_nano)
+	if (nano && (nano <= x->last_nano || nano / 1000000 < x->since_ms))
 		return 0;
 	x->last_nano = nano;
 	json_t *attrs = json_object_get(json_object_get(ev, "Actor"), "Attributes");
@@ -892,7 +893,7 @@ static void *event_thread(void *arg)
 				    BRIG_LABEL_MANAGED "=1", BRIG_LABEL_KIND "=computer", "event", "create", "start",
 				    "pause", "unpause", "stop", "kill", "die", "destroy", "restart", "oom",
 				    "rename" /* a warm pool member claimed */);
-	int64_t since = brig_wall_s();
+	int64_t since = x->since_ms ? x->since_ms / 1000 : brig_wall_s();
 	while (!x->stop) {
 		/* One second at a time, so a client that left is noticed. */
 		brig_error *err = NULL;
@@ -944,7 +945,14 @@ static void h_events(serve_req *r, serve_reply *out)
 		serve__reply_fail(out, 403, "forbidden", "the token does not cover this namespace");
 		return;
 	}
+	/* A client that reconnects, or one that must not miss what it does
+	 * right after asking, says from when (the daemon keeps its recent
+	 * events; from a day back at most). */
+	int64_t now_ms = brig_wall_ms(), since_ms = 0;
+	if (!serve__query_i64(r, out, "since_ms", now_ms - 86400000, now_ms + 1000, &since_ms))
+		return;
 	event_stream *x = xcalloc(1, sizeof *x);
+	x->since_ms = since_ms;
 	x->e = serve__engine(r);
 	x->token = r->token;
 	x->ns = ns ? xstrdup(ns) : NULL;

@@ -116,12 +116,14 @@ class Pool(unittest.TestCase):
         c = self.start(size=2)
         self.wait_pool(c, 2)
         before = self.members()
+        t0 = time.time()
+        # From t0 on, however late the stream subscribes.
         events = subprocess.Popen(["curl", "-sN", "--max-time", "60", "--unix-socket", self.srv.sock,
-                                   "http://brig/v1/events?ns=" + NS], stdout=subprocess.PIPE)
+                                   "http://brig/v1/events?ns=%s&since_ms=%d" % (NS, t0 * 1000)],
+                                  stdout=subprocess.PIPE)
         seen = []
         reader = threading.Thread(target=lambda: [seen.append(json.loads(line)) for line in events.stdout])
         reader.start()
-        time.sleep(2)  # the stream subscribes from the second it starts
         t = time.time()
         comp = self.create(c, "one")
         took = time.time() - t

@@ -231,9 +231,12 @@ class Api(unittest.TestCase):
         for t in (TOK_A, TOK_B, TOK_ALL):
             self.assertNotIn(t, b.decode(errors="replace"))
 
-    def watch_events(self, c, tok, ns, action, until="pause"):
-        """Events of GET /v1/events?ns= while action() runs, through c's kind of client."""
-        path = "/v1/events" + ("?ns=" + ns if ns else "")
+    def watch_events(self, c, tok, ns, action, until="pause", since_ms=None):
+        """Events of GET /v1/events?ns= while action() runs, through c's kind
+        of client; since_ms: asked from then (no wait for the subscription)."""
+        q = (["ns=" + ns] if ns else []) + (["since_ms=%d" % since_ms] if since_ms is not None else [])
+        path = "/v1/events" + ("?" + "&".join(q) if q else "")
+        settle = 1.0 if since_ms is None else 0
         if c.name == "curl":
             with tempfile.TemporaryDirectory() as d:
                 auth = os.path.join(d, "auth")
@@ -241,7 +244,7 @@ class Api(unittest.TestCase):
                     f.write("Authorization: Bearer %s\n" % tok)
                 p = subprocess.Popen(["curl", "-sN", "--max-time", "6", "--unix-socket", self.srv.sock,
                                       "-H", "@" + auth, "http://localhost" + path], stdout=subprocess.PIPE)
-                time.sleep(1.0)
+                time.sleep(settle)
                 action()
                 out = p.communicate(timeout=30)[0]
             return [json.loads(x) for x in out.decode().splitlines() if x]
@@ -249,7 +252,7 @@ class Api(unittest.TestCase):
         conn.request("GET", path, headers={"Authorization": "Bearer " + tok})
         r = conn.getresponse()
         self.assertEqual(r.status, 200)
-        time.sleep(1.0)
+        time.sleep(settle)
         action()
         events = []
         deadline = time.monotonic() + 8
@@ -411,8 +414,13 @@ class Api(unittest.TestCase):
         self.assertError(call("POST", C + "/exec/attach", p("/exec/attach"), body={"argv": ["true"]}), 426,
                          "upgrade_required")
         seen.add(("GET", "/v1/events"))
+        t_pause = int(time.time() * 1000)
         events = self.watch_events(c, tok, ns, lambda: call("POST", C + "/pause", p("/pause")))
         self.assertIn(("pause", comp["name"]), [(e["action"], e["name"]) for e in events])
+        # since_ms: the same pause, asked for after it happened, and nothing older
+        again = self.watch_events(c, tok, ns, lambda: None, since_ms=t_pause)
+        self.assertIn(("pause", comp["name"]), [(e["action"], e["name"]) for e in again])
+        self.assertEqual([e for e in again if e["time_ms"] < t_pause], [])
         self.assertError(call("POST", C + "/exec", p("/exec"), body={"argv": ["true"]}), 409, "state")
         st, _, b = call("POST", C + "/resume", p("/resume"))
         self.assertEqual((st, json.loads(b)["state"]), (200, "running"), b)
@@ -537,6 +545,10 @@ class Api(unittest.TestCase):
             self.assertIn("not accepted through brig serve", json.loads(b)["message"])
             self.assertError(c.call("POST", p + "/exec", raw=b'[1]', token=TOK_A), 400, "malformed_json")
             self.assertError(c.call("POST", p + "/exec", body={"argv": []}, token=TOK_A), 400, "invalid")
+            for bad in ("x", "12abc", "0", str(int(time.time() * 1000) + 3600000)):
+                st, _, body = c.call("GET", "/v1/events?ns=%s&since_ms=%s" % (NS_A, bad), token=TOK_A)
+                self.assertEqual(st, 400, body)
+                self.assertIn("since_ms", json.loads(body)["message"])
             self.assertError(c.call("POST", p + "/exec", body={"argv": ["a\u0000b"]}, token=TOK_A), 400)
             self.assertError(c.call("POST", p + "/exec", body={"argv": ["true"], "bogus": 1}, token=TOK_A), 400)
             self.assertError(c.call("POST", p + "/exec", raw=b"x" * 70000, token=TOK_A), 413, "too_big")
