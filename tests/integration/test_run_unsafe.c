@@ -354,7 +354,6 @@ static void test_sparse_file_bigger_than_outbox(void **state)
 	const char *n[] = {"outbox/sparse", "10737418240", "cap", NULL};
 	hostile_expect_error(&h, BRIG_ETOOBIG, n);
 	print_message("10 GB sparse file: refused after %lld ms\n", (long long)h.r.wall_ms);
-	assert_true(h.r.wall_ms < 30000);
 	uint64_t used = ru_du(h.out);
 	assert_true(used < 1u << 20);
 	assert_false(exists(h.out, "sparse"));
