@@ -18,6 +18,8 @@
 # The caller runs as root and arranges other_dockerd_stop on EXIT.
 
 OD_DATA= OD_RUN= OD_SOCK= OD_PID= OD_REMAP=
+# the host's daemon: the one the caller (and brig) talks to
+OD_HOST=${DOCKER_HOST:-unix:///var/run/docker.sock}
 
 other_dockerd_start() {
 	command -v dockerd >/dev/null || skip "no dockerd"
@@ -25,7 +27,7 @@ other_dockerd_start() {
 	OD_RUN=$(mktemp -d /run/brig-od.XXXXXX) # short: containerd's socket paths live under it
 	OD_SOCK=$OD_RUN/docker.sock
 	OD_REMAP=1
-	DOCKER_HOST=unix:///var/run/docker.sock docker info --format '{{.SecurityOptions}}' 2>/dev/null |
+	DOCKER_HOST=$OD_HOST docker info --format '{{.SecurityOptions}}' 2>/dev/null |
 		grep -q userns && OD_REMAP=0
 	if [ "$OD_REMAP" = 1 ]; then
 		echo '{"userns-remap": "default"}' >"$OD_RUN/daemon.json"
@@ -48,7 +50,7 @@ other_dockerd_start() {
 	local has=0
 	DOCKER_HOST=unix://$OD_SOCK docker info --format '{{.SecurityOptions}}' | grep -q userns && has=1
 	[ "$has" = "$OD_REMAP" ] || fail "the second daemon's remap is $has, wanted $OD_REMAP"
-	DOCKER_HOST=unix:///var/run/docker.sock docker save brig-test:local |
+	DOCKER_HOST=$OD_HOST docker save brig-test:local |
 		DOCKER_HOST=unix://$OD_SOCK docker load >/dev/null ||
 		fail "could not load brig-test:local into the second daemon"
 }
