@@ -108,6 +108,9 @@ typedef struct brig_store_checkpoint {
 	 * checkpoint rows (of any session) still name the same blob after the removal.
 	 * The caller deletes the blob only when this is 0. Otherwise -1. */
 	int64_t blob_refs;
+	/* Only in records returned by _unowned: how many checkpoints the
+	 * identity has (this one its newest). Otherwise -1. */
+	int64_t count;
 } brig_store_checkpoint;
 
 /* One command run in a session. */
@@ -264,8 +267,8 @@ BRIG_PUBLIC int brig_store_checkpoint_list(brig_store *s, brig_store_checkpoint 
 /* Checkpoints that outlived their session's record (brig_store_session_forget,
  * `brig sessions rm` without --checkpoints): the newest checkpoint of each
  * such identity, of namespace ns only when ns is not NULL, ordered by (ns,
- * agent, session); an array of *n records (NULL when none), freed with
- * brig_store_checkpoint_free_array. */
+ * agent, session), each with its identity's count; an array of *n records
+ * (NULL when none), freed with brig_store_checkpoint_free_array. */
 BRIG_PUBLIC int brig_store_checkpoint_unowned(brig_store *s, brig_store_checkpoint **out, size_t *n, const char *ns,
 					      brig_error **err);
 

@@ -176,20 +176,11 @@ static int sessions_ls(int argc, char **argv)
 	for (size_t i = 0; i < nk; i++) {
 		const brig_store_checkpoint *c = &ck[i];
 		if (json) {
-			/* the table shows no count: asked only for JSON */
-			brig_store_checkpoint *all = NULL;
-			size_t count = 0;
-			if (brig_store_checkpoint_list(s, &all, &count, c->ns, c->agent, c->session, &err) != 0) {
-				brig_error_free(err);
-				err = NULL;
-				count = 0;
-			}
-			brig_store_checkpoint_free_array(all, count);
 			json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:I,s:s,s:n,s:n,s:I,s:I,s:I}", "ns", c->ns,
 							     "agent", c->agent, "session", c->session, "generation",
 							     (json_int_t)c->generation, "state", "forgotten",
 							     "container_name", "container_id", "checkpoints",
-							     (json_int_t)count, "latest_checkpoint", (json_int_t)c->id,
+							     (json_int_t)c->count, "latest_checkpoint", (json_int_t)c->id,
 							     "updated_ms", (json_int_t)c->created_ms));
 			continue;
 		}

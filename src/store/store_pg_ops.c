@@ -72,6 +72,7 @@ static void rows_checkpoints(const PGresult *res, brig_store_checkpoint **out, s
 		r->bytes_stored = get_i64(res, i, 8);
 		r->created_ms = get_i64(res, i, 9);
 		r->blob_refs = -1;
+		r->count = -1;
 	}
 	*n = (size_t)rows;
 }
@@ -413,7 +414,9 @@ static int pg_checkpoint_unowned(brig_store *s, brig_store_checkpoint **out, siz
 	const char *vals[] = {ns};
 	cleanup_result PGresult *res = NULL;
 	if ((r = brig_store__pg_exec(p, &res,
-				     "SELECT " CKPT_COLS " FROM checkpoints WHERE ($1::text IS NULL OR ns = $1) AND id IN"
+				     "SELECT " CKPT_COLS ", (SELECT count(*) FROM checkpoints k WHERE k.ns = checkpoints.ns"
+				     " AND k.agent = checkpoints.agent AND k.session = checkpoints.session)"
+				     " FROM checkpoints WHERE ($1::text IS NULL OR ns = $1) AND id IN"
 				     " (SELECT max(c.id) FROM checkpoints c WHERE NOT EXISTS (SELECT 1 FROM sessions s"
 				     " WHERE s.ns = c.ns AND s.agent = c.agent AND s.session = c.session)"
 				     " GROUP BY c.ns, c.agent, c.session)"
@@ -421,6 +424,8 @@ static int pg_checkpoint_unowned(brig_store *s, brig_store_checkpoint **out, siz
 				     1, vals, false, "listing checkpoints without a session", err)) < 0)
 		return r;
 	rows_checkpoints(res, out, n);
+	for (size_t i = 0; i < *n; i++)
+		(*out)[i].count = get_i64(res, (int)i, 10);
 	return 0;
 }
 

@@ -44,6 +44,7 @@ static void row_checkpoint(sqlite3_stmt *st, brig_store_checkpoint *r)
 	r->bytes_stored = sqlite3_column_int64(st, 8);
 	r->created_ms = sqlite3_column_int64(st, 9);
 	r->blob_refs = -1;
+	r->count = -1;
 }
 
 static void row_audit(sqlite3_stmt *st, brig_store_audit *r)
@@ -66,14 +67,17 @@ static void row_audit(sqlite3_stmt *st, brig_store_audit *r)
 }
 
 /* Steps a prepared checkpoint query, collecting every row. */
-static int collect_checkpoints(struct sq_store *q, sqlite3_stmt *st, brig_store_checkpoint **out, size_t *n,
-			       brig_error **err)
+/* count_col: the column of each row's count (_unowned), or -1 */
+static int collect_counted(struct sq_store *q, sqlite3_stmt *st, brig_store_checkpoint **out, size_t *n,
+			   int count_col, brig_error **err)
 {
 	size_t alloc = 0;
 	int rc;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		brig_store__grow(out, &alloc, *n, sizeof **out);
 		row_checkpoint(st, &(*out)[*n]);
+		if (count_col >= 0)
+			(*out)[*n].count = sqlite3_column_int64(st, count_col);
 		(*n)++;
 	}
 	if (rc != SQLITE_DONE) {
@@ -83,6 +87,12 @@ static int collect_checkpoints(struct sq_store *q, sqlite3_stmt *st, brig_store_
 		return brig_store__sq_fail(q, rc, "reading checkpoints", err);
 	}
 	return 0;
+}
+
+static int collect_checkpoints(struct sq_store *q, sqlite3_stmt *st, brig_store_checkpoint **out, size_t *n,
+			       brig_error **err)
+{
+	return collect_counted(q, st, out, n, -1, err);
 }
 
 /* Reads the one row a RETURNING statement produced (rc: its first step)
@@ -448,7 +458,9 @@ static int sq_checkpoint_unowned(brig_store *s, brig_store_checkpoint **out, siz
 	struct sq_store *q = SQ(s);
 	cleanup_stmt sqlite3_stmt *st = NULL;
 	int r = brig_store__sq_prepare(q, &st,
-				       "SELECT " CKPT_COLS " FROM checkpoints WHERE (?1 IS NULL OR ns = ?1) AND id IN"
+				       "SELECT " CKPT_COLS ", (SELECT count(*) FROM checkpoints k WHERE k.ns = checkpoints.ns"
+				       " AND k.agent = checkpoints.agent AND k.session = checkpoints.session)"
+				       " FROM checkpoints WHERE (?1 IS NULL OR ns = ?1) AND id IN"
 				       " (SELECT max(c.id) FROM checkpoints c WHERE NOT EXISTS (SELECT 1 FROM sessions s"
 				       " WHERE s.ns = c.ns AND s.agent = c.agent AND s.session = c.session)"
 				       " GROUP BY c.ns, c.agent, c.session)"
@@ -457,7 +469,7 @@ static int sq_checkpoint_unowned(brig_store *s, brig_store_checkpoint **out, siz
 	if (r < 0)
 		return r;
 	bind_text(st, 1, ns);
-	return collect_checkpoints(q, st, out, n, err);
+	return collect_counted(q, st, out, n, 10, err);
 }
 
 static int tx_checkpoint_remove(struct sq_store *q, void *ctx, brig_error **err)

@@ -658,6 +658,61 @@ static int64_t add_ckpt(backend *b, const char *session, int64_t gen, char digit
 	return id;
 }
 
+/* Checkpoints of forgotten sessions: the newest of each, with the count of
+ * its identity in the same query (`brig sessions ls --json` shows it);
+ * other listings say -1. */
+static void test_unowned_counts(void **state)
+{
+	backend *b = use(state);
+	brig_error *err = NULL;
+	const char *names[] = {"many", "one", "kept"};
+	const int counts[] = {3, 1, 2};
+	int64_t newest[3] = {0};
+	for (int i = 0; i < 3; i++) {
+		ASSERT_OK(brig_store_session_create(
+				  b->s, NULL,
+				  &(brig_store_session){.ns = "uo", .agent = "a", .session = (char *)names[i]}, &err),
+			  err);
+		for (int k = 0; k < counts[i]; k++) {
+			char dg[65];
+			hexdigest(dg, (char)('a' + k));
+			brig_store_checkpoint in = {.ns = "uo",
+						    .agent = "a",
+						    .session = (char *)names[i],
+						    .generation = 1,
+						    .digest = dg,
+						    .blob = "x.tar.zst"};
+			brig_store_checkpoint *out = NULL;
+			ASSERT_OK(brig_store_checkpoint_add(b->s, &out, &in, &err), err);
+			assert_int_equal(out->count, -1);
+			newest[i] = out->id;
+			brig_store_checkpoint_free(out);
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		ASSERT_OK(brig_store_session_forget(b->s, "uo", "a", names[i], BRIG_STORE_ANY_REVISION, &err), err);
+	brig_store_checkpoint *cps = NULL;
+	size_t n = 0;
+	ASSERT_OK(brig_store_checkpoint_unowned(b->s, &cps, &n, "uo", &err), err);
+	assert_int_equal(n, 2);
+	assert_string_equal(cps[0].session, "many");
+	assert_int_equal(cps[0].id, newest[0]);
+	assert_int_equal(cps[0].count, 3);
+	assert_string_equal(cps[1].session, "one");
+	assert_int_equal(cps[1].id, newest[1]);
+	assert_int_equal(cps[1].count, 1);
+	brig_store_checkpoint_free_array(cps, n);
+	ASSERT_OK(brig_store_checkpoint_list(b->s, &cps, &n, "uo", "a", "kept", &err), err);
+	assert_int_equal(n, 2);
+	assert_int_equal(cps[0].count, -1);
+	brig_store_checkpoint_free_array(cps, n);
+	for (int i = 0; i < 2; i++) {
+		brig_store_checkpoint *gone = NULL;
+		ASSERT_OK(brig_store_checkpoint_prune(b->s, &gone, &n, "uo", "a", names[i], 0, &err), err);
+		brig_store_checkpoint_free_array(gone, n);
+	}
+}
+
 static void test_checkpoints(void **state)
 {
 	backend *b = use(state);
@@ -1730,15 +1785,17 @@ static void test_audit_background(void **state)
 	free(url);
 }
 
-#define STORE_SUITE(b)                                                                                                \
-	cmocka_unit_test_prestate(test_backend_info, b), cmocka_unit_test_prestate(test_roundtrip, b),                \
-		cmocka_unit_test_prestate(test_create_conflict, b), cmocka_unit_test_prestate(test_cas, b),           \
-		cmocka_unit_test_prestate(test_concurrent_cas, b),                                                    \
-		cmocka_unit_test_prestate(test_concurrent_create, b),                                                 \
-		cmocka_unit_test_prestate(test_two_processes, b), cmocka_unit_test_prestate(test_checkpoints, b),     \
-		cmocka_unit_test_prestate(test_audit, b), cmocka_unit_test_prestate(test_migrations, b),              \
-		cmocka_unit_test_prestate(test_egress_ledger, b), cmocka_unit_test_prestate(test_bad_state_in_db, b), \
-		cmocka_unit_test_prestate(test_v2_store_migrates, b), cmocka_unit_test_prestate(test_audit_background, b)
+#define STORE_SUITE(b)                                                                                            \
+	cmocka_unit_test_prestate(test_backend_info, b), cmocka_unit_test_prestate(test_roundtrip, b),            \
+		cmocka_unit_test_prestate(test_create_conflict, b), cmocka_unit_test_prestate(test_cas, b),       \
+		cmocka_unit_test_prestate(test_concurrent_cas, b),                                                \
+		cmocka_unit_test_prestate(test_concurrent_create, b),                                             \
+		cmocka_unit_test_prestate(test_two_processes, b), cmocka_unit_test_prestate(test_checkpoints, b), \
+		cmocka_unit_test_prestate(test_unowned_counts, b), cmocka_unit_test_prestate(test_audit, b),      \
+		cmocka_unit_test_prestate(test_migrations, b), cmocka_unit_test_prestate(test_egress_ledger, b),  \
+		cmocka_unit_test_prestate(test_bad_state_in_db, b),                                               \
+		cmocka_unit_test_prestate(test_v2_store_migrates, b),                                             \
+		cmocka_unit_test_prestate(test_audit_background, b)
 
 int main(int argc, char **argv)
 {
