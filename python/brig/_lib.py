@@ -122,6 +122,7 @@ class StoreCheckpoint(Structure):
         ("bytes_stored", c_int64),
         ("created_ms", c_int64),
         ("blob_refs", c_int64),
+        ("count", c_int64),
     ]
 
 

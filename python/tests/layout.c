@@ -52,6 +52,7 @@ int main(void)
 	F(brig_store_checkpoint, bytes_stored);
 	F(brig_store_checkpoint, created_ms);
 	F(brig_store_checkpoint, blob_refs);
+	F(brig_store_checkpoint, count);
 	S(brig_store_audit);
 	F(brig_store_audit, id);
 	F(brig_store_audit, ns);
