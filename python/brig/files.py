@@ -26,10 +26,11 @@ class FileInfo:
     type: str  # file, dir, symlink, fifo, socket, char, block
     mode: int
     size: int
-    mtime: float  # unix seconds
+    mtime: float  # unix seconds (a float: to about a microsecond)
     uid: int
     gid: int
     link: Optional[str] = None
+    mtime_ns: int = 0  # unix nanoseconds, exact
 
     @property
     def name(self) -> str:
@@ -83,7 +84,8 @@ class Files:
 
     def _info(self, path: str, j: Dict[str, Any]) -> FileInfo:
         return FileInfo(path, j.get("type", "unknown"), int(j.get("mode", 0)), int(j.get("size", 0)),
-                        int(j.get("mtime_ns", 0)) / 1e9, int(j.get("uid", -1)), int(j.get("gid", -1)), j.get("link"))
+                        int(j.get("mtime_ns", 0)) / 1e9, int(j.get("uid", -1)), int(j.get("gid", -1)), j.get("link"),
+                        int(j.get("mtime_ns", 0)))
 
     def stat(self, path: str, follow: bool = True) -> FileInfo:
         """The file's type, mode, size, mtime and owner (brig.NotFound when absent)."""

@@ -133,6 +133,8 @@ def test_files(sb):
     f.write("d/e/x.txt", "hello", mode=0o600)
     st = f.stat("d/e/x.txt")
     assert (st.type, st.size, st.mode, st.uid, st.name) == ("file", 5, 0o600, 1000, "x.txt")
+    ns = int(sb.exec(["stat", "-c", "%Y", "/workspace/d/e/x.txt"]).stdout) * 10**9
+    assert ns <= st.mtime_ns < ns + 10**9 and abs(st.mtime - st.mtime_ns / 1e9) < 1e-3
     assert f.stat("/workspace/d").is_dir
     assert [e.name for e in f.list("d")] == ["e"]
     assert {e.path for e in f.list("/workspace/d/e")} == {"/workspace/d/e/x.txt"}

@@ -954,7 +954,8 @@ static const tool tools[] = {
 	 "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"truncated\":{\"type\":\"boolean\"},"
 	 "\"entries\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
 	 "\"name\":{\"type\":\"string\"},\"type\":{\"type\":\"string\",\"enum\":[\"file\",\"directory\",\"symlink\","
-	 "\"other\"]},\"size\":{\"type\":\"integer\"},\"mode\":{\"type\":\"string\"},\"mtime\":{\"type\":\"integer\"}},"
+	 "\"other\"]},\"size\":{\"type\":\"integer\"},\"mode\":{\"type\":\"string\"},\"mtime\":{\"type\":\"integer\"},"
+	 "\"mtime_ns\":{\"type\":\"integer\"},\"uid\":{\"type\":\"integer\"},\"gid\":{\"type\":\"integer\"}},"
 	 "\"required\":[\"name\",\"type\",\"size\",\"mode\",\"mtime\"]}}},"
 	 "\"required\":[\"path\",\"entries\",\"truncated\"]}",
 	 true, false, true, tool_list_directory},
@@ -966,7 +967,8 @@ static const tool tools[] = {
 			 "\"required\":[\"path\"],\"additionalProperties\":false}",
 	 "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"exists\":{\"type\":\"boolean\"},"
 	 "\"type\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"},\"mode\":{\"type\":\"string\"},"
-	 "\"mtime\":{\"type\":\"integer\"},\"owner\":{\"type\":\"string\"},\"group\":{\"type\":\"string\"}},"
+	 "\"mtime\":{\"type\":\"integer\"},\"mtime_ns\":{\"type\":\"integer\"},\"uid\":{\"type\":\"integer\"},"
+	 "\"gid\":{\"type\":\"integer\"},\"owner\":{\"type\":\"string\"},\"group\":{\"type\":\"string\"}},"
 	 "\"required\":[\"path\",\"exists\"]}",
 	 true, false, true, tool_stat},
 	{"move", "Move or rename",

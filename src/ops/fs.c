@@ -146,22 +146,41 @@ static const char *type_name(const char *t)
 	return "other";
 }
 
-/* Parses "type|size|mode|mtime[|owner|group]" into o. */
+/* stat -c's fields: type|size|mode|mtime|uid|gid|date[|owner|group]. The
+ * nanoseconds come from the date ("2026-12-07 06:11:02.123456789 +0000"):
+ * busybox's stat ignores a precision on %Y, GNU's and busybox's %y agree. */
+#define STAT_FMT "%F|%s|%a|%Y|%u|%g|%y"
+
+static int64_t date_nanos(const char *date)
+{
+	const char *dot = strchr(date, '.');
+	int64_t ns = 0;
+	int digits = 0;
+	for (const char *p = dot ? dot + 1 : ""; digits < 9 && *p >= '0' && *p <= '9'; p++, digits++)
+		ns = ns * 10 + (*p - '0');
+	for (; digits < 9; digits++)
+		ns *= 10;
+	return ns;
+}
+
 static json_t *parse_meta(const char *meta, size_t len)
 {
 	cleanup_free char *m = xstrndup(meta, len);
-	char *f[6] = {0};
+	char *f[9] = {0};
 	size_t n = 0;
 	char *save = NULL;
-	for (char *t = strtok_r(m, "|", &save); t && n < 6; t = strtok_r(NULL, "|", &save))
+	for (char *t = strtok_r(m, "|", &save); t && n < 9; t = strtok_r(NULL, "|", &save))
 		f[n++] = t;
-	if (n < 4)
+	if (n < 7)
 		return NULL;
-	json_t *o = json_pack("{s:s,s:I,s:s,s:I}", "type", type_name(f[0]), "size", (json_int_t)strtoll(f[1], NULL, 10),
-			      "mode", f[2], "mtime", (json_int_t)strtoll(f[3], NULL, 10));
-	if (n >= 6) {
-		json_object_set_new(o, "owner", ops_string(f[4], strlen(f[4])));
-		json_object_set_new(o, "group", ops_string(f[5], strlen(f[5])));
+	long long sec = strtoll(f[3], NULL, 10);
+	json_t *o = json_pack("{s:s,s:I,s:s,s:I,s:I,s:I,s:I}", "type", type_name(f[0]), "size",
+			      (json_int_t)strtoll(f[1], NULL, 10), "mode", f[2], "mtime", (json_int_t)sec, "mtime_ns",
+			      (json_int_t)(sec * 1000000000LL + date_nanos(f[6])), "uid",
+			      (json_int_t)strtoll(f[4], NULL, 10), "gid", (json_int_t)strtoll(f[5], NULL, 10));
+	if (n >= 9) {
+		json_object_set_new(o, "owner", ops_string(f[7], strlen(f[7])));
+		json_object_set_new(o, "group", ops_string(f[8], strlen(f[8])));
 	}
 	return o;
 }
@@ -174,7 +193,7 @@ static int exec_list(ops_target *c, const char *path, int depth, json_t **out, b
 		"[ -e \"$1\" ] || { echo \"$1: No such file or directory\" >&2; exit 2; }\n"
 		"[ -d \"$1\" ] || { echo \"$1: not a directory (stat describes files)\" >&2; exit 20; }\n"
 		"find \"$1\" -mindepth 1 -maxdepth \"$2\" -exec sh -c "
-		"'for f; do stat -c \"%F|%s|%a|%Y\" -- \"$f\" && printf \"%s\\0\" \"$f\"; done' sh {} +\n";
+		"'for f; do stat -c \"" STAT_FMT "\" -- \"$f\" && printf \"%s\\0\" \"$f\"; done' sh {} +\n";
 	char d[16];
 	snprintf(d, sizeof d, "%d", depth);
 	const char *args[] = {path, d, NULL};
@@ -236,7 +255,7 @@ static int exec_list(ops_target *c, const char *path, int depth, json_t **out, b
 
 static int exec_stat(ops_target *c, const char *path, json_t **out, brig_error **err)
 {
-	static const char script[] = "stat -c '%F|%s|%a|%Y|%U|%G' -- \"$1\"\n";
+	static const char script[] = "stat -c '" STAT_FMT "|%U|%G' -- \"$1\"\n";
 	const char *args[] = {path, NULL};
 	brig_exec_result res = {0};
 	int rc = fs_run(c, path, script, args, NULL, 0, 4096, &res, err);
@@ -347,7 +366,7 @@ static const char *gtype(json_t *st)
 	return json_string_value(json_object_get(st, "type")) ?: "";
 }
 
-/* The guest's stat as the tools' {"type","size","mode","mtime"}. */
+/* The guest's stat as the tools' {"type","size","mode","mtime","mtime_ns","uid","gid"}. */
 static json_t *meta_json(json_t *st)
 {
 	const char *t = gtype(st);
@@ -358,9 +377,11 @@ static json_t *meta_json(json_t *st)
 	char mode[16];
 	snprintf(mode, sizeof mode, "%o", (unsigned)(json_integer_value(json_object_get(st, "mode")) & 07777));
 	json_int_t ns = json_integer_value(json_object_get(st, "mtime_ns"));
-	return json_pack("{s:s,s:I,s:s,s:I}", "type", type, "size", json_integer_value(json_object_get(st, "size")),
-			 "mode", mode, "mtime",
-			 (json_int_t)(ns >= 0 ? ns / 1000000000 : -((-ns + 999999999) / 1000000000)));
+	return json_pack("{s:s,s:I,s:s,s:I,s:I,s:I,s:I}", "type", type, "size",
+			 json_integer_value(json_object_get(st, "size")), "mode", mode, "mtime",
+			 (json_int_t)(ns >= 0 ? ns / 1000000000 : -((-ns + 999999999) / 1000000000)), "mtime_ns", ns,
+			 "uid", json_integer_value(json_object_get(st, "uid")), "gid",
+			 json_integer_value(json_object_get(st, "gid")));
 }
 
 static int buf_cb(const char *data, size_t len, void *payload)

@@ -37,10 +37,11 @@ int ops_fs_read(ops_target *c, const char *path, uint64_t offset, size_t length,
 /* Writes (or appends) data to path, making its parent directories. */
 int ops_fs_write(ops_target *c, const char *path, const char *data, size_t len, bool append, brig_error **err);
 /* Lists directory path to depth levels: *out gets an array of
- * {"name" (relative to path),"type","size","mode","mtime"} sorted by name;
+ * {"name" (relative to path),"type","size","mode","mtime","mtime_ns","uid","gid"}
+ * sorted by name (mtime: unix seconds, floored; mtime_ns: exact);
  * *truncated says entries were left out. */
 int ops_fs_list(ops_target *c, const char *path, int depth, json_t **out, bool *truncated, brig_error **err);
-/* {"type","size","mode","mtime","owner","group"} of path (a link itself,
+/* {"type","size","mode","mtime","mtime_ns","uid","gid","owner","group"} of path (a link itself,
  * not its target). BRIG_ENOTFOUND when absent. */
 int ops_fs_stat(ops_target *c, const char *path, json_t **out, brig_error **err);
 /* Renames src to dst; without overwrite an existing dst is BRIG_ECONFLICT. */

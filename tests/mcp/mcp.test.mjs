@@ -217,6 +217,8 @@ test('every tool, called (the SDK validates results against output schemas)', as
   r = await call(client, 'stat', { path: 'app.txt' });
   assert.equal(typeof r.structuredContent.owner, 'string');
   assert.notEqual(r.structuredContent.owner, '');
+  assert.deepEqual([r.structuredContent.uid, r.structuredContent.gid], [1000, 1000]);
+  assert.equal(Math.floor(r.structuredContent.mtime_ns / 1e9), r.structuredContent.mtime);
   r = await call(client, 'move', { source: 'app.txt', destination: '/runtime/moved/app.txt' });
   assert.equal(r.isError, false, text(r));
   r = await call(client, 'read_file', { path: '/runtime/moved/app.txt' });

@@ -88,6 +88,27 @@ class Base(unittest.TestCase):
         self.assertEqual(r["exit_code"], 0, b)
         return r["stdout"]["text"]
 
+    def check_metadata(self, session):
+        """stat and list of files/stat, files/list: numeric owner, mtime in
+        seconds and exact nanoseconds, as stat(1) in the computer sees them."""
+        self.sh(session, "mkdir -p /workspace/md && echo x > /workspace/md/new && "
+                         "touch -d '2001-02-03 04:05:06' /workspace/md/old")
+        want = {}
+        for name in ("new", "old"):
+            sec, _, hms, _ = self.sh(session, "stat -c '%Y %y' /workspace/md/" + name).split()
+            frac = hms.split(".")[1] if "." in hms else ""
+            want[name] = (int(sec), int(sec) * 10**9 + int((frac + "0" * 9)[:9]))
+        for name, (sec, ns) in want.items():
+            st, _, b = self.py.call("GET", self.path(session, "/files/stat?path=md/" + name), token=TOK_A)
+            self.assertEqual(st, 200, b)
+            j = json.loads(b)
+            self.assertEqual((j["uid"], j["gid"], j["mtime"], j["mtime_ns"]), (1000, 1000, sec, ns), j)
+            self.assertIsInstance(j["owner"], str)
+        st, _, b = self.py.call("GET", self.path(session, "/files/list?path=md"), token=TOK_A)
+        self.assertEqual(st, 200, b)
+        got = {e["name"]: (e["uid"], e["gid"], e["mtime"], e["mtime_ns"]) for e in json.loads(b)["entries"]}
+        self.assertEqual(got, {n: (1000, 1000, sec, ns) for n, (sec, ns) in want.items()})
+
     def assertFail(self, resp, status, code=None, *words):
         st, _, b = resp
         self.assertEqual(st, status, b)
@@ -113,6 +134,10 @@ class Archive(Base):
                                                           "spec": {"labels": {"brig.test": PREFIX}}}, token=TOK_A)
         assert st in (200, 201), b
         cls.name = json.loads(b)["name"]
+
+    def test_metadata_through_brig_init(self):
+        self.created("md")
+        self.check_metadata("md")
 
     def test_tar_out_does_not_follow_planted_links(self):
         self.sh("tar", "mkdir -p /workspace/d")
@@ -429,6 +454,10 @@ class NoGuest(Base):
             super().setUpClass()
         finally:
             del os.environ["BRIG_GUEST"]
+
+    def test_metadata_through_exec(self):
+        self.created("md")
+        self.check_metadata("md")
 
     def test_tar_refused(self):
         self.created("old")
