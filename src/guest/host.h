@@ -79,7 +79,8 @@ int brig_guest__volume_ensure(brig_engine *e, const char *image, brig_error **er
  * brig_guest__volume_ensure. */
 int brig_guest__volume_quick(brig_engine *e, const char *image, bool *check, brig_error **err);
 /* 0 when container cid (created or running, mounting the volume) has
- * /.brig/brig-init of the embedded program's size and mode 0511 (one HEAD);
+ * /.brig/brig-init byte for byte the embedded program, mode 0511, owned by
+ * the container's root (one archive GET of ~100 KB);
  * BRIG_ECORRUPT when not, BRIG_ENOTFOUND when absent, the engine's errors.
  * A copy seen whole counts as ensured for the rest of e's life and makes
  * the marker. */

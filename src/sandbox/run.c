@@ -235,6 +235,28 @@ static int create_run_container(brig_engine *e, char **cid, const char *name, js
 	}
 }
 
+/* A brig-init that could not be executed (a spoiled or missing copy the
+ * marker vouched for): runc says so on the container's stderr, where
+ * nothing else has written yet, and the container exits non-zero. Told
+ * as an error, never as the command's exit code (it did not run); the
+ * marker goes, so the next run checks the copy byte for byte and repairs
+ * it. A command that prints the same words only spoils its own result. */
+static bool init_never_ran(const brig_exec_result *x)
+{
+	static const char pfx[] = "exec " BRIG_GP_INIT_PATH ": ";
+	return x->exit_code != 0 && x->out.len == 0 && x->err.data && x->err.len > strlen(pfx) &&
+	       memcmp(x->err.data, pfx, strlen(pfx)) == 0;
+}
+
+static int init_failed(brig_engine *e, const char *name, const char *why, brig_error **err)
+{
+	brig_guest__volume_distrust(e);
+	return brig__error_set(err, BRIG_ECORRUPT, 0,
+			       "run %s: brig-init could not start (%s), so the command did not run; the next run "
+			       "checks brig-init's volume byte for byte and repairs it",
+			       name, why);
+}
+
 /* The direct path: nothing to copy in or out and no stdin, so the command
  * is the container's own process (no exec: one runc start instead of two),
  * attached before start so no output is missed, with /workspace and
@@ -358,6 +380,13 @@ static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *r
 	}
 	brig_error_free(werr);
 	brig_output_tee_finish(&tee, &res->exec);
+	if (guest && rc == 0 && !res->exec.timed_out && init_never_ran(&res->exec)) {
+		size_t l = res->exec.err.len;
+		while (l && res->exec.err.data[l - 1] == '\n')
+			l--;
+		cleanup_free char *why = xstrndup(res->exec.err.data, l < 200 ? l : 200);
+		rc = init_failed(e, name, why, err);
+	}
 	brig_sandbox__fix_not_found(&res->exec);
 	res->run_ms = res->exec.duration_ms = brig_now_ms() - t2;
 	/* A kernel OOM kill is a SIGKILL: only then ask the daemon's events
@@ -497,6 +526,17 @@ static int run_guest(brig_engine *e, const brig_run_opts *o, brig_run_result *re
 	brig_guest *g = NULL;
 	brig_guest_exit x = {.code = -1};
 	rc = brig_guest_open(&g, e, cid, go.deadline_ms, err);
+	if (rc) {
+		/* brig-init is PID 1: a container that ended before its relay
+		 * could be reached never ran it */
+		cleanup_json json_t *j = NULL;
+		if (brig_engine_container_inspect(e, &j, cid, NULL) == 0 &&
+		    !json_is_true(json_object_get(json_object_get(j, "State"), "Running"))) {
+			cleanup_free char *why = xstrdup(brig_error_message(err ? *err : NULL));
+			brig__error_clear(err);
+			rc = init_failed(e, name, why, err);
+		}
+	}
 	if (rc == 0)
 		rc = brig_guest_exec(g, &go, &x, err);
 	brig_guest_free(g);

@@ -330,6 +330,134 @@ static void test_init_copy_checked(void **state)
 	ru_assert_nothing_left("checking brig-init's copy");
 }
 
+/* Writes bytes as /.brig/brig-init of this build's real volume (0511),
+ * through a test container mounting it writable. */
+static void put_real_init(const void *data, size_t len)
+{
+	brig_error *err = NULL;
+	cleanup_json json_t *rw =
+		json_pack("{s:{s:[{s:s, s:s, s:s, s:b}]}}", "HostConfig", "Mounts", "Type", "volume", "Source",
+			  brig_guest__volume_name(), "Target", "/.brig", "ReadOnly", 0);
+	cleanup_free char *c = brig_test_container(E, "init-spoil", rw);
+	brig_tar_build_opts bo = {.version = BRIG_TAR_BUILD_OPTS_VERSION};
+	brig_tar_builder *b = NULL;
+	ASSERT_OK(brig_tar_builder_new(&b, &bo, &err), err);
+	ASSERT_OK(brig_tar_builder_add_file(b, "brig-init", data, len, 0511, &err), err);
+	ASSERT_OK(brig_engine_archive_put(E, c, "/.brig", brig_tar_builder_reader, b, &err), err);
+	brig_tar_builder_free(b);
+	brig_engine_container_remove(E, c, true, true, NULL);
+}
+
+static bool marker_present(void)
+{
+	cleanup_free char *marker = xasprintf("%s-ok", brig_guest__volume_name());
+	json_t *mv = NULL;
+	brig_error *err = NULL;
+	int rc = brig_engine_volume_inspect(E, &mv, marker, &err);
+	json_decref(mv);
+	brig_error_free(err);
+	return rc == 0;
+}
+
+/* Whatever a test below did to the volume, it leaves it whole: a fill
+ * compares the copy byte for byte and puts it anew when it differs. */
+static void init_restore(void)
+{
+	brig_error *err = NULL;
+	brig_guest__volume_forget(E);
+	ASSERT_OK(brig_guest__volume_ensure(E, brig_test_image(), &err), err);
+	assert_true(marker_present());
+}
+
+static int init_teardown(void **state)
+{
+	(void)state;
+	if (brig_guest__volume_name()) {
+		brig_error *err = NULL;
+		brig_guest__volume_forget(E);
+		if (brig_guest__volume_ensure(E, brig_test_image(), &err) != 0) {
+			print_error("restoring brig-init's volume: %s\n", brig_error_message(err));
+			brig_error_free(err);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A run that finds no marker checks its own container's copy; one cut
+ * short (or absent) is repaired through a filler and the run goes on: both
+ * shapes (direct, and with an out dir), each from a spoiled volume. */
+static void test_init_repaired_by_run(void **state)
+{
+	(void)state;
+	if (!brig_guest__volume_name())
+		skip();
+	cleanup_free char *out = ru_tmpdir("repair");
+	for (int with_out = 0; with_out < 2; with_out++) {
+		init_restore();
+		brig_guest__volume_distrust(E); /* the marker goes: the next run checks */
+		assert_false(marker_present());
+		put_real_init("\177ELF-cut", 8);
+		ru_args args = {.timeout_s = 30, .out_dir = with_out ? out : NULL};
+		ru_run r;
+		ru_run_sh(&r, &args, "test -x /.brig/brig-init && echo repaired");
+		ru_assert_exit(&r, 0);
+		assert_string_equal(r.res.exec.out.data, "repaired\n");
+		ru_run_free(&r);
+		assert_true(marker_present()); /* seen whole again */
+		/* and whole: a fresh look through a new handle's eyes */
+		brig_guest__volume_forget(E);
+		cleanup_json json_t *ro =
+			json_pack("{s:{s:[{s:s, s:s, s:s, s:b}]}}", "HostConfig", "Mounts", "Type", "volume", "Source",
+				  brig_guest__volume_name(), "Target", "/.brig", "ReadOnly", 1);
+		cleanup_free char *c = brig_test_container(E, "init-look", ro);
+		brig_error *err = NULL;
+		ASSERT_OK(brig_guest__volume_check(E, c, &err), err);
+		brig_engine_container_remove(E, c, true, true, NULL);
+	}
+	ru_assert_nothing_left("repairing brig-init's copy");
+}
+
+/* A copy of the right size and mode but other bytes, trusted through the
+ * marker, cannot start: that run fails with an error naming brig-init
+ * (before, direct runs reported runc's words as the command's exit 1, and
+ * the marker stayed), it never retries, the marker goes, and the next run
+ * checks the copy byte for byte, repairs it and runs. Both shapes. */
+static void test_init_start_failure_distrusts(void **state)
+{
+	(void)state;
+	if (!brig_guest__volume_name())
+		skip();
+	const unsigned char *d;
+	size_t n;
+	brig_guest__binary(&d, &n);
+	cleanup_free char *junk = xmalloc(n);
+	memset(junk, 'x', n);
+	for (int with_out = 0; with_out < 2; with_out++) {
+		cleanup_free char *out = with_out ? ru_tmpdir("distrust") : NULL;
+		init_restore();
+		put_real_init(junk, n);
+		brig_guest__volume_forget(E); /* a new process: the marker is all it knows */
+		ru_args args = {.timeout_s = 30, .out_dir = out};
+		ru_run r;
+		ru_run_sh(&r, &args, "echo never");
+		/* an error, never an exit code: the command did not run */
+		if (r.rc != BRIG_ECORRUPT || !strstr(brig_error_message(r.err), "brig-init could not start"))
+			fail_msg("spoiled brig-init (%s): %s: %s; exit %d", with_out ? "out dir" : "direct",
+				 brig_error_name(r.rc), brig_error_message(r.err), r.res.exec.exit_code);
+		print_message("spoiled brig-init (%s): %s\n", with_out ? "out dir" : "direct",
+			      brig_error_message(r.err));
+		ru_run_free(&r);
+		assert_false(marker_present());
+		ru_run_sh(&r, &args, "echo ran");
+		ru_assert_exit(&r, 0);
+		assert_string_equal(r.res.exec.out.data, "ran\n");
+		ru_run_free(&r);
+		assert_true(marker_present());
+	}
+	ru_assert_nothing_left("distrusting brig-init's copy");
+}
+
 /* BRIG_GUEST=0 keeps runs as before brig-init (docker-init as PID 1, the
  * image's timeout or an exec), for both shapes; by default PID 1 is
  * brig-init. */
@@ -708,6 +836,8 @@ int main(void)
 		cmocka_unit_test(test_closed_output_still_timed),
 		cmocka_unit_test(test_own_124_not_timed_out),
 		cmocka_unit_test(test_init_copy_checked),
+		cmocka_unit_test_teardown(test_init_repaired_by_run, init_teardown),
+		cmocka_unit_test_teardown(test_init_start_failure_distrusts, init_teardown),
 		cmocka_unit_test(test_pid1_with_and_without_brig_init),
 		cmocka_unit_test(test_fork_bomb_contained),
 		cmocka_unit_test(test_direct_run_tmpfs),
