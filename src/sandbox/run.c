@@ -381,10 +381,14 @@ static int run_direct(brig_engine *e, const brig_run_opts *o, brig_run_result *r
 	brig_error_free(werr);
 	brig_output_tee_finish(&tee, &res->exec);
 	if (guest && rc == 0 && !res->exec.timed_out && init_never_ran(&res->exec)) {
-		size_t l = res->exec.err.len;
-		while (l && res->exec.err.data[l - 1] == '\n')
-			l--;
-		cleanup_free char *why = xstrndup(res->exec.err.data, l < 200 ? l : 200);
+		/* runc's one line; the container's bytes: printable ASCII only */
+		char why[160];
+		size_t l = 0;
+		for (; l < res->exec.err.len && l < sizeof why - 1 && res->exec.err.data[l] != '\n'; l++) {
+			unsigned char ch = (unsigned char)res->exec.err.data[l];
+			why[l] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+		}
+		why[l] = '\0';
 		rc = init_failed(e, name, why, err);
 	}
 	brig_sandbox__fix_not_found(&res->exec);
