@@ -893,7 +893,9 @@ static void *event_thread(void *arg)
 				    BRIG_LABEL_MANAGED "=1", BRIG_LABEL_KIND "=computer", "event", "create", "start",
 				    "pause", "unpause", "stop", "kill", "die", "destroy", "restart", "oom",
 				    "rename" /* a warm pool member claimed */);
-	int64_t since = x->since_ms ? x->since_ms / 1000 : brig_wall_s();
+	int64_t since = brig_wall_s();
+	if (x->since_ms && x->since_ms / 1000 < since)
+		since = x->since_ms / 1000; /* a later one (a client's clock ahead) is the filter's */
 	while (!x->stop) {
 		/* One second at a time, so a client that left is noticed. */
 		brig_error *err = NULL;
@@ -947,9 +949,10 @@ static void h_events(serve_req *r, serve_reply *out)
 	}
 	/* A client that reconnects, or one that must not miss what it does
 	 * right after asking, says from when (the daemon keeps its recent
-	 * events; from a day back at most). */
+	 * events; from a day back at most, to five minutes ahead for a
+	 * client whose clock runs ahead). */
 	int64_t now_ms = brig_wall_ms(), since_ms = 0;
-	if (!serve__query_i64(r, out, "since_ms", now_ms - 86400000, now_ms + 1000, &since_ms))
+	if (!serve__query_i64(r, out, "since_ms", now_ms - 86400000, now_ms + 300000, &since_ms))
 		return;
 	event_stream *x = xcalloc(1, sizeof *x);
 	x->since_ms = since_ms;
