@@ -361,11 +361,16 @@ static bool marker_present(void)
 
 /* Whatever a test below did to the volume, it leaves it whole: a fill
  * compares the copy byte for byte and puts it anew when it differs. */
+static int init_ensure(brig_error **err)
+{
+	brig_guest__volume_forget(E);
+	return brig_guest__volume_ensure(E, brig_test_image(), err);
+}
+
 static void init_restore(void)
 {
 	brig_error *err = NULL;
-	brig_guest__volume_forget(E);
-	ASSERT_OK(brig_guest__volume_ensure(E, brig_test_image(), &err), err);
+	ASSERT_OK(init_ensure(&err), err);
 	assert_true(marker_present());
 }
 
@@ -374,8 +379,7 @@ static int init_teardown(void **state)
 	(void)state;
 	if (brig_guest__volume_name()) {
 		brig_error *err = NULL;
-		brig_guest__volume_forget(E);
-		if (brig_guest__volume_ensure(E, brig_test_image(), &err) != 0) {
+		if (init_ensure(&err) != 0) {
 			print_error("restoring brig-init's volume: %s\n", brig_error_message(err));
 			brig_error_free(err);
 			return -1;
