@@ -148,26 +148,81 @@ static int write_pem(const char *path, mode_t mode, EVP_PKEY *key, X509 *cert, b
 	return 0;
 }
 
+/* Reads the authority's key and certificate, which must parse and belong
+ * together. A pair that does not is refused, never replaced: sandboxes
+ * already made trust that certificate, and a new authority would break
+ * every one of them without a word. BRIG_EIO naming the folder. */
+static int pair_read(const char *dir, const char *keyp, const char *certp, EVP_PKEY **key, X509 **cert,
+		     brig_error **err)
+{
+	int rc = brig__crypto_load(err);
+	if (rc)
+		return rc;
+	*key = NULL;
+	*cert = NULL;
+	const char *what = NULL;
+	FILE *f = fopen(certp, "re");
+	if (f) {
+		*cert = PEM_read_X509(f, NULL, NULL, NULL);
+		fclose(f);
+	}
+	if (!*cert)
+		what = "ca.pem is not a PEM certificate";
+	else if (!(f = fopen(keyp, "re")))
+		what = "ca.key cannot be read";
+	else {
+		*key = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+		fclose(f);
+		if (!*key)
+			what = "ca.key is not a PEM private key";
+		else if (X509_check_private_key(*cert, *key) != 1)
+			what = "ca.key is not the key of ca.pem";
+	}
+	ERR_clear_error();
+	if (!what)
+		return 0;
+	EVP_PKEY_free(*key);
+	X509_free(*cert);
+	*key = NULL;
+	*cert = NULL;
+	return brig__error_set(err, BRIG_EIO, 0,
+			       "egress certificate authority in %s is damaged: %s; move that folder aside to make a "
+			       "new one (sandboxes with secrets made before then must be made again)",
+			       dir, what);
+}
+
+/* The certificate in *pem is published: its pair must be whole. On
+ * failure *pem is freed and NULL. */
+static int pair_ok(const char *dir, const char *keyp, const char *certp, char **pem, brig_error **err)
+{
+	EVP_PKEY *key;
+	X509 *cert;
+	int rc = pair_read(dir, keyp, certp, &key, &cert, err);
+	EVP_PKEY_free(key);
+	X509_free(cert);
+	if (rc) {
+		free(*pem);
+		*pem = NULL;
+	}
+	return rc;
+}
+
 int brig_egress__ca_ensure(char **pem, brig_error **err)
 {
 	cleanup_free char *dir = NULL, *keyp = NULL, *certp = NULL;
 	int rc = ca_paths(&dir, &keyp, &certp, err);
 	if (rc || (rc = brig_mkdir_p(dir, 0700, "the egress authority's folder", err)) != 0)
 		return rc;
-	if ((*pem = read_small(certp)) && access(keyp, R_OK) == 0)
-		return 0;
-	free(*pem);
-	*pem = NULL;
 	if ((rc = brig__crypto_load(err)) != 0)
 		return rc;
+	if ((*pem = read_small(certp)))
+		return pair_ok(dir, keyp, certp, pem, err);
 	cleanup_free char *lockp = xasprintf("%s/ca.lock", dir);
 	cleanup_close int lk = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (lk < 0 || flock(lk, LOCK_EX) != 0)
 		return brig__error_set(err, BRIG_EIO, errno, "egress: cannot lock %s: %s", lockp, strerror(errno));
-	if ((*pem = read_small(certp)) && access(keyp, R_OK) == 0)
-		return 0; /* another brig made it meanwhile */
-	free(*pem);
-	*pem = NULL;
+	if ((*pem = read_small(certp)))
+		return pair_ok(dir, keyp, certp, pem, err); /* another brig made it meanwhile */
 	EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
 	if (!key)
 		return ssl_fail(err, "cannot make a key");
@@ -212,14 +267,9 @@ int brig_egress__ca_load(brig_egress_ca **out, brig_error **err)
 		return rc;
 	brig_egress_ca *ca = xcalloc(1, sizeof *ca);
 	pthread_mutex_init(&ca->lock, NULL);
-	FILE *f = fopen(keyp, "re");
-	if (f) {
-		ca->key = PEM_read_PrivateKey(f, NULL, NULL, NULL);
-		fclose(f);
-	}
-	if ((f = fopen(certp, "re"))) {
-		ca->cert = PEM_read_X509(f, NULL, NULL, NULL);
-		fclose(f);
+	if ((rc = pair_read(dir, keyp, certp, &ca->key, &ca->cert, err)) != 0) {
+		brig_egress__ca_free(ca);
+		return rc;
 	}
 	ca->leaf_key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
 	if (!ca->key || !ca->cert || !ca->leaf_key) {

@@ -70,6 +70,7 @@
 	X(X509_VERIFY_PARAM_set1_ip_asc)   \
 	X(X509_VERIFY_PARAM_set_hostflags) \
 	X(X509_add_ext)                    \
+	X(X509_check_private_key)         \
 	X(X509_free)                       \
 	X(X509_get_serialNumber)           \
 	X(X509_get_subject_name)           \
@@ -169,6 +170,7 @@ int brig__digest_fd(int fd, bool sha512, unsigned char md[64], uint64_t *size, b
 #define X509_VERIFY_PARAM_set1_ip_asc (brig__crypto.X509_VERIFY_PARAM_set1_ip_asc)
 #define X509_VERIFY_PARAM_set_hostflags (brig__crypto.X509_VERIFY_PARAM_set_hostflags)
 #define X509_add_ext (brig__crypto.X509_add_ext)
+#define X509_check_private_key (brig__crypto.X509_check_private_key)
 #define X509_free (brig__crypto.X509_free)
 #define X509_get_serialNumber (brig__crypto.X509_get_serialNumber)
 #define X509_get_subject_name (brig__crypto.X509_get_subject_name)

@@ -424,6 +424,12 @@ int brig_mkdir_p(const char *path, mode_t mode, const char *what, brig_error **e
 					       what ? " " : "", p, strerror(errno));
 		*s = c;
 		if (!c)
-			return 0;
+			break;
 	}
+	/* mkdir's EEXIST says nothing of what exists: the end must be a folder */
+	struct stat st;
+	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+		return brig__error_set(err, BRIG_EIO, ENOTDIR, "cannot create %s%s%s: %s", what ? what : "",
+				       what ? " " : "", path, "it exists and is not a folder");
+	return 0;
 }
