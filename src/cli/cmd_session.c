@@ -11,6 +11,7 @@
 #include "brig/session.h"
 #include "brig/store.h"
 #include "cli/cli.h"
+#include "egress/egress_internal.h"
 #include "util/util.h"
 
 /* The session flags come from cli.h; these are the session commands' own. */
@@ -103,9 +104,26 @@ static int up_remote(const session_args *a, const brig_spec *spec, bool fresh)
 				 a->t.id.session, "fresh", fresh);
 	if (spec)
 		json_object_set_new(body, "spec", brig_spec_to_json(spec, BRIG_SPEC_JSON_ENV_VALUES));
+	/* A secret's value goes from this brig's environment, as a local up
+	 * reads it; the server never reads its own. */
+	brig_error *err = NULL;
+	if (spec && spec->secret_count && brig_egress__secrets_check(spec, &err) != 0) {
+		json_decref(body);
+		cli_remote_free(r);
+		return cli_error(err, NULL);
+	}
+	json_t *values = json_object();
+	for (size_t i = 0; spec && i < spec->secret_count; i++) {
+		char key[130];
+		snprintf(key, sizeof key, "%.*s", (int)strcspn(spec->secrets[i], "@"), spec->secrets[i]);
+		json_object_set_new(values, key, json_string(getenv(key)));
+	}
+	if (json_object_size(values))
+		json_object_set(body, "secret_values", values);
+	json_decref(values);
 	json_t *j = NULL;
 	int rc = cli_remote_call(r, "POST", "/v1/computers", body, &j);
-	json_decref(body); /* env values: jansson frees them; they were never printed */
+	json_decref(body); /* env and secret values: jansson frees them; they were never printed */
 	cli_remote_free(r);
 	if (rc)
 		return rc;

@@ -131,8 +131,16 @@ bool brig_egress__secret_covers(const brig_egress_secret *s, const char *host);
  * for each of spec's secrets (a new container's Config.Env). */
 struct brig_spec;
 int brig_egress__placeholders_add(void *json_env, const struct brig_spec *spec, brig_error **err);
-/* Before a new computer is made: every secret's value is in brig's
- * environment and acceptable. Errors: BRIG_EINVAL naming the secret. */
+/* Where a secret's value comes from. brig serve calls secrets_env_off
+ * once, first: its environment is then never read for one (a token holder
+ * would choose where the value goes). A thread doing one request's work
+ * gives that request's values (a JSON object NAME -> string, borrowed
+ * until the thread gives NULL); they come before the environment. */
+void brig_egress__secrets_env_off(void);
+void brig_egress__secrets_given(const void *json_values);
+/* Before a new computer is made: every secret's value is given or in
+ * brig's environment, and acceptable. Errors: BRIG_EINVAL naming the
+ * secret. */
 int brig_egress__secrets_check(const struct brig_spec *spec, brig_error **err);
 /* Once the container cid (named name) runs: writes name.secrets (each
  * placeholder from its Config.Env, each value from brig's environment; an

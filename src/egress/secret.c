@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,12 +50,28 @@ static bool value_ok(const char *v)
 	return true;
 }
 
-/* NAME's value from brig's environment; NULL when unset. */
+static atomic_bool env_off;
+static __thread const json_t *given;
+
+void brig_egress__secrets_env_off(void)
+{
+	atomic_store(&env_off, true);
+}
+
+void brig_egress__secrets_given(const void *json_values)
+{
+	given = json_values;
+}
+
+/* NAME's value: given with this thread's request, else from brig's
+ * environment (unless that is off); NULL when neither has it. */
 static const char *env_value(const char *secret)
 {
 	char key[130];
 	snprintf(key, sizeof key, "%.*s", (int)key_len(secret), secret);
-	const char *v = getenv(key);
+	const char *v = json_string_value(json_object_get(given, key));
+	if (!v && !atomic_load(&env_off))
+		v = getenv(key);
 	return v && *v ? v : NULL;
 }
 
@@ -63,6 +81,11 @@ int brig_egress__secrets_check(const brig_spec *spec, brig_error **err)
 		const char *s = spec->secrets[i];
 		const char *v = env_value(s);
 		int kn = (int)key_len(s);
+		if (!v && atomic_load(&env_off))
+			return brig__error_set(err, BRIG_EINVAL, 0,
+					       "secret_values.%.*s: required: through brig serve a secret's value "
+					       "comes with the request, never from the server's environment",
+					       kn, s);
 		if (!v)
 			return brig__error_set(err, BRIG_EINVAL, 0,
 					       "secret %.*s: not set in brig's environment (its value is read from "

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <string.h>
 
+#include "egress/egress_internal.h"
 #include "serve/serve.h"
 #include "util/util.h"
 
@@ -61,6 +62,52 @@ int serve_spec_policy(const brig_spec *spec, const serve_config *cfg, brig_error
 					       "--allow-publish-address ADDR",
 					       ip, *list ? ", " : "", list);
 		}
+	}
+	return 0;
+}
+
+int serve_secret_values_check(const json_t *values, const brig_spec *spec, brig_error **err)
+{
+	if (!values)
+		return 0;
+	if (!json_is_object(values) || json_object_size(values) > BRIG_SPEC_SECRETS_MAX)
+		return brig__error_set(err, BRIG_EINVAL, 0,
+				       "secret_values: an object of at most %d secret names, each with its value (a "
+				       "string)",
+				       BRIG_SPEC_SECRETS_MAX);
+	const char *key;
+	json_t *v;
+	json_object_foreach ((json_t *)values, key, v) {
+		size_t kl = strlen(key);
+		bool key_ok = kl > 0 && kl <= 128 && !(key[0] >= '0' && key[0] <= '9');
+		for (size_t i = 0; i < kl && key_ok; i++)
+			key_ok = (key[i] >= 'A' && key[i] <= 'Z') || (key[i] >= 'a' && key[i] <= 'z') ||
+				 (key[i] >= '0' && key[i] <= '9') || key[i] == '_';
+		if (!key_ok)
+			return brig__error_set(err, BRIG_EINVAL, 0,
+					       "secret_values: each name is a secret's, an environment variable name "
+					       "(letters, digits, _)");
+		const char *q = key;
+		if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > BRIG_EGRESS_SECRET_MAX)
+			return brig__error_set(err, BRIG_EINVAL, 0,
+					       "secret_values.%s: a string of 1..%d printable ASCII characters", q,
+					       BRIG_EGRESS_SECRET_MAX);
+		const char *s = json_string_value(v);
+		for (size_t i = 0; s[i]; i++)
+			if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+				return brig__error_set(err, BRIG_EINVAL, 0,
+						       "secret_values.%s: a string of 1..%d printable ASCII characters "
+						       "(it goes into an HTTP header)",
+						       q, BRIG_EGRESS_SECRET_MAX);
+		bool named = !spec;
+		size_t kn = kl;
+		for (size_t i = 0; spec && i < spec->secret_count && !named; i++)
+			named = strncmp(spec->secrets[i], key, kn) == 0 && spec->secrets[i][kn] == '@';
+		if (!named)
+			return brig__error_set(err, BRIG_EINVAL, 0,
+					       "secret_values.%s: the spec has no such secret (give it in spec.secrets "
+					       "as NAME@HOST[,HOST...])",
+					       q);
 	}
 	return 0;
 }

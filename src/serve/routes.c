@@ -18,6 +18,7 @@
 #include "brig/version.h"
 #include "ops/fs.h"
 #include "sandbox/pool.h"
+#include "egress/egress_internal.h"
 #include "serve/internal.h"
 #include "util/util.h"
 
@@ -194,7 +195,7 @@ static void h_computers_create(serve_req *r, serve_reply *out)
 	json_t *v;
 	json_object_foreach (b, key, v) {
 		if (strcmp(key, "ns") && strcmp(key, "agent") && strcmp(key, "session") && strcmp(key, "spec") &&
-		    strcmp(key, "fresh")) {
+		    strcmp(key, "fresh") && strcmp(key, "secret_values")) {
 			serve__reply_fail(out, 400, "invalid", "unknown field '%.64s'", key);
 			return;
 		}
@@ -231,14 +232,6 @@ static void h_computers_create(serve_req *r, serve_reply *out)
 		brig_spec_clear(&spec); /* from_json overwrites without freeing */
 		int rc = brig_spec_from_json(&spec, copy, &err);
 		json_decref(copy);
-		/* A secret's value comes from the environment of the brig that
-		 * makes the computer: here the server's, which a token holder
-		 * must not be able to send to a host of its choosing. */
-		if (rc == 0 && spec.secret_count)
-			rc = brig__error_set(&err, BRIG_EINVAL, 0,
-					     "secrets: not accepted through brig serve (a secret's value would come "
-					     "from the server's environment); make the computer with brig create "
-					     "--secret on the server's host");
 		if (rc == 0 && serve_spec_policy(&spec, cfg, &err) != 0) {
 			brig_spec_clear(&spec);
 			serve__reply_fail(out, 403, "policy", "%s", brig_error_message(err));
@@ -264,10 +257,21 @@ static void h_computers_create(serve_req *r, serve_reply *out)
 			return;
 		}
 	}
+	/* A secret's value comes with the request: the server's own
+	 * environment is never read for one (serve_run turns that off), or a
+	 * token holder could send it to a host of its choosing. */
+	json_t *values = json_object_get(b, "secret_values");
+	if (serve_secret_values_check(values, use_spec ? &spec : NULL, &err) != 0) {
+		brig_spec_clear(&spec);
+		serve__reply_error(out, err);
+		return;
+	}
 	brig_up_opts o = BRIG_UP_OPTS_INIT;
 	o.fresh = json_is_true(fresh);
 	brig_up_result res = {0};
+	brig_egress__secrets_given(values);
 	int rc = brig_session_open(serve__engine(r), serve__store(r), &res, &id, use_spec ? &spec : NULL, &o, &err);
+	brig_egress__secrets_given(NULL);
 	brig_spec_clear(&spec);
 	if (rc) {
 		brig_up_result_clear(&res);
@@ -732,9 +736,24 @@ static void h_recover(serve_req *r, serve_reply *out)
 		brig_error_free(err);
 		err = NULL;
 	}
+	const char *key;
+	json_t *v;
+	json_object_foreach (r->json, key, v)
+		if (strcmp(key, "secret_values")) {
+			serve__reply_fail(out, 400, "invalid", "unknown field '%.64s'", key);
+			return;
+		}
+	/* the recorded spec's secrets need their values again (as create) */
+	json_t *values = json_object_get(r->json, "secret_values");
+	if (serve_secret_values_check(values, NULL, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
 	brig_recover_result res = {0};
-	if (brig_session_recover(serve__engine(r), serve__store(r), &res, id.ns, id.agent, id.session, NULL, &err) !=
-	    0) {
+	brig_egress__secrets_given(values);
+	int rc = brig_session_recover(serve__engine(r), serve__store(r), &res, id.ns, id.agent, id.session, NULL, &err);
+	brig_egress__secrets_given(NULL);
+	if (rc != 0) {
 		serve__reply_error(out, err);
 		return;
 	}

@@ -15,6 +15,7 @@
 #include "brig/session.h"
 #include "ops/fs.h"
 #include "ops/procs.h"
+#include "egress/egress_internal.h"
 #include "serve/internal.h"
 #include "tar/tar.h"
 #include "util/util.h"
@@ -383,7 +384,8 @@ void serve__h_runs(serve_req *r, serve_reply *out)
 	json_t *v;
 	json_object_foreach (b, key, v) {
 		if (strcmp(key, "ns") && strcmp(key, "spec") && strcmp(key, "argv") && strcmp(key, "timeout_s") &&
-		    strcmp(key, "inputs_tar") && strcmp(key, "outputs") && strcmp(key, "capture_max")) {
+		    strcmp(key, "inputs_tar") && strcmp(key, "outputs") && strcmp(key, "capture_max") &&
+		    strcmp(key, "secret_values")) {
 			serve__reply_fail(out, 400, "invalid", "unknown field '%.64s'", key);
 			return;
 		}
@@ -441,6 +443,8 @@ void serve__h_runs(serve_req *r, serve_reply *out)
 		json_decref(ej);
 		return;
 	}
+	if (!rc)
+		rc = serve_secret_values_check(json_object_get(b, "secret_values"), &spec, &err);
 	if (!rc) {
 		cleanup_free char *lbl = xasprintf("brig.serve.ns=%s", ns);
 		rc = brig_spec_add_label(&spec, lbl, &err);
@@ -481,7 +485,9 @@ void serve__h_runs(serve_req *r, serve_reply *out)
 		o.timeout_s = to ? json_integer_value(to) : 0;
 		o.capture_max = req.capture_max;
 		o.cancel_fd = serve__cancel_fd(r); /* the drain period is over: the run is removed */
+		brig_egress__secrets_given(json_object_get(b, "secret_values"));
 		rc = brig_run(serve__engine(r), &o, &res, &err);
+		brig_egress__secrets_given(NULL);
 		if (!rc)
 			serve__exec_observe(r->srv, res.run_ms);
 	}

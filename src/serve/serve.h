@@ -101,6 +101,12 @@ typedef struct serve_config {
  * what is allowed. */
 int serve_spec_policy(const brig_spec *spec, const serve_config *cfg, brig_error **err);
 
+/* A request's secret_values (NULL: none): an object of at most
+ * BRIG_SPEC_SECRETS_MAX printable strings, each named for one of spec's
+ * secrets (any name when spec is NULL: the recorded spec decides). A
+ * value is never quoted. Errors: BRIG_EINVAL naming the field. */
+int serve_secret_values_check(const json_t *values, const brig_spec *spec, brig_error **err);
+
 /* Serves until stop_fd is readable, then drains. Sets SIGPIPE to be
  * ignored (a client that leaves must not end the process). Errors: BRIG_EINVAL
  * (listen address, TLS files, tokens file; libmicrohttpd missing),

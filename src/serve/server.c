@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "egress/egress_internal.h"
 #include "serve/internal.h"
 #include "serve/mhd_dl.h"
 #include "serve/pool.h"
@@ -1110,6 +1111,8 @@ static void server_free(serve_server *s)
 
 int serve_run(const serve_config *cfg, brig_error **err)
 {
+	/* A secret's value only ever comes with a request (routes.c). */
+	brig_egress__secrets_env_off();
 	int rc = brig__mhd_load(err);
 	if (rc)
 		return rc;

@@ -599,6 +599,239 @@ static void test_agent_default(void **state)
 	assert_null(strstr(ins2, BRIG_LABEL_SECRETS));
 }
 
+
+/* ---- through brig serve: the value comes with the request ---- */
+
+/* One request to the server at sock with curl (the body from a 0600 file,
+ * never an argument: it may hold the value). The HTTP status; the answer
+ * in *answer (caller frees). */
+static int serve_call(char **answer, const char *sock, const char *method, const char *path, const char *body)
+{
+	char bodyp[320], outp[320];
+	snprintf(bodyp, sizeof bodyp, "%s/serve-body.json", ET.dir);
+	snprintf(outp, sizeof outp, "%s/serve-answer.json", ET.dir);
+	int fd = open(bodyp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, body, strlen(body)), (ssize_t)strlen(body));
+	close(fd);
+	cleanup_free char *cmd = xasprintf("curl -s -o '%s' -w '%%{http_code}' --max-time 300 --unix-socket '%s' -X %s "
+					   "-H 'Content-Type: application/json' --data-binary @'%s' 'http://brig%s'",
+					   outp, sock, method, bodyp, path);
+	FILE *f = popen(cmd, "r");
+	assert_non_null(f);
+	char code[16] = "";
+	if (!fgets(code, sizeof code, f))
+		code[0] = '\0';
+	assert_int_equal(pclose(f), 0);
+	unlink(bodyp);
+	*answer = slurp(outp);
+	unlink(outp);
+	return atoi(code);
+}
+
+static void test_secret_serve(void **state)
+{
+	(void)state;
+	if (ET.skip)
+		skip();
+	/* The server's own environment holds a decoy under the secret's name:
+	 * it must never be read for the value. */
+	char decoy[64];
+	unsigned char rnd[12];
+	assert_int_equal(getrandom(rnd, sizeof rnd, 0), (ssize_t)sizeof rnd);
+	memcpy(decoy, "sk-brig-decoy-", 14);
+	brig_hex(decoy + 14, rnd, sizeof rnd);
+	char sock[320], logp[320];
+	snprintf(sock, sizeof sock, "%s/serve.sock", ET.dir);
+	snprintf(logp, sizeof logp, "%s/serve.log", ET.dir);
+	const char *brig = getenv("BRIG_BIN") ? getenv("BRIG_BIN") : BRIG_BINARY_DIR "/brig";
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int lf = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		if (lf >= 0) {
+			dup2(lf, 1);
+			dup2(lf, 2);
+		}
+		setenv("BRIG_TEST_SECRET", decoy, 1);
+		setenv("BRIG_IMAGE", BRIG_DEFAULT_IMAGE, 1);
+		cleanup_free char *listen = xasprintf("unix://%s", sock);
+		execl(brig, brig, "serve", "--listen", listen, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 400 && access(sock, F_OK) != 0; i++)
+		usleep(25000);
+	assert_int_equal(access(sock, F_OK), 0);
+
+	char label[128];
+	snprintf(label, sizeof label, "%s", brig_test_run_id());
+	cleanup_free char *spec = xasprintf(
+		"{\"network\": \"egress\", \"allow\": [\"secret.brig.test:%d\"], \"secrets\": "
+		"[\"BRIG_TEST_SECRET@secret.brig.test\"], \"labels\": {\"" BRIG_TEST_LABEL "\": \"%s\"}}",
+		ET.https_port, label);
+	cleanup_free char *path = xasprintf("/v1/computers/%s/agent/srv", NS);
+	cleanup_free char *a = NULL;
+	/* No value: refused, naming where it goes, and nothing made. */
+	cleanup_free char *b0 = xasprintf("{\"ns\": \"%s\", \"agent\": \"agent\", \"session\": \"srv\", \"spec\": %s}",
+					  NS, spec);
+	assert_int_equal(serve_call(&a, sock, "POST", "/v1/computers", b0), 400);
+	ASSERT_CONTAINS(a, "secret_values.BRIG_TEST_SECRET: required");
+	assert_null(strstr(a, decoy));
+	free(a);
+	a = NULL;
+	assert_int_equal(serve_call(&a, sock, "GET", path, ""), 404);
+	free(a);
+	a = NULL;
+	/* A value for a secret the spec does not have; one that is no string. */
+	cleanup_free char *b1 = xasprintf("{\"ns\": \"%s\", \"agent\": \"agent\", \"session\": \"srv\", \"spec\": %s, "
+					  "\"secret_values\": {\"BRIG_TEST_SECRET\": \"%s\", \"OTHER_KEY\": \"%s\"}}",
+					  NS, spec, VALUE, VALUE);
+	assert_int_equal(serve_call(&a, sock, "POST", "/v1/computers", b1), 400);
+	ASSERT_CONTAINS(a, "secret_values.OTHER_KEY: the spec has no such secret");
+	ASSERT_NO_VALUE(a, "a refusal");
+	free(a);
+	a = NULL;
+	cleanup_free char *b2 = xasprintf("{\"ns\": \"%s\", \"agent\": \"agent\", \"session\": \"srv\", \"spec\": %s, "
+					  "\"secret_values\": {\"BRIG_TEST_SECRET\": 7}}",
+					  NS, spec);
+	assert_int_equal(serve_call(&a, sock, "POST", "/v1/computers", b2), 400);
+	ASSERT_CONTAINS(a, "secret_values.BRIG_TEST_SECRET: a string");
+	free(a);
+	a = NULL;
+
+	/* With it: made, and the upstream sees the value, never the decoy. */
+	char seenp[320];
+	snprintf(seenp, sizeof seenp, "%s/seen", ET.dir);
+	struct stat st;
+	size_t seen_off = stat(seenp, &st) == 0 ? (size_t)st.st_size : 0;
+	cleanup_free char *b3 = xasprintf("{\"ns\": \"%s\", \"agent\": \"agent\", \"session\": \"srv\", \"spec\": %s, "
+					  "\"secret_values\": {\"BRIG_TEST_SECRET\": \"%s\"}}",
+					  NS, spec, VALUE);
+	int st3 = serve_call(&a, sock, "POST", "/v1/computers", b3);
+	ASSERT_NO_VALUE(a, "the server's answer");
+	if (st3 != 201)
+		fail_msg("create through brig serve: %d %s", st3, a);
+	json_t *cj = json_loads(a, 0, NULL);
+	assert_non_null(cj);
+	char name[160];
+	snprintf(name, sizeof name, "%s", json_string_value(json_object_get(cj, "name")));
+	json_decref(cj);
+	free(a);
+	a = NULL;
+	cleanup_free char *script = slurp(BRIG_SOURCE_DIR "/tests/integration/helpers/egress_secret_probe.py");
+	char port[16];
+	snprintf(port, sizeof port, "%d", ET.https_port);
+	const char *probe[] = {"python3", "-c", script, port, ET.ca, NULL};
+	cleanup_free char *p = exec_out(name, probe);
+	ASSERT_NO_VALUE(p, "the probe's output");
+	assert_string_equal(val(p, "SECRET"), "recorded");
+	cleanup_free char *seen = slurp(seenp);
+	assert_non_null(seen);
+	assert_true(strlen(seen) > seen_off);
+	cleanup_free char *auth_real = xasprintf("Authorization: Bearer %s\n", VALUE);
+	if (!strstr(seen + seen_off, auth_real))
+		fail_msg("the upstream did not see the value given with the request");
+	assert_null(strstr(seen, decoy));
+
+	/* Up again, running: adopted with or without the value (the proxy
+	 * keeps the one it has; the server's environment is never read). */
+	assert_int_equal(serve_call(&a, sock, "POST", "/v1/computers", b0), 200);
+	cj = json_loads(a, 0, NULL);
+	assert_true(json_is_true(json_object_get(cj, "adopted")));
+	json_decref(cj);
+	free(a);
+	a = NULL;
+	assert_int_equal(serve_call(&a, sock, "POST", "/v1/computers", b3), 200);
+	free(a);
+	a = NULL;
+	/* A recover makes a new computer from the recorded spec: it needs the
+	 * values again, in its body. */
+	cleanup_free char *cpath = xasprintf("%s/checkpoints", path), *spath = xasprintf("%s/stop", path);
+	int cst = serve_call(&a, sock, "POST", cpath, "");
+	if (cst != 201)
+		fail_msg("checkpoint: %d %s", cst, a);
+	free(a);
+	a = NULL;
+	cst = serve_call(&a, sock, "POST", spath, "");
+	if (cst != 200)
+		fail_msg("stop: %d %s", cst, a);
+	free(a);
+	a = NULL;
+	cleanup_free char *rpath = xasprintf("%s/recover", path);
+	assert_int_equal(serve_call(&a, sock, "POST", rpath, "{\"bogus\": 1}"), 400);
+	ASSERT_CONTAINS(a, "unknown field 'bogus'");
+	free(a);
+	a = NULL;
+	int r0 = serve_call(&a, sock, "POST", rpath, "");
+	if (r0 != 400)
+		fail_msg("recover without the value: %d %s", r0, a);
+	ASSERT_CONTAINS(a, "secret_values.BRIG_TEST_SECRET: required");
+	free(a);
+	a = NULL;
+	cleanup_free char *rb = xasprintf("{\"secret_values\": {\"BRIG_TEST_SECRET\": \"%s\"}}", VALUE);
+	int rst = serve_call(&a, sock, "POST", rpath, rb);
+	ASSERT_NO_VALUE(a, "the recover answer");
+	if (rst != 200)
+		fail_msg("recover through brig serve: %d %s", rst, a);
+	cj = json_loads(a, 0, NULL);
+	snprintf(name, sizeof name, "%s",
+		 json_string_value(json_object_get(json_object_get(cj, "computer"), "name")));
+	json_decref(cj);
+	free(a);
+	a = NULL;
+	seen_off = stat(seenp, &st) == 0 ? (size_t)st.st_size : 0;
+	cleanup_free char *p2 = exec_out(name, probe);
+	assert_string_equal(val(p2, "SECRET"), "recorded");
+	free(seen);
+	seen = slurp(seenp);
+	if (!seen || !strstr(seen + seen_off, auth_real))
+		fail_msg("after recover, the upstream did not see the value");
+	assert_null(strstr(seen, decoy));
+
+	/* brig up through the server sends the value from its own
+	 * environment; without it there, it says so before asking. */
+	cleanup_free char *host = xasprintf("brig+unix://%s", sock);
+	char allow[96];
+	snprintf(allow, sizeof allow, "secret.brig.test:%d", ET.https_port);
+	cleanup_free char *lbl = xasprintf(BRIG_TEST_LABEL "=%s", brig_test_run_id());
+	const char *up[] = {"up",	 "--ns",      NS,	 "--agent",  "agent",
+			    "--session", "srvcli",    "--image", BRIG_DEFAULT_IMAGE, "--network",
+			    "egress",	 "--allow",   allow,	 "--secret", "BRIG_TEST_SECRET@secret.brig.test",
+			    "--label",	 lbl,	      NULL};
+	setenv("BRIG_HOST", host, 1);
+	unsetenv("BRIG_TEST_SECRET");
+	cleanup_free char *u0 = NULL;
+	int urc = cli(&u0, up);
+	setenv("BRIG_TEST_SECRET", VALUE, 1);
+	assert_int_not_equal(urc, 0);
+	ASSERT_CONTAINS(u0, "not set in brig's environment");
+	cleanup_free char *u1 = NULL;
+	urc = cli(&u1, up);
+	unsetenv("BRIG_HOST");
+	ASSERT_NO_VALUE(u1, "brig up's output");
+	if (urc != 0)
+		fail_msg("brig up through the server exited %d: %s", urc, u1);
+	char cname[160];
+	snprintf(cname, sizeof cname, "%.*s", (int)strcspn(u1, "\n"), u1);
+	seen_off = stat(seenp, &st) == 0 ? (size_t)st.st_size : 0;
+	cleanup_free char *p3 = exec_out(cname, probe);
+	assert_string_equal(val(p3, "SECRET"), "recorded");
+	free(seen);
+	seen = slurp(seenp);
+	if (!seen || !strstr(seen + seen_off, auth_real))
+		fail_msg("through brig up --host, the upstream did not see the value");
+	assert_null(strstr(seen, decoy));
+
+	assert_int_equal(serve_call(&a, sock, "DELETE", path, ""), 204);
+	kill(pid, SIGTERM);
+	int ws = 0;
+	assert_int_equal(waitpid(pid, &ws, 0), pid);
+	cleanup_free char *log = slurp(logp);
+	ASSERT_NO_VALUE(log, "the server's log");
+	if (log && strstr(log, decoy))
+		fail_msg("the decoy is in the server's log");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -606,6 +839,7 @@ int main(void)
 		cmocka_unit_test(test_secret_refused),
 		cmocka_unit_test(test_secret_run),
 		cmocka_unit_test(test_agent_default),
+		cmocka_unit_test(test_secret_serve),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -538,11 +538,25 @@ class Api(unittest.TestCase):
         try:
             p = self.cpath(NS_A, "bad")
             self.assertError(c.call("POST", p + "/exec", raw=b'{"argv": [', token=TOK_A), 400, "malformed_json")
-            # a secret's value would come from the server's environment
-            st, _, b = c.call("POST", "/v1/computers", {"ns": NS_A, "agent": "agent", "session": "sec", "spec": {
-                "network": "egress", "secrets": ["PATH@a.example.com"], "labels": {"brig.test": PREFIX}}}, token=TOK_A)
+            # a secret's value comes with the request, never from the server's
+            # environment (PATH is set there)
+            sec = {"network": "egress", "secrets": ["PATH@a.example.com"], "labels": {"brig.test": PREFIX}}
+            st, _, b = c.call("POST", "/v1/computers", {"ns": NS_A, "agent": "agent", "session": "sec",
+                                                        "spec": sec}, token=TOK_A)
             self.assertEqual(st, 400, b)
-            self.assertIn("not accepted through brig serve", json.loads(b)["message"])
+            self.assertIn("secret_values.PATH: required", json.loads(b)["message"])
+            for vals, why in (({"PATH": 7}, "secret_values.PATH: a string"),
+                              ({"PATH": "a\nb"}, "printable"),
+                              ({"HOME": "x"}, "secret_values.HOME: the spec has no such secret"),
+                              ({"1X": "x"}, "environment variable name"),
+                              ([], "secret_values: an object")):
+                st, _, b = c.call("POST", "/v1/computers", {"ns": NS_A, "agent": "agent", "session": "sec",
+                                                            "spec": sec, "secret_values": vals}, token=TOK_A)
+                self.assertEqual(st, 400, b)
+                self.assertIn(why, json.loads(b)["message"])
+            st, _, b = c.call("POST", "/v1/runs", {"ns": NS_A, "argv": ["true"], "spec": sec}, token=TOK_A)
+            self.assertEqual(st, 400, b)
+            self.assertIn("secret_values.PATH: required", json.loads(b)["message"])
             self.assertError(c.call("POST", p + "/exec", raw=b'[1]', token=TOK_A), 400, "malformed_json")
             self.assertError(c.call("POST", p + "/exec", body={"argv": []}, token=TOK_A), 400, "invalid")
             for bad in ("x", "12abc", "0", str(int(time.time() * 1000) + 3600000)):
