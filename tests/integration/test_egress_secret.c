@@ -830,6 +830,10 @@ static void test_secret_serve(void **state)
 	ASSERT_NO_VALUE(log, "the server's log");
 	if (log && strstr(log, decoy))
 		fail_msg("the decoy is in the server's log");
+	assert_non_null(log);
+	assert_null(strstr(log, "Sanitizer"));
+	assert_null(strstr(log, "runtime error:"));
+	assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
 }
 
 int main(void)
