@@ -438,15 +438,21 @@ static void cell(char *out, size_t n, double secs, uint64_t bytes)
 int main(int argc, char **argv)
 {
 	int opt;
-	while ((opt = getopt(argc, argv, "n:h")) != -1) {
+	const char *only = NULL;
+	while ((opt = getopt(argc, argv, "n:s:h")) != -1) {
 		switch (opt) {
+		case 's':
+			only = optarg;
+			if (strcmp(only, "small") != 0 && strcmp(only, "large") != 0)
+				die("-s: small or large");
+			break;
 		case 'n':
 			ROUNDS = atoi(optarg);
 			if (ROUNDS < 1 || ROUNDS > 15)
 				die("-n: 1..15 rounds");
 			break;
 		default:
-			fprintf(stderr, "Usage: bench_checkpoint [-n ROUNDS]\n"
+			fprintf(stderr, "Usage: bench_checkpoint [-n ROUNDS] [-s small|large]\n"
 					"Needs root (files owned by 1000:1000), dockerd, the docker CLI and the image\n"
 					"brig-test:local ($BRIG_TEST_IMAGE). Table on stdout, progress on stderr.\n");
 			return opt == 'h' ? 0 : 2;
@@ -476,8 +482,13 @@ int main(int argc, char **argv)
 		{.tag = "small", .label = "25000 files x 10 KB", .files = 25000, .file_size = 10240, .per_dir = 1000},
 		{.tag = "large", .label = "1 file x 256 MiB", .files = 1, .file_size = 256u << 20},
 	};
-	enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
-	for (int i = 0; i < NSHAPES; i++)
+	size_t nshapes = sizeof shapes / sizeof shapes[0];
+	if (only) { /* one shape: the table has its row alone */
+		if (strcmp(only, shapes[0].tag) != 0)
+			shapes[0] = shapes[1];
+		nshapes = 1;
+	}
+	for (size_t i = 0; i < nshapes; i++)
 		bench_shape(&shapes[i], ckdir);
 
 	json_t *ver = NULL;
@@ -488,7 +499,7 @@ int main(int argc, char **argv)
 	       dv ? dv : "?", brig_engine_api_version(E), sysconf(_SC_NPROCESSORS_ONLN));
 	printf("%-20s %8s %8s | %-18s %-10s %-10s %-18s %-18s | %-18s %-18s\n", "workspace", "data MB", "blob MB",
 	       "checkpoint", "unchanged", "1 changed", "full copy (old)", "restore", "docker cp out", "docker cp in");
-	for (int i = 0; i < NSHAPES; i++) {
+	for (size_t i = 0; i < nshapes; i++) {
 		shape *sh = &shapes[i];
 		char c[T_N][48];
 		for (int k = 0; k < T_N; k++) {

@@ -213,6 +213,32 @@ static void test_incremental(void **state)
 	brig_store_checkpoint *c6 = checkpoint(s, ref, dir);
 	assert_true(c6->bytes_stored < (8 << 20));
 
+	/* A big file (at least 8 MiB) written: read by one archive GET of its
+	 * own path, not through brig-init. The daemon reads as root, so even
+	 * one brig-init may not read keeps the incremental format, and its
+	 * bytes and mode come back exactly. */
+	free(sh_ok(ref, "mkdir -p '/workspace/sub dir' && dd if=/dev/urandom of='/workspace/sub dir/big 2' bs=1M "
+			"count=9 2>/dev/null"));
+	cleanup_free char *l7 = sh_ok(ref, LISTING);
+	free(sh_ok(ref, "chmod 0000 '/workspace/sub dir/big 2'"));
+	brig_store_checkpoint *c7 = checkpoint(s, ref, dir);
+	assert_non_null(strstr(c7->blob, ".manifest"));
+	assert_true(c7->bytes_stored >= 9 << 20);
+	{
+		cleanup_free char *r = scratch("big");
+		brig_error *rerr = NULL;
+		ASSERT_OK(brig_checkpoint_restore(E, dir, c7, r, &rerr), rerr);
+		cleanup_free char *mode = sh_ok(r, "stat -c %a '/workspace/sub dir/big 2'");
+		assert_string_equal(mode, "0\n");
+		free(sh_ok(r, "chmod 0644 '/workspace/sub dir/big 2'"));
+		cleanup_free char *got = sh_ok(r, LISTING);
+		if (strcmp(got, l7) != 0)
+			fail_msg("big: the restore differs\n--- checkpointed:\n%s--- restored:\n%s", l7, got);
+		ASSERT_OK(brig_computer_destroy(E, r, &rerr), rerr);
+	}
+	brig_store_checkpoint_free(c7);
+	free(sh_ok(ref, "rm -r '/workspace/sub dir'"));
+
 	restore_equals(dir, c1, l1, "unchanged");
 	restore_equals(dir, c3, l3, "changed");
 	restore_equals(dir, c4, l4, "deleted");
