@@ -37,12 +37,17 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static brig_egress_ca *ca;
 static SSL_CTX *up_ctx;
 
+static char preload_failed[400]; /* why the preload could not: said at each use */
+
 /* The authority and the upstream context, once per proxy. */
 static int bump_init(char *reason, size_t reason_len)
 {
 	pthread_mutex_lock(&init_lock);
 	int rc = 0;
-	if (!ca) {
+	if (preload_failed[0]) {
+		snprintf(reason, reason_len, "%s", preload_failed);
+		rc = -1;
+	} else if (!ca) {
 		brig_error *err = NULL;
 		if (brig_egress__ca_load(&ca, &err) != 0) {
 			snprintf(reason, reason_len, "%s", brig_error_message(err));
@@ -70,6 +75,16 @@ static int bump_init(char *reason, size_t reason_len)
 	}
 	pthread_mutex_unlock(&init_lock);
 	return rc;
+}
+
+void brig_egress__bump_preload(void)
+{
+	char why[sizeof preload_failed];
+	if (bump_init(why, sizeof why) != 0) {
+		pthread_mutex_lock(&init_lock);
+		snprintf(preload_failed, sizeof preload_failed, "%s", why);
+		pthread_mutex_unlock(&init_lock);
+	}
 }
 
 static void set_timeouts(int fd, int s)

@@ -149,6 +149,11 @@ int brig_egress__secrets_check(const struct brig_spec *spec, brig_error **err);
 int brig_egress__secrets_start(brig_engine *e, const char *cid, const char *name, const struct brig_spec *spec,
 			       brig_error **err);
 
+/* Loads brig's authority (made when missing) and the upstreams' trust
+ * while the proxy may still read them (before its worker gives up root);
+ * what fails is said again on every connection that needs them. */
+void brig_egress__bump_preload(void);
+
 /* brig's certificate authority, made once per host under
  * brig_egress_dir()/ca (ca.key 0600, ca.pem): *pem gets its certificate
  * (PEM). Errors: BRIG_EIO. */

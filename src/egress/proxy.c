@@ -7,10 +7,12 @@
  * sandbox speaks (the daemon's view of the egress network), read rules
  * that change while the sandbox runs, and write a ledger into brig's
  * store; from a container each of those would need a channel back to the
- * host. It runs with the rights of the brig that started it; everything a
- * sandbox sends it goes through the bounded parsers of parse.c (fuzzed). */
+ * host. Started by root, what a sandbox's bytes reach runs as nobody (the
+ * worker; see "privilege separation" below); everything a sandbox sends
+ * goes through the bounded parsers of parse.c (fuzzed). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <linux/capability.h>
@@ -18,6 +20,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -28,6 +31,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,6 +85,8 @@ static void log_note(const char *key, const char *what, const char *why)
 	free(text);
 }
 
+static void ledger_add(const brig_store_egress *rec);
+
 static void log_conn(conn *c)
 {
 	json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:i, s:s, s:s, s:I, s:I, s:I}", "start_ms", (json_int_t)c->start_ms,
@@ -89,7 +95,6 @@ static void log_conn(conn *c)
 			      "bytes_down", (json_int_t)c->down, "duration_ms", (json_int_t)(brig_now_ms() - c->t0));
 	char *text = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
-	brig_error *err = NULL;
 	bool id = c->ns[0] && c->agent[0] && c->session[0];
 	brig_store_egress rec = {.sandbox = c->sandbox[0] ? c->sandbox : c->peer,
 				 .ns = id ? c->ns : NULL,
@@ -103,10 +108,7 @@ static void log_conn(conn *c)
 				 .bytes_down = (int64_t)c->down,
 				 .start_ms = c->start_ms,
 				 .duration_ms = brig_now_ms() - c->t0};
-	if (ledger && brig_store_egress_add(ledger, NULL, &rec, &err) != 0) {
-		log_note("ledger", "not written", brig_error_message(err));
-		brig_error_free(err);
-	}
+	ledger_add(&rec);
 	if (text) {
 		fprintf(stderr, "%s\n", text);
 		fflush(stderr);
@@ -190,7 +192,7 @@ static void copy_label(char *out, size_t outlen, json_t *labels, const char *key
 	snprintf(out, outlen, "%s", v && strlen(v) < outlen ? v : "");
 }
 
-static bool sandbox_of(conn *c, char *out, size_t outlen, const char *ip)
+static bool who_direct(conn *c, char *out, size_t outlen, const char *ip)
 {
 	bool found = false;
 	pthread_mutex_lock(&engine_lock);
@@ -219,6 +221,171 @@ static bool sandbox_of(conn *c, char *out, size_t outlen, const char *ip)
 	}
 	pthread_mutex_unlock(&engine_lock);
 	return found;
+}
+
+/* ---- privilege separation ----
+ *
+ * Started by root, the proxy is two processes. The worker — everything a
+ * sandbox's bytes touch: the parsers, TLS, the relays — runs as nobody,
+ * with no capability, no supplementary group, and no open descriptor but
+ * its listener, its end of a socket pair, and its log. The monitor keeps
+ * brig's uid for what needs it — the daemon's view of which sandbox
+ * speaks, the rules and secrets files, the ledger, the idle check — and
+ * answers the worker's requests over that pair (a u32 length and JSON,
+ * each bounded; the monitor trusts nothing in them). A worker someone
+ * took over can ask for what the proxy holds anyway, never write a file
+ * of the host's or reach the daemon. Started by another user, the proxy
+ * is one process with that user's rights, as before. */
+
+#define MON_MAX (1u << 20) /* one request or answer */
+
+static int mon_fd = -1; /* the worker's end; -1: one process */
+static pthread_mutex_t mon_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int frame_send(int fd, json_t *j)
+{
+	char *text = json_dumps(j, JSON_COMPACT);
+	if (!text)
+		return -1;
+	size_t n = strlen(text);
+	uint32_t len = (uint32_t)n;
+	int rc = n <= MON_MAX && brig_write_all(fd, &len, sizeof len) == 0 && brig_write_all(fd, text, n) == 0
+			 ? 0
+			 : -1;
+	explicit_bzero(text, n); /* answers carry secrets' values */
+	free(text);
+	return rc;
+}
+
+static int read_full(int fd, void *buf, size_t n)
+{
+	for (size_t got = 0; got < n;) {
+		ssize_t r = read(fd, (char *)buf + got, n - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+/* One frame, an object; NULL on EOF, error or anything malformed. */
+static json_t *frame_recv(int fd)
+{
+	uint32_t len = 0;
+	if (read_full(fd, &len, sizeof len) != 0 || len == 0 || len > MON_MAX)
+		return NULL;
+	char *buf = xmalloc(len);
+	json_t *j = NULL;
+	if (read_full(fd, buf, len) == 0)
+		j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+	explicit_bzero(buf, len);
+	free(buf);
+	if (j && !json_is_object(j)) {
+		json_decref(j);
+		j = NULL;
+	}
+	return j;
+}
+
+/* The worker's request to the monitor (req is consumed); its answer, or
+ * NULL when the monitor is gone (the worker then ends). */
+static json_t *mon_call(json_t *req)
+{
+	pthread_mutex_lock(&mon_lock);
+	json_t *resp = frame_send(mon_fd, req) == 0 ? frame_recv(mon_fd) : NULL;
+	pthread_mutex_unlock(&mon_lock);
+	json_decref(req);
+	return resp;
+}
+
+static void copy_str(char *out, size_t outlen, json_t *v)
+{
+	const char *s = json_string_value(v);
+	snprintf(out, outlen, "%s", s && strlen(s) < outlen ? s : "");
+}
+
+static bool sandbox_of(conn *c, char *out, size_t outlen, const char *ip)
+{
+	if (mon_fd < 0)
+		return who_direct(c, out, outlen, ip);
+	cleanup_json json_t *r = mon_call(json_pack("{s:s, s:s}", "op", "who", "ip", ip));
+	const char *name = json_string_value(json_object_get(r, "sandbox"));
+	if (!name || !*name || strlen(name) >= outlen)
+		return false;
+	snprintf(out, outlen, "%s", name);
+	copy_str(c->ns, sizeof c->ns, json_object_get(r, "ns"));
+	copy_str(c->agent, sizeof c->agent, json_object_get(r, "agent"));
+	copy_str(c->session, sizeof c->session, json_object_get(r, "session"));
+	return true;
+}
+
+static int rules_of(char ***rules, size_t *n, const char *sandbox)
+{
+	if (mon_fd < 0)
+		return brig_egress_rules_get(rules, n, sandbox, NULL);
+	*rules = NULL;
+	*n = 0;
+	cleanup_json json_t *r = mon_call(json_pack("{s:s, s:s}", "op", "rules", "sandbox", sandbox));
+	json_t *arr = json_object_get(r, "rules");
+	if (!json_is_array(arr) || json_array_size(arr) > BRIG_EGRESS_RULES_MAX)
+		return -1;
+	char **v = xcalloc(json_array_size(arr) + 1, sizeof *v);
+	size_t i;
+	json_t *x;
+	json_array_foreach (arr, i, x) {
+		const char *t = json_string_value(x);
+		v[i] = xstrdup(t ? t : "");
+	}
+	*rules = v;
+	*n = json_array_size(arr);
+	return 0;
+}
+
+static int secrets_of(brig_egress_secret **out, size_t *n, const char *sandbox)
+{
+	if (mon_fd < 0)
+		return brig_egress__secrets_read(out, n, sandbox, NULL);
+	*out = NULL;
+	*n = 0;
+	cleanup_json json_t *r = mon_call(json_pack("{s:s, s:s}", "op", "secrets", "sandbox", sandbox));
+	json_t *arr = json_object_get(r, "secrets");
+	if (!json_is_array(arr) || json_array_size(arr) > BRIG_SPEC_SECRETS_MAX)
+		return -1;
+	brig_egress_secret *sec = xcalloc(BRIG_SPEC_SECRETS_MAX, sizeof *sec);
+	size_t i;
+	json_t *x;
+	json_array_foreach (arr, i, x) {
+		const char *hosts = json_string_value(json_object_get(x, "hosts"));
+		const char *value = json_string_value(json_object_get(x, "value"));
+		copy_str(sec[i].name, sizeof sec[i].name, json_object_get(x, "name"));
+		copy_str(sec[i].placeholder, sizeof sec[i].placeholder, json_object_get(x, "placeholder"));
+		sec[i].hosts = xstrdup(hosts ? hosts : "");
+		sec[i].value = xstrdup(value ? value : "");
+	}
+	*out = sec;
+	*n = json_array_size(arr);
+	return 0;
+}
+
+static void ledger_add(const brig_store_egress *rec)
+{
+	if (mon_fd >= 0) {
+		json_decref(mon_call(json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:s, s:i, s:s, s:s, s:I, s:I, s:I, s:I}",
+					       "op", "ledger", "sandbox", rec->sandbox, "ns", rec->ns, "agent",
+					       rec->agent, "session", rec->session, "host", rec->host, "port",
+					       rec->port, "decision", rec->decision, "reason", rec->reason,
+					       "bytes_up", (json_int_t)rec->bytes_up, "bytes_down",
+					       (json_int_t)rec->bytes_down, "start_ms", (json_int_t)rec->start_ms,
+					       "duration_ms", (json_int_t)rec->duration_ms)));
+		return;
+	}
+	brig_error *err = NULL;
+	if (ledger && brig_store_egress_add(ledger, NULL, rec, &err) != 0) {
+		log_note("ledger", "not written", brig_error_message(err));
+		brig_error_free(err);
+	}
 }
 
 /* ---- names ---- */
@@ -284,17 +451,38 @@ bool brig_egress__forbidden(const struct sockaddr *sa)
 }
 
 /* The test-only resolver override: $BRIG_EGRESS_HOSTS names a file of
- * "name address" lines (IPv4), read on each connection. Its answers may
+ * "name address" lines (IPv4), read when the proxy starts. Its answers may
  * be local addresses and skip brig_egress__forbidden: that is what tests
  * need, and why the proxy's log warns when it is set. It reaches the proxy
  * through the environment of the brig that starts it (proxy_env_kept in
  * network.c); nothing but brig's tests may set it. */
-static int resolve_override(struct sockaddr_in *out, const char *host)
+static char *hosts_text; /* the file, read once at start (a worker could not open it) */
+
+static void hosts_preload(void)
 {
 	const char *path = getenv("BRIG_EGRESS_HOSTS");
 	if (!path || !*path)
+		return;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	brig_buf b;
+	brig_buf_init(&b, 1 << 16);
+	char chunk[4096];
+	ssize_t r;
+	while ((r = read(fd, chunk, sizeof chunk)) > 0)
+		if (brig_buf_add(&b, chunk, (size_t)r))
+			break;
+	close(fd);
+	brig_buf_put(&b, "", 1);
+	hosts_text = brig_buf_steal(&b, NULL);
+}
+
+static int resolve_override(struct sockaddr_in *out, const char *host)
+{
+	if (!hosts_text)
 		return 1;
-	FILE *f = fopen(path, "re");
+	FILE *f = fmemopen(hosts_text, strlen(hosts_text), "r");
 	if (!f)
 		return 1;
 	char line[512];
@@ -466,7 +654,7 @@ static void do_connect(conn *c, char *buf, size_t len, const brig_egress_req *re
 	brig_egress_secret *sec = NULL;
 	size_t nsec = 0;
 	bool bump = false;
-	if (brig_egress__secrets_read(&sec, &nsec, c->sandbox, NULL) != 0) {
+	if (secrets_of(&sec, &nsec, c->sandbox) != 0) {
 		answer(c, 500, "Internal Server Error", "error", "cannot read this sandbox's secrets");
 		return;
 	}
@@ -622,7 +810,7 @@ static void *serve_conn(void *arg)
 	c->port = req.port;
 	char **rules = NULL;
 	size_t n = 0;
-	if (brig_egress_rules_get(&rules, &n, c->sandbox, NULL) != 0) {
+	if (rules_of(&rules, &n, c->sandbox) != 0) {
 		answer(c, 500, "Internal Server Error", "error", "cannot read this sandbox's rules");
 		goto out;
 	}
@@ -668,21 +856,27 @@ static int listen_gateway(brig_error **err)
 	return fd;
 }
 
-/* Once bound, nothing the proxy does needs a capability: the daemon's
- * socket, the egress folder, the store and the authority's key are its
- * own uid's (an owner needs none to open them). So it gives up every one
- * of them for good (bounding set too, no new privileges) and may not be
- * traced or dumped (it holds secrets). It keeps its uid: root owns that
- * socket and those folders on a host where root starts brig; a host user
- * of its own is left to packaging (brig.service). Before any thread: a
- * thread's capabilities are its own. 0, or -1 (errno). */
+/* The capability bounding set, emptied for good (while root may). */
+static int bset_drop(void)
+{
+	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL && errno != EPERM)
+			return -1;
+	return 0;
+}
+
+/* Once bound, nothing a proxy process does needs a capability: the
+ * monitor's daemon socket, egress folder, store and authority key are its
+ * own uid's (an owner needs none to open them), and the worker has none
+ * of those. So each gives up every capability for good (bounding set too,
+ * no new privileges) and may not be traced or dumped (they hold secrets).
+ * Before any thread: a thread's capabilities are its own. 0, or -1. */
 static int drop_privileges(void)
 {
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
 		return -1;
-	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL && errno != EPERM)
-			return -1;
+	if (bset_drop() != 0)
+		return -1;
 	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct d[2];
 	memset(d, 0, sizeof d);
@@ -690,7 +884,7 @@ static int drop_privileges(void)
 }
 
 /* How many sandboxes the egress network has; -1 when it is gone. */
-static int attached(void)
+static int attached_direct(void)
 {
 	pthread_mutex_lock(&engine_lock);
 	cleanup_json json_t *net = NULL;
@@ -703,6 +897,123 @@ static int attached(void)
 	if (rc)
 		return 1; /* cannot tell: stay */
 	return (int)json_object_size(json_object_get(net, "Containers"));
+}
+
+static int attached(void)
+{
+	if (mon_fd < 0)
+		return attached_direct();
+	cleanup_json json_t *r = mon_call(json_pack("{s:s}", "op", "attached"));
+	json_t *n = json_object_get(r, "n");
+	return json_is_integer(n) ? (int)json_integer_value(n) : -1; /* no monitor: end */
+}
+
+/* ---- the monitor's side ---- */
+
+static const char *str_max(json_t *o, const char *key, size_t max)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	return v && strlen(v) <= max ? v : NULL;
+}
+
+static json_t *mon_answer(json_t *req)
+{
+	const char *op = json_string_value(json_object_get(req, "op"));
+	if (!op)
+		return json_object();
+	if (strcmp(op, "who") == 0) {
+		const char *ip = str_max(req, "ip", INET_ADDRSTRLEN - 1);
+		struct in_addr a;
+		conn c = {0};
+		char name[160];
+		if (!ip || inet_pton(AF_INET, ip, &a) != 1 || !who_direct(&c, name, sizeof name, ip))
+			return json_object();
+		return json_pack("{s:s, s:s, s:s, s:s}", "sandbox", name, "ns", c.ns, "agent", c.agent, "session",
+				 c.session);
+	}
+	if (strcmp(op, "rules") == 0 || strcmp(op, "secrets") == 0) {
+		/* the name is checked where it becomes a path (rules.c) */
+		const char *sb = str_max(req, "sandbox", 159);
+		if (!sb)
+			return json_object();
+		if (op[0] == 'r') {
+			char **rules = NULL;
+			size_t n = 0;
+			if (brig_egress_rules_get(&rules, &n, sb, NULL) != 0)
+				return json_object();
+			json_t *arr = json_array();
+			for (size_t i = 0; i < n; i++)
+				json_array_append_new(arr, json_string(rules[i]));
+			brig_egress_rules_free(rules);
+			return json_pack("{s:o}", "rules", arr);
+		}
+		brig_egress_secret *sec = NULL;
+		size_t n = 0;
+		if (brig_egress__secrets_read(&sec, &n, sb, NULL) != 0)
+			return json_object();
+		json_t *arr = json_array();
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s}", "name", sec[i].name, "placeholder",
+							     sec[i].placeholder, "hosts", sec[i].hosts, "value",
+							     sec[i].value));
+		brig_egress__secrets_free(sec, n);
+		return json_pack("{s:o}", "secrets", arr);
+	}
+	if (strcmp(op, "ledger") == 0) {
+		const char *sb = str_max(req, "sandbox", 159), *host = str_max(req, "host", 255);
+		const char *dec = str_max(req, "decision", 16), *why = str_max(req, "reason", 399);
+		if (!sb || !host || !dec || !why ||
+		    (strcmp(dec, "allowed") != 0 && strcmp(dec, "denied") != 0 && strcmp(dec, "error") != 0))
+			return json_object();
+		brig_store_egress rec = {.sandbox = (char *)sb,
+					 .ns = (char *)str_max(req, "ns", 79),
+					 .agent = (char *)str_max(req, "agent", 79),
+					 .session = (char *)str_max(req, "session", 79),
+					 .host = (char *)host,
+					 .port = (int)json_integer_value(json_object_get(req, "port")),
+					 .decision = (char *)dec,
+					 .reason = (char *)why,
+					 .bytes_up = json_integer_value(json_object_get(req, "bytes_up")),
+					 .bytes_down = json_integer_value(json_object_get(req, "bytes_down")),
+					 .start_ms = json_integer_value(json_object_get(req, "start_ms")),
+					 .duration_ms = json_integer_value(json_object_get(req, "duration_ms"))};
+		if (!rec.ns || !rec.agent || !rec.session)
+			rec.ns = rec.agent = rec.session = NULL;
+		brig_error *err = NULL;
+		if (ledger && brig_store_egress_add(ledger, NULL, &rec, &err) != 0) {
+			log_note("ledger", "not written", brig_error_message(err));
+			brig_error_free(err);
+		}
+		return json_object();
+	}
+	if (strcmp(op, "attached") == 0)
+		return json_pack("{s:i}", "n", attached_direct());
+	return json_object();
+}
+
+/* Answers the worker until it ends (its end closes). */
+static void monitor(int fd)
+{
+	for (json_t *req; (req = frame_recv(fd));) {
+		json_t *resp = mon_answer(req);
+		json_decref(req);
+		int rc = frame_send(fd, resp);
+		json_decref(resp);
+		if (rc != 0)
+			break;
+	}
+}
+
+/* The worker's rights: nobody's uid and group, no other group, ended
+ * with the monitor. 0, or -1 (errno). */
+static int become_worker(pid_t monitor_pid, uid_t uid, gid_t gid)
+{
+	if (setgroups(0, NULL) != 0 || setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0)
+		return -1;
+	/* after the uid change, which clears it */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != monitor_pid)
+		return -1;
+	return 0;
 }
 
 int brig_egress__test_overrides_check(brig_error **err)
@@ -720,68 +1031,24 @@ int brig_egress__test_overrides_check(brig_error **err)
 	return 0;
 }
 
-int brig_egress_proxy_serve(brig_error **err)
+/* Accepts until the network is gone or idle a minute (the monitor gone,
+ * for a worker). */
+static void serve_loop(int lfd)
 {
-	/* Overrides that skip the address checks or trust another authority:
-	 * never from an environment that merely leaked them. */
-	int rc = brig_egress__test_overrides_check(err);
-	if (rc)
-		return rc;
-	cleanup_free char *dir = NULL;
-	rc = brig_egress_dir(&dir, err);
-	if (rc)
-		return rc;
-	if ((rc = brig_mkdir_p(dir, 0700, "the egress folder", err)) != 0)
-		return rc;
-	cleanup_free char *lock = xasprintf("%s/proxy.lock", dir);
-	cleanup_close int lk = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (lk < 0)
-		return brig__error_set(err, BRIG_EIO, errno, "egress proxy: cannot open %s: %s", lock, strerror(errno));
-	if (flock(lk, LOCK_EX | LOCK_NB) != 0)
-		return 0; /* another proxy serves */
-	brig_engine_opts eo = {.version = BRIG_ENGINE_OPTS_VERSION, .tls_verify = -1};
-	if ((rc = brig_engine_open(&engine, &eo, err)) != 0)
-		return rc;
-	/* The ledger first: once the port answers, where rows go is settled. */
-	brig_error *serr = NULL;
-	if (brig_store_open(&ledger, NULL, &serr) != 0) {
-		log_note("ledger", "unavailable", brig_error_message(serr));
-		brig_error_free(serr);
-		ledger = NULL;
-	}
-	cleanup_free char *pidpath = xasprintf("%s/proxy.pid", dir);
-	FILE *pf = fopen(pidpath, "we");
-	if (pf) {
-		fprintf(pf, "%ld\n", (long)getpid());
-		fclose(pf);
-	}
-	int lfd = listen_gateway(err);
-	if (lfd < 0) {
-		unlink(pidpath);
-		brig_store_close(ledger);
-		ledger = NULL;
-		brig_engine_free(engine);
-		engine = NULL;
-		return lfd;
-	}
-	if (drop_privileges() != 0)
-		log_note("warning", "capabilities kept", strerror(errno));
-	signal(SIGPIPE, SIG_IGN);
-	fprintf(stderr, "{\"proxy\":\"listening\",\"address\":\"%s:%d\",\"pid\":%ld}\n", BRIG_EGRESS_GATEWAY,
-		BRIG_EGRESS_PORT, (long)getpid());
-	fflush(stderr);
-	if (getenv("BRIG_EGRESS_HOSTS"))
-		log_note("warning", "BRIG_EGRESS_HOSTS is set",
-			 "a test-only resolver override: the names it lists resolve to its addresses, local ones too, "
-			 "without the proxy's address checks; never set it outside brig's tests");
-	if (getenv("BRIG_EGRESS_UPSTREAM_CA"))
-		log_note("warning", "BRIG_EGRESS_UPSTREAM_CA is set",
-			 "a test-only trust override: upstreams of TLS the proxy terminates are verified against it "
-			 "instead of the system's trust store; never set it outside brig's tests");
 	int64_t empty_since = 0;
 	for (;;) {
-		int r = wait_fd(lfd, POLLIN, 2000);
-		if (r == 0 || (r < 0 && errno != EINTR)) {
+		/* A worker whose monitor is gone ends at once: the monitor,
+		 * without capabilities, cannot send nobody its death signal. A
+		 * reply (POLLIN) is a thread's to read, never this loop's. */
+		struct pollfd pf[2] = {{.fd = lfd, .events = POLLIN}, {.fd = mon_fd, .events = POLLRDHUP}};
+		int r;
+		while ((r = poll(pf, mon_fd >= 0 ? 2 : 1, 2000)) < 0 && errno == EINTR)
+			;
+		if (mon_fd >= 0 && (pf[1].revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			break;
+		if (r > 0 && !(pf[0].revents & POLLIN))
+			continue;
+		if (r == 0 || r < 0) {
 			int n = attached();
 			if (n < 0)
 				break; /* the network is gone */
@@ -836,9 +1103,119 @@ int brig_egress_proxy_serve(brig_error **err)
 		}
 		pthread_attr_destroy(&at);
 	}
+}
+
+int brig_egress_proxy_serve(brig_error **err)
+{
+	/* Overrides that skip the address checks or trust another authority:
+	 * never from an environment that merely leaked them. */
+	int rc = brig_egress__test_overrides_check(err);
+	if (rc)
+		return rc;
+	cleanup_free char *dir = NULL;
+	rc = brig_egress_dir(&dir, err);
+	if (rc)
+		return rc;
+	if ((rc = brig_mkdir_p(dir, 0700, "the egress folder", err)) != 0)
+		return rc;
+	cleanup_free char *lock = xasprintf("%s/proxy.lock", dir);
+	cleanup_close int lk = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lk < 0)
+		return brig__error_set(err, BRIG_EIO, errno, "egress proxy: cannot open %s: %s", lock, strerror(errno));
+	if (flock(lk, LOCK_EX | LOCK_NB) != 0)
+		return 0; /* another proxy serves */
+	brig_engine_opts eo = {.version = BRIG_ENGINE_OPTS_VERSION, .tls_verify = -1};
+	if ((rc = brig_engine_open(&engine, &eo, err)) != 0)
+		return rc;
+	/* The ledger first: once the port answers, where rows go is settled. */
+	brig_error *serr = NULL;
+	if (brig_store_open(&ledger, NULL, &serr) != 0) {
+		log_note("ledger", "unavailable", brig_error_message(serr));
+		brig_error_free(serr);
+		ledger = NULL;
+	}
+	cleanup_free char *pidpath = xasprintf("%s/proxy.pid", dir);
+	FILE *pf = fopen(pidpath, "we");
+	if (pf) {
+		fprintf(pf, "%ld\n", (long)getpid());
+		fclose(pf);
+	}
+	int lfd = listen_gateway(err);
+	if (lfd < 0) {
+		unlink(pidpath);
+		brig_store_close(ledger);
+		ledger = NULL;
+		brig_engine_free(engine);
+		engine = NULL;
+		return lfd;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	/* What the worker could not open once it is nobody: the authority
+	 * (made now when missing) and the test-only overrides' files. */
+	brig_egress__bump_preload();
+	hosts_preload();
+	pid_t worker = -1;
+	int sv[2] = {-1, -1};
+	if (geteuid() == 0) {
+		const struct passwd *pw = getpwnam("nobody");
+		uid_t wuid = pw ? pw->pw_uid : 65534;
+		gid_t wgid = pw ? pw->pw_gid : 65534;
+		pid_t me = getpid();
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0 || (worker = fork()) < 0) {
+			int e = errno;
+			close(lfd);
+			unlink(pidpath);
+			return brig__error_set(err, BRIG_EIO, e, "egress proxy: cannot start its worker: %s",
+					       strerror(e));
+		}
+		if (worker == 0) {
+			/* nothing of the monitor's: not the daemon's socket, not the store */
+			for (int fd = 3; fd < 65536; fd++)
+				if (fd != lfd && fd != sv[1])
+					close(fd);
+			lk = -1;
+			/* the bounding set while root may still change it */
+			if (bset_drop() != 0 || become_worker(me, wuid, wgid) != 0 || drop_privileges() != 0) {
+				log_note("error", "the worker cannot give up root", strerror(errno));
+				_exit(1);
+			}
+			mon_fd = sv[1];
+		} else {
+			close(sv[1]);
+			close(lfd);
+			if (drop_privileges() != 0)
+				log_note("warning", "the monitor kept its capabilities", strerror(errno));
+		}
+	} else if (drop_privileges() != 0) {
+		log_note("warning", "capabilities kept", strerror(errno));
+	}
+	if (worker > 0) {
+		monitor(sv[0]);
+		close(sv[0]);
+		int ws;
+		while (waitpid(worker, &ws, 0) < 0 && errno == EINTR)
+			;
+		unlink(pidpath);
+		return 0;
+	}
+	fprintf(stderr, "{\"proxy\":\"listening\",\"address\":\"%s:%d\",\"pid\":%ld,\"uid\":%ld}\n",
+		BRIG_EGRESS_GATEWAY, BRIG_EGRESS_PORT, (long)(mon_fd >= 0 ? getppid() : getpid()), (long)getuid());
+	fflush(stderr);
+	if (getenv("BRIG_EGRESS_HOSTS"))
+		log_note("warning", "BRIG_EGRESS_HOSTS is set",
+			 "a test-only resolver override: the names it lists resolve to its addresses, local ones too, "
+			 "without the proxy's address checks; never set it outside brig's tests");
+	if (getenv("BRIG_EGRESS_UPSTREAM_CA"))
+		log_note("warning", "BRIG_EGRESS_UPSTREAM_CA is set",
+			 "a test-only trust override: upstreams of TLS the proxy terminates are verified against it "
+			 "instead of the system's trust store; never set it outside brig's tests");
+	serve_loop(lfd);
 	close(lfd);
-	unlink(pidpath);
 	/* Threads still relaying may log: the store stays open until exit. */
 	fprintf(stderr, "{\"proxy\":\"exiting\"}\n");
+	fflush(stderr);
+	if (mon_fd >= 0)
+		_exit(0); /* the worker: none of the monitor's exit work */
+	unlink(pidpath);
 	return 0;
 }

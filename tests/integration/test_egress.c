@@ -13,6 +13,7 @@
 #include "egress_testutil.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -279,6 +280,50 @@ static void test_egress_computer(void **state)
 	}
 	fclose(ef);
 	assert_true(hosts);
+	/* Root started it: what a sandbox's bytes reach (the worker, the
+	 * monitor's one child) is nobody, in no other group, without any
+	 * capability or a way to gain one, and holds nothing of the monitor's
+	 * (no store, no file but its log). The monitor keeps no capability. */
+	char chp[96];
+	snprintf(chp, sizeof chp, "/proc/%d/task/%d/children", atoi(pid), atoi(pid));
+	cleanup_free char *children = slurp(chp);
+	assert_non_null(children);
+	int worker = atoi(children);
+	assert_true(worker > 1);
+	char stp[64];
+	snprintf(stp, sizeof stp, "/proc/%d/status", worker);
+	cleanup_free char *wst = slurp(stp);
+	assert_non_null(wst);
+	ASSERT_CONTAINS(wst, "\nUid:\t65534\t65534\t65534\t65534\n");
+	ASSERT_CONTAINS(wst, "\nGid:\t65534\t65534\t65534\t65534\n");
+	ASSERT_CONTAINS(wst, "\nGroups:\t \n");
+	ASSERT_CONTAINS(wst, "\nCapPrm:\t0000000000000000\n");
+	ASSERT_CONTAINS(wst, "\nCapEff:\t0000000000000000\n");
+	ASSERT_CONTAINS(wst, "\nCapBnd:\t0000000000000000\n");
+	ASSERT_CONTAINS(wst, "\nNoNewPrivs:\t1\n");
+	snprintf(stp, sizeof stp, "/proc/%d/status", atoi(pid));
+	cleanup_free char *mst = slurp(stp);
+	assert_non_null(mst);
+	ASSERT_CONTAINS(mst, "\nCapEff:\t0000000000000000\n");
+	ASSERT_CONTAINS(mst, "\nCapBnd:\t0000000000000000\n");
+	char fdd[64];
+	snprintf(fdd, sizeof fdd, "/proc/%d/fd", worker);
+	DIR *fdir = opendir(fdd);
+	assert_non_null(fdir);
+	for (struct dirent *de; (de = readdir(fdir));) {
+		if (de->d_name[0] == '.')
+			continue;
+		char lp[384], target[512];
+		snprintf(lp, sizeof lp, "%s/%s", fdd, de->d_name);
+		ssize_t tl = readlink(lp, target, sizeof target - 1);
+		if (tl < 0)
+			continue; /* closed meanwhile */
+		target[tl] = '\0';
+		if (strncmp(target, "socket:", 7) != 0 && strncmp(target, "pipe:", 5) != 0 &&
+		    strcmp(target, "/dev/null") != 0 && !strstr(target, "/proxy.log"))
+			fail_msg("the proxy's worker holds %s", target);
+	}
+	closedir(fdir);
 	/* Under the sanitizer build the proxy is instrumented too. */
 	assert_null(strstr(log, "Sanitizer"));
 	assert_null(strstr(log, "runtime error:"));
