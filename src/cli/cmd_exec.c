@@ -145,7 +145,9 @@ static int restore_if_lost(brig_engine *e, brig_store *s, const brig_identity *i
 	}
 	if (g)
 		return cli_error(err, NULL);
-	bool lost = r->state == BRIG_STORE_DESTROYED || r->state == BRIG_STORE_STOPPED;
+	/* failed: brig_session_open says so, with the recover to run */
+	bool lost = r->state == BRIG_STORE_DESTROYED || r->state == BRIG_STORE_STOPPED ||
+		    r->state == BRIG_STORE_FAILED;
 	if (!lost && (r->state == BRIG_STORE_RUNNING || r->state == BRIG_STORE_PAUSED) && r->container_name) {
 		cleanup_free char *why = NULL;
 		if (brig_computer_check_files(e, r->container_name, &lost, &why, &err) != 0) {

@@ -186,6 +186,11 @@ typedef struct proxy {
 	atomic_int armed;   /* drop the answer of the next container create */
 	atomic_int dropped; /* creates whose answer was dropped */
 	atomic_int creates; /* creates seen */
+	/* Answer requests "<fail_method> …<fail_path>…" with a 500 of the
+	 * daemon's shape (never forwarded) while fail_armed is set. */
+	const char *fail_method, *fail_path;
+	atomic_int fail_armed;
+	atomic_int failed; /* requests answered so */
 	pthread_t thr;
 } proxy;
 
@@ -211,7 +216,7 @@ static void *relay_main(void *arg)
 	relay *r = arg;
 	proxy *p = r->p;
 	int ufd = dial_daemon();
-	bool drop = false;
+	bool drop = false, sink = false;
 	char window[512] = ""; /* the tail of the client's bytes, to spot a request line */
 	while (ufd >= 0 && !atomic_load(&p->stop)) {
 		struct pollfd pf[2] = {{.fd = r->cfd, .events = POLLIN}, {.fd = ufd, .events = POLLIN}};
@@ -222,6 +227,8 @@ static void *relay_main(void *arg)
 			ssize_t n = read(r->cfd, buf, sizeof buf);
 			if (n <= 0)
 				break;
+			if (sink)
+				continue;
 			/* The request line may straddle reads, and a create's body is
 			 * large: scan the previous tail plus the whole chunk. */
 			size_t keep = strlen(window);
@@ -232,6 +239,31 @@ static void *relay_main(void *arg)
 			for (size_t z = 0; z < keep + (size_t)n; z++)
 				if (!scan[z])
 					scan[z] = ' ';
+			bool fail = false;
+			for (const char *fh = atomic_load(&p->fail_armed) && p->fail_path ? strstr(scan, p->fail_path)
+											: NULL;
+			     fh && !fail; fh = strstr(fh + 1, p->fail_path)) {
+				/* the request line's method just before the path (a
+				 * request may follow the last one's body directly) */
+				size_t ml = strlen(p->fail_method);
+				const char *from = fh - scan > (ptrdiff_t)(ml + 16) ? fh - (ml + 16) : scan;
+				fail = memmem(from, (size_t)(fh - from), p->fail_method, ml) != NULL;
+			}
+			{
+				if (fail) {
+					static const char ans[] =
+						"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+						"Content-Length: 41\r\nConnection: close\r\n\r\n"
+						"{\"message\":\"injected by test_faults 500\"}";
+					atomic_fetch_add(&p->failed, 1);
+					(void)!write(r->cfd, ans, sizeof ans - 1);
+					/* the rest of the request (its body) is taken and
+					 * dropped until the client, told to, closes */
+					sink = true;
+					free(scan);
+					continue;
+				}
+			}
 			const char *hit = strstr(scan, "/containers/create");
 			const char *from = hit && hit - scan > 64 ? hit - 64 : scan;
 			if (hit && memmem(from, (size_t)(hit - from), "POST ", 5)) {
@@ -385,6 +417,191 @@ static void test_lost_filler_answer(void **state)
 	assert_int_equal(json_array_size(list), 0);
 	proxy_stop(&p);
 	brig_test_cleanup(E);
+}
+
+/* ---- 2b. the daemon failing a request: nothing lost, nothing half-made ---- */
+
+static int spawn_code(char *const argv[], char *const env[], char **errout)
+{
+	char *out = NULL;
+	int code = brig_test_spawn(argv, NULL, env, &out, errout);
+	free(out);
+	return code;
+}
+
+/* brig sessions rm --force when the daemon fails the computer's removal:
+ * it says so, and the session, its computer and its checkpoint stay. */
+static void test_sessions_rm_engine_fails(void **state)
+{
+	(void)state;
+	cleanup_free char *store = xasprintf("sqlite://%s/rmfail.db", TMP);
+	cleanup_free char *cpdir = xasprintf("BRIG_CHECKPOINT_DIR=%s/rmfail-cp", TMP);
+	char *env0[] = {cpdir, NULL};
+	char *up[] = {"brig", "up", "--store", store, "--ns", NS, "--agent", "a", "--session", "rmfail", "--image",
+		      (char *)brig_test_image(), "--label", LABEL, NULL};
+	char *errout = NULL;
+	int code = spawn_code(up, env0, &errout);
+	if (code != 0)
+		fail_msg("brig up: %d %s", code, errout);
+	free(errout);
+	char *ck[] = {"brig", "checkpoint", "--store", store, "--ns", NS, "--agent", "a", "--session", "rmfail", NULL};
+	code = spawn_code(ck, env0, &errout);
+	if (code != 0)
+		fail_msg("brig checkpoint: %d %s", code, errout);
+	free(errout);
+
+	proxy p;
+	proxy_start(&p);
+	p.fail_method = "DELETE ";
+	p.fail_path = "/containers/";
+	atomic_store(&p.fail_armed, 1);
+	cleanup_free char *host = xasprintf("DOCKER_HOST=unix://%s", p.path);
+	char *env[] = {host, cpdir, NULL};
+	char *rm[] = {"brig",	 "sessions", "rm",	"--force",  "--store", store, "--ns",
+		      NS,	 "--agent",  "a",	"--session", "rmfail", NULL};
+	code = spawn_code(rm, env, &errout);
+	print_message("brig sessions rm --force, the daemon failing DELETE: exit %d: %s", code, errout);
+	assert_int_not_equal(code, 0);
+	if (!strstr(errout, "the session stays in the store") || !strstr(errout, "injected by test_faults"))
+		fail_msg("sessions rm did not say what failed and what stays: %s", errout);
+	free(errout);
+	assert_true(atomic_load(&p.failed) >= 1);
+	proxy_stop(&p);
+
+	/* Everything is still there: the record, the computer, the checkpoint. */
+	brig_store *st = NULL;
+	brig_error *err = NULL;
+	ASSERT_OK(brig_store_open(&st, store, &err), err);
+	brig_store_session *rec = NULL;
+	ASSERT_OK(brig_store_session_get(st, &rec, NS, "a", "rmfail", &err), err);
+	assert_int_equal(rec->state, BRIG_STORE_RUNNING);
+	json_t *j = NULL;
+	ASSERT_OK(brig_engine_container_inspect(E, &j, rec->container_name, &err), err);
+	json_decref(j);
+	brig_store_session_free(rec);
+	brig_store_checkpoint *cps = NULL;
+	size_t ncp = 0;
+	ASSERT_OK(brig_store_checkpoint_list(st, &cps, &ncp, NS, "a", "rmfail", &err), err);
+	assert_int_equal(ncp, 1);
+	brig_store_checkpoint_free_array(cps, ncp);
+	brig_store_close(st);
+
+	/* And the same command against the daemon itself goes through. */
+	code = spawn_code(rm, env0, &errout);
+	if (code != 0)
+		fail_msg("brig sessions rm --force: %d %s", code, errout);
+	free(errout);
+}
+
+/* brig exec by identity on a session whose computer was lost restores it
+ * first; when the daemon fails that restore's create, the command does
+ * not run, brig says why, and the session and what the next try needs
+ * are as they were: the record's generation, the checkpoint, no computer
+ * or volume of a new generation left behind. */
+static void test_exec_restore_engine_fails(void **state)
+{
+	(void)state;
+	cleanup_free char *store = xasprintf("sqlite://%s/exfail.db", TMP);
+	cleanup_free char *cpdir = xasprintf("BRIG_CHECKPOINT_DIR=%s/exfail-cp", TMP);
+	char *env0[] = {cpdir, NULL};
+	char *up[] = {"brig", "up", "--store", store, "--ns", NS, "--agent", "a", "--session", "exfail", "--image",
+		      (char *)brig_test_image(), "--label", LABEL, NULL};
+	char *errout = NULL;
+	int code = spawn_code(up, env0, &errout);
+	if (code != 0)
+		fail_msg("brig up: %d %s", code, errout);
+	free(errout);
+	char *put[] = {"brig", "exec", "--store", store, "--ns", NS, "--agent", "a", "--session", "exfail", "--",
+		       "sh", "-c", "echo kept > /workspace/f", NULL};
+	code = spawn_code(put, env0, &errout);
+	if (code != 0)
+		fail_msg("brig exec: %d %s", code, errout);
+	free(errout);
+	char *ck[] = {"brig", "checkpoint", "--store", store, "--ns", NS, "--agent", "a", "--session", "exfail", NULL};
+	code = spawn_code(ck, env0, &errout);
+	if (code != 0)
+		fail_msg("brig checkpoint: %d %s", code, errout);
+	free(errout);
+	/* lost behind brig's back */
+	brig_store *st = NULL;
+	brig_error *err = NULL;
+	ASSERT_OK(brig_store_open(&st, store, &err), err);
+	brig_store_session *rec = NULL;
+	ASSERT_OK(brig_store_session_get(st, &rec, NS, "a", "exfail", &err), err);
+	int64_t gen = rec->generation;
+	cleanup_free char *old = xstrdup(rec->container_name);
+	brig_store_session_free(rec);
+	ASSERT_OK(brig_computer_destroy(E, old, &err), err);
+
+	brig_identity next = {NS, "a", "exfail", (uint32_t)gen + 1};
+	char name[BRIG_NAME_SIZE];
+	ASSERT_OK(brig_identity_name(name, &next, &err), err);
+	cleanup_free char *create = xasprintf("/containers/create?name=%s", name);
+	proxy p;
+	proxy_start(&p);
+	p.fail_method = "POST ";
+	p.fail_path = create;
+	atomic_store(&p.fail_armed, 1);
+	cleanup_free char *host = xasprintf("DOCKER_HOST=unix://%s", p.path);
+	char *env[] = {host, cpdir, NULL};
+	char *run[] = {"brig", "exec", "--store", store, "--ns", NS, "--agent", "a", "--session", "exfail", "--",
+		       "sh", "-c", "echo ran > /workspace/ran", NULL};
+	code = spawn_code(run, env, &errout);
+	print_message("brig exec on a lost session, the daemon failing %s: exit %d, %d failed: %s", create, code,
+		      atomic_load(&p.failed), errout);
+	assert_int_not_equal(code, 0);
+	if (!strstr(errout, "injected by test_faults"))
+		fail_msg("brig exec did not say what failed: %s", errout);
+	free(errout);
+	assert_true(atomic_load(&p.failed) >= 1);
+	proxy_stop(&p);
+
+	/* The new generation was claimed and, unmade, is marked failed (a
+	 * half-made generation never runs on); the checkpoint stays. */
+	ASSERT_OK(brig_store_session_get(st, &rec, NS, "a", "exfail", &err), err);
+	print_message("after the failed restore: generation %lld, %s\n", (long long)rec->generation,
+		      brig_store_state_to_string(rec->state));
+	assert_true(rec->generation == gen || (rec->generation == gen + 1 && rec->state == BRIG_STORE_FAILED));
+	bool claimed = rec->generation == gen + 1;
+	brig_store_session_free(rec);
+	brig_store_checkpoint *cps = NULL;
+	size_t ncp = 0;
+	ASSERT_OK(brig_store_checkpoint_list(st, &cps, &ncp, NS, "a", "exfail", &err), err);
+	assert_int_equal(ncp, 1);
+	brig_store_checkpoint_free_array(cps, ncp);
+	json_t *j = NULL;
+	assert_int_equal(brig_engine_container_inspect(E, &j, name, NULL), BRIG_ENOTFOUND);
+	cleanup_free char *vol = brig_spec_volume_name(name, BRIG_VOLUME_WORKSPACE);
+	if (brig_engine_volume_inspect(E, &j, vol, NULL) != BRIG_ENOTFOUND) {
+		json_decref(j);
+		fail_msg("the failed restore left volume %s behind", vol);
+	}
+
+	/* The next try, against the daemon itself: a failed generation is
+	 * said, with what to run; brig recover restores the checkpoint. */
+	char *look[] = {"brig", "exec", "--store", store, "--ns", NS, "--agent", "a", "--session", "exfail", "--",
+			"cat", "/workspace/f", NULL};
+	char *out = NULL;
+	if (claimed) {
+		code = brig_test_spawn(look, NULL, env0, &out, &errout);
+		assert_int_not_equal(code, 0);
+		if (!strstr(errout, "brig recover"))
+			fail_msg("brig exec on a failed generation: %s", errout);
+		free(out);
+		free(errout);
+		char *rec_argv[] = {"brig", "recover", "--store", store, "--ns", NS, "--agent", "a", "--session",
+				    "exfail", NULL};
+		code = spawn_code(rec_argv, env0, &errout);
+		if (code != 0)
+			fail_msg("brig recover: %d %s", code, errout);
+		free(errout);
+	}
+	code = brig_test_spawn(look, NULL, env0, &out, &errout);
+	if (code != 0 || !strstr(out, "kept"))
+		fail_msg("brig exec after: %d %s %s", code, out, errout);
+	free(out);
+	free(errout);
+	brig_store_close(st);
 }
 
 /* ---- 3. kill -9 of brig mid-command, then brig gc ---- */
@@ -668,6 +885,8 @@ int main(void)
 		cmocka_unit_test(test_no_daemon),
 		cmocka_unit_test(test_lost_create_answer),
 		cmocka_unit_test(test_lost_filler_answer),
+		cmocka_unit_test(test_sessions_rm_engine_fails),
+		cmocka_unit_test(test_exec_restore_engine_fails),
 		cmocka_unit_test(test_kill9_then_gc),
 		cmocka_unit_test(test_kill9_checkpoint_thawed),
 	};
