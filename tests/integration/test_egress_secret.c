@@ -629,6 +629,29 @@ static int serve_call(char **answer, const char *sock, const char *method, const
 	return atoi(code);
 }
 
+/* The probe in computer name: the upstream of the secret's host sees
+ * want (an Authorization line) in what it records after now, and the
+ * decoy never. */
+static void probe_sees(const char *name, const char *want, const char *decoy, const char *what)
+{
+	char seenp[320];
+	snprintf(seenp, sizeof seenp, "%s/seen", ET.dir);
+	struct stat st;
+	size_t off = stat(seenp, &st) == 0 ? (size_t)st.st_size : 0;
+	cleanup_free char *script = slurp(BRIG_SOURCE_DIR "/tests/integration/helpers/egress_secret_probe.py");
+	assert_non_null(script);
+	char port[16];
+	snprintf(port, sizeof port, "%d", ET.https_port);
+	const char *probe[] = {"python3", "-c", script, port, ET.ca, NULL};
+	cleanup_free char *p = exec_out(name, probe);
+	ASSERT_NO_VALUE(p, "the probe's output");
+	assert_string_equal(val(p, "SECRET"), "recorded");
+	cleanup_free char *seen = slurp(seenp);
+	if (!seen || strlen(seen) <= off || !strstr(seen + off, want))
+		fail_msg("%s: the upstream did not see the value", what);
+	assert_null(strstr(seen, decoy));
+}
+
 static void test_secret_serve(void **state)
 {
 	(void)state;
@@ -700,10 +723,6 @@ static void test_secret_serve(void **state)
 	a = NULL;
 
 	/* With it: made, and the upstream sees the value, never the decoy. */
-	char seenp[320];
-	snprintf(seenp, sizeof seenp, "%s/seen", ET.dir);
-	struct stat st;
-	size_t seen_off = stat(seenp, &st) == 0 ? (size_t)st.st_size : 0;
 	cleanup_free char *b3 = xasprintf("{\"ns\": \"%s\", \"agent\": \"agent\", \"session\": \"srv\", \"spec\": %s, "
 					  "\"secret_values\": {\"BRIG_TEST_SECRET\": \"%s\"}}",
 					  NS, spec, VALUE);
@@ -718,20 +737,8 @@ static void test_secret_serve(void **state)
 	json_decref(cj);
 	free(a);
 	a = NULL;
-	cleanup_free char *script = slurp(BRIG_SOURCE_DIR "/tests/integration/helpers/egress_secret_probe.py");
-	char port[16];
-	snprintf(port, sizeof port, "%d", ET.https_port);
-	const char *probe[] = {"python3", "-c", script, port, ET.ca, NULL};
-	cleanup_free char *p = exec_out(name, probe);
-	ASSERT_NO_VALUE(p, "the probe's output");
-	assert_string_equal(val(p, "SECRET"), "recorded");
-	cleanup_free char *seen = slurp(seenp);
-	assert_non_null(seen);
-	assert_true(strlen(seen) > seen_off);
 	cleanup_free char *auth_real = xasprintf("Authorization: Bearer %s\n", VALUE);
-	if (!strstr(seen + seen_off, auth_real))
-		fail_msg("the upstream did not see the value given with the request");
-	assert_null(strstr(seen, decoy));
+	probe_sees(name, auth_real, decoy, "the value given with the request");
 
 	/* Up again, running: adopted with or without the value (the proxy
 	 * keeps the one it has; the server's environment is never read). */
@@ -779,14 +786,7 @@ static void test_secret_serve(void **state)
 	json_decref(cj);
 	free(a);
 	a = NULL;
-	seen_off = stat(seenp, &st) == 0 ? (size_t)st.st_size : 0;
-	cleanup_free char *p2 = exec_out(name, probe);
-	assert_string_equal(val(p2, "SECRET"), "recorded");
-	free(seen);
-	seen = slurp(seenp);
-	if (!seen || !strstr(seen + seen_off, auth_real))
-		fail_msg("after recover, the upstream did not see the value");
-	assert_null(strstr(seen, decoy));
+	probe_sees(name, auth_real, decoy, "after recover");
 
 	/* brig up through the server sends the value from its own
 	 * environment; without it there, it says so before asking. */
@@ -813,14 +813,7 @@ static void test_secret_serve(void **state)
 		fail_msg("brig up through the server exited %d: %s", urc, u1);
 	char cname[160];
 	snprintf(cname, sizeof cname, "%.*s", (int)strcspn(u1, "\n"), u1);
-	seen_off = stat(seenp, &st) == 0 ? (size_t)st.st_size : 0;
-	cleanup_free char *p3 = exec_out(cname, probe);
-	assert_string_equal(val(p3, "SECRET"), "recorded");
-	free(seen);
-	seen = slurp(seenp);
-	if (!seen || !strstr(seen + seen_off, auth_real))
-		fail_msg("through brig up --host, the upstream did not see the value");
-	assert_null(strstr(seen, decoy));
+	probe_sees(cname, auth_real, decoy, "through brig up with BRIG_HOST");
 
 	assert_int_equal(serve_call(&a, sock, "DELETE", path, ""), 204);
 	kill(pid, SIGTERM);

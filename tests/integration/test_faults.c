@@ -429,6 +429,28 @@ static int spawn_code(char *const argv[], char *const env[], char **errout)
 	return code;
 }
 
+/* brig up of session in store, script (may be NULL) run in it, then one
+ * checkpoint: all through the command line, against the daemon itself. */
+static void session_checkpointed(const char *store, const char *session, char *const env[], const char *script)
+{
+	char *up[] = {"brig", "up", "--store", (char *)store, "--ns", NS, "--agent", "a", "--session", (char *)session,
+		      "--image", (char *)brig_test_image(), "--label", LABEL, NULL};
+	char *put[] = {"brig", "exec", "--store", (char *)store, "--ns", NS, "--agent", "a", "--session",
+		       (char *)session, "--", "sh", "-c", (char *)script, NULL};
+	char *ck[] = {"brig", "checkpoint", "--store", (char *)store, "--ns", NS, "--agent", "a", "--session",
+		      (char *)session, NULL};
+	char *const *steps[] = {up, script ? put : NULL, ck};
+	for (size_t i = 0; i < 3; i++) {
+		if (!steps[i])
+			continue;
+		char *errout = NULL;
+		int code = spawn_code(steps[i], env, &errout);
+		if (code != 0)
+			fail_msg("brig %s: %d %s", steps[i][1], code, errout);
+		free(errout);
+	}
+}
+
 /* brig sessions rm --force when the daemon fails the computer's removal:
  * it says so, and the session, its computer and its checkpoint stay. */
 static void test_sessions_rm_engine_fails(void **state)
@@ -437,18 +459,9 @@ static void test_sessions_rm_engine_fails(void **state)
 	cleanup_free char *store = xasprintf("sqlite://%s/rmfail.db", TMP);
 	cleanup_free char *cpdir = xasprintf("BRIG_CHECKPOINT_DIR=%s/rmfail-cp", TMP);
 	char *env0[] = {cpdir, NULL};
-	char *up[] = {"brig", "up", "--store", store, "--ns", NS, "--agent", "a", "--session", "rmfail", "--image",
-		      (char *)brig_test_image(), "--label", LABEL, NULL};
+	session_checkpointed(store, "rmfail", env0, NULL);
 	char *errout = NULL;
-	int code = spawn_code(up, env0, &errout);
-	if (code != 0)
-		fail_msg("brig up: %d %s", code, errout);
-	free(errout);
-	char *ck[] = {"brig", "checkpoint", "--store", store, "--ns", NS, "--agent", "a", "--session", "rmfail", NULL};
-	code = spawn_code(ck, env0, &errout);
-	if (code != 0)
-		fail_msg("brig checkpoint: %d %s", code, errout);
-	free(errout);
+	int code;
 
 	proxy p;
 	proxy_start(&p);
@@ -504,24 +517,9 @@ static void test_exec_restore_engine_fails(void **state)
 	cleanup_free char *store = xasprintf("sqlite://%s/exfail.db", TMP);
 	cleanup_free char *cpdir = xasprintf("BRIG_CHECKPOINT_DIR=%s/exfail-cp", TMP);
 	char *env0[] = {cpdir, NULL};
-	char *up[] = {"brig", "up", "--store", store, "--ns", NS, "--agent", "a", "--session", "exfail", "--image",
-		      (char *)brig_test_image(), "--label", LABEL, NULL};
+	session_checkpointed(store, "exfail", env0, "echo kept > /workspace/f");
 	char *errout = NULL;
-	int code = spawn_code(up, env0, &errout);
-	if (code != 0)
-		fail_msg("brig up: %d %s", code, errout);
-	free(errout);
-	char *put[] = {"brig", "exec", "--store", store, "--ns", NS, "--agent", "a", "--session", "exfail", "--",
-		       "sh", "-c", "echo kept > /workspace/f", NULL};
-	code = spawn_code(put, env0, &errout);
-	if (code != 0)
-		fail_msg("brig exec: %d %s", code, errout);
-	free(errout);
-	char *ck[] = {"brig", "checkpoint", "--store", store, "--ns", NS, "--agent", "a", "--session", "exfail", NULL};
-	code = spawn_code(ck, env0, &errout);
-	if (code != 0)
-		fail_msg("brig checkpoint: %d %s", code, errout);
-	free(errout);
+	int code;
 	/* lost behind brig's back */
 	brig_store *st = NULL;
 	brig_error *err = NULL;
