@@ -82,9 +82,15 @@ static int setup(void **state)
 	return egress_test_upstreams(&ET, "test_egress_secret");
 }
 
+static pid_t SERVE_PID = -1; /* test_secret_serve's server, stopped here even when it failed */
+
 static int teardown(void **state)
 {
 	(void)state;
+	if (SERVE_PID > 0) {
+		kill(SERVE_PID, SIGKILL);
+		waitpid(SERVE_PID, NULL, 0);
+	}
 	return egress_test_teardown(&ET, &E, "test_egress_secret");
 }
 
@@ -682,6 +688,7 @@ static void test_secret_serve(void **state)
 		execl(brig, brig, "serve", "--listen", listen, (char *)NULL);
 		_exit(127);
 	}
+	SERVE_PID = pid;
 	for (int i = 0; i < 400 && access(sock, F_OK) != 0; i++)
 		usleep(25000);
 	assert_int_equal(access(sock, F_OK), 0);
@@ -819,6 +826,7 @@ static void test_secret_serve(void **state)
 	kill(pid, SIGTERM);
 	int ws = 0;
 	assert_int_equal(waitpid(pid, &ws, 0), pid);
+	SERVE_PID = -1;
 	cleanup_free char *log = slurp(logp);
 	ASSERT_NO_VALUE(log, "the server's log");
 	if (log && strstr(log, decoy))
