@@ -110,6 +110,8 @@ static int ca_paths(char **dir, char **key, char **cert, brig_error **err)
 	return 0;
 }
 
+/* The file, or NULL with errno (ENOENT: there is none; an empty file is
+ * EINVAL). */
 static char *read_small(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -117,9 +119,11 @@ static char *read_small(const char *path)
 		return NULL;
 	char *buf = xcalloc(1, 65537);
 	ssize_t n = read(fd, buf, 65536);
+	int e = n < 0 ? errno : EINVAL;
 	close(fd);
 	if (n <= 0) {
 		free(buf);
+		errno = e;
 		return NULL;
 	}
 	return buf;
@@ -155,11 +159,11 @@ static int write_pem(const char *path, mode_t mode, EVP_PKEY *key, X509 *cert, b
 static int pair_read(const char *dir, const char *keyp, const char *certp, EVP_PKEY **key, X509 **cert,
 		     brig_error **err)
 {
+	*key = NULL;
+	*cert = NULL;
 	int rc = brig__crypto_load(err);
 	if (rc)
 		return rc;
-	*key = NULL;
-	*cert = NULL;
 	const char *what = NULL;
 	FILE *f = fopen(certp, "re");
 	if (f) {
@@ -191,6 +195,18 @@ static int pair_read(const char *dir, const char *keyp, const char *certp, EVP_P
 			       dir, what);
 }
 
+/* Only a certificate that is not there is made: one that cannot be read
+ * (or an empty file) is refused like a damaged one, never replaced. */
+static int unreadable(const char *dir, const char *certp, brig_error **err)
+{
+	int e = errno;
+	return brig__error_set(err, BRIG_EIO, e,
+			       "egress certificate authority in %s is damaged: %s cannot be read (%s); move that "
+			       "folder aside to make a new one (sandboxes with secrets made before then must be made "
+			       "again)",
+			       dir, certp, e == EINVAL ? "it is empty" : strerror(e));
+}
+
 /* The certificate in *pem is published: its pair must be whole. On
  * failure *pem is freed and NULL. */
 static int pair_ok(const char *dir, const char *keyp, const char *certp, char **pem, brig_error **err)
@@ -217,12 +233,16 @@ int brig_egress__ca_ensure(char **pem, brig_error **err)
 		return rc;
 	if ((*pem = read_small(certp)))
 		return pair_ok(dir, keyp, certp, pem, err);
+	if (errno != ENOENT)
+		return unreadable(dir, certp, err);
 	cleanup_free char *lockp = xasprintf("%s/ca.lock", dir);
 	cleanup_close int lk = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (lk < 0 || flock(lk, LOCK_EX) != 0)
 		return brig__error_set(err, BRIG_EIO, errno, "egress: cannot lock %s: %s", lockp, strerror(errno));
 	if ((*pem = read_small(certp)))
 		return pair_ok(dir, keyp, certp, pem, err); /* another brig made it meanwhile */
+	if (errno != ENOENT)
+		return unreadable(dir, certp, err);
 	EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
 	if (!key)
 		return ssl_fail(err, "cannot make a key");

@@ -838,7 +838,9 @@ out:
 
 /* ---- the listener ---- */
 
-static int listen_gateway(brig_error **err)
+/* Binds the gateway's port, and listens unless later (a worker listens
+ * once its monitor is ready, so that the port answers only then). */
+static int listen_gateway(bool now, brig_error **err)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -847,7 +849,7 @@ static int listen_gateway(brig_error **err)
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(BRIG_EGRESS_PORT)};
 	inet_pton(AF_INET, BRIG_EGRESS_GATEWAY, &a.sin_addr);
-	if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 128) != 0) {
+	if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || (now && listen(fd, 128) != 0)) {
 		int e = errno;
 		close(fd);
 		return brig__error_set(err, BRIG_EIO, e, "egress proxy: cannot listen on %s:%d: %s",
@@ -996,6 +998,8 @@ static void monitor(int fd)
 {
 	for (json_t *req; (req = frame_recv(fd));) {
 		json_t *resp = mon_answer(req);
+		if (!resp) /* a name jansson would not take: no answer, not no monitor */
+			resp = json_object();
 		json_decref(req);
 		int rc = frame_send(fd, resp);
 		json_decref(resp);
@@ -1013,6 +1017,23 @@ static int become_worker(pid_t monitor_pid, uid_t uid, gid_t gid)
 	/* after the uid change, which clears it */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != monitor_pid)
 		return -1;
+	return 0;
+}
+
+/* The daemon's client and the ledger (the monitor's, or the one process's). */
+static int open_monitored(brig_error **err)
+{
+	brig_engine_opts eo = {.version = BRIG_ENGINE_OPTS_VERSION, .tls_verify = -1};
+	int rc = brig_engine_open(&engine, &eo, err);
+	if (rc)
+		return rc;
+	/* The ledger first: once the port answers, where rows go is settled. */
+	brig_error *serr = NULL;
+	if (brig_store_open(&ledger, NULL, &serr) != 0) {
+		log_note("ledger", "unavailable", brig_error_message(serr));
+		brig_error_free(serr);
+		ledger = NULL;
+	}
 	return 0;
 }
 
@@ -1124,23 +1145,19 @@ int brig_egress_proxy_serve(brig_error **err)
 		return brig__error_set(err, BRIG_EIO, errno, "egress proxy: cannot open %s: %s", lock, strerror(errno));
 	if (flock(lk, LOCK_EX | LOCK_NB) != 0)
 		return 0; /* another proxy serves */
-	brig_engine_opts eo = {.version = BRIG_ENGINE_OPTS_VERSION, .tls_verify = -1};
-	if ((rc = brig_engine_open(&engine, &eo, err)) != 0)
+	/* Started by root: a worker and its monitor (see "privilege
+	 * separation"), forked before the daemon's client or the store exist,
+	 * so that no credential of theirs is in the worker's memory. */
+	bool split = geteuid() == 0;
+	if (!split && (rc = open_monitored(err)) != 0)
 		return rc;
-	/* The ledger first: once the port answers, where rows go is settled. */
-	brig_error *serr = NULL;
-	if (brig_store_open(&ledger, NULL, &serr) != 0) {
-		log_note("ledger", "unavailable", brig_error_message(serr));
-		brig_error_free(serr);
-		ledger = NULL;
-	}
 	cleanup_free char *pidpath = xasprintf("%s/proxy.pid", dir);
 	FILE *pf = fopen(pidpath, "we");
 	if (pf) {
 		fprintf(pf, "%ld\n", (long)getpid());
 		fclose(pf);
 	}
-	int lfd = listen_gateway(err);
+	int lfd = listen_gateway(!split, err);
 	if (lfd < 0) {
 		unlink(pidpath);
 		brig_store_close(ledger);
@@ -1156,13 +1173,18 @@ int brig_egress_proxy_serve(brig_error **err)
 	hosts_preload();
 	pid_t worker = -1;
 	int sv[2] = {-1, -1};
-	if (geteuid() == 0) {
+	bool hosts_set = getenv("BRIG_EGRESS_HOSTS") != NULL, ca_set = getenv("BRIG_EGRESS_UPSTREAM_CA") != NULL;
+	if (split) {
 		const struct passwd *pw = getpwnam("nobody");
 		uid_t wuid = pw ? pw->pw_uid : 65534;
 		gid_t wgid = pw ? pw->pw_gid : 65534;
 		pid_t me = getpid();
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0 || (worker = fork()) < 0) {
 			int e = errno;
+			if (sv[0] >= 0) {
+				close(sv[0]);
+				close(sv[1]);
+			}
 			close(lfd);
 			unlink(pidpath);
 			return brig__error_set(err, BRIG_EIO, e, "egress proxy: cannot start its worker: %s",
@@ -1174,17 +1196,41 @@ int brig_egress_proxy_serve(brig_error **err)
 				if (fd != lfd && fd != sv[1])
 					close(fd);
 			lk = -1;
+			/* nor its environment (a store URL, PG*, DOCKER_*): what
+			 * the worker needed of it is loaded */
+			for (char **e = environ; e && *e; e++)
+				explicit_bzero(*e, strlen(*e)); /* the strings stay in memory */
+			clearenv();
 			/* the bounding set while root may still change it */
 			if (bset_drop() != 0 || become_worker(me, wuid, wgid) != 0 || drop_privileges() != 0) {
 				log_note("error", "the worker cannot give up root", strerror(errno));
 				_exit(1);
 			}
 			mon_fd = sv[1];
+			/* the port answers once the monitor can say who speaks */
+			json_t *ready = frame_recv(mon_fd);
+			if (!ready)
+				_exit(1);
+			json_decref(ready);
+			if (listen(lfd, 128) != 0) {
+				log_note("error", "the worker cannot listen", strerror(errno));
+				_exit(1);
+			}
 		} else {
 			close(sv[1]);
 			close(lfd);
+			if ((rc = open_monitored(err)) != 0) {
+				close(sv[0]); /* the worker ends */
+				while (waitpid(worker, NULL, 0) < 0 && errno == EINTR)
+					;
+				unlink(pidpath);
+				return rc;
+			}
 			if (drop_privileges() != 0)
 				log_note("warning", "the monitor kept its capabilities", strerror(errno));
+			json_t *ready = json_pack("{s:b}", "ready", 1);
+			frame_send(sv[0], ready);
+			json_decref(ready);
 		}
 	} else if (drop_privileges() != 0) {
 		log_note("warning", "capabilities kept", strerror(errno));
@@ -1201,11 +1247,11 @@ int brig_egress_proxy_serve(brig_error **err)
 	fprintf(stderr, "{\"proxy\":\"listening\",\"address\":\"%s:%d\",\"pid\":%ld,\"uid\":%ld}\n",
 		BRIG_EGRESS_GATEWAY, BRIG_EGRESS_PORT, (long)(mon_fd >= 0 ? getppid() : getpid()), (long)getuid());
 	fflush(stderr);
-	if (getenv("BRIG_EGRESS_HOSTS"))
+	if (hosts_set)
 		log_note("warning", "BRIG_EGRESS_HOSTS is set",
 			 "a test-only resolver override: the names it lists resolve to its addresses, local ones too, "
 			 "without the proxy's address checks; never set it outside brig's tests");
-	if (getenv("BRIG_EGRESS_UPSTREAM_CA"))
+	if (ca_set)
 		log_note("warning", "BRIG_EGRESS_UPSTREAM_CA is set",
 			 "a test-only trust override: upstreams of TLS the proxy terminates are verified against it "
 			 "instead of the system's trust store; never set it outside brig's tests");

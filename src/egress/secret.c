@@ -296,10 +296,13 @@ int brig_egress__secrets_start(brig_engine *e, const char *cid, const char *name
 			break;
 		}
 		const char *v = env_value(s);
-		/* An adopting brig without the value keeps the one the proxy has. */
+		/* An adopting brig without the value keeps the one the proxy has,
+		 * for the same hosts only: whoever gave it chose where it goes,
+		 * and a spec naming other hosts (the spec hash leaves secrets
+		 * out, so it adopts) must give the value again. */
 		for (size_t k = 0; !v && k < nold; k++)
 			if (strlen(old[k].name) == (size_t)kn && strncmp(old[k].name, s, (size_t)kn) == 0 &&
-			    strcmp(old[k].placeholder, ph) == 0)
+			    strcmp(old[k].placeholder, ph) == 0 && strcmp(old[k].hosts, s + kn + 1) == 0)
 				v = old[k].value;
 		if (!v || !value_ok(v)) {
 			rc = brig_egress__secrets_check(spec, err);

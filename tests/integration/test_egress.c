@@ -306,6 +306,15 @@ static void test_egress_computer(void **state)
 	assert_non_null(mst);
 	ASSERT_CONTAINS(mst, "\nCapEff:\t0000000000000000\n");
 	ASSERT_CONTAINS(mst, "\nCapBnd:\t0000000000000000\n");
+	/* nor the environment it was started with (a store URL, PG*, DOCKER_*) */
+	snprintf(stp, sizeof stp, "/proc/%d/environ", worker);
+	FILE *wf = fopen(stp, "re");
+	assert_non_null(wf);
+	char wenv[65536];
+	size_t wn = fread(wenv, 1, sizeof wenv, wf);
+	fclose(wf);
+	assert_null(memmem(wenv, wn, "BRIG_STORE=", 11));
+	assert_null(memmem(wenv, wn, "BRIG_EGRESS_HOSTS=", 18));
 	char fdd[64];
 	snprintf(fdd, sizeof fdd, "/proc/%d/fd", worker);
 	DIR *fdir = opendir(fdd);

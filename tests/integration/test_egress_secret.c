@@ -758,6 +758,19 @@ static void test_secret_serve(void **state)
 	assert_int_equal(serve_call(&a, sock, "POST", "/v1/computers", b3), 200);
 	free(a);
 	a = NULL;
+	/* The same secret for other hosts adopts the computer (the spec hash
+	 * leaves secrets out) but never carries the kept value there: whoever
+	 * gave it chose its hosts. */
+	cleanup_free char *moved = xasprintf(
+		"{\"ns\": \"%s\", \"agent\": \"agent\", \"session\": \"srv\", \"spec\": {\"network\": \"egress\", "
+		"\"allow\": [\"secret.brig.test:%d\"], \"secrets\": [\"BRIG_TEST_SECRET@other.brig.test\"], "
+		"\"labels\": {\"" BRIG_TEST_LABEL "\": \"%s\"}}}",
+		NS, ET.https_port, label);
+	int mst = serve_call(&a, sock, "POST", "/v1/computers", moved);
+	if (mst != 400 || !strstr(a, "secret_values.BRIG_TEST_SECRET: required"))
+		fail_msg("the kept value went to other hosts: %d %s", mst, a);
+	free(a);
+	a = NULL;
 	/* A recover makes a new computer from the recorded spec: it needs the
 	 * values again, in its body. */
 	cleanup_free char *cpath = xasprintf("%s/checkpoints", path), *spath = xasprintf("%s/stop", path);

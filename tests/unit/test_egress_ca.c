@@ -128,6 +128,10 @@ static void test_damaged_authority_refused(void **state)
 	put(certp, "garbage, not a certificate\n");
 	assert_refused("ca.pem is not a PEM certificate");
 
+	/* an empty certificate file: refused, never made again over it */
+	put(certp, "");
+	assert_refused("cannot be read (it is empty)");
+
 	/* a certificate without its key is never given to a sandbox */
 	put(certp, cert);
 	assert_int_equal(unlink(keyp), 0);
