@@ -474,7 +474,8 @@ static void hosts_preload(void)
 		if (brig_buf_add(&b, chunk, (size_t)r))
 			break;
 	close(fd);
-	brig_buf_put(&b, "", 1);
+	if (brig_buf_add(&b, "", 1) != 0) /* full: its last byte gives way to the end */
+		b.data[b.len - 1] = '\0';
 	hosts_text = brig_buf_steal(&b, NULL);
 }
 
