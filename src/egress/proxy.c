@@ -321,15 +321,23 @@ static bool sandbox_of(conn *c, char *out, size_t outlen, const char *ip)
 	return true;
 }
 
+/* The monitor's answer to op for sandbox: its array under the op's name,
+ * of at most max entries (a reference of the caller's), or NULL. */
+static json_t *mon_list(const char *op, const char *sandbox, size_t max)
+{
+	cleanup_json json_t *r = mon_call(json_pack("{s:s, s:s}", "op", op, "sandbox", sandbox));
+	json_t *arr = json_object_get(r, op);
+	return json_is_array(arr) && json_array_size(arr) <= max ? json_incref(arr) : NULL;
+}
+
 static int rules_of(char ***rules, size_t *n, const char *sandbox)
 {
 	if (mon_fd < 0)
 		return brig_egress_rules_get(rules, n, sandbox, NULL);
 	*rules = NULL;
 	*n = 0;
-	cleanup_json json_t *r = mon_call(json_pack("{s:s, s:s}", "op", "rules", "sandbox", sandbox));
-	json_t *arr = json_object_get(r, "rules");
-	if (!json_is_array(arr) || json_array_size(arr) > BRIG_EGRESS_RULES_MAX)
+	cleanup_json json_t *arr = mon_list("rules", sandbox, BRIG_EGRESS_RULES_MAX);
+	if (!arr)
 		return -1;
 	char **v = xcalloc(json_array_size(arr) + 1, sizeof *v);
 	size_t i;
@@ -349,9 +357,8 @@ static int secrets_of(brig_egress_secret **out, size_t *n, const char *sandbox)
 		return brig_egress__secrets_read(out, n, sandbox, NULL);
 	*out = NULL;
 	*n = 0;
-	cleanup_json json_t *r = mon_call(json_pack("{s:s, s:s}", "op", "secrets", "sandbox", sandbox));
-	json_t *arr = json_object_get(r, "secrets");
-	if (!json_is_array(arr) || json_array_size(arr) > BRIG_SPEC_SECRETS_MAX)
+	cleanup_json json_t *arr = mon_list("secrets", sandbox, BRIG_SPEC_SECRETS_MAX);
+	if (!arr)
 		return -1;
 	brig_egress_secret *sec = xcalloc(BRIG_SPEC_SECRETS_MAX, sizeof *sec);
 	size_t i;
