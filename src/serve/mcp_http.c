@@ -27,7 +27,8 @@ typedef struct mh_waiter {
 	mh_session *sess;
 	json_t *id;    /* the request's id; NULL: a notification or response */
 	json_t *token; /* its progressToken, or NULL */
-	brig_buf sse;  /* events not yet sent */
+	brig_buf sse;  /* events; those from sse_off on are not yet sent */
+	size_t sse_off;
 	char *response;
 	size_t notes; /* notifications queued before the response */
 	bool done;    /* answered, cancelled, the session ended, or too much queued */
@@ -70,6 +71,13 @@ static void deliver_locked(mh_waiter *w, const char *line, size_t len, bool resp
 {
 	if (w->done)
 		return;
+	/* What was sent goes once it is half the buffer or in the way: a
+	 * byte moves at most once per event it waits behind, never per read. */
+	if (w->sse_off && (w->sse_off >= w->sse.len / 2 || w->sse.cap - w->sse.len < len + 23)) {
+		memmove(w->sse.data, w->sse.data + w->sse_off, w->sse.len - w->sse_off);
+		w->sse.len -= w->sse_off;
+		w->sse_off = 0;
+	}
 	if (w->sse.cap - w->sse.len < len + 23) {
 		/* A client that does not read its stream: end it (between
 		 * events, so what it got is whole). */
@@ -312,11 +320,12 @@ static ssize_t mh_stream_read(void *payload, char *buf, size_t max)
 	mh_waiter *w = payload;
 	for (;;) {
 		pthread_mutex_lock(&w->sess->lock);
-		size_t n = w->sse.len < max ? w->sse.len : max;
+		size_t left = w->sse.len - w->sse_off, n = left < max ? left : max;
 		if (n) {
-			memcpy(buf, w->sse.data, n);
-			memmove(w->sse.data, w->sse.data + n, w->sse.len - n);
-			w->sse.len -= n;
+			memcpy(buf, w->sse.data + w->sse_off, n);
+			w->sse_off += n;
+			if (w->sse_off == w->sse.len)
+				w->sse_off = w->sse.len = 0;
 		}
 		bool end = !n && w->done;
 		pthread_mutex_unlock(&w->sess->lock);

@@ -168,6 +168,29 @@ test('progress notifications reach the call that asked for them', async () => {
   }
 });
 
+test('a large answer after progress streams whole and in order', async () => {
+  // Progress first, then a 2 MiB answer: the SSE stream is read in many
+  // pieces after an event already sent, and must arrive byte for byte.
+  const { client, transport } = await connect('main');
+  try {
+    const seen = [];
+    const r = await call(client, 'run', {
+      command: "sleep 2.5; head -c 600000 /dev/zero | tr '\\0' a; head -c 2000000 /dev/zero | tr '\\0' m; " +
+        "head -c 600000 /dev/zero | tr '\\0' z",
+      max_output_bytes: 1048576,
+    }, { onprogress: (p) => seen.push(p), timeout: 60000 });
+    assert.ok(seen.length >= 1, 'no progress notification');
+    const out = r.structuredContent.stdout;
+    const want = 'a'.repeat(524288) + `\n[${3200000 - 1048576} bytes omitted]\n` + 'z'.repeat(524288);
+    assert.equal(out.length, want.length);
+    assert.ok(out === want, 'the answer differs from what the command wrote');
+    assert.equal(r.structuredContent.stdout_omitted, 3200000 - 1048576);
+  } finally {
+    await transport.terminateSession();
+    await client.close();
+  }
+});
+
 test('a cancelled call ends its command and the computer keeps its files', async () => {
   const { client, transport } = await connect('main');
   try {
