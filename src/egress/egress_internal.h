@@ -95,6 +95,12 @@ void brig_egress__peer_drop(brig_egress_peers *p, uint32_t addr);
  * Errors: BRIG_EINVAL naming the variable. */
 int brig_egress__test_overrides_check(brig_error **err);
 
+/* The proxy's monitor (privilege separation), for the fuzz target: the
+ * answer to one request of a worker (never NULL), and a connection it
+ * accepted from addr (network order), by the number a worker names it by. */
+json_t *brig_egress__mon_answer(json_t *req);
+uint64_t brig_egress__mon_accepted(uint32_t addr);
+
 /* Fills out[0..max) (NULL-terminated; max >= 1) with the entries of env
  * the egress proxy is started with (pointers into env). Returns how many. */
 size_t brig_egress__proxy_env(char **out, size_t max, char *const *env);

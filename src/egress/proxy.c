@@ -56,6 +56,7 @@ static brig_egress_peers peers = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 typedef struct conn {
 	int fd;
+	uint64_t mon_id; /* the monitor's number for it; 0: one process */
 	uint32_t addr; /* the peer's, network order */
 	char peer[INET_ADDRSTRLEN];
 	/* what the log line says */
@@ -85,7 +86,7 @@ static void log_note(const char *key, const char *what, const char *why)
 	free(text);
 }
 
-static void ledger_add(const brig_store_egress *rec);
+static void ledger_add(const conn *c, const brig_store_egress *rec);
 
 static void log_conn(conn *c)
 {
@@ -108,7 +109,7 @@ static void log_conn(conn *c)
 				 .bytes_down = (int64_t)c->down,
 				 .start_ms = c->start_ms,
 				 .duration_ms = brig_now_ms() - c->t0};
-	ledger_add(&rec);
+	ledger_add(c, &rec);
 	if (text) {
 		fprintf(stderr, "%s\n", text);
 		fflush(stderr);
@@ -232,14 +233,21 @@ static bool who_direct(conn *c, char *out, size_t outlen, const char *ip)
  * brig's uid for what needs it — the daemon's view of which sandbox
  * speaks, the rules and secrets files, the ledger, the idle check — and
  * answers the worker's requests over that pair (a u32 length and JSON,
- * each bounded; the monitor trusts nothing in them). A worker someone
- * took over can ask for what the proxy holds anyway, never write a file
- * of the host's or reach the daemon. Started by another user, the proxy
- * is one process with that user's rights, as before. */
+ * each bounded; the monitor trusts nothing in them). The monitor also
+ * holds the listener: it accepts each connection, numbers it, and hands
+ * the worker the socket and its number over a second pair. The worker
+ * names a connection only by that number, never by a sandbox: who speaks,
+ * its rules, its secrets and the ledger row's identity are the monitor's
+ * from the address it accepted. A worker someone took over can therefore
+ * get the secrets of a sandbox only while that sandbox is connected to
+ * it, never write a file of the host's, forge whose a ledger row is, or
+ * reach the daemon. Started by another user, the proxy is one process
+ * with that user's rights, as before. */
 
 #define MON_MAX (1u << 20) /* one request or answer */
 
 static int mon_fd = -1; /* the worker's end; -1: one process */
+static int acc_fd = -1; /* the worker's end of the accepted sockets' pair */
 static pthread_mutex_t mon_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int frame_send(int fd, json_t *j)
@@ -310,7 +318,7 @@ static bool sandbox_of(conn *c, char *out, size_t outlen, const char *ip)
 {
 	if (mon_fd < 0)
 		return who_direct(c, out, outlen, ip);
-	cleanup_json json_t *r = mon_call(json_pack("{s:s, s:s}", "op", "who", "ip", ip));
+	cleanup_json json_t *r = mon_call(json_pack("{s:s, s:I}", "op", "who", "conn", (json_int_t)c->mon_id));
 	const char *name = json_string_value(json_object_get(r, "sandbox"));
 	if (!name || !*name || strlen(name) >= outlen)
 		return false;
@@ -321,22 +329,22 @@ static bool sandbox_of(conn *c, char *out, size_t outlen, const char *ip)
 	return true;
 }
 
-/* The monitor's answer to op for sandbox: its array under the op's name,
- * of at most max entries (a reference of the caller's), or NULL. */
-static json_t *mon_list(const char *op, const char *sandbox, size_t max)
+/* The monitor's answer to op for c's sandbox: its array under the op's
+ * name, of at most max entries (a reference of the caller's), or NULL. */
+static json_t *mon_list(const char *op, const conn *c, size_t max)
 {
-	cleanup_json json_t *r = mon_call(json_pack("{s:s, s:s}", "op", op, "sandbox", sandbox));
+	cleanup_json json_t *r = mon_call(json_pack("{s:s, s:I}", "op", op, "conn", (json_int_t)c->mon_id));
 	json_t *arr = json_object_get(r, op);
 	return json_is_array(arr) && json_array_size(arr) <= max ? json_incref(arr) : NULL;
 }
 
-static int rules_of(char ***rules, size_t *n, const char *sandbox)
+static int rules_of(char ***rules, size_t *n, const conn *c)
 {
 	if (mon_fd < 0)
-		return brig_egress_rules_get(rules, n, sandbox, NULL);
+		return brig_egress_rules_get(rules, n, c->sandbox, NULL);
 	*rules = NULL;
 	*n = 0;
-	cleanup_json json_t *arr = mon_list("rules", sandbox, BRIG_EGRESS_RULES_MAX);
+	cleanup_json json_t *arr = mon_list("rules", c, BRIG_EGRESS_RULES_MAX);
 	if (!arr)
 		return -1;
 	char **v = xcalloc(json_array_size(arr) + 1, sizeof *v);
@@ -351,13 +359,13 @@ static int rules_of(char ***rules, size_t *n, const char *sandbox)
 	return 0;
 }
 
-static int secrets_of(brig_egress_secret **out, size_t *n, const char *sandbox)
+static int secrets_of(brig_egress_secret **out, size_t *n, const conn *c)
 {
 	if (mon_fd < 0)
-		return brig_egress__secrets_read(out, n, sandbox, NULL);
+		return brig_egress__secrets_read(out, n, c->sandbox, NULL);
 	*out = NULL;
 	*n = 0;
-	cleanup_json json_t *arr = mon_list("secrets", sandbox, BRIG_SPEC_SECRETS_MAX);
+	cleanup_json json_t *arr = mon_list("secrets", c, BRIG_SPEC_SECRETS_MAX);
 	if (!arr)
 		return -1;
 	brig_egress_secret *sec = xcalloc(BRIG_SPEC_SECRETS_MAX, sizeof *sec);
@@ -376,16 +384,17 @@ static int secrets_of(brig_egress_secret **out, size_t *n, const char *sandbox)
 	return 0;
 }
 
-static void ledger_add(const brig_store_egress *rec)
+/* The row of c's connection (whose it is: the monitor's to say, for a
+ * worker), which ends the monitor's record of it. */
+static void ledger_add(const conn *c, const brig_store_egress *rec)
 {
 	if (mon_fd >= 0) {
-		json_decref(mon_call(json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:s, s:i, s:s, s:s, s:I, s:I, s:I, s:I}",
-					       "op", "ledger", "sandbox", rec->sandbox, "ns", rec->ns, "agent",
-					       rec->agent, "session", rec->session, "host", rec->host, "port",
-					       rec->port, "decision", rec->decision, "reason", rec->reason,
-					       "bytes_up", (json_int_t)rec->bytes_up, "bytes_down",
-					       (json_int_t)rec->bytes_down, "start_ms", (json_int_t)rec->start_ms,
-					       "duration_ms", (json_int_t)rec->duration_ms)));
+		json_decref(mon_call(json_pack("{s:s, s:I, s:s, s:i, s:s, s:s, s:I, s:I, s:I, s:I}", "op", "ledger",
+					       "conn", (json_int_t)c->mon_id, "host", rec->host, "port", rec->port,
+					       "decision", rec->decision, "reason", rec->reason, "bytes_up",
+					       (json_int_t)rec->bytes_up, "bytes_down", (json_int_t)rec->bytes_down,
+					       "start_ms", (json_int_t)rec->start_ms, "duration_ms",
+					       (json_int_t)rec->duration_ms)));
 		return;
 	}
 	brig_error *err = NULL;
@@ -662,7 +671,7 @@ static void do_connect(conn *c, char *buf, size_t len, const brig_egress_req *re
 	brig_egress_secret *sec = NULL;
 	size_t nsec = 0;
 	bool bump = false;
-	if (secrets_of(&sec, &nsec, c->sandbox) != 0) {
+	if (secrets_of(&sec, &nsec, c) != 0) {
 		answer(c, 500, "Internal Server Error", "error", "cannot read this sandbox's secrets");
 		return;
 	}
@@ -818,7 +827,7 @@ static void *serve_conn(void *arg)
 	c->port = req.port;
 	char **rules = NULL;
 	size_t n = 0;
-	if (rules_of(&rules, &n, c->sandbox) != 0) {
+	if (rules_of(&rules, &n, c) != 0) {
 		answer(c, 500, "Internal Server Error", "error", "cannot read this sandbox's rules");
 		goto out;
 	}
@@ -899,7 +908,7 @@ static int attached_direct(void)
 	pthread_mutex_lock(&engine_lock);
 	cleanup_json json_t *net = NULL;
 	brig_error *err = NULL;
-	int rc = brig_engine_network_inspect(engine, &net, BRIG_EGRESS_NETWORK, &err);
+	int rc = engine ? brig_engine_network_inspect(engine, &net, BRIG_EGRESS_NETWORK, &err) : BRIG_EIO;
 	pthread_mutex_unlock(&engine_lock);
 	brig_error_free(err);
 	if (rc == BRIG_ENOTFOUND)
@@ -926,40 +935,126 @@ static const char *str_max(json_t *o, const char *key, size_t max)
 	return v && strlen(v) <= max ? v : NULL;
 }
 
+/* The connections the monitor accepted and the worker has not ended
+ * (its ledger row or "done"): more than the worker keeps at once, so that
+ * only ones a worker lost track of are ever taken for new ones. */
+#define MON_CONNS (CONN_MAX * 4)
+static struct mon_conn {
+	uint64_t id; /* 0: free */
+	uint32_t addr;
+	bool known; /* who speaks was looked up: the rest is its answer */
+	char sandbox[160], ns[80], agent[80], session[80];
+} mon_conns[MON_CONNS];
+static uint64_t mon_last_id;
+
+/* A slot for a connection from addr (the oldest's when none is free). */
+static struct mon_conn *mon_conn_new(uint32_t addr)
+{
+	struct mon_conn *m = &mon_conns[0];
+	for (size_t i = 0; i < MON_CONNS && m->id; i++)
+		if (!mon_conns[i].id || mon_conns[i].id < m->id)
+			m = &mon_conns[i];
+	memset(m, 0, sizeof *m);
+	m->id = ++mon_last_id;
+	m->addr = addr;
+	return m;
+}
+
+/* The connection req names ("conn"), or NULL. */
+static struct mon_conn *mon_conn_of(json_t *req)
+{
+	json_t *v = json_object_get(req, "conn");
+	if (!json_is_integer(v) || json_integer_value(v) <= 0)
+		return NULL;
+	uint64_t id = (uint64_t)json_integer_value(v);
+	for (size_t i = 0; i < MON_CONNS; i++)
+		if (mon_conns[i].id == id)
+			return &mon_conns[i];
+	return NULL;
+}
+
+/* Who speaks on m, looked up once; false when no sandbox of the egress
+ * network has its address. */
+static bool mon_conn_who(struct mon_conn *m)
+{
+	if (!m->known) {
+		char ip[INET_ADDRSTRLEN];
+		struct in_addr a = {.s_addr = m->addr};
+		conn c = {0};
+		inet_ntop(AF_INET, &a, ip, sizeof ip);
+		if (!who_direct(&c, m->sandbox, sizeof m->sandbox, ip))
+			return false;
+		memcpy(m->ns, c.ns, sizeof m->ns);
+		memcpy(m->agent, c.agent, sizeof m->agent);
+		memcpy(m->session, c.session, sizeof m->session);
+		m->known = true;
+	}
+	return true;
+}
+
 static json_t *mon_answer(json_t *req)
 {
 	const char *op = json_string_value(json_object_get(req, "op"));
 	if (!op)
 		return json_object();
-	if (strcmp(op, "who") == 0) {
-		const char *ip = str_max(req, "ip", INET_ADDRSTRLEN - 1);
-		struct in_addr a;
-		conn c = {0};
-		char name[160];
-		if (!ip || inet_pton(AF_INET, ip, &a) != 1 || !who_direct(&c, name, sizeof name, ip))
-			return json_object();
-		return json_pack("{s:s, s:s, s:s, s:s}", "sandbox", name, "ns", c.ns, "agent", c.agent, "session",
-				 c.session);
+	if (strcmp(op, "attached") == 0)
+		return json_pack("{s:i}", "n", attached_direct());
+	struct mon_conn *m = mon_conn_of(req);
+	if (!m)
+		return json_object();
+	if (strcmp(op, "done") == 0) {
+		memset(m, 0, sizeof *m);
+		return json_object();
 	}
-	if (strcmp(op, "rules") == 0 || strcmp(op, "secrets") == 0) {
-		/* the name is checked where it becomes a path (rules.c) */
-		const char *sb = str_max(req, "sandbox", 159);
-		if (!sb)
-			return json_object();
-		if (op[0] == 'r') {
-			char **rules = NULL;
-			size_t n = 0;
-			if (brig_egress_rules_get(&rules, &n, sb, NULL) != 0)
-				return json_object();
-			json_t *arr = json_array();
-			for (size_t i = 0; i < n; i++)
-				json_array_append_new(arr, json_string(rules[i]));
-			brig_egress_rules_free(rules);
-			return json_pack("{s:o}", "rules", arr);
+	if (strcmp(op, "ledger") == 0) {
+		const char *host = str_max(req, "host", 255);
+		const char *dec = str_max(req, "decision", 16), *why = str_max(req, "reason", 399);
+		char ip[INET_ADDRSTRLEN];
+		struct in_addr a = {.s_addr = m->addr};
+		inet_ntop(AF_INET, &a, ip, sizeof ip);
+		bool id = m->known && m->ns[0] && m->agent[0] && m->session[0];
+		brig_store_egress rec = {.sandbox = m->known ? m->sandbox : ip,
+					 .ns = id ? m->ns : NULL,
+					 .agent = id ? m->agent : NULL,
+					 .session = id ? m->session : NULL,
+					 .host = (char *)host,
+					 .port = (int)json_integer_value(json_object_get(req, "port")),
+					 .decision = (char *)dec,
+					 .reason = (char *)why,
+					 .bytes_up = json_integer_value(json_object_get(req, "bytes_up")),
+					 .bytes_down = json_integer_value(json_object_get(req, "bytes_down")),
+					 .start_ms = json_integer_value(json_object_get(req, "start_ms")),
+					 .duration_ms = json_integer_value(json_object_get(req, "duration_ms"))};
+		brig_error *err = NULL;
+		if (host && dec && why &&
+		    (strcmp(dec, "allowed") == 0 || strcmp(dec, "denied") == 0 || strcmp(dec, "error") == 0) && ledger &&
+		    brig_store_egress_add(ledger, NULL, &rec, &err) != 0) {
+			log_note("ledger", "not written", brig_error_message(err));
+			brig_error_free(err);
 		}
+		memset(m, 0, sizeof *m); /* the connection's last word */
+		return json_object();
+	}
+	if (!mon_conn_who(m))
+		return json_object();
+	if (strcmp(op, "who") == 0)
+		return json_pack("{s:s, s:s, s:s, s:s}", "sandbox", m->sandbox, "ns", m->ns, "agent", m->agent,
+				 "session", m->session);
+	if (strcmp(op, "rules") == 0) {
+		char **rules = NULL;
+		size_t n = 0;
+		if (brig_egress_rules_get(&rules, &n, m->sandbox, NULL) != 0)
+			return json_object();
+		json_t *arr = json_array();
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(arr, json_string(rules[i]));
+		brig_egress_rules_free(rules);
+		return json_pack("{s:o}", "rules", arr);
+	}
+	if (strcmp(op, "secrets") == 0) {
 		brig_egress_secret *sec = NULL;
 		size_t n = 0;
-		if (brig_egress__secrets_read(&sec, &n, sb, NULL) != 0)
+		if (brig_egress__secrets_read(&sec, &n, m->sandbox, NULL) != 0)
 			return json_object();
 		json_t *arr = json_array();
 		for (size_t i = 0; i < n; i++)
@@ -969,42 +1064,97 @@ static json_t *mon_answer(json_t *req)
 		brig_egress__secrets_free(sec, n);
 		return json_pack("{s:o}", "secrets", arr);
 	}
-	if (strcmp(op, "ledger") == 0) {
-		const char *sb = str_max(req, "sandbox", 159), *host = str_max(req, "host", 255);
-		const char *dec = str_max(req, "decision", 16), *why = str_max(req, "reason", 399);
-		if (!sb || !host || !dec || !why ||
-		    (strcmp(dec, "allowed") != 0 && strcmp(dec, "denied") != 0 && strcmp(dec, "error") != 0))
-			return json_object();
-		brig_store_egress rec = {.sandbox = (char *)sb,
-					 .ns = (char *)str_max(req, "ns", 79),
-					 .agent = (char *)str_max(req, "agent", 79),
-					 .session = (char *)str_max(req, "session", 79),
-					 .host = (char *)host,
-					 .port = (int)json_integer_value(json_object_get(req, "port")),
-					 .decision = (char *)dec,
-					 .reason = (char *)why,
-					 .bytes_up = json_integer_value(json_object_get(req, "bytes_up")),
-					 .bytes_down = json_integer_value(json_object_get(req, "bytes_down")),
-					 .start_ms = json_integer_value(json_object_get(req, "start_ms")),
-					 .duration_ms = json_integer_value(json_object_get(req, "duration_ms"))};
-		if (!rec.ns || !rec.agent || !rec.session)
-			rec.ns = rec.agent = rec.session = NULL;
-		brig_error *err = NULL;
-		if (ledger && brig_store_egress_add(ledger, NULL, &rec, &err) != 0) {
-			log_note("ledger", "not written", brig_error_message(err));
-			brig_error_free(err);
-		}
-		return json_object();
-	}
-	if (strcmp(op, "attached") == 0)
-		return json_pack("{s:i}", "n", attached_direct());
 	return json_object();
 }
 
-/* Answers the worker until it ends (its end closes). */
-static void monitor(int fd)
+json_t *brig_egress__mon_answer(json_t *req)
 {
-	for (json_t *req; (req = frame_recv(fd));) {
+	json_t *r = mon_answer(req);
+	return r ? r : json_object();
+}
+
+uint64_t brig_egress__mon_accepted(uint32_t addr)
+{
+	return mon_conn_new(addr)->id;
+}
+
+/* Hands the worker a socket the monitor accepted, with its number, over
+ * acc (never blocking: a worker that does not take them loses them). */
+static void mon_hand(int acc, int fd, uint64_t id)
+{
+	char ctl[CMSG_SPACE(sizeof(int))];
+	memset(ctl, 0, sizeof ctl);
+	struct iovec iov = {.iov_base = &id, .iov_len = sizeof id};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+	ssize_t r;
+	while ((r = sendmsg(acc, &mh, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	if (r != (ssize_t)sizeof id)
+		for (size_t i = 0; i < MON_CONNS; i++)
+			if (mon_conns[i].id == id)
+				memset(&mon_conns[i], 0, sizeof mon_conns[i]);
+}
+
+/* The worker's next accepted socket and its number from acc: 0, 1 when
+ * nothing was there, -1 when the monitor is gone. */
+static int worker_take(int acc, int *fd, uint64_t *id)
+{
+	char ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = id, .iov_len = sizeof *id};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+	ssize_t r;
+	while ((r = recvmsg(acc, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	if (r == 0)
+		return -1;
+	if (r < 0)
+		return errno == EAGAIN ? 1 : -1;
+	*fd = -1;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(fd, CMSG_DATA(cm), sizeof *fd);
+	if (r != (ssize_t)sizeof *id || *fd < 0 || (mh.msg_flags & MSG_CTRUNC)) {
+		if (*fd >= 0)
+			close(*fd);
+		return 1;
+	}
+	return 0;
+}
+
+/* Answers the worker until it ends (its end closes), and accepts on lfd
+ * for it meanwhile. */
+static void monitor(int fd, int lfd, int acc)
+{
+	for (;;) {
+		struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = lfd, .events = POLLIN}};
+		int r = poll(pf, 2, -1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			break;
+		if (pf[1].revents & POLLIN) {
+			struct sockaddr_in peer;
+			socklen_t pl = sizeof peer;
+			int cfd = accept4(lfd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
+			if (cfd >= 0) {
+				uint32_t gw = 0;
+				inet_pton(AF_INET, BRIG_EGRESS_GATEWAY, &gw);
+				/* brig's own is-it-up probe ends here */
+				if (pl == sizeof peer && peer.sin_family == AF_INET && peer.sin_addr.s_addr != gw)
+					mon_hand(acc, cfd, mon_conn_new(peer.sin_addr.s_addr)->id);
+				close(cfd);
+			}
+		}
+		if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		json_t *req = frame_recv(fd);
+		if (!req)
+			break;
 		json_t *resp = mon_answer(req);
 		if (!resp) /* a name jansson would not take: no answer, not no monitor */
 			resp = json_object();
@@ -1060,22 +1210,24 @@ int brig_egress__test_overrides_check(brig_error **err)
 	return 0;
 }
 
-/* Accepts until the network is gone or idle a minute (the monitor gone,
+/* Accepts on lfd (one process), or takes what the monitor accepted (a
+ * worker), until the network is gone or idle a minute (the monitor gone,
  * for a worker). */
 static void serve_loop(int lfd)
 {
 	int64_t empty_since = 0;
+	int in = mon_fd >= 0 ? acc_fd : lfd;
 	for (;;) {
 		/* A worker whose monitor is gone ends at once: the monitor,
 		 * without capabilities, cannot send nobody its death signal. A
 		 * reply (POLLIN) is a thread's to read, never this loop's. */
-		struct pollfd pf[2] = {{.fd = lfd, .events = POLLIN}, {.fd = mon_fd, .events = POLLRDHUP}};
+		struct pollfd pf[2] = {{.fd = in, .events = POLLIN}, {.fd = mon_fd, .events = POLLRDHUP}};
 		int r;
 		while ((r = poll(pf, mon_fd >= 0 ? 2 : 1, 2000)) < 0 && errno == EINTR)
 			;
 		if (mon_fd >= 0 && (pf[1].revents & (POLLRDHUP | POLLHUP | POLLERR)))
 			break;
-		if (r > 0 && !(pf[0].revents & POLLIN))
+		if (r > 0 && !(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		if (r == 0 || r < 0) {
 			int n = attached();
@@ -1093,9 +1245,23 @@ static void serve_loop(int lfd)
 			continue;
 		struct sockaddr_in peer;
 		socklen_t pl = sizeof peer;
-		int fd = accept4(lfd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
-		if (fd < 0)
+		int fd = -1;
+		uint64_t id = 0;
+		if (mon_fd >= 0) {
+			int t = worker_take(in, &fd, &id);
+			if (t < 0)
+				break; /* the monitor is gone */
+			if (t > 0)
+				continue;
+			if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 || pl != sizeof peer ||
+			    peer.sin_family != AF_INET) {
+				close(fd);
+				json_decref(mon_call(json_pack("{s:s, s:I}", "op", "done", "conn", (json_int_t)id)));
+				continue;
+			}
+		} else if ((fd = accept4(lfd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC)) < 0) {
 			continue;
+		}
 		empty_since = 0;
 		uint32_t gw = 0;
 		inet_pton(AF_INET, BRIG_EGRESS_GATEWAY, &gw);
@@ -1105,10 +1271,13 @@ static void serve_loop(int lfd)
 		if (peer.sin_addr.s_addr == gw || atomic_load(&active) >= CONN_MAX ||
 		    !brig_egress__peer_take(&peers, peer.sin_addr.s_addr, BRIG_EGRESS_PEER_MAX)) {
 			close(fd);
+			if (id)
+				json_decref(mon_call(json_pack("{s:s, s:I}", "op", "done", "conn", (json_int_t)id)));
 			continue;
 		}
 		conn *c = xcalloc(1, sizeof *c);
 		c->fd = fd;
+		c->mon_id = id;
 		c->addr = peer.sin_addr.s_addr;
 		c->port = 0;
 		inet_ntop(AF_INET, &peer.sin_addr, c->peer, sizeof c->peer);
@@ -1125,6 +1294,8 @@ static void serve_loop(int lfd)
 		pthread_attr_setstacksize(&at, 512 * 1024);
 		pthread_t t;
 		if (pthread_create(&t, &at, serve_conn, c) != 0) {
+			if (id)
+				json_decref(mon_call(json_pack("{s:s, s:I}", "op", "done", "conn", (json_int_t)id)));
 			brig_egress__peer_drop(&peers, c->addr);
 			atomic_fetch_sub(&active, 1);
 			close(fd);
@@ -1180,18 +1351,21 @@ int brig_egress_proxy_serve(brig_error **err)
 	brig_egress__bump_preload();
 	hosts_preload();
 	pid_t worker = -1;
-	int sv[2] = {-1, -1};
+	int sv[2] = {-1, -1}, ac[2] = {-1, -1};
 	bool hosts_set = getenv("BRIG_EGRESS_HOSTS") != NULL, ca_set = getenv("BRIG_EGRESS_UPSTREAM_CA") != NULL;
 	if (split) {
 		const struct passwd *pw = getpwnam("nobody");
 		uid_t wuid = pw ? pw->pw_uid : 65534;
 		gid_t wgid = pw ? pw->pw_gid : 65534;
 		pid_t me = getpid();
-		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0 || (worker = fork()) < 0) {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0 ||
+		    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ac) != 0 || (worker = fork()) < 0) {
 			int e = errno;
-			if (sv[0] >= 0) {
-				close(sv[0]);
-				close(sv[1]);
+			for (int i = 0; i < 2; i++) {
+				if (sv[i] >= 0)
+					close(sv[i]);
+				if (ac[i] >= 0)
+					close(ac[i]);
 			}
 			close(lfd);
 			unlink(pidpath);
@@ -1199,11 +1373,13 @@ int brig_egress_proxy_serve(brig_error **err)
 					       strerror(e));
 		}
 		if (worker == 0) {
-			/* nothing of the monitor's: not the daemon's socket, not the store */
+			/* nothing of the monitor's: not the daemon's socket, not the
+			 * store, not the listener (the monitor accepts) */
 			for (int fd = 3; fd < 65536; fd++)
-				if (fd != lfd && fd != sv[1])
+				if (fd != sv[1] && fd != ac[1])
 					close(fd);
 			lk = -1;
+			lfd = -1;
 			/* nor its environment (a store URL, PG*, DOCKER_*): what
 			 * the worker needed of it is loaded */
 			for (char **e = environ; e && *e; e++)
@@ -1215,20 +1391,27 @@ int brig_egress_proxy_serve(brig_error **err)
 				_exit(1);
 			}
 			mon_fd = sv[1];
-			/* the port answers once the monitor can say who speaks */
+			acc_fd = ac[1];
 			json_t *ready = frame_recv(mon_fd);
 			if (!ready)
 				_exit(1);
 			json_decref(ready);
-			if (listen(lfd, 128) != 0) {
-				log_note("error", "the worker cannot listen", strerror(errno));
-				_exit(1);
-			}
 		} else {
 			close(sv[1]);
-			close(lfd);
-			if ((rc = open_monitored(err)) != 0) {
+			close(ac[1]);
+			/* the port answers once the monitor can say who speaks */
+			if ((rc = open_monitored(err)) == 0 && listen(lfd, 128) != 0) {
+				rc = brig__error_set(err, BRIG_EIO, errno, "egress proxy: cannot listen on %s:%d: %s",
+						     BRIG_EGRESS_GATEWAY, BRIG_EGRESS_PORT, strerror(errno));
+				brig_store_close(ledger);
+				ledger = NULL;
+				brig_engine_free(engine);
+				engine = NULL;
+			}
+			if (rc != 0) {
 				close(sv[0]); /* the worker ends */
+				close(ac[0]);
+				close(lfd);
 				while (waitpid(worker, NULL, 0) < 0 && errno == EINTR)
 					;
 				unlink(pidpath);
@@ -1244,7 +1427,9 @@ int brig_egress_proxy_serve(brig_error **err)
 		log_note("warning", "capabilities kept", strerror(errno));
 	}
 	if (worker > 0) {
-		monitor(sv[0]);
+		monitor(sv[0], lfd, ac[0]);
+		close(lfd); /* the port answers no more */
+		close(ac[0]);
 		close(sv[0]);
 		int ws;
 		while (waitpid(worker, &ws, 0) < 0 && errno == EINTR)
@@ -1264,7 +1449,8 @@ int brig_egress_proxy_serve(brig_error **err)
 			 "a test-only trust override: upstreams of TLS the proxy terminates are verified against it "
 			 "instead of the system's trust store; never set it outside brig's tests");
 	serve_loop(lfd);
-	close(lfd);
+	if (lfd >= 0)
+		close(lfd);
 	/* Threads still relaying may log: the store stays open until exit. */
 	fprintf(stderr, "{\"proxy\":\"exiting\"}\n");
 	fflush(stderr);
