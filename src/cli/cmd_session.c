@@ -531,6 +531,48 @@ static const char recover_usage[] =
 	"  -h, --help              Print this help\n";
 
 /* brig recover through a brig server: the same notes and output. */
+/* The values, from this brig's environment, of the secrets the server's
+ * store recorded for the session (as a local recover reads them): an
+ * object for secret_values, or NULL when it names none or none is set
+ * here (the server then uses a value it kept for the same hosts, or says
+ * which is missing). */
+static json_t *remote_secret_values(cli_remote *r, const session_args *a)
+{
+	/* ns is checked (A-Z a-z 0-9 _ . -) */
+	cleanup_free char *target = xasprintf("/v1/sessions?ns=%s", a->t.id.ns);
+	json_t *list = NULL;
+	int status = 0;
+	if (cli_remote_request(r, "GET", target, NULL, &status, &list) != 0 || !list)
+		return NULL; /* the recover says what is missing */
+	json_t *values = json_object();
+	size_t i;
+	json_t *s;
+	json_array_foreach (json_object_get(list, "sessions"), i, s) {
+		const char *agent = json_string_value(json_object_get(s, "agent"));
+		const char *sess = json_string_value(json_object_get(s, "session"));
+		if (!agent || !sess || strcmp(agent, a->t.id.agent) || strcmp(sess, a->t.id.session))
+			continue;
+		size_t k;
+		json_t *sec;
+		json_array_foreach (json_object_get(json_object_get(s, "spec"), "secrets"), k, sec) {
+			const char *t = json_string_value(sec);
+			if (!t)
+				continue;
+			char key[130];
+			snprintf(key, sizeof key, "%.*s", (int)strcspn(t, "@"), t);
+			const char *v = getenv(key);
+			if (v && *v)
+				json_object_set_new(values, key, json_string(v));
+		}
+	}
+	json_decref(list);
+	if (!json_object_size(values)) {
+		json_decref(values);
+		return NULL;
+	}
+	return values;
+}
+
 static int recover_remote(const session_args *a, int64_t checkpoint)
 {
 	if (checkpoint)
@@ -541,8 +583,12 @@ static int recover_remote(const session_args *a, int64_t checkpoint)
 	json_t *j = NULL;
 	cleanup_free char *path = cli_remote_path(a->t.id.ns, a->t.id.agent, a->t.id.session, "/recover");
 	int rc = cli_remote_open(&r);
-	if (rc == 0)
-		rc = cli_remote_call(r, "POST", path, NULL, &j);
+	if (rc == 0) {
+		json_t *values = remote_secret_values(r, a);
+		json_t *body = values ? json_pack("{s:o}", "secret_values", values) : NULL;
+		rc = cli_remote_call(r, "POST", path, body, &j);
+		json_decref(body); /* the values: jansson frees (and brig's allocator wipes) them */
+	}
 	cli_remote_free(r);
 	if (rc)
 		return rc;

@@ -2,6 +2,8 @@
  * one commands[] table that dispatches to a cmd_*.c file (crun's crun.c). */
 #include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +107,16 @@ static int cmd_help(int argc, char **argv)
 	return 0;
 }
 
+/* jansson's frees zero what they free: secret values (brig up's, the
+ * server's secret_values, the proxy monitor's answers) pass through JSON
+ * strings, and must not stay in freed memory for a later bug to show. */
+static void wiping_free(void *p)
+{
+	if (p)
+		explicit_bzero(p, malloc_usable_size(p));
+	free(p);
+}
+
 /* With BRIG_HOST, whether the command goes through the server: the ones
  * that do, and any command's --help (which contacts nothing). */
 static bool goes_remote(const cli_command *cmd, int argc, char **argv)
@@ -129,6 +141,7 @@ int main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
+	json_set_alloc_funcs(malloc, wiping_free);
 	/* '+': stop at the verb, whose options belong to it. */
 	int c;
 	optind = 0;

@@ -835,6 +835,38 @@ static void test_secret_serve(void **state)
 	snprintf(cname, sizeof cname, "%.*s", (int)strcspn(u1, "\n"), u1);
 	probe_sees(cname, auth_real, decoy, "through brig up with BRIG_HOST");
 
+	/* brig recover through the server sends the recorded secrets' values
+	 * from its own environment too (the server asks for them again). */
+	cleanup_free char *upath = xasprintf("/v1/computers/%s/agent/srvcli", NS);
+	cleanup_free char *ucp = xasprintf("%s/checkpoints", upath), *ustop = xasprintf("%s/stop", upath);
+	if ((cst = serve_call(&a, sock, "POST", ucp, "")) != 201)
+		fail_msg("checkpoint srvcli: %d %s", cst, a);
+	free(a);
+	a = NULL;
+	if ((cst = serve_call(&a, sock, "POST", ustop, "")) != 200)
+		fail_msg("stop srvcli: %d %s", cst, a);
+	free(a);
+	a = NULL;
+	const char *rec[] = {"recover", "--ns", NS, "--agent", "agent", "--session", "srvcli", NULL};
+	setenv("BRIG_HOST", host, 1);
+	cleanup_free char *r1 = NULL;
+	urc = cli(&r1, rec);
+	unsetenv("BRIG_HOST");
+	ASSERT_NO_VALUE(r1, "brig recover's output");
+	if (urc != 0)
+		fail_msg("brig recover through the server exited %d: %s", urc, r1);
+	/* its note on stderr first, then the computer's name */
+	size_t rl = strlen(r1);
+	while (rl && r1[rl - 1] == '\n')
+		r1[--rl] = 0;
+	const char *last = strrchr(r1, '\n');
+	snprintf(cname, sizeof cname, "%s", last ? last + 1 : r1);
+	ASSERT_CONTAINS(r1, "recovered ");
+	probe_sees(cname, auth_real, decoy, "through brig recover with BRIG_HOST");
+	assert_int_equal(serve_call(&a, sock, "DELETE", upath, ""), 204);
+	free(a);
+	a = NULL;
+
 	assert_int_equal(serve_call(&a, sock, "DELETE", path, ""), 204);
 	kill(pid, SIGTERM);
 	int ws = 0;
