@@ -530,7 +530,6 @@ static const char recover_usage[] =
 	"      --json              Print {name, old_generation, new_generation, checkpoint_id, won, computer}\n"
 	"  -h, --help              Print this help\n";
 
-/* brig recover through a brig server: the same notes and output. */
 /* The values, from this brig's environment, of the secrets the server's
  * store recorded for the session (as a local recover reads them): an
  * object for secret_values, or NULL when it names none or none is set
@@ -573,6 +572,7 @@ static json_t *remote_secret_values(cli_remote *r, const session_args *a)
 	return values;
 }
 
+/* brig recover through a brig server: the same notes and output. */
 static int recover_remote(const session_args *a, int64_t checkpoint)
 {
 	if (checkpoint)
