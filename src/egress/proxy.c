@@ -15,14 +15,19 @@
 #include <grp.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <linux/audit.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pwd.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -902,6 +907,87 @@ static int drop_privileges(void)
 	return (int)syscall(SYS_capset, &h, d);
 }
 
+/* The worker's system calls, beyond what nobody without capabilities may
+ * do anyway: no program run (execve), no process made (fork; threads
+ * only), no other process read or traced, no namespace, mount, key ring,
+ * BPF, perf, io_uring or module, and sockets of the families it uses only
+ * (IPv4 and IPv6 upstreams; unix and netlink for the resolver and the
+ * interface list). Refused with EPERM (EAFNOSUPPORT for a family), so a
+ * worker someone took over gets errors, not a shell. Another architecture
+ * than the one built for is killed. 0, or -1 (errno). */
+#if defined(__x86_64__)
+#define WORKER_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define WORKER_ARCH AUDIT_ARCH_AARCH64
+#endif
+#define SC_DENY(nr) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM)
+#define SC_ARG0 (offsetof(struct seccomp_data, args[0]) + (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 4 : 0))
+static int worker_seccomp(void)
+{
+#ifdef WORKER_ARCH
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, WORKER_ARCH, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+#ifdef __x86_64__
+		/* the x32 numbers of the same calls */
+		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		SC_DENY(__NR_fork),
+		SC_DENY(__NR_vfork),
+#endif
+		SC_DENY(__NR_execve),
+		SC_DENY(__NR_execveat),
+		SC_DENY(__NR_ptrace),
+		SC_DENY(__NR_process_vm_readv),
+		SC_DENY(__NR_process_vm_writev),
+		SC_DENY(__NR_mount),
+		SC_DENY(__NR_umount2),
+		SC_DENY(__NR_pivot_root),
+		SC_DENY(__NR_chroot),
+		SC_DENY(__NR_setns),
+		SC_DENY(__NR_unshare),
+		SC_DENY(__NR_bpf),
+		SC_DENY(__NR_perf_event_open),
+		SC_DENY(__NR_keyctl),
+		SC_DENY(__NR_add_key),
+		SC_DENY(__NR_request_key),
+		SC_DENY(__NR_init_module),
+		SC_DENY(__NR_finit_module),
+		SC_DENY(__NR_delete_module),
+		SC_DENY(__NR_kexec_load),
+		SC_DENY(__NR_reboot),
+		SC_DENY(__NR_userfaultfd),
+		SC_DENY(__NR_open_by_handle_at),
+		SC_DENY(__NR_io_uring_setup),
+		/* clone3 hides its flags in memory: ENOSYS, and glibc makes its
+		 * threads with clone, whose flags say whether it is one */
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 4),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_ARG0),
+		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 0, 7),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_ARG0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, 4, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, 3, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_NETLINK, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EAFNOSUPPORT),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW), /* a family it uses */
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW), /* any other call */
+	};
+	struct sock_fprog prog = {.len = (unsigned short)(sizeof f / sizeof f[0]), .filter = f};
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+#else
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
 /* How many sandboxes the egress network has; -1 when it is gone. */
 static int attached_direct(void)
 {
@@ -1388,6 +1474,11 @@ int brig_egress_proxy_serve(brig_error **err)
 			/* the bounding set while root may still change it */
 			if (bset_drop() != 0 || become_worker(me, wuid, wgid) != 0 || drop_privileges() != 0) {
 				log_note("error", "the worker cannot give up root", strerror(errno));
+				_exit(1);
+			}
+			/* before any thread: each inherits it */
+			if (worker_seccomp() != 0) {
+				log_note("error", "the worker cannot limit its system calls", strerror(errno));
 				_exit(1);
 			}
 			mon_fd = sv[1];

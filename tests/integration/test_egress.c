@@ -301,6 +301,7 @@ static void test_egress_computer(void **state)
 	ASSERT_CONTAINS(wst, "\nCapEff:\t0000000000000000\n");
 	ASSERT_CONTAINS(wst, "\nCapBnd:\t0000000000000000\n");
 	ASSERT_CONTAINS(wst, "\nNoNewPrivs:\t1\n");
+	ASSERT_CONTAINS(wst, "\nSeccomp:\t2\n"); /* a filter of its system calls */
 	snprintf(stp, sizeof stp, "/proc/%d/status", atoi(pid));
 	cleanup_free char *mst = slurp(stp);
 	assert_non_null(mst);
