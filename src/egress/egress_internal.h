@@ -100,6 +100,9 @@ int brig_egress__test_overrides_check(brig_error **err);
  * accepted from addr (network order), by the number a worker names it by. */
 json_t *brig_egress__mon_answer(json_t *req);
 uint64_t brig_egress__mon_accepted(uint32_t addr);
+/* Limits the calling process's system calls as the proxy's worker's
+ * (needs no-new-privileges set; before any thread). 0, or -1 (errno). */
+int brig_egress__worker_seccomp(void);
 
 /* Fills out[0..max) (NULL-terminated; max >= 1) with the entries of env
  * the egress proxy is started with (pointers into env). Returns how many. */

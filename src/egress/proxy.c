@@ -922,7 +922,7 @@ static int drop_privileges(void)
 #endif
 #define SC_DENY(nr) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM)
 #define SC_ARG0 (offsetof(struct seccomp_data, args[0]) + (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 4 : 0))
-static int worker_seccomp(void)
+int brig_egress__worker_seccomp(void)
 {
 #ifdef WORKER_ARCH
 	struct sock_filter f[] = {
@@ -1477,7 +1477,7 @@ int brig_egress_proxy_serve(brig_error **err)
 				_exit(1);
 			}
 			/* before any thread: each inherits it */
-			if (worker_seccomp() != 0) {
+			if (brig_egress__worker_seccomp() != 0) {
 				log_note("error", "the worker cannot limit its system calls", strerror(errno));
 				_exit(1);
 			}

@@ -1,13 +1,22 @@
-/* test_egress_monitor.c — the egress proxy's monitor answers a worker by
- * the connections it accepted, never by a name the worker gives: a worker
- * that was taken over cannot ask for another sandbox's secrets or rules,
- * though they are on disk and the monitor would read them. No daemon here,
- * so no address is anyone's: what is checked is what the requests may
- * name. */
+/* test_egress_monitor.c — the egress proxy's privilege separation. The
+ * monitor answers a worker by the connections it accepted, never by a name
+ * the worker gives: a worker that was taken over cannot ask for another
+ * sandbox's secrets or rules, though they are on disk and the monitor
+ * would read them (no daemon here, so no address is anyone's: what is
+ * checked is what the requests may name). And the worker's seccomp filter
+ * refuses what it must while its threads, sockets and files still work. */
 #include "testutil.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "brig/egress.h"
 #include "egress/egress_internal.h"
@@ -117,11 +126,86 @@ static void test_many_accepts(void **state)
 	json_decref(r);
 }
 
+static void *thread_fn(void *arg)
+{
+	return arg;
+}
+
+/* In a child under the filter: each check's failure is its exit code. */
+static int filtered_child(void)
+{
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || brig_egress__worker_seccomp() != 0)
+		return 1;
+	/* what the worker does: threads, sockets of its families, files */
+	pthread_t t;
+	void *r = NULL;
+	if (pthread_create(&t, NULL, thread_fn, (void *)"x") != 0 || pthread_join(t, &r) != 0 || !r)
+		return 2;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		return 3;
+	close(fd);
+	if ((fd = socket(AF_INET6, SOCK_DGRAM, 0)) >= 0)
+		close(fd);
+	else if (errno != EAFNOSUPPORT)
+		return 4; /* a host without IPv6 may say EAFNOSUPPORT itself */
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+		return 5;
+	close(sv[0]);
+	close(sv[1]);
+	if ((fd = socket(AF_NETLINK, SOCK_RAW, 0)) < 0)
+		return 6;
+	close(fd);
+	if ((fd = open("/etc/hosts", O_RDONLY)) < 0)
+		return 7;
+	close(fd);
+	/* what it must not */
+	/* valgrind cannot go on after a refused execve: there, not tried */
+	const char *pre = getenv("LD_PRELOAD");
+	char *const argv[] = {(char *)"/bin/false", NULL}; /* run, it would fail the test */
+	if ((!pre || !strstr(pre, "vgpreload")) && (execve("/bin/false", argv, NULL) == 0 || errno != EPERM))
+		return 10;
+	pid_t p = fork();
+	if (p == 0)
+		_exit(0);
+	if (p >= 0 || errno != EPERM)
+		return 11;
+	if (socket(AF_PACKET, SOCK_RAW, 0) >= 0 || errno != EAFNOSUPPORT)
+		return 12;
+	if (socket(AF_VSOCK, SOCK_STREAM, 0) >= 0 || errno != EAFNOSUPPORT)
+		return 13;
+	if (syscall(SYS_ptrace, 0 /* PTRACE_TRACEME */, 0, 0, 0) == 0 || errno != EPERM)
+		return 14;
+	if (unshare(0) == 0 || errno != EPERM)
+		return 15;
+	char attr[128] = {0};
+	if (syscall(SYS_bpf, 0 /* BPF_MAP_CREATE */, attr, sizeof attr) >= 0 || errno != EPERM)
+		return 16;
+	return 0;
+}
+
+static void test_worker_seccomp(void **state)
+{
+	(void)state;
+	fflush(NULL);
+	pid_t p = fork();
+	assert_true(p >= 0);
+	if (p == 0)
+		_exit(filtered_child());
+	int ws = 0;
+	assert_int_equal(waitpid(p, &ws, 0), p);
+	if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+		fail_msg("under the worker's filter, check %d failed (status %#x)", WIFEXITED(ws) ? WEXITSTATUS(ws) : -1,
+			 ws);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_names_are_not_asked_by, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_accepts, setup, teardown),
+		cmocka_unit_test(test_worker_seccomp),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
