@@ -191,6 +191,26 @@ test('a large answer after progress streams whole and in order', async () => {
   }
 });
 
+test('the largest answer a tool gives goes through whole', async () => {
+  // 8 MiB of control characters is text (valid UTF-8) that JSON escapes
+  // six-fold, twice over (structuredContent and the text rendering): ~100 MB
+  // in one SSE event, past what the server queues for notifications.
+  const { client, transport } = await connect('main');
+  try {
+    await call(client, 'run', { command: "head -c 8388608 /dev/zero | tr '\\0' '\\001' > ctl.txt" });
+    const seen = [];
+    const r = await call(client, 'read_file', { path: 'ctl.txt', length: 8388608 },
+      { onprogress: (p) => seen.push(p), timeout: 120000 });
+    assert.equal(r.structuredContent.bytes, 8388608);
+    assert.equal(r.structuredContent.content.length, 8388608);
+    assert.ok(r.structuredContent.content === '\x01'.repeat(8388608));
+    await call(client, 'remove', { path: 'ctl.txt' });
+  } finally {
+    await transport.terminateSession();
+    await client.close();
+  }
+});
+
 test('a cancelled call ends its command and the computer keeps its files', async () => {
   const { client, transport } = await connect('main');
   try {
