@@ -24,15 +24,13 @@
 
 #define VICTIM "brig-unit-mon-victim"
 
-static char *dir;
+static char dir[128];
 
 static int setup(void **state)
 {
 	(void)state;
-	char tmpl[] = "/tmp/brig-unit-mon-XXXXXX";
-	if (!mkdtemp(tmpl))
+	if (brig_test_tmpdir(dir, sizeof dir, "brig-unit-mon") != 0)
 		return -1;
-	dir = xstrdup(tmpl);
 	setenv("BRIG_EGRESS_DIR", dir, 1);
 	return 0;
 }
@@ -40,11 +38,9 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	cleanup_free char *rm = xasprintf("rm -rf '%s'", dir);
-	int rc = system(rm);
-	free(dir);
+	brig_test_rmdir(dir);
 	unsetenv("BRIG_EGRESS_DIR");
-	return rc == 0 ? 0 : -1;
+	return 0;
 }
 
 /* The answer to the request text; fails unless it is an object. */
