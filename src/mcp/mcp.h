@@ -39,6 +39,10 @@
 
 #define MCP_MAX_LINE ((size_t)16 << 20) /* one request, bytes */
 #define MCP_MAX_CALLS 64                /* tools/call in flight */
+/* One answer, bytes: the official SDK's stdio client closes the connection
+ * on a message over 10 MiB (STDIO_DEFAULT_MAX_BUFFER_SIZE), so brig's stay
+ * under it with a margin. */
+#define MCP_ANSWER_MAX ((size_t)9 << 20)
 
 /* The protocol versions spoken, newest first (the official TypeScript SDK's
  * LATEST_PROTOCOL_VERSION and SUPPORTED_PROTOCOL_VERSIONS). */

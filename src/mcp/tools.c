@@ -333,8 +333,18 @@ static int tool_read_file(mcp_call *c, json_t *args, json_t **out, char **text, 
 	if (rc != 0)
 		return rc;
 	bool as_b64 = enc ? strcmp(enc, "base64") == 0 : false;
+	/* Text that JSON would escape to more than base64's size (mostly
+	 * control characters: six bytes each, twice in the answer) goes as
+	 * base64. */
 	if (!enc || strcmp(enc, "auto") == 0)
-		as_b64 = !ops_is_text(data, len);
+		as_b64 = !ops_is_text(data, len) || ops_json_size(data, len) > len + len / 2;
+	/* Both copies of the content (structuredContent and the text) fit one
+	 * answer: a longer read comes back shorter, and says so (bytes, eof). */
+	size_t budget = (MCP_ANSWER_MAX - ((size_t)64 << 10)) / 2;
+	if (as_b64 && len > budget / 4 * 3)
+		len = budget / 4 * 3;
+	else if (!as_b64)
+		len = ops_json_fit(data, len, budget);
 	json_t *content;
 	if (as_b64) {
 		char *e = ops_b64encode((const unsigned char *)data, len);
@@ -904,9 +914,11 @@ static const tool tools[] = {
 	 "\"stderr_omitted\",\"duration_ms\"]}",
 	 false, true, false, tool_run},
 	{"read_file", "Read a file",
-	 "Read a file of the computer. Text comes back as text; binary content (or encoding \"base64\") as base64. "
-	 "Large files: read them in pieces with `offset` and `length` (default 1 MiB, at most 8 MiB); `eof` says "
-	 "whether the end was reached.",
+	 "Read a file of the computer. Text comes back as text; binary content, text that is mostly control "
+	 "characters, or encoding \"base64\" as base64. "
+	 "Large files: read them in pieces with `offset` and `length` (default 1 MiB, at most 8 MiB); one answer "
+	 "holds at most about 4 MiB (less for text that JSON escapes), so `bytes` says how much came and `eof` "
+	 "whether the end was reached: read on from offset + bytes.",
 	 "{\"type\":\"object\",\"properties\":{\"path\":" S_PATH(
 		 "File") ","
 			 "\"offset\":{\"type\":\"integer\",\"minimum\":0,\"default\":0},"
@@ -1140,6 +1152,32 @@ json_t *mcp__tool_call(mcp_call *c, const char *name, json_t *args)
 	if (rc == 0 && out) {
 		if (!text)
 			text = json_dumps(out, JSON_INDENT(2) | JSON_SORT_KEYS);
+		/* An answer an MCP client takes: without its text copy when both
+		 * would not fit, an error (saying how to ask for less) when the
+		 * structured part alone would not. */
+		size_t osize = json_dumpb(out, NULL, 0, JSON_COMPACT);
+		size_t tsize = text ? ops_json_size(text, strlen(text)) : 0;
+		if (osize + ((size_t)64 << 10) > MCP_ANSWER_MAX) {
+			json_decref(out);
+			free(text);
+			text = NULL;
+			char *msg = xasprintf("%s: the answer would be %zu bytes, more than the %zu MiB an MCP client "
+					      "takes in one message: ask for less (read_file: a smaller length; run: a "
+					      "smaller max_output_bytes, or send the output to a file and read it in "
+					      "pieces; list_directory: a smaller depth)",
+					      name, osize, MCP_ANSWER_MAX >> 20);
+			result = json_pack("{s:o,s:b}", "content", text_content(msg), "isError", 1);
+			free(msg);
+			brig_error_free(err);
+			return result;
+		}
+		if (osize + tsize + ((size_t)64 << 10) > MCP_ANSWER_MAX) {
+			free(text);
+			text = xasprintf("%s: the answer's text copy (%zu bytes) is left out to keep the answer within "
+					 "what an MCP client takes in one message: the whole answer is in "
+					 "structuredContent",
+					 name, tsize);
+		}
 		result = json_pack("{s:o,s:o,s:b}", "content", text_content(text ? text : ""), "structuredContent", out,
 				   "isError", 0);
 	} else {

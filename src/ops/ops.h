@@ -57,6 +57,16 @@ static inline int ops_exec(ops_target *t, const char *const *argv, const char *s
 json_t *ops_string(const char *data, size_t len);
 /* True when data is valid UTF-8 without NUL bytes. */
 bool ops_is_text(const char *data, size_t len);
+/* The bytes ops_string(data, len) takes inside a JSON string as jansson
+ * writes it: 2 for a quote, a backslash, \b \f \n \r \t; 6 for any other
+ * control character; 3 for an invalid byte or a NUL (its U+FFFD); 1 for
+ * every other byte. */
+size_t ops_json_size(const char *data, size_t len);
+/* The longest prefix of data, ending between characters, whose
+ * ops_json_size is at most budget. */
+size_t ops_json_fit(const char *data, size_t len, size_t budget);
+/* Both at once: the prefix's cost, and its length in *fit (may be NULL). */
+size_t ops_json_fit_cost(const char *data, size_t len, size_t budget, size_t *fit);
 
 /* Standard base64 (RFC 4648 §4), malloc'd. */
 char *ops_b64encode(const unsigned char *in, size_t len);

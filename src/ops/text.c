@@ -45,6 +45,44 @@ bool ops_is_text(const char *data, size_t len)
 	return true;
 }
 
+/* The JSON bytes of one byte of a valid sequence. */
+static size_t json_byte(unsigned char c)
+{
+	if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t')
+		return 2;
+	return c < 0x20 ? 6 : 1;
+}
+
+size_t ops_json_size(const char *data, size_t len)
+{
+	return ops_json_fit_cost(data, len, SIZE_MAX, NULL);
+}
+
+size_t ops_json_fit_cost(const char *data, size_t len, size_t budget, size_t *fit)
+{
+	const unsigned char *p = (const unsigned char *)data;
+	size_t i = 0, cost = 0;
+	while (i < len) {
+		size_t l = utf8_seq(p + i, len - i), c = l ? 0 : 3; /* an invalid byte: U+FFFD */
+		for (size_t k = 0; k < l; k++)
+			c += json_byte(p[i + k]);
+		if (cost + c > budget)
+			break;
+		cost += c;
+		i += l ? l : 1;
+	}
+	if (fit)
+		*fit = i;
+	return cost;
+}
+
+size_t ops_json_fit(const char *data, size_t len, size_t budget)
+{
+	size_t fit = 0;
+	ops_json_fit_cost(data, len, budget, &fit);
+	return fit;
+}
+
 json_t *ops_string(const char *data, size_t len)
 {
 	if (ops_is_text(data, len))

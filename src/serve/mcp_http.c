@@ -78,9 +78,9 @@ static void deliver_locked(mh_waiter *w, const char *line, size_t len, bool resp
 		w->sse.len -= w->sse_off;
 		w->sse_off = 0;
 	}
-	/* The answer always goes: its size is the tool's to bound (a read of
-	 * 8 MiB of control characters escapes to ~100 MB), and the stream ends
-	 * with it. What the cap bounds is notifications piling up. */
+	/* The answer always goes: the dispatcher bounds it (MCP_ANSWER_MAX),
+	 * and the stream ends with it. What the cap bounds is notifications
+	 * piling up unread. */
 	if (response && w->sse.cap - w->sse.len < len + 23)
 		w->sse.cap = w->sse.len + len + 23;
 	if (w->sse.cap - w->sse.len < len + 23) {

@@ -322,6 +322,41 @@ test('a binary file goes in and out unchanged', async () => {
   assert.ok(Buffer.from(r.structuredContent.content, 'base64').equals(bytes));
 });
 
+test('the largest reads and outputs stay within what the SDK takes in one message', async () => {
+  // The SDK's stdio client closes the connection on a message over 10 MiB:
+  // an 8 MiB read comes back in pieces, a binary flood in the output as an
+  // answer without its text copy or a clear error, and the server goes on.
+  let r = await call(client, 'run', { command: 'head -c 6000000 /dev/urandom | base64 -w 76 > big.txt; sha256sum big.txt' });
+  const want = r.structuredContent.stdout.split(' ')[0];
+  const parts = [];
+  let offset = 0;
+  for (let i = 0; i < 10; i++) {
+    r = await call(client, 'read_file', { path: 'big.txt', offset, length: 8388608 });
+    assert.equal(r.structuredContent.encoding, 'text');
+    parts.push(Buffer.from(r.structuredContent.content));
+    offset += r.structuredContent.bytes;
+    if (r.structuredContent.eof) break;
+  }
+  assert.ok(parts.length > 1, 'one answer held more than fits a message');
+  assert.equal(createHash('sha256').update(Buffer.concat(parts)).digest('hex'), want);
+  // random bytes: 1 MiB kept, each invalid byte a U+FFFD: both copies fit
+  r = await call(client, 'run', { command: 'head -c 4000000 /dev/urandom', max_output_bytes: 1048576 });
+  assert.equal(r.structuredContent.stdout_bytes, 4000000);
+  assert.ok(text(r).length > 1000000);
+  // control characters: 1 MiB kept is 6 MB of JSON: the text copy goes
+  r = await call(client, 'run', { command: 'head -c 3000000 /dev/zero | tr "\\0" "\\001"', max_output_bytes: 1048576 });
+  assert.equal(r.isError, false);
+  assert.equal(r.structuredContent.stdout_bytes, 3000000);
+  assert.match(text(r), /text copy \(\d+ bytes\) is left out/);
+  // the same on stdout and stderr: 12 MB even alone, a clear error
+  r = await call(client, 'run', { command: 'head -c 3000000 /dev/zero | tr "\\0" "\\001" | tee /dev/stderr',
+    max_output_bytes: 1048576 });
+  assert.equal(r.isError, true);
+  assert.match(text(r), /more than the 9 MiB an MCP client takes in one message: ask for less/);
+  r = await call(client, 'run', { command: 'rm big.txt; echo still here' });
+  assert.equal(r.structuredContent.stdout, 'still here\n');
+});
+
 test('20 concurrent calls', async () => {
   const rs = await Promise.all(Array.from({ length: 20 }, (_, i) =>
     call(client, 'run', { command: `sleep 0.2; echo ${i}` })));

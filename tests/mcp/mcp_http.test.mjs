@@ -191,19 +191,29 @@ test('a large answer after progress streams whole and in order', async () => {
   }
 });
 
-test('the largest answer a tool gives goes through whole', async () => {
+test('a read too big for one answer comes in pieces that add up', async () => {
   // 8 MiB of control characters is text (valid UTF-8) that JSON escapes
-  // six-fold, twice over (structuredContent and the text rendering): ~100 MB
-  // in one SSE event, past what the server queues for notifications.
+  // six-fold, and an answer carries its content twice (structuredContent
+  // and the text): read_file answers with what fits an MCP message and
+  // says where to read on.
   const { client, transport } = await connect('main');
   try {
     await call(client, 'run', { command: "head -c 8388608 /dev/zero | tr '\\0' '\\001' > ctl.txt" });
-    const seen = [];
-    const r = await call(client, 'read_file', { path: 'ctl.txt', length: 8388608 },
-      { onprogress: (p) => seen.push(p), timeout: 120000 });
-    assert.equal(r.structuredContent.bytes, 8388608);
-    assert.equal(r.structuredContent.content.length, 8388608);
-    assert.ok(r.structuredContent.content === '\x01'.repeat(8388608));
+    const t = await call(client, 'read_file', { path: 'ctl.txt', length: 8388608, encoding: 'text' });
+    const n = t.structuredContent.bytes;
+    assert.ok(n > 0 && n < 8388608 && !t.structuredContent.eof, JSON.stringify({ n }));
+    assert.ok(t.structuredContent.content === '\x01'.repeat(n));
+    const parts = [];
+    let offset = 0;
+    for (let i = 0; i < 10; i++) {
+      const r = await call(client, 'read_file', { path: 'ctl.txt', offset, length: 8388608 });
+      assert.equal(r.structuredContent.encoding, 'base64');
+      parts.push(Buffer.from(r.structuredContent.content, 'base64'));
+      offset += r.structuredContent.bytes;
+      if (r.structuredContent.eof) break;
+    }
+    assert.ok(parts.length > 1);
+    assert.ok(Buffer.concat(parts).equals(Buffer.alloc(8388608, 1)));
     await call(client, 'remove', { path: 'ctl.txt' });
   } finally {
     await transport.terminateSession();

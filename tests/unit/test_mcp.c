@@ -221,6 +221,21 @@ static void test_text(void **state)
 	assert_true(ops_is_text("h\xc3\xa9", 3));
 	assert_false(ops_is_text("a\0b", 3));
 	assert_false(ops_is_text("\xed\xa0\x80", 3)); /* a surrogate */
+	assert_int_equal(ops_json_size("ab", 2), 2);
+	assert_int_equal(ops_json_size("\"\\\n\t\r\b\f", 7), 14);
+	assert_int_equal(ops_json_size("\x01\x1f\x7f\xc3\xa9", 5), 6 + 6 + 1 + 2);
+	assert_int_equal(ops_json_size("a\xff\0", 3), 1 + 3 + 3); /* U+FFFD each */
+	assert_int_equal(ops_json_fit("ab\xc3\xa9", 4, 3), 2); /* never half of é */
+	assert_int_equal(ops_json_fit("\x01\x01\x01", 3, 13), 2);
+	for (unsigned c = 0; c < 256; c++) { /* against what ops_string gives jansson */
+		char in = (char)c;
+		json_t *one = ops_string(&in, 1);
+		char *dump = json_dumps(one, JSON_ENCODE_ANY | JSON_COMPACT);
+		assert_non_null(dump);
+		assert_int_equal(strlen(dump) - 2, ops_json_size(&in, 1));
+		free(dump);
+		json_decref(one);
+	}
 	char *e = ops_b64encode((const unsigned char *)"hello", 5);
 	assert_string_equal(e, "aGVsbG8=");
 	size_t n;
