@@ -7,12 +7,14 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "brig/run.h"
 #include "brig/session.h"
+#include "brig/spec.h"
 #include "ops/fs.h"
 #include "ops/procs.h"
 #include "egress/egress_internal.h"
@@ -28,6 +30,7 @@ typedef struct target {
 	serve_req *r;     /* NULL: not set up */
 	char *name;       /* the container's, owned */
 	brig_guest *held; /* lent by serve__guest until the target goes */
+	brig_guest *own;  /* opened for one native call (native_guest), owned */
 } target;
 
 static int target_guest(ops_target *t, brig_guest **out, brig_error **err)
@@ -64,6 +67,7 @@ static void target_done(target *tg)
 	if (!tg->r)
 		return;
 	serve__guest_release(tg->r->srv, tg->held);
+	brig_guest_free(tg->own);
 	free(tg->name);
 }
 
@@ -187,6 +191,127 @@ void serve__h_procs_kill(serve_req *r, serve_reply *out)
 	out->status = 204;
 }
 
+/* ---- files as brig-init does them (?native=true): what `brig fs` does
+ * directly, so the CLI through a server shows the same. Nothing is checked
+ * or made first (no stat, no parents unless asked); stats and entries are
+ * brig-init's own ({"type": "dir"…, "mode": an integer, "link"}), in its
+ * order; an error is brig-init's message with its errno ("errno"). ---- */
+
+#define NATIVE_DEPTH 64 /* levels of a native listing (brig-init's LIST) */
+
+/* err (consumed) as the answer, with the errno brig-init gave. */
+static void native_error(serve_reply *out, brig_error *err)
+{
+	int en = err ? err->sys_errno : 0;
+	serve__reply_error(out, err);
+	if (en && out->json)
+		json_object_set_new(out->json, "errno", json_integer(en));
+}
+
+/* The computer's brig-init: the kept handle, else (the server keeps "none"
+ * for a computer that was stopped, or made before brig-init) why not, in
+ * brig fs's words, or a handle opened now into tg->own (it runs again).
+ * False with *out answered. */
+static bool native_guest(serve_req *r, serve_reply *out, target *tg, brig_guest **g)
+{
+	brig_error *err = NULL;
+	if (target_guest(&tg->t, g, &err) != 0) {
+		native_error(out, err);
+		return false;
+	}
+	if (*g)
+		return true;
+	json_t *j = NULL;
+	int rc = brig_engine_container_inspect(serve__engine(r), &j, tg->name, &err);
+	if (rc == BRIG_ENOTFOUND)
+		rc = brig__error_set(&err, BRIG_ENOTFOUND, 0, "no computer named %s", tg->name);
+	json_t *labels = json_object_get(json_object_get(j, "Config"), "Labels");
+	if (!rc && json_string_value(json_object_get(labels, BRIG_LABEL_MANAGED)) &&
+	    !json_string_value(json_object_get(labels, BRIG_LABEL_INIT)))
+		rc = brig__error_set(&err, BRIG_ESTATE, 0,
+				     "computer %s has no brig-init (created before brig ran it as PID 1): recreate it "
+				     "to use brig fs, or copy files with brig cp",
+				     tg->name);
+	json_decref(j);
+	if (!rc)
+		rc = brig_computer_guest(serve__engine(r), &tg->own, tg->name, &err);
+	if (rc) {
+		native_error(out, err);
+		return false;
+	}
+	*g = tg->own;
+	return true;
+}
+
+/* An octal mode (0..7777), as brig fs --mode takes it. */
+static bool parse_mode(const char *s, unsigned *mode)
+{
+	char *end = NULL;
+	errno = 0;
+	long m = s ? strtol(s, &end, 8) : -1;
+	if (!s || !*s || *end || errno || m < 0 || m > 07777)
+		return false;
+	*mode = (unsigned)m;
+	return true;
+}
+
+/* mode and parents, which only native calls take: ?mode=&parents= (write)
+ * or the body's "mode" and "parents" (mkdir). False with *out answered. */
+static bool native_opts(serve_req *r, serve_reply *out, bool native, bool body, unsigned *mode, bool *parents)
+{
+	json_t *jm = NULL, *jp = NULL;
+	const char *m;
+	bool given;
+	if (body) {
+		jm = json_object_get(r->json, "mode");
+		jp = json_object_get(r->json, "parents");
+		m = json_string_value(jm);
+		given = jm || jp;
+	} else {
+		m = serve__query(r, "mode", NULL);
+		given = m || serve__query(r, "parents", NULL);
+	}
+	if (given && !native) {
+		serve__reply_fail(out, 400, "invalid", "mode and parents go with native=true");
+		return false;
+	}
+	if ((jm || m) && !parse_mode(m, mode)) {
+		serve__reply_fail(out, 400, "invalid", "mode: give an octal mode (0..7777) as a string");
+		return false;
+	}
+	if (jp && !json_is_boolean(jp)) {
+		serve__reply_fail(out, 400, "invalid", "parents: give a boolean");
+		return false;
+	}
+	*parents = body ? json_is_true(jp) : serve__query_bool(r, "parents");
+	return true;
+}
+
+static int native_buf_cb(const char *data, size_t len, void *payload)
+{
+	/* brig-init sends at most what was asked (the client checks), which
+	 * is the buffer's cap */
+	return brig_buf_add(payload, data, len) == 0 ? 0 : BRIG_ETOOBIG;
+}
+
+static void native_read(serve_req *r, serve_reply *out, target *tg, const char *path, int64_t off, int64_t len)
+{
+	brig_guest *g = NULL;
+	if (!native_guest(r, out, tg, &g))
+		return;
+	brig_buf b;
+	brig_buf_init(&b, (size_t)len);
+	brig_error *err = NULL;
+	if (brig_guest_read(g, path, off, len, native_buf_cb, &b, 0, &err) != 0) {
+		brig_buf_free(&b);
+		native_error(out, err);
+		return;
+	}
+	out->status = 200;
+	out->data = brig_buf_steal(&b, &out->len);
+	out->type = "application/octet-stream";
+}
+
 /* ---- files ---- */
 
 void serve__h_file_read(serve_req *r, serve_reply *out)
@@ -199,6 +324,10 @@ void serve__h_file_read(serve_req *r, serve_reply *out)
 	if (!serve__query_i64(r, out, "offset", 0, INT64_MAX, &off) ||
 	    !serve__query_i64(r, out, "length", 0, (int64_t)OPS_FS_MAX, &len))
 		return;
+	if (serve__query_bool(r, "native")) {
+		native_read(r, out, &tg, path, off, len);
+		return;
+	}
 	char *data = NULL;
 	size_t n = 0;
 	uint64_t size = 0;
@@ -227,7 +356,26 @@ void serve__h_file_write(serve_req *r, serve_reply *out)
 		serve__reply_fail(out, 413, "too_big", "a file written at once is at most %zu bytes", OPS_FS_MAX);
 		return;
 	}
+	bool native = serve__query_bool(r, "native"), parents = false;
+	unsigned mode = 0644;
+	if (!native_opts(r, out, native, false, &mode, &parents))
+		return;
+	if (native && serve__query_bool(r, "append")) {
+		serve__reply_fail(out, 400, "invalid",
+				  "append does not go with native=true (brig-init writes files whole)");
+		return;
+	}
 	brig_error *err = NULL;
+	if (native) {
+		brig_guest *g = NULL;
+		if (!native_guest(r, out, &tg, &g))
+			return;
+		if (brig_guest_write(g, path, -1, r->body ? r->body : "", r->body_len, mode, parents, 0, &err) != 0)
+			native_error(out, err);
+		else
+			out->status = 204;
+		return;
+	}
 	if (ops_fs_write(&tg.t, path, r->body ? r->body : "", r->body_len, serve__query_bool(r, "append"), &err) != 0) {
 		serve__reply_error(out, err);
 		return;
@@ -242,6 +390,16 @@ void serve__h_file_remove(serve_req *r, serve_reply *out)
 	if (!file_target(r, out, &tg, &path))
 		return;
 	brig_error *err = NULL;
+	if (serve__query_bool(r, "native")) {
+		brig_guest *g = NULL;
+		if (!native_guest(r, out, &tg, &g))
+			return;
+		if (brig_guest_remove(g, path, serve__query_bool(r, "recursive"), 0, &err) != 0)
+			native_error(out, err);
+		else
+			out->status = 204;
+		return;
+	}
 	if (ops_fs_remove(&tg.t, path, serve__query_bool(r, "recursive"), &err) != 0) {
 		serve__reply_error(out, err);
 		return;
@@ -255,12 +413,23 @@ void serve__h_file_list(serve_req *r, serve_reply *out)
 	cleanup_free char *path = NULL;
 	if (!file_target(r, out, &tg, &path))
 		return;
+	bool native = serve__query_bool(r, "native");
 	int64_t depth = 1;
-	if (!serve__query_i64(r, out, "depth", 1, 10, &depth))
+	if (!serve__query_i64(r, out, "depth", 1, native ? NATIVE_DEPTH : 10, &depth))
 		return;
 	json_t *entries = NULL;
 	bool truncated = false;
 	brig_error *err = NULL;
+	if (native) {
+		brig_guest *g = NULL;
+		if (!native_guest(r, out, &tg, &g))
+			return;
+		if (brig_guest_list(g, &entries, path, (int)depth, 0, &err) != 0)
+			native_error(out, err);
+		else
+			serve__reply_json(out, 200, json_pack("{s:o,s:b}", "entries", entries, "truncated", false));
+		return;
+	}
 	if (ops_fs_list(&tg.t, path, (int)depth, &entries, &truncated, &err) != 0) {
 		serve__reply_error(out, err);
 		return;
@@ -276,6 +445,16 @@ void serve__h_file_stat(serve_req *r, serve_reply *out)
 		return;
 	json_t *st = NULL;
 	brig_error *err = NULL;
+	if (serve__query_bool(r, "native")) {
+		brig_guest *g = NULL;
+		if (!native_guest(r, out, &tg, &g))
+			return;
+		if (brig_guest_stat(g, &st, path, !serve__query_bool(r, "follow"), 0, &err) != 0)
+			native_error(out, err);
+		else
+			serve__reply_json(out, 200, st);
+		return;
+	}
 	if (ops_fs_stat(&tg.t, path, &st, &err) != 0) {
 		serve__reply_error(out, err);
 		return;
@@ -292,6 +471,17 @@ void serve__h_file_move(serve_req *r, serve_reply *out)
 		return;
 	json_t *ow = json_object_get(r->json, "overwrite");
 	brig_error *err = NULL;
+	if (serve__query_bool(r, "native")) {
+		/* rename(2): an existing file at to is replaced, as brig fs mv does */
+		brig_guest *g = NULL;
+		if (!native_guest(r, out, &tg, &g))
+			return;
+		if (brig_guest_rename(g, from, to, 0, &err) != 0)
+			native_error(out, err);
+		else
+			out->status = 204;
+		return;
+	}
 	if (ops_fs_move(&tg.t, from, to, json_is_true(ow), &err) != 0) {
 		serve__reply_error(out, err);
 		return;
@@ -305,7 +495,21 @@ void serve__h_file_mkdir(serve_req *r, serve_reply *out)
 	cleanup_free char *path = NULL;
 	if (!computer_target(r, out, &tg) || !(path = serve__body_path(r, out, "path")))
 		return;
+	bool native = serve__query_bool(r, "native"), parents = false;
+	unsigned mode = 0755;
+	if (!native_opts(r, out, native, true, &mode, &parents))
+		return;
 	brig_error *err = NULL;
+	if (native) {
+		brig_guest *g = NULL;
+		if (!native_guest(r, out, &tg, &g))
+			return;
+		if (brig_guest_mkdir(g, path, mode, parents, 0, &err) != 0)
+			native_error(out, err);
+		else
+			out->status = 204;
+		return;
+	}
 	if (ops_fs_mkdir(&tg.t, path, &err) != 0) {
 		serve__reply_error(out, err);
 		return;
