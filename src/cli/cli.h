@@ -454,6 +454,15 @@ int cli_remote_get_raw(cli_remote *r, const char *target, brig_engine_data_cb cb
 int cli_remote_put_raw(cli_remote *r, const char *target, brig_engine_reader reader, void *payload,
 		       brig_error **err);
 int cli_remote_get_json(cli_remote *r, const char *target, json_t **out, brig_error **err);
+/* brig fs's calls on the native file routes: method target with body (len
+ * bytes of type; NULL: none), a 2xx answer's body to cb (NULL: dropped; a
+ * non-zero return stops it and is returned). An error answer comes back
+ * as the brig_error brig-init gave the server — its code, errno and
+ * message — so the caller words it as the direct path does; the server's
+ * own refusals (token, namespace) never take a code brig fs rewords.
+ * target is encoded already. */
+int cli_remote_fs(cli_remote *r, const char *method, const char *target, const char *type, const void *body, size_t len,
+		  brig_engine_data_cb cb, void *payload, brig_error **err);
 /* For remote_attach.c: the connection, the Authorization header line (or
  * NULL), and the error answer printer (returns CLI_EXIT_FAIL). */
 struct brig_http_conn;

@@ -123,7 +123,8 @@ static bool goes_remote(const cli_command *cmd, int argc, char **argv)
 {
 	if (cmd->fn == cmd_exec || cmd->fn == cmd_help || cmd->fn == cmd_ls || cmd->fn == cmd_inspect ||
 	    cmd->fn == cmd_pause || cmd->fn == cmd_resume || cmd->fn == cmd_stop || cmd->fn == cmd_destroy ||
-	    cmd->fn == cmd_up || cmd->fn == cmd_checkpoint || cmd->fn == cmd_recover || cmd->fn == cmd_cp)
+	    cmd->fn == cmd_up || cmd->fn == cmd_checkpoint || cmd->fn == cmd_recover || cmd->fn == cmd_cp ||
+	    cmd->fn == cmd_fs)
 		return true;
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
 		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)

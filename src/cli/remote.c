@@ -339,7 +339,56 @@ int cli_remote_stream(cli_remote *r, const char *method, const char *target, jso
 	return rc;
 }
 
-/* ---- raw bodies (brig cp) ---- */
+/* ---- raw bodies (brig cp, brig fs) ---- */
+
+/* The brig codes of the server's error codes (serve's one status table):
+ * brig fs words an error by its code as the direct path does. */
+static int code_of(const char *name)
+{
+	static const struct {
+		const char *name;
+		int code;
+	} map[] = {
+		{"invalid", BRIG_EINVAL},       {"not_sent", BRIG_ENOTSENT},
+		{"uncertain", BRIG_EUNCERTAIN}, {"timed_out", BRIG_ETIMEDOUT},
+		{"not_found", BRIG_ENOTFOUND},  {"conflict", BRIG_ECONFLICT},
+		{"protocol", BRIG_EPROTO},      {"daemon", BRIG_EDAEMON},
+		{"too_big", BRIG_ETOOBIG},      {"io", BRIG_EIO},
+		{"canceled", BRIG_ECANCELED},   {"state", BRIG_ESTATE},
+		{"unsafe", BRIG_EUNSAFE},       {"bad_request", BRIG_EBADREQ},
+		{"denied", BRIG_EDENIED},       {"tls", BRIG_ETLS},
+		{"busy", BRIG_EBUSY},           {"store", BRIG_ESTORE},
+		{"corrupt", BRIG_ECORRUPT},
+	};
+	for (size_t i = 0; name && i < sizeof map / sizeof map[0]; i++)
+		if (strcmp(map[i].name, name) == 0)
+			return map[i].code;
+	return 0;
+}
+
+/* A native file route's error answer as the brig_error brig-init's gave the
+ * server: its code, its errno and its message; what the server refused on
+ * its own (a token, a namespace, a bad request) keeps remote_err's story,
+ * never a code that would read as brig-init's. */
+static int fs_err(brig_error **err, int status, const char *body, size_t len)
+{
+	json_t *j = body && len ? json_loadb(body, len, 0, NULL) : NULL;
+	int code = code_of(json_string_value(json_object_get(j, "code")));
+	const char *m = json_string_value(json_object_get(j, "message"));
+	json_int_t en = json_integer_value(json_object_get(j, "errno"));
+	int rc;
+	if (code && m) {
+		rc = brig__error_set(err, code, en > 0 && en < 4096 ? (int)en : 0, "%s", m);
+	} else {
+		rc = remote_err(err, status, body, len);
+		if (rc == BRIG_EDENIED) /* "forbidden": the token's, not a file's */
+			rc = BRIG_EDAEMON;
+		if (err && *err)
+			(*err)->code = rc;
+	}
+	json_decref(j);
+	return rc;
+}
 
 typedef struct raw_body {
 	const brig_http_response *resp;
@@ -360,47 +409,59 @@ static int raw_body_cb(const char *data, size_t len, void *payload)
 	return b->cb_rc = b->cb(data, len, b->payload);
 }
 
-static int raw_exchange(cli_remote *r, const char *method, const char *target, brig_http_body_reader reader,
-			void *rpayload, brig_http_body_cb cb, void *payload, brig_error **err)
+/* One request with a raw body each way: the body from memory (data, len)
+ * or streamed (reader), the 2xx answer's body to cb. */
+typedef struct raw_req {
+	const char *method, *target, *type;
+	const void *data;
+	size_t len;
+	brig_http_body_reader reader;
+	void *rpayload;
+	brig_http_body_cb cb;
+	void *payload;
+	bool fs; /* brig fs: errors by fs_err, and the words of a file operation */
+} raw_req;
+
+static int raw_exchange(cli_remote *r, const raw_req *q, brig_error **err)
 {
 	brig_http_response resp;
 	memset(&resp, 0, sizeof resp);
-	raw_body b = {.resp = &resp, .cb = cb, .payload = payload};
+	raw_body b = {.resp = &resp, .cb = q->cb, .payload = q->payload};
 	brig_buf_init(&b.errbody, 1 << 16);
 	const char *hdrs[2] = {r->auth, NULL};
 	brig_http_request req = {
-		.method = method,
-		.target = target,
-		.content_type = reader ? "application/x-tar" : NULL,
+		.method = q->method,
+		.target = q->target,
+		.content_type = q->type,
 		.extra_headers = hdrs,
-		.body_reader = reader,
-		.body_payload = rpayload,
+		.body = q->data,
+		.body_len = q->len,
+		.body_reader = q->reader,
+		.body_payload = q->rpayload,
 	};
+	const char *what = q->fs ? "the file operation" : "the copy";
 	brig_error *herr = NULL;
 	int rc = brig_http_roundtrip(r->c, &req, &resp, REMOTE_BODY_CAP, raw_body_cb, &b, &herr);
 	if (b.cb_rc) { /* the receiver refused the bytes: its story (the caller has it) */
 		brig_error_free(herr);
-		rc = brig__error_set(err, b.cb_rc, 0, "the copy was refused");
+		rc = brig__error_set(err, b.cb_rc, 0, "%s was refused", what);
 	} else if (rc) {
 		if (err && herr && herr->code != BRIG_EUNCERTAIN && herr->code != BRIG_ENOTSENT) {
 			*err = herr; /* e.g. the reader's own error */
 			herr = NULL;
 		} else {
 			rc = brig__error_set(err, BRIG_EUNCERTAIN, 0,
-					     "the brig server's connection broke before the copy was complete");
+					     "the brig server's connection broke before %s was complete", what);
 		}
 		brig_error_free(herr);
 	} else if (resp.status < 200 || resp.status > 299) {
-		rc = remote_err(err, resp.status, b.errbody.data, b.errbody.len);
+		/* the parser collects an error answer itself (resp.body) */
+		const brig_buf *eb = b.errbody.len ? &b.errbody : &resp.body;
+		rc = (q->fs ? fs_err : remote_err)(err, resp.status, eb->data, eb->len);
 	}
 	brig_buf_free(&b.errbody);
 	brig_http_response_clear(&resp);
 	return rc;
-}
-
-int cli_remote_get_raw(cli_remote *r, const char *target, brig_engine_data_cb cb, void *payload, brig_error **err)
-{
-	return raw_exchange(r, "GET", target, NULL, NULL, cb, payload, err);
 }
 
 static int discard_cb(const char *data, size_t len, void *payload)
@@ -411,10 +472,36 @@ static int discard_cb(const char *data, size_t len, void *payload)
 	return 0;
 }
 
+int cli_remote_get_raw(cli_remote *r, const char *target, brig_engine_data_cb cb, void *payload, brig_error **err)
+{
+	raw_req q = {.method = "GET", .target = target, .cb = cb, .payload = payload};
+	return raw_exchange(r, &q, err);
+}
+
 int cli_remote_put_raw(cli_remote *r, const char *target, brig_engine_reader reader, void *payload,
 		       brig_error **err)
 {
-	return raw_exchange(r, "PUT", target, reader, payload, discard_cb, NULL, err);
+	raw_req q = {.method = "PUT",
+		     .target = target,
+		     .type = "application/x-tar",
+		     .reader = reader,
+		     .rpayload = payload,
+		     .cb = discard_cb};
+	return raw_exchange(r, &q, err);
+}
+
+int cli_remote_fs(cli_remote *r, const char *method, const char *target, const char *type, const void *body, size_t len,
+		  brig_engine_data_cb cb, void *payload, brig_error **err)
+{
+	raw_req q = {.method = method,
+		     .target = target,
+		     .type = body ? type : NULL,
+		     .data = body,
+		     .len = body ? len : 0,
+		     .cb = cb ? cb : discard_cb,
+		     .payload = payload,
+		     .fs = true};
+	return raw_exchange(r, &q, err);
 }
 
 int cli_remote_get_json(cli_remote *r, const char *target, json_t **out, brig_error **err)

@@ -576,6 +576,21 @@ class Api(unittest.TestCase):
             st, _, b = c.call("GET", p, token=TOK_A)  # the same connection serves on
             self.assertEqual(st, 200, b)
             self.assertError(c.call("POST", p + "/files/move", body={"from": "a", "to": "../b"}, token=TOK_A), 400)
+            # native=true's own parameters: not without it, and in their forms
+            for method, tail, body in (("PUT", "/files?path=x&mode=644", None),
+                                       ("PUT", "/files?path=x&parents=true", None),
+                                       ("PUT", "/files?path=x&native=true&mode=8", None),
+                                       ("PUT", "/files?path=x&native=true&append=true", None),
+                                       ("GET", "/files/list?path=/&depth=11", None),
+                                       ("GET", "/files/list?path=/&native=true&depth=65", None),
+                                       ("POST", "/files/mkdir", {"path": "x", "parents": True}),
+                                       ("POST", "/files/mkdir?native=true", {"path": "x", "mode": 493}),
+                                       ("POST", "/files/mkdir?native=true", {"path": "x", "parents": 1})):
+                kw = {"body": body} if body is not None else {"raw": b""}
+                self.assertError(c.call(method, p + tail, token=TOK_A, **kw), 400, "invalid")
+            st, _, b = c.call("GET", p + "/files?path=/nope&native=true", token=TOK_A)
+            self.assertEqual((st, json.loads(b)["errno"]), (404, 2), b)
+            self.assertIn("read /nope: ", json.loads(b)["message"])
             self.assertError(c.call("GET", "/v1/computers/%s/ag$nt/s" % NS_A, token=TOK_A), 400, "invalid")
             self.assertError(c.call("POST", "/v1/computers", {"ns": NS_A, "agent": "a b", "session": "s"},
                                     token=TOK_A), 400, "invalid")
@@ -1300,8 +1315,185 @@ class CliClient(unittest.TestCase):
             self.assertEqual(r.returncode, 125)
             self.assertIn(b"BRIG_TOKEN", r.stderr)
 
+    # ---- brig fs: the native file routes, the direct path's calls on brig-init ----
+
+    def sh(self, script):
+        """script in the computer, run directly (to lay out files)."""
+        r = self.brig(None, "exec", self.name, "--", "sh", "-c", script)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def same_after(self, setup, *args, input=None):
+        """For a verb that changes what it touches: args direct and through
+        the server, each after setup (a script run directly in the computer),
+        with the same exit code, stdout and stderr."""
+        self.sh(setup)
+        d = self.brig(None, *args, input=input)
+        self.sh(setup)
+        r = self.brig(self.host, *args, input=input)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (d.returncode, d.stdout, d.stderr), args)
+        return r
+
+    def test_fs_read(self):
+        """ls, cat and stat through the server: the same bytes and words as
+        direct, for a tree with a link and a fifo, a binary file written
+        through the server and read back in several pages, and the errors."""
+        name, h = self.name, self.host
+        self.sh("rm -rf /workspace/fst && mkdir -p /workspace/fst/sub/deeper && echo nested > "
+                "/workspace/fst/sub/deeper/note.txt && ln -s sub/deeper/note.txt /workspace/fst/link && "
+                "mkfifo /workspace/fst/fifo && : > /workspace/fst/empty")
+        # A binary file bigger than one read page (1 MiB), in through stdin.
+        blob = os.urandom(3 << 20) + b"\0\xff\n"
+        r = self.brig(h, "fs", "write", name, "fst/sub/blob.bin", input=blob)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, b"", b""))
+        self.assertEqual(self.sh("sha256sum /workspace/fst/sub/blob.bin").split()[0],
+                         hashlib.sha256(blob).hexdigest().encode())
+        self.assertEqual(self.same("fs", "cat", name, "fst/sub/blob.bin").stdout, blob)
+        # Exactly one page: the read ends on an empty page.
+        page = os.urandom(1 << 20)
+        self.assertEqual(self.brig(h, "fs", "write", name, "/workspace/fst/page.bin", input=page).returncode, 0)
+        r = self.same("fs", "cat", name, "fst/page.bin", "fst/empty", "fst/sub/deeper/note.txt")
+        self.assertEqual((r.returncode, r.stdout), (0, page + b"nested\n"))
+        r = self.same("fs", "ls", name, "fst")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, rb"(?m)^prw-r--r-- +1000 +1000 +0 .* fifo$")
+        self.assertRegex(r.stdout, rb"(?m)^lrwxrwxrwx .* link -> sub/deeper/note\.txt$")
+        r = self.same("fs", "ls", "--json", name, "/workspace/fst")
+        entries = {e["name"]: e for e in json.loads(r.stdout)}
+        self.assertEqual(entries["link"]["link"], "sub/deeper/note.txt")
+        self.assertEqual((entries["sub"]["type"], entries["fifo"]["type"]), ("dir", "fifo"))
+        r = self.same("fs", "ls", "-r", name, "fst")
+        self.assertIn(b" sub/deeper/note.txt\n", r.stdout)
+        self.assertIn(b" sub/blob.bin\n", r.stdout)
+        self.same("fs", "ls", "--depth", "2", "--json", *self.ident, "fst")
+        self.same("fs", "ls", name, "fst/link")  # a file: the link itself
+        self.same("fs", "ls", name, "/etc/hostname")
+        r = self.same("fs", "stat", name, "fst/sub/blob.bin")
+        self.assertIn(b"size:  %d\n" % len(blob), r.stdout)
+        self.assertIn(b"mode:  0644 (-rw-r--r--)\n", r.stdout)
+        st = json.loads(self.same("fs", "stat", "--json", name, "fst/link").stdout)
+        self.assertEqual((st["type"], st["link"], st["path"]),
+                         ("symlink", "sub/deeper/note.txt", "/workspace/fst/link"))
+        self.same("fs", "stat", "--json", *self.ident, "/runtime")
+        # Outside the writable mounts reads work; what uid 1000 may not read fails alike.
+        self.assertTrue(self.same("fs", "cat", name, "/etc/passwd").stdout)
+        for args, words in ((["cat", name, "fst/nope"], b"brig: read /workspace/fst/nope: read /workspace/fst/nope: "
+                                                        b"No such file or directory\n"),
+                            (["cat", name, "fst/page.bin", "fst/nope", "fst/empty"], b"No such file or directory"),
+                            (["cat", name, "fst/sub"], b"Is a directory"),
+                            (["ls", name, "/workspace/nope"], b"brig: stat /workspace/nope: stat /workspace/nope: "
+                                                             b"No such file or directory\n"),
+                            (["ls", "--json", name, "/root"], b"Permission denied"),
+                            (["stat", name, "nope"], b"No such file or directory"),
+                            (["ls", name, "fst/sub/blob.bin/x"], b"Not a directory")):
+            r = self.same("fs", *args)
+            self.assertEqual(r.returncode, 125, args)
+            self.assertIn(words, r.stderr, args)
+        self.assertEqual(self.same("fs", "cat", name, "fst/page.bin", "fst/nope").stdout, page)
+
+    def test_fs_change(self):
+        """write, mkdir, rm and mv through the server: each direct and through
+        the server from the same start, the same outcome and words."""
+        name, h = self.name, self.host
+        clean = "rm -rf /workspace/fsc /runtime/fsc.txt"
+        # write: stdin whole, the mode, parents only with -p
+        r = self.same_after(clean, "fs", "write", name, "fsc/a/f.txt", input=b"x")
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"write /workspace/fsc/a/f.txt: No such file or directory", r.stderr)
+        data = bytes(range(256)) * 1000
+        r = self.same_after(clean, "fs", "write", "-p", "-m", "600", name, "fsc/a/f.txt", input=data)
+        self.assertEqual((r.returncode, r.stderr), (0, b""))
+        self.assertEqual(self.brig(None, "fs", "cat", name, "fsc/a/f.txt").stdout, data)
+        self.assertIn(b"mode:  0600 (-rw-------)\n", self.same("fs", "stat", name, "fsc/a/f.txt").stdout)
+        r = self.same_after("mkdir -p /workspace/fsc && echo old > /workspace/fsc/g", "fs", "write", *self.ident,
+                            "/workspace/fsc/g", input=b"")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.brig(None, "fs", "cat", name, "fsc/g").stdout, b"")
+        self.assertEqual(self.same_after(clean, "fs", "write", name, "/runtime/fsc.txt", input=b"rt").returncode, 0)
+        for path in ("/etc/fsc", "/fsc", "/workspace"):  # outside /workspace and /runtime, or onto a mount
+            r = self.same_after(clean, "fs", "write", name, path, input=b"no")
+            self.assertEqual(r.returncode, 125, path)
+            self.assertIn(b"only /workspace and /runtime are writable in a computer", r.stderr, path)
+        # mkdir: -p and -m, an existing one, a missing parent, outside
+        r = self.same_after(clean, "fs", "mkdir", name, "fsc/d/e")
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"mkdir /workspace/fsc/d/e: No such file or directory", r.stderr)
+        r = self.same_after(clean, "fs", "mkdir", "-p", "-m", "700", name, "fsc/d/e", "fsc/x")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"mode:  0700 (drwx------)\n", self.same("fs", "stat", name, "fsc/d/e").stdout)
+        r = self.same_after("mkdir -p /workspace/fsc/d", "fs", "mkdir", name, "fsc/d")
+        self.assertIn(b"File exists", r.stderr)
+        self.assertEqual(self.same_after("mkdir -p /workspace/fsc/d", "fs", "mkdir", "-p", name, "fsc/d").returncode, 0)
+        r = self.same_after(clean, "fs", "mkdir", name, "/usr/fsc")
+        self.assertIn(b"only /workspace and /runtime are writable", r.stderr)
+        # rm: a file, a directory with and without -r, a missing one (the
+        # ones before it go), outside
+        tree = clean + " && mkdir -p /workspace/fsc/d/e && echo f > /workspace/fsc/d/e/f && echo g > /workspace/fsc/g"
+        self.assertEqual(self.same_after(tree, "fs", "rm", name, "fsc/g").returncode, 0)
+        self.assertEqual(self.sh("ls /workspace/fsc"), b"d\n")
+        r = self.same_after(tree, "fs", "rm", name, "fsc/d")
+        self.assertEqual(r.returncode, 125)
+        self.assertEqual(r.stderr, b"brig: fs rm /workspace/fsc/d: the directory is not empty (rm -r removes it "
+                                   b"and its contents)\n")
+        self.assertEqual(self.same_after(tree, "fs", "rm", "-r", name, "fsc/d", "fsc/g").returncode, 0)
+        self.assertEqual(self.sh("ls -A /workspace/fsc"), b"")
+        r = self.same_after(tree, "fs", "rm", name, "fsc/g", "fsc/nope", "fsc/d/e/f")
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"remove /workspace/fsc/nope: No such file or directory", r.stderr)
+        self.assertEqual(self.sh("ls /workspace/fsc /workspace/fsc/d/e"),
+                         b"/workspace/fsc:\nd\n\n/workspace/fsc/d/e:\nf\n")
+        r = self.same_after(tree, "fs", "rm", name, "/etc/hostname")
+        self.assertIn(b"fs rm /etc/hostname: read-only file system: only /workspace and /runtime", r.stderr)
+        # mv: a rename (onto an existing file too), a missing source, across mounts
+        self.assertEqual(self.same_after(tree, "fs", "mv", name, "fsc/g", "fsc/d/h").returncode, 0)
+        self.assertEqual(self.sh("cat /workspace/fsc/d/h; ls /workspace/fsc"), b"g\nd\n")
+        self.assertEqual(self.same_after(tree, "fs", "mv", *self.ident, "fsc/g", "fsc/d/e/f").returncode, 0)
+        self.assertEqual(self.sh("cat /workspace/fsc/d/e/f"), b"g\n")
+        r = self.same_after(tree, "fs", "mv", name, "fsc/nope", "fsc/x")
+        self.assertIn(b"rename /workspace/fsc/nope: No such file or directory", r.stderr)
+        r = self.same_after(tree, "fs", "mv", name, "fsc/g", "/runtime/g")
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"fs mv /workspace/fsc/g: the source and the destination are on different mounts", r.stderr)
+        self.sh(clean)
+
+    def test_fs_refused(self):
+        """Usage errors and missing computers as direct; what only the server
+        refuses: a write larger than it takes, a '..' path, --store, a name it
+        does not list."""
+        name, h = self.name, self.host
+        for args in (["fs"], ["fs", "bogus"], ["fs", "ls"], ["fs", "ls", name], ["fs", "mv", name, "a"],
+                     ["fs", "stat", name, "a", "b"], ["fs", "cat", "--json", name, "a"], ["fs", "ls", "-p", name, "a"],
+                     ["fs", "rm", "--depth", "2", name, "a"], ["fs", "write", "-m", "99", name, "a"],
+                     ["fs", "ls", "--depth", "65", name, "a"], ["fs", "ls", "--nope", name, "a"],
+                     ["fs", "ls", "--ns", NS_A, "/"], ["fs", "ls", *self.ident, name, "/"],
+                     ["fs", "ls", "--ns", NS_A, "--agent", "agent", "--session", "nope", "/"]):
+            r = self.same(*args)
+            self.assertEqual(r.returncode, 125, args)
+            self.assertTrue(r.stderr.startswith(b"brig: "), args)
+        self.assertEqual(self.same("fs", "--help").returncode, 0)
+        r = self.brig(h, "fs", "write", name, "fsbig", input=b"\0" * ((8 << 20) + 1))
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"stdin holds more than 8388608 bytes, the most a brig server writes at once", r.stderr)
+        self.assertEqual(self.brig(None, "fs", "stat", name, "fsbig").returncode, 125)  # nothing was written
+        r = self.brig(h, "fs", "stat", name, "../etc/passwd")
+        self.assertEqual((r.returncode, r.stderr), (125, b"brig: path holds a '..' component\n"))
+        r = self.brig(h, "fs", "ls", "brig-nope", "/")
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"no computer named brig-nope on the brig server", r.stderr)
+        r = self.brig(h, "fs", "ls", "--store", self.store, *self.ident, "/")
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"--store names a local store", r.stderr)
+        r = self.brig(h, "fs", "ls", name, "/", token="wrong")
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"BRIG_TOKEN", r.stderr)
+        # another namespace's computer, named by its session: the server's refusal
+        r = self.brig(h, "fs", "rm", *self.ident, "x", token=TOK_B)
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"the token does not cover this namespace", r.stderr)
+        self.assertNotIn(b"writable", r.stderr)
+
     def test_unsupported_refused(self):
-        for args in (["fs", "ls", self.name, "/"], ["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"],
+        for args in (["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"],
                      ["exec", "-d", self.name, "--", "true"]):
             r = self.brig(self.host, *args)
             self.assertEqual(r.returncode, 125, args)
