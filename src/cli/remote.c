@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "cli/remote_parse.h"
 #include "http/http.h"
+#include "serve/serve.h"
 #include "util/util.h"
 
 /* Answers of the server are JSON and small, but ls of many computers is
@@ -341,31 +342,6 @@ int cli_remote_stream(cli_remote *r, const char *method, const char *target, jso
 
 /* ---- raw bodies (brig cp, brig fs) ---- */
 
-/* The brig codes of the server's error codes (serve's one status table):
- * brig fs words an error by its code as the direct path does. */
-static int code_of(const char *name)
-{
-	static const struct {
-		const char *name;
-		int code;
-	} map[] = {
-		{"invalid", BRIG_EINVAL},       {"not_sent", BRIG_ENOTSENT},
-		{"uncertain", BRIG_EUNCERTAIN}, {"timed_out", BRIG_ETIMEDOUT},
-		{"not_found", BRIG_ENOTFOUND},  {"conflict", BRIG_ECONFLICT},
-		{"protocol", BRIG_EPROTO},      {"daemon", BRIG_EDAEMON},
-		{"too_big", BRIG_ETOOBIG},      {"io", BRIG_EIO},
-		{"canceled", BRIG_ECANCELED},   {"state", BRIG_ESTATE},
-		{"unsafe", BRIG_EUNSAFE},       {"bad_request", BRIG_EBADREQ},
-		{"denied", BRIG_EDENIED},       {"tls", BRIG_ETLS},
-		{"busy", BRIG_EBUSY},           {"store", BRIG_ESTORE},
-		{"corrupt", BRIG_ECORRUPT},
-	};
-	for (size_t i = 0; name && i < sizeof map / sizeof map[0]; i++)
-		if (strcmp(map[i].name, name) == 0)
-			return map[i].code;
-	return 0;
-}
-
 /* A native file route's error answer as the brig_error brig-init's gave the
  * server: its code, its errno and its message; what the server refused on
  * its own (a token, a namespace, a bad request) keeps remote_err's story,
@@ -373,7 +349,7 @@ static int code_of(const char *name)
 static int fs_err(brig_error **err, int status, const char *body, size_t len)
 {
 	json_t *j = body && len ? json_loadb(body, len, 0, NULL) : NULL;
-	int code = code_of(json_string_value(json_object_get(j, "code")));
+	int code = serve__code_of(json_string_value(json_object_get(j, "code")));
 	const char *m = json_string_value(json_object_get(j, "message"));
 	json_int_t en = json_integer_value(json_object_get(j, "errno"));
 	int rc;

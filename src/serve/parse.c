@@ -8,12 +8,10 @@
 #include "util/sha256.h"
 #include "util/util.h"
 
-int serve__status(int code, const char **api_code)
-{
-	static const struct {
-		int code, status;
-		const char *name;
-	} map[] = {
+static const struct {
+	int code, status;
+	const char *name;
+} code_map[] = {
 		{BRIG_EINVAL, 400, "invalid"},       {BRIG_ENOTSENT, 503, "not_sent"},
 		{BRIG_EUNCERTAIN, 502, "uncertain"}, {BRIG_ETIMEDOUT, 504, "timed_out"},
 		{BRIG_ENOTFOUND, 404, "not_found"},  {BRIG_ECONFLICT, 409, "conflict"},
@@ -24,14 +22,25 @@ int serve__status(int code, const char **api_code)
 		{BRIG_EDENIED, 403, "denied"},       {BRIG_ETLS, 502, "tls"},
 		{BRIG_EBUSY, 409, "busy"},           {BRIG_ESTORE, 503, "store"},
 		{BRIG_ECORRUPT, 500, "corrupt"},
-	};
-	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-		if (map[i].code == code) {
-			*api_code = map[i].name;
-			return map[i].status;
+};
+
+int serve__status(int code, const char **api_code)
+{
+	for (size_t i = 0; i < sizeof code_map / sizeof code_map[0]; i++)
+		if (code_map[i].code == code) {
+			*api_code = code_map[i].name;
+			return code_map[i].status;
 		}
 	*api_code = "internal";
 	return 500;
+}
+
+int serve__code_of(const char *api_code)
+{
+	for (size_t i = 0; api_code && i < sizeof code_map / sizeof code_map[0]; i++)
+		if (strcmp(code_map[i].name, api_code) == 0)
+			return code_map[i].code;
+	return 0;
 }
 
 int serve_body_parse(json_t **out, const char *data, size_t len, brig_error **err)

@@ -168,5 +168,8 @@ bool serve_tokens_all(const void *entry);
 
 /* HTTP status and API code ("not_found"…) of a brig error code. */
 int serve__status(int code, const char **api_code);
+/* The brig code of an API error code ("not_found"…); 0 for another (the
+ * CLI as a client reads the server's answers with it). */
+int serve__code_of(const char *api_code);
 
 #endif
