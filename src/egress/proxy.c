@@ -243,9 +243,10 @@ static bool who_direct(conn *c, char *out, size_t outlen, const char *ip)
  * the worker the socket and its number over a second pair. The worker
  * names a connection only by that number, never by a sandbox: who speaks,
  * its rules, its secrets and the ledger row's identity are the monitor's
- * from the address it accepted. A worker someone took over can therefore
- * get the secrets of a sandbox only while that sandbox is connected to
- * it, never write a file of the host's, forge whose a ledger row is, or
+ * from the address it accepted (looked up once, within seconds of the
+ * accept: an address can be another sandbox's later). A worker someone
+ * took over can therefore get the secrets only of a sandbox that connected
+ * to it, never write a file of the host's, forge whose a ledger row is, or
  * reach the daemon. Started by another user, the proxy is one process
  * with that user's rights, as before. */
 
@@ -1028,7 +1029,8 @@ static const char *str_max(json_t *o, const char *key, size_t max)
 static struct mon_conn {
 	uint64_t id; /* 0: free */
 	uint32_t addr;
-	bool known; /* who speaks was looked up: the rest is its answer */
+	int64_t accepted_ms;
+	bool looked, known; /* who speaks was looked up; and found: the rest is its answer */
 	char sandbox[160], ns[80], agent[80], session[80];
 } mon_conns[MON_CONNS];
 static uint64_t mon_last_id;
@@ -1043,6 +1045,7 @@ static struct mon_conn *mon_conn_new(uint32_t addr)
 	memset(m, 0, sizeof *m);
 	m->id = ++mon_last_id;
 	m->addr = addr;
+	m->accepted_ms = brig_now_ms();
 	return m;
 }
 
@@ -1059,11 +1062,16 @@ static struct mon_conn *mon_conn_of(json_t *req)
 	return NULL;
 }
 
-/* Who speaks on m, looked up once; false when no sandbox of the egress
- * network has its address. */
+/* Who speaks on m, looked up once — when the worker first asks, after its
+ * limits (a flood costs the daemon nothing), and only within the time a
+ * request head may take: false when no sandbox of the egress network had
+ * its address then. */
 static bool mon_conn_who(struct mon_conn *m)
 {
-	if (!m->known) {
+	if (!m->looked) {
+		m->looked = true;
+		if (brig_now_ms() - m->accepted_ms > HEAD_TIMEOUT_MS)
+			return false;
 		char ip[INET_ADDRSTRLEN];
 		struct in_addr a = {.s_addr = m->addr};
 		conn c = {0};
@@ -1075,7 +1083,7 @@ static bool mon_conn_who(struct mon_conn *m)
 		memcpy(m->session, c.session, sizeof m->session);
 		m->known = true;
 	}
-	return true;
+	return m->known;
 }
 
 static json_t *mon_answer(json_t *req)
