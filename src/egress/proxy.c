@@ -314,6 +314,13 @@ static json_t *mon_call(json_t *req)
 	return resp;
 }
 
+/* Tells the monitor the worker is done with connection id (it never
+ * served it). */
+static void mon_done(uint64_t id)
+{
+	json_decref(mon_call(json_pack("{s:s, s:I}", "op", "done", "conn", (json_int_t)id)));
+}
+
 static void copy_str(char *out, size_t outlen, json_t *v)
 {
 	const char *s = json_string_value(v);
@@ -1049,6 +1056,13 @@ static struct mon_conn *mon_conn_new(uint32_t addr)
 	return m;
 }
 
+/* m's address as text, into ip. */
+static void mon_conn_ip(const struct mon_conn *m, char ip[INET_ADDRSTRLEN])
+{
+	struct in_addr a = {.s_addr = m->addr};
+	inet_ntop(AF_INET, &a, ip, INET_ADDRSTRLEN);
+}
+
 /* The connection req names ("conn"), or NULL. */
 static struct mon_conn *mon_conn_of(json_t *req)
 {
@@ -1073,9 +1087,8 @@ static bool mon_conn_who(struct mon_conn *m)
 		if (brig_now_ms() - m->accepted_ms > HEAD_TIMEOUT_MS)
 			return false;
 		char ip[INET_ADDRSTRLEN];
-		struct in_addr a = {.s_addr = m->addr};
 		conn c = {0};
-		inet_ntop(AF_INET, &a, ip, sizeof ip);
+		mon_conn_ip(m, ip);
 		if (!who_direct(&c, m->sandbox, sizeof m->sandbox, ip))
 			return false;
 		memcpy(m->ns, c.ns, sizeof m->ns);
@@ -1104,8 +1117,7 @@ static json_t *mon_answer(json_t *req)
 		const char *host = str_max(req, "host", 255);
 		const char *dec = str_max(req, "decision", 16), *why = str_max(req, "reason", 399);
 		char ip[INET_ADDRSTRLEN];
-		struct in_addr a = {.s_addr = m->addr};
-		inet_ntop(AF_INET, &a, ip, sizeof ip);
+		mon_conn_ip(m, ip);
 		bool id = m->known && m->ns[0] && m->agent[0] && m->session[0];
 		brig_store_egress rec = {.sandbox = m->known ? m->sandbox : ip,
 					 .ns = id ? m->ns : NULL,
@@ -1174,8 +1186,9 @@ uint64_t brig_egress__mon_accepted(uint32_t addr)
 
 /* Hands the worker a socket the monitor accepted, with its number, over
  * acc (never blocking: a worker that does not take them loses them). */
-static void mon_hand(int acc, int fd, uint64_t id)
+static void mon_hand(int acc, int fd, struct mon_conn *m)
 {
+	uint64_t id = m->id;
 	char ctl[CMSG_SPACE(sizeof(int))];
 	memset(ctl, 0, sizeof ctl);
 	struct iovec iov = {.iov_base = &id, .iov_len = sizeof id};
@@ -1189,9 +1202,7 @@ static void mon_hand(int acc, int fd, uint64_t id)
 	while ((r = sendmsg(acc, &mh, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 && errno == EINTR)
 		;
 	if (r != (ssize_t)sizeof id)
-		for (size_t i = 0; i < MON_CONNS; i++)
-			if (mon_conns[i].id == id)
-				memset(&mon_conns[i], 0, sizeof mon_conns[i]);
+		memset(m, 0, sizeof *m);
 }
 
 /* The worker's next accepted socket and its number from acc: 0, 1 when
@@ -1240,7 +1251,7 @@ static void monitor(int fd, int lfd, int acc)
 				inet_pton(AF_INET, BRIG_EGRESS_GATEWAY, &gw);
 				/* brig's own is-it-up probe ends here */
 				if (pl == sizeof peer && peer.sin_family == AF_INET && peer.sin_addr.s_addr != gw)
-					mon_hand(acc, cfd, mon_conn_new(peer.sin_addr.s_addr)->id);
+					mon_hand(acc, cfd, mon_conn_new(peer.sin_addr.s_addr));
 				close(cfd);
 			}
 		}
@@ -1287,6 +1298,15 @@ static int open_monitored(brig_error **err)
 		ledger = NULL;
 	}
 	return 0;
+}
+
+/* What open_monitored opened, closed (a start that failed). */
+static void close_monitored(void)
+{
+	brig_store_close(ledger);
+	ledger = NULL;
+	brig_engine_free(engine);
+	engine = NULL;
 }
 
 int brig_egress__test_overrides_check(brig_error **err)
@@ -1350,7 +1370,7 @@ static void serve_loop(int lfd)
 			if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 || pl != sizeof peer ||
 			    peer.sin_family != AF_INET) {
 				close(fd);
-				json_decref(mon_call(json_pack("{s:s, s:I}", "op", "done", "conn", (json_int_t)id)));
+				mon_done(id);
 				continue;
 			}
 		} else if ((fd = accept4(lfd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC)) < 0) {
@@ -1366,7 +1386,7 @@ static void serve_loop(int lfd)
 		    !brig_egress__peer_take(&peers, peer.sin_addr.s_addr, BRIG_EGRESS_PEER_MAX)) {
 			close(fd);
 			if (id)
-				json_decref(mon_call(json_pack("{s:s, s:I}", "op", "done", "conn", (json_int_t)id)));
+				mon_done(id);
 			continue;
 		}
 		conn *c = xcalloc(1, sizeof *c);
@@ -1389,7 +1409,7 @@ static void serve_loop(int lfd)
 		pthread_t t;
 		if (pthread_create(&t, &at, serve_conn, c) != 0) {
 			if (id)
-				json_decref(mon_call(json_pack("{s:s, s:I}", "op", "done", "conn", (json_int_t)id)));
+				mon_done(id);
 			brig_egress__peer_drop(&peers, c->addr);
 			atomic_fetch_sub(&active, 1);
 			close(fd);
@@ -1433,10 +1453,7 @@ int brig_egress_proxy_serve(brig_error **err)
 	int lfd = listen_gateway(!split, err);
 	if (lfd < 0) {
 		unlink(pidpath);
-		brig_store_close(ledger);
-		ledger = NULL;
-		brig_engine_free(engine);
-		engine = NULL;
+		close_monitored();
 		return lfd;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -1502,10 +1519,7 @@ int brig_egress_proxy_serve(brig_error **err)
 			if ((rc = open_monitored(err)) == 0 && listen(lfd, 128) != 0) {
 				rc = brig__error_set(err, BRIG_EIO, errno, "egress proxy: cannot listen on %s:%d: %s",
 						     BRIG_EGRESS_GATEWAY, BRIG_EGRESS_PORT, strerror(errno));
-				brig_store_close(ledger);
-				ledger = NULL;
-				brig_engine_free(engine);
-				engine = NULL;
+				close_monitored();
 			}
 			if (rc != 0) {
 				close(sv[0]); /* the worker ends */
