@@ -65,8 +65,6 @@ size_t ops_json_size(const char *data, size_t len);
 /* The longest prefix of data, ending between characters, whose
  * ops_json_size is at most budget. */
 size_t ops_json_fit(const char *data, size_t len, size_t budget);
-/* Both at once: the prefix's cost, and its length in *fit (may be NULL). */
-size_t ops_json_fit_cost(const char *data, size_t len, size_t budget, size_t *fit);
 
 /* Standard base64 (RFC 4648 §4), malloc'd. */
 char *ops_b64encode(const unsigned char *in, size_t len);

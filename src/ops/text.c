@@ -53,12 +53,9 @@ static size_t json_byte(unsigned char c)
 	return c < 0x20 ? 6 : 1;
 }
 
-size_t ops_json_size(const char *data, size_t len)
-{
-	return ops_json_fit_cost(data, len, SIZE_MAX, NULL);
-}
-
-size_t ops_json_fit_cost(const char *data, size_t len, size_t budget, size_t *fit)
+/* The cost of data's longest prefix within budget, and its length in *fit
+ * (may be NULL). */
+static size_t json_fit_cost(const char *data, size_t len, size_t budget, size_t *fit)
 {
 	const unsigned char *p = (const unsigned char *)data;
 	size_t i = 0, cost = 0;
@@ -76,10 +73,15 @@ size_t ops_json_fit_cost(const char *data, size_t len, size_t budget, size_t *fi
 	return cost;
 }
 
+size_t ops_json_size(const char *data, size_t len)
+{
+	return json_fit_cost(data, len, SIZE_MAX, NULL);
+}
+
 size_t ops_json_fit(const char *data, size_t len, size_t budget)
 {
 	size_t fit = 0;
-	ops_json_fit_cost(data, len, budget, &fit);
+	json_fit_cost(data, len, budget, &fit);
 	return fit;
 }
 
