@@ -90,6 +90,18 @@ static const char up_usage[] =
 	"      --json              Print the computer as JSON\n"
 	"  -h, --help              Print this help\n";
 
+/* Adds to values (secret_values' form) the value of secret ("NAME@hosts")
+ * from this brig's environment, as a local up or recover reads it, when it
+ * is set; the server never reads its own. */
+static void secret_value_add(json_t *values, const char *secret)
+{
+	char key[130];
+	snprintf(key, sizeof key, "%.*s", (int)strcspn(secret, "@"), secret);
+	const char *v = getenv(key);
+	if (v && *v)
+		json_object_set_new(values, key, json_string(v));
+}
+
 /* brig up through a brig server: POST /v1/computers, the same notes and
  * output. spec is NULL without spec flags (a known session keeps its
  * recorded spec). */
@@ -113,11 +125,8 @@ static int up_remote(const session_args *a, const brig_spec *spec, bool fresh)
 		return cli_error(err, NULL);
 	}
 	json_t *values = json_object();
-	for (size_t i = 0; spec && i < spec->secret_count; i++) {
-		char key[130];
-		snprintf(key, sizeof key, "%.*s", (int)strcspn(spec->secrets[i], "@"), spec->secrets[i]);
-		json_object_set_new(values, key, json_string(getenv(key)));
-	}
+	for (size_t i = 0; spec && i < spec->secret_count; i++)
+		secret_value_add(values, spec->secrets[i]); /* each is set: checked above */
 	if (json_object_size(values))
 		json_object_set(body, "secret_values", values);
 	json_decref(values);
@@ -553,16 +562,9 @@ static json_t *remote_secret_values(cli_remote *r, const session_args *a)
 			continue;
 		size_t k;
 		json_t *sec;
-		json_array_foreach (json_object_get(json_object_get(s, "spec"), "secrets"), k, sec) {
-			const char *t = json_string_value(sec);
-			if (!t)
-				continue;
-			char key[130];
-			snprintf(key, sizeof key, "%.*s", (int)strcspn(t, "@"), t);
-			const char *v = getenv(key);
-			if (v && *v)
-				json_object_set_new(values, key, json_string(v));
-		}
+		json_array_foreach (json_object_get(json_object_get(s, "spec"), "secrets"), k, sec)
+			if (json_is_string(sec))
+				secret_value_add(values, json_string_value(sec));
 	}
 	json_decref(list);
 	if (!json_object_size(values)) {
