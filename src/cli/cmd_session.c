@@ -330,8 +330,8 @@ static int checkpoint_rm(int argc, char **argv)
 	return rc;
 }
 
-/* brig checkpoint through a brig server. Its record has no blob path (the
- * server's file): --json prints the rest. */
+/* brig checkpoint through a brig server: the server's record (its blob by
+ * name, as a local one has it) with the session added. */
 static int checkpoint_remote(const session_args *a, const char *name, int64_t keep)
 {
 	if (keep)

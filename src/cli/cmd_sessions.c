@@ -10,6 +10,7 @@
 #include "brig/session.h"
 #include "brig/store.h"
 #include "cli/cli.h"
+#include "ops/sessions.h"
 #include "util/util.h"
 
 enum { OPT_JSON = CLI_OPT_TARGET_END, OPT_FORCE, OPT_CHECKPOINTS, OPT_LIMIT };
@@ -50,22 +51,6 @@ static void put_row(const char *ns, const char *agent, const char *session, int6
 	printf("%-4" PRId64 " %-10s %-10s %s\n", gen, state, computer, when);
 }
 
-/* What Docker says of a session's current computer: its State.Status
- * ("running", "paused", "exited"…), "gone", or "unknown" (no daemon). */
-static const char *docker_state(brig_engine *e, const char *name, char *buf, size_t n)
-{
-	if (!e || !name)
-		return e ? "gone" : "unknown";
-	json_t *j = NULL;
-	int rc = brig_engine_container_inspect(e, &j, name, NULL);
-	const char *st = NULL;
-	if (rc == 0)
-		st = json_string_value(json_object_get(json_object_get(j, "State"), "Status"));
-	snprintf(buf, n, "%s", rc == BRIG_ENOTFOUND ? "gone" : st ? st : "unknown");
-	json_decref(j);
-	return buf;
-}
-
 /* ---- brig sessions ls ---- */
 
 static const char sessions_usage[] =
@@ -91,6 +76,76 @@ static const char sessions_usage[] =
 	"  -f, --force             rm: destroy the session's computers first\n"
 	"      --checkpoints       rm: remove the session's checkpoints too\n"
 	"  -h, --help              Print this help\n";
+
+/* The listing, printed as it comes (a table, or one JSON array at the
+ * end) from the store and Docker or from a brig server. */
+typedef struct ls_out {
+	bool json;
+	json_t *arr;
+} ls_out;
+
+static void ls_begin(ls_out *o, bool json)
+{
+	o->json = json;
+	o->arr = json ? json_array() : NULL;
+	if (!json)
+		printf("%-16s %-16s %-16s %-4s %-10s %-10s %s\n", "NS", "AGENT", "SESSION", "GEN", "STATE", "COMPUTER",
+		       "UPDATED");
+}
+
+/* What the store said of r (state was) and what was recorded (now), when
+ * its computer lost its files. */
+static void ls_fixed(const brig_store_session *r, const char *computer, const char *was, const char *now)
+{
+	cli_note("%s/%s/%s: the store said %s, but its computer %s is %s (its files are gone): recorded as %s; "
+		 "`brig up` restores its latest checkpoint",
+		 r->ns, r->agent, r->session, was, r->container_name ? r->container_name : "-", computer, now);
+}
+
+static void ls_session(ls_out *o, const brig_store_session *r, const char *computer)
+{
+	if (o->json)
+		json_array_append_new(o->arr, session_json(r, computer));
+	else
+		put_row(r->ns, r->agent, r->session, r->generation, brig_store_state_to_string(r->state), computer,
+			r->updated_ms);
+}
+
+/* Sessions whose record was removed and whose checkpoints stay: the next
+ * up or agent of the identity restores the latest. */
+static void ls_forgotten(ls_out *o, const brig_store_checkpoint *ck, size_t nk)
+{
+	for (size_t i = 0; i < nk; i++) {
+		const brig_store_checkpoint *c = &ck[i];
+		if (o->json) {
+			json_array_append_new(o->arr,
+					      json_pack("{s:s,s:s,s:s,s:I,s:s,s:n,s:n,s:I,s:I,s:I}", "ns", c->ns,
+							"agent", c->agent, "session", c->session, "generation",
+							(json_int_t)c->generation, "state", "forgotten",
+							"container_name", "container_id", "checkpoints",
+							(json_int_t)c->count, "latest_checkpoint", (json_int_t)c->id,
+							"updated_ms", (json_int_t)c->created_ms));
+			continue;
+		}
+		put_row(c->ns, c->agent, c->session, c->generation, "forgotten", "-", c->created_ms);
+	}
+	if (nk && !o->json)
+		cli_note("forgotten: the session's record was removed (`brig sessions rm`), its checkpoints stay "
+			 "(`brig checkpoints --ns NS --agent A --session S` lists them); the next `brig up` or "
+			 "`brig agent` of it restores the latest");
+}
+
+/* Prints the JSON array; returns rc, or the print's failure. */
+static int ls_end(ls_out *o, int rc)
+{
+	if (o->json) {
+		int prc = cli_print_json(o->arr);
+		o->arr = NULL;
+		if (prc)
+			rc = prc;
+	}
+	return rc;
+}
 
 static int sessions_ls(int argc, char **argv)
 {
@@ -137,64 +192,28 @@ static int sessions_ls(int argc, char **argv)
 		err = NULL;
 		e = NULL;
 	}
-	json_t *arr = json ? json_array() : NULL;
-	if (!json)
-		printf("%-16s %-16s %-16s %-4s %-10s %-10s %s\n", "NS", "AGENT", "SESSION", "GEN", "STATE", "COMPUTER",
-		       "UPDATED");
+	ls_out o;
+	ls_begin(&o, json);
 	rc = 0;
 	for (size_t i = 0; i < n; i++) {
 		brig_store_session *r = &rs[i];
-		char buf[32];
-		const char *ds = docker_state(e, r->container_name, buf, sizeof buf);
-		bool live = r->state == BRIG_STORE_RUNNING || r->state == BRIG_STORE_PAUSED;
-		if (e && live && (strcmp(ds, "gone") == 0 || strcmp(ds, "exited") == 0 || strcmp(ds, "dead") == 0)) {
-			brig_store_state now = strcmp(ds, "gone") == 0 ? BRIG_STORE_DESTROYED : BRIG_STORE_STOPPED;
-			cli_note("%s/%s/%s: the store said %s, but its computer %s is %s (its files are gone): "
-				 "recorded as %s; `brig up` restores its latest checkpoint",
-				 r->ns, r->agent, r->session, brig_store_state_to_string(r->state),
-				 r->container_name ? r->container_name : "-", ds, brig_store_state_to_string(now));
-			if (brig_session_mark(s, r->ns, r->agent, r->session, r->generation, now, &err) != 0) {
-				rc = cli_error(err, NULL);
-				err = NULL;
-			} else {
-				r->state = now;
-			}
+		ops_session_seen seen;
+		int orc = ops_session_observe(e, s, r, &seen, &err);
+		if (seen.fixed)
+			ls_fixed(r, seen.computer, brig_store_state_to_string(seen.was),
+				 brig_store_state_to_string(seen.now));
+		if (orc) {
+			rc = cli_error(err, NULL);
+			err = NULL;
 		}
-		if (json) {
-			json_array_append_new(arr, session_json(r, ds));
-			continue;
-		}
-		put_row(r->ns, r->agent, r->session, r->generation, brig_store_state_to_string(r->state), ds,
-			r->updated_ms);
+		ls_session(&o, r, seen.computer);
 	}
-	/* Sessions whose record was removed and whose checkpoints stay: the
-	 * next up or agent of the identity restores the latest. */
 	if (brig_store_checkpoint_unowned(s, &ck, &nk, ns, &err) != 0) {
 		rc = cli_error(err, NULL);
 		err = NULL;
 	}
-	for (size_t i = 0; i < nk; i++) {
-		const brig_store_checkpoint *c = &ck[i];
-		if (json) {
-			json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:I,s:s,s:n,s:n,s:I,s:I,s:I}", "ns", c->ns,
-							     "agent", c->agent, "session", c->session, "generation",
-							     (json_int_t)c->generation, "state", "forgotten",
-							     "container_name", "container_id", "checkpoints",
-							     (json_int_t)c->count, "latest_checkpoint", (json_int_t)c->id,
-							     "updated_ms", (json_int_t)c->created_ms));
-			continue;
-		}
-		put_row(c->ns, c->agent, c->session, c->generation, "forgotten", "-", c->created_ms);
-	}
-	if (nk && !json)
-		cli_note("forgotten: the session's record was removed (`brig sessions rm`), its checkpoints stay "
-			 "(`brig checkpoints --ns NS --agent A --session S` lists them); the next `brig up` or "
-			 "`brig agent` of it restores the latest");
-	if (json) {
-		int prc = cli_print_json(arr);
-		if (prc)
-			rc = prc;
-	}
+	ls_forgotten(&o, ck, nk);
+	rc = ls_end(&o, rc);
 out:
 	brig_engine_free(e);
 	brig_store_checkpoint_free_array(ck, nk);

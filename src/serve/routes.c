@@ -17,6 +17,7 @@
 #include "brig/session.h"
 #include "brig/version.h"
 #include "ops/fs.h"
+#include "ops/sessions.h"
 #include "sandbox/pool.h"
 #include "egress/egress_internal.h"
 #include "serve/internal.h"
@@ -603,11 +604,19 @@ static void h_exec(serve_req *r, serve_reply *out)
 
 /* ---- checkpoints, recover ---- */
 
+/* The blob goes by its name in the server's checkpoint directory (its
+ * digest and a suffix, as `brig checkpoints --json` shows it); one a
+ * writer recorded as a path is left out: the server's files stay its own. */
 static json_t *checkpoint_json(const brig_store_checkpoint *c)
 {
-	return json_pack("{s:I,s:I,s:s,s:I,s:I,s:I}", "id", (json_int_t)c->id, "generation", (json_int_t)c->generation,
-			 "digest", c->digest ? c->digest : "", "bytes_raw", (json_int_t)c->bytes_raw, "bytes_stored",
-			 (json_int_t)c->bytes_stored, "created_ms", (json_int_t)c->created_ms);
+	const char *blob = c->blob && *c->blob && !strchr(c->blob, '/') ? c->blob : NULL;
+	json_t *j =
+		json_pack("{s:I,s:I,s:s,s:I,s:I,s:I}", "id", (json_int_t)c->id, "generation", (json_int_t)c->generation,
+			  "digest", c->digest ? c->digest : "", "bytes_raw", (json_int_t)c->bytes_raw, "bytes_stored",
+			  (json_int_t)c->bytes_stored, "created_ms", (json_int_t)c->created_ms);
+	if (blob)
+		json_object_set_new(j, "blob", json_string(blob));
+	return j;
 }
 
 static void h_checkpoint_create(serve_req *r, serve_reply *out)
@@ -771,11 +780,11 @@ static void h_recover(serve_req *r, serve_reply *out)
 
 static json_t *session_json(const brig_store_session *x)
 {
-	json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:s,s:s?,s:I,s:I,s:I}", "ns", x->ns, "agent", x->agent, "session",
+	json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:s,s:s?,s:s?,s:I,s:I,s:I}", "ns", x->ns, "agent", x->agent, "session",
 			      x->session, "generation", (json_int_t)x->generation, "state",
-			      brig_store_state_to_string(x->state), "container", x->container_name, "revision",
-			      (json_int_t)x->revision, "created_ms", (json_int_t)x->created_ms, "updated_ms",
-			      (json_int_t)x->updated_ms);
+			      brig_store_state_to_string(x->state), "container", x->container_name, "container_id",
+			      x->container_id, "revision", (json_int_t)x->revision, "created_ms",
+			      (json_int_t)x->created_ms, "updated_ms", (json_int_t)x->updated_ms);
 	json_error_t je;
 	json_t *spec = x->spec_json ? json_loads(x->spec_json, 0, &je) : NULL;
 	if (json_is_object(spec)) {
@@ -797,6 +806,12 @@ static json_t *session_json(const brig_store_session *x)
 	return j;
 }
 
+/* ?computers=true: as `brig sessions ls`, each session with what Docker
+ * says of its computer (computer_state) and the store put right when it
+ * lost its files (fixed: was, now, and error when the store refused), so
+ * the CLI through a server prints the same rows and notes. Sessions of
+ * other namespaces are neither shown nor touched. Always: forgotten, the
+ * identities whose record was removed and whose checkpoints stay. */
 static void h_sessions(serve_req *r, serve_reply *out)
 {
 	const char *ns = serve__query(r, "ns", NULL);
@@ -804,19 +819,50 @@ static void h_sessions(serve_req *r, serve_reply *out)
 		serve__reply_fail(out, 403, "forbidden", "the token does not cover this namespace");
 		return;
 	}
+	bool computers = serve__query_bool(r, "computers");
 	brig_store_session *v = NULL;
-	size_t n = 0;
+	brig_store_checkpoint *ck = NULL;
+	size_t n = 0, nk = 0;
 	brig_error *err = NULL;
-	if (brig_store_session_list(serve__store(r), &v, &n, ns, &err) != 0) {
+	if (brig_store_session_list(serve__store(r), &v, &n, ns, &err) != 0 ||
+	    brig_store_checkpoint_unowned(serve__store(r), &ck, &nk, ns, &err) != 0) {
+		brig_store_session_free_array(v, n);
 		serve__reply_error(out, err);
 		return;
 	}
-	json_t *arr = json_array();
-	for (size_t i = 0; i < n; i++)
-		if (serve__allowed(r, v[i].ns))
+	json_t *arr = json_array(), *gone = json_array();
+	for (size_t i = 0; i < n; i++) {
+		if (!serve__allowed(r, v[i].ns))
+			continue;
+		if (!computers) {
 			json_array_append_new(arr, session_json(&v[i]));
+			continue;
+		}
+		ops_session_seen seen;
+		int rc = ops_session_observe(serve__engine(r), serve__store(r), &v[i], &seen, &err);
+		json_t *j = session_json(&v[i]);
+		json_object_set_new(j, "computer_state", json_string(seen.computer));
+		if (seen.fixed) {
+			json_t *f = json_pack("{s:s,s:s}", "was", brig_store_state_to_string(seen.was), "now",
+					      brig_store_state_to_string(seen.now));
+			if (rc)
+				json_object_set_new(f, "error", json_string(brig_error_message(err)));
+			json_object_set_new(j, "fixed", f);
+		}
+		brig_error_free(err);
+		err = NULL;
+		json_array_append_new(arr, j);
+	}
+	for (size_t i = 0; i < nk; i++)
+		if (serve__allowed(r, ck[i].ns))
+			json_array_append_new(
+				gone, json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:I}", "ns", ck[i].ns, "agent", ck[i].agent,
+						"session", ck[i].session, "generation", (json_int_t)ck[i].generation,
+						"checkpoints", (json_int_t)ck[i].count, "latest_checkpoint",
+						(json_int_t)ck[i].id, "updated_ms", (json_int_t)ck[i].created_ms));
+	brig_store_checkpoint_free_array(ck, nk);
 	brig_store_session_free_array(v, n);
-	serve__reply_json(out, 200, json_pack("{s:o}", "sessions", arr));
+	serve__reply_json(out, 200, json_pack("{s:o,s:o}", "sessions", arr, "forgotten", gone));
 }
 
 static void h_history(serve_req *r, serve_reply *out)
@@ -824,8 +870,8 @@ static void h_history(serve_req *r, serve_reply *out)
 	brig_identity id;
 	if (!serve__path_identity(r, out, &id))
 		return;
-	int64_t limit = 100;
-	if (!serve__query_i64(r, out, "limit", 1, 10000, &limit))
+	int64_t limit = 100; /* 0: all, as `brig history` without --limit */
+	if (!serve__query_i64(r, out, "limit", 0, 10000, &limit))
 		return;
 	brig_store_audit *v = NULL;
 	size_t n = 0;

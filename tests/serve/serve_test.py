@@ -382,11 +382,25 @@ class Api(unittest.TestCase):
         self.assertIn("serve token, line 2", [x.get("actor") for x in json.loads(b)["history"]])
         st, _, b = call("GET", "/v1/sessions", "/v1/sessions?ns=" + ns)
         self.assertIn(session, [x["session"] for x in json.loads(b)["sessions"]])
+        self.assertNotIn("computer_state", json.loads(b)["sessions"][0])  # only when asked
+        # computers=true: what Docker says of each, as brig sessions ls shows it
+        st, _, b = c.call("GET", "/v1/sessions?computers=true&ns=" + ns, token=tok)
+        mine = [x for x in json.loads(b)["sessions"] if x["session"] == session]
+        self.assertEqual((st, mine[0]["computer_state"], mine[0]["container"], mine[0]["container_id"]),
+                         (200, "running", comp["name"], comp["id"]), b)
+        self.assertNotIn("fixed", mine[0])
+        self.assertEqual(json.loads(b)["forgotten"], [])
+        st, _, b = c.call("GET", p("/history?limit=0"), token=tok)  # 0: all
+        self.assertGreaterEqual((st, len(json.loads(b)["history"])), (200, 3))
+        st, _, b = c.call("GET", p("/history?limit=1"), token=tok)
+        self.assertEqual(len(json.loads(b)["history"]), 1)
         st, _, b = call("POST", C + "/checkpoints", p("/checkpoints"))
         self.assertEqual(st, 201, b)
         cp = json.loads(b)["id"]
         st, _, b = call("GET", C + "/checkpoints", p("/checkpoints"))
         self.assertEqual(json.loads(b)["checkpoints"][0]["id"], cp)
+        blob = json.loads(b)["checkpoints"][0]["blob"]  # its name, never a path of the server's
+        self.assertTrue(blob.startswith(json.loads(b)["checkpoints"][0]["digest"]) and "/" not in blob, blob)
         st, h, b = call("GET", C + "/checkpoints/{id}/export", p("/checkpoints/%d/export" % cp))
         self.assertEqual(st, 200, b)
         self.assertEqual(h.get("X-Brig-Digest"), "sha256:" + hashlib.sha256(b).hexdigest())
@@ -524,6 +538,8 @@ class Api(unittest.TestCase):
             self.assertEqual([e for e in seen_by_a if e["ns"] == NS_B], [])
             st, _, b = c.call("GET", "/v1/sessions", token=TOK_A)
             self.assertNotIn(NS_B, [x["ns"] for x in json.loads(b)["sessions"]])
+            st, _, b = c.call("GET", "/v1/sessions?computers=true", token=TOK_A)
+            self.assertNotIn(NS_B, [x["ns"] for x in json.loads(b)["sessions"] + json.loads(b)["forgotten"]])
             st, _, b = c.call("GET", "/v1/computers?label=" + urllib.parse.quote(LABEL), token=TOK_B)
             self.assertIn(NS_B, [x["ns"] for x in json.loads(b)["computers"]])
             # B's computer is untouched.
@@ -563,6 +579,8 @@ class Api(unittest.TestCase):
                 st, _, body = c.call("GET", "/v1/events?ns=%s&since_ms=%s" % (NS_A, bad), token=TOK_A)
                 self.assertEqual(st, 400, body)
                 self.assertIn("since_ms", json.loads(body)["message"])
+            for bad in ("-1", "10001", "x"):
+                self.assertError(c.call("GET", p + "/history?limit=" + bad, token=TOK_A), 400, "invalid")
             self.assertError(c.call("POST", p + "/exec", body={"argv": ["a\u0000b"]}, token=TOK_A), 400)
             self.assertError(c.call("POST", p + "/exec", body={"argv": ["true"], "bogus": 1}, token=TOK_A), 400)
             self.assertError(c.call("POST", p + "/exec", raw=b"x" * 70000, token=TOK_A), 413, "too_big")
@@ -1084,7 +1102,6 @@ class CliClient(unittest.TestCase):
         self.assertEqual(r.stderr.decode().replace(" %s of " % rid, " %s of " % did), d.stderr.decode())
         dj = json.loads(self.brig(None, "checkpoint", "--json", *ident).stdout)
         rj = json.loads(self.brig(self.host, "checkpoint", "--json", *ident).stdout)
-        dj.pop("blob")  # the server's file: not given out
         for k in ("id", "created_ms"):
             self.assertGreater(rj.pop(k), dj.pop(k))
         self.assertEqual(rj, dj)
