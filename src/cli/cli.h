@@ -446,6 +446,22 @@ brig_computer *cli_remote_computer(json_t *j);
  * server lists no computer by NAME (nothing printed), or CLI_EXIT_FAIL
  * (printed). */
 int cli_remote_target(cli_remote *r, const char *cmd, const cli_target *t, const char *name, char **path);
+/* The session store through the server, as the direct path's records
+ * (free them with the store's *_free_array / _free; *n 0 and *out NULL
+ * when there are none), for the direct path's printers: session
+ * ns/agent/session's checkpoints (newest first), its newest limit commands
+ * (0: all; newest first), and its record (*out NULL: the server's store
+ * has none). Each returns 0 or CLI_EXIT_FAIL (printed: the server's
+ * message, e.g. that the token does not cover the namespace). */
+struct brig_store_checkpoint;
+struct brig_store_audit;
+struct brig_store_session;
+int cli_remote_checkpoints(cli_remote *r, const char *ns, const char *agent, const char *session,
+			   struct brig_store_checkpoint **out, size_t *n);
+int cli_remote_history(cli_remote *r, const char *ns, const char *agent, const char *session, size_t limit,
+		       struct brig_store_audit **out, size_t *n);
+int cli_remote_session(cli_remote *r, const char *ns, const char *agent, const char *session,
+		       struct brig_store_session **out);
 /* brig cp's transfers, as brig codes with the server's message in *err:
  * a GET whose 2xx body goes to cb (a non-zero cb return stops it and is
  * returned; the receiver keeps its own story), a PUT of a streamed tar

@@ -581,6 +581,77 @@ int cli_remote_target(cli_remote *r, const char *cmd, const cli_target *t, const
 	return rc;
 }
 
+/* ---- the session store ---- */
+
+int cli_remote_checkpoints(cli_remote *r, const char *ns, const char *agent, const char *session,
+			   brig_store_checkpoint **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	cleanup_free char *target = cli_remote_path(ns, agent, session, "/checkpoints");
+	json_t *j = NULL;
+	if (cli_remote_call(r, "GET", target, NULL, &j) != 0)
+		return CLI_EXIT_FAIL;
+	json_t *arr = json_object_get(j, "checkpoints");
+	size_t k = json_array_size(arr);
+	*out = k ? xcalloc(k, sizeof **out) : NULL;
+	for (size_t i = 0; i < k; i++)
+		cli_remote_checkpoint_parse(&(*out)[i], json_array_get(arr, i), ns, agent, session);
+	*n = k;
+	json_decref(j);
+	return 0;
+}
+
+/* The server gives up to 10000 commands a request, or all (limit=0): a
+ * larger limit asks for all and keeps the newest limit here. */
+#define REMOTE_HISTORY_MAX 10000
+
+int cli_remote_history(cli_remote *r, const char *ns, const char *agent, const char *session, size_t limit,
+		       brig_store_audit **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	char tail[48];
+	snprintf(tail, sizeof tail, "/history?limit=%zu", limit > REMOTE_HISTORY_MAX ? 0 : limit);
+	cleanup_free char *target = cli_remote_path(ns, agent, session, tail);
+	json_t *j = NULL;
+	if (cli_remote_call(r, "GET", target, NULL, &j) != 0)
+		return CLI_EXIT_FAIL;
+	json_t *arr = json_object_get(j, "history");
+	size_t k = json_array_size(arr);
+	if (limit && k > limit)
+		k = limit; /* newest first: the oldest go */
+	*out = k ? xcalloc(k, sizeof **out) : NULL;
+	for (size_t i = 0; i < k; i++)
+		cli_remote_audit_parse(&(*out)[i], json_array_get(arr, i), ns, agent, session);
+	*n = k;
+	json_decref(j);
+	return 0;
+}
+
+int cli_remote_session(cli_remote *r, const char *ns, const char *agent, const char *session, brig_store_session **out)
+{
+	*out = NULL;
+	/* ns is checked (A-Z a-z 0-9 _ . -): no escaping needed */
+	cleanup_free char *target = xasprintf("/v1/sessions?ns=%s", ns);
+	json_t *j = NULL;
+	if (cli_remote_call(r, "GET", target, NULL, &j) != 0)
+		return CLI_EXIT_FAIL;
+	size_t i;
+	json_t *s;
+	json_array_foreach (json_object_get(j, "sessions"), i, s) {
+		const char *a = json_string_value(json_object_get(s, "agent"));
+		const char *b = json_string_value(json_object_get(s, "session"));
+		if (a && b && strcmp(a, agent) == 0 && strcmp(b, session) == 0) {
+			*out = xcalloc(1, sizeof **out);
+			cli_remote_session_parse(*out, s);
+			break;
+		}
+	}
+	json_decref(j);
+	return 0;
+}
+
 /* ---- for remote_attach.c ---- */
 
 struct brig_http_conn *cli_remote__conn(cli_remote *r)

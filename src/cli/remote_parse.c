@@ -2,6 +2,7 @@
 #include "cli/remote_parse.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "brig/error.h"
@@ -95,4 +96,94 @@ brig_computer *cli_remote_computer(json_t *j)
 		}
 	}
 	return c;
+}
+
+/* ---- the store's records ---- */
+
+/* A string the printers need: "" when absent. */
+static char *need_field(json_t *j, const char *key)
+{
+	char *s = dup_field(j, key);
+	return s ? s : xstrdup("");
+}
+
+static int64_t int_field(json_t *j, const char *key)
+{
+	return (int64_t)json_integer_value(json_object_get(j, key));
+}
+
+void cli_remote_session_parse(brig_store_session *out, json_t *j)
+{
+	memset(out, 0, sizeof *out);
+	out->ns = need_field(j, "ns");
+	out->agent = need_field(j, "agent");
+	out->session = need_field(j, "session");
+	out->generation = int_field(j, "generation");
+	/* a state this brig does not know prints as "unknown" */
+	out->state = (brig_store_state)-1;
+	(void)brig_store_state_from_string(&out->state, json_string_value(json_object_get(j, "state")), NULL);
+	out->container_name = dup_field(j, "container");
+	out->container_id = dup_field(j, "container_id");
+	out->revision = int_field(j, "revision");
+	out->created_ms = int_field(j, "created_ms");
+	out->updated_ms = int_field(j, "updated_ms");
+}
+
+void cli_remote_checkpoint_parse(brig_store_checkpoint *out, json_t *j, const char *ns, const char *agent,
+				 const char *session)
+{
+	memset(out, 0, sizeof *out);
+	out->id = int_field(j, "id");
+	out->ns = xstrdup(ns);
+	out->agent = xstrdup(agent);
+	out->session = xstrdup(session);
+	out->generation = int_field(j, "generation");
+	out->digest = need_field(j, "digest");
+	out->blob = dup_field(j, "blob");
+	out->bytes_raw = int_field(j, "bytes_raw");
+	out->bytes_stored = int_field(j, "bytes_stored");
+	out->created_ms = int_field(j, "created_ms");
+	out->blob_refs = -1;
+	out->count = -1;
+}
+
+void cli_remote_forgotten_parse(brig_store_checkpoint *out, json_t *j)
+{
+	memset(out, 0, sizeof *out);
+	out->id = int_field(j, "latest_checkpoint");
+	out->ns = need_field(j, "ns");
+	out->agent = need_field(j, "agent");
+	out->session = need_field(j, "session");
+	out->generation = int_field(j, "generation");
+	out->digest = xstrdup("");
+	out->created_ms = int_field(j, "updated_ms");
+	out->blob_refs = -1;
+	out->count = int_field(j, "checkpoints");
+}
+
+void cli_remote_audit_parse(brig_store_audit *out, json_t *j, const char *ns, const char *agent, const char *session)
+{
+	memset(out, 0, sizeof *out);
+	out->id = int_field(j, "id");
+	out->ns = xstrdup(ns);
+	out->agent = xstrdup(agent);
+	out->session = xstrdup(session);
+	out->generation = int_field(j, "generation");
+	json_t *argv = json_object_get(j, "argv");
+	out->argv_json = json_is_array(argv) ? json_dumps(argv, JSON_COMPACT) : NULL;
+	if (!out->argv_json)
+		out->argv_json = xstrdup("[]");
+	json_int_t code = json_integer_value(json_object_get(j, "exit_code"));
+	out->exit_code = code >= INT32_MIN && code <= INT32_MAX ? (int)code : -1;
+	out->timed_out = json_is_true(json_object_get(j, "timed_out"));
+	out->outcome = dup_field(j, "outcome");
+	if (out->outcome && !*out->outcome) { /* the server's "" for none */
+		free(out->outcome);
+		out->outcome = NULL;
+	}
+	out->duration_ms = int_field(j, "duration_ms");
+	out->stdout_bytes = int_field(j, "stdout_bytes");
+	out->stderr_bytes = int_field(j, "stderr_bytes");
+	out->created_ms = int_field(j, "created_ms");
+	out->actor = dup_field(j, "actor");
 }

@@ -1,6 +1,7 @@
 /* fuzz_remote.c — libFuzzer target for what the CLI reads from a brig
  * server (src/cli/remote_parse.c): the NDJSON exec stream fed in pieces,
- * and every line read as a computer and written back. */
+ * and every line read as a computer and written back, and as each of the
+ * store's records the CLI prints. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,6 +17,26 @@ static int on_line(json_t *line, void *payload)
 		abort();
 	json_decref(brig_computer_to_json(c));
 	brig_computer_free(c);
+	/* the printers take these strings as given: never NULL */
+	brig_store_session *rs = calloc(1, sizeof *rs);
+	brig_store_checkpoint *ck = calloc(2, sizeof *ck);
+	brig_store_audit *au = calloc(1, sizeof *au);
+	if (!rs || !ck || !au)
+		abort();
+	cli_remote_session_parse(rs, line);
+	cli_remote_checkpoint_parse(&ck[0], line, "ns", "agent", "session");
+	cli_remote_forgotten_parse(&ck[1], line);
+	cli_remote_audit_parse(au, line, "ns", "agent", "session");
+	if (!rs->ns || !rs->agent || !rs->session || !ck[0].digest || !ck[1].ns || !ck[1].digest || !au->argv_json)
+		abort();
+	json_t *argv = json_loads(au->argv_json, 0, NULL);
+	if (!json_is_array(argv))
+		abort();
+	json_decref(argv);
+	(void)brig_store_state_to_string(rs->state);
+	brig_store_session_free_array(rs, 1);
+	brig_store_checkpoint_free_array(ck, 2);
+	brig_store_audit_free_array(au, 1);
 	return ++*count > 1000; /* a callback may stop the stream */
 }
 
