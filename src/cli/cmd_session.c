@@ -44,9 +44,10 @@ static bool session_opt(session_args *a, int opt, const char *arg)
 	return cli_target_opt(&a->t, opt, arg, &a->rc) != 0;
 }
 
+/* blob is NULL only in a record from a brig server that did not give it. */
 static json_t *checkpoint_json(const brig_store_checkpoint *cp)
 {
-	return json_pack("{s:I,s:s,s:s,s:s,s:I,s:s,s:s,s:I,s:I,s:I}", "id", (json_int_t)cp->id, "ns", cp->ns, "agent",
+	return json_pack("{s:I,s:s,s:s,s:s,s:I,s:s,s:s?,s:I,s:I,s:I}", "id", (json_int_t)cp->id, "ns", cp->ns, "agent",
 			 cp->agent, "session", cp->session, "generation", (json_int_t)cp->generation, "digest",
 			 cp->digest, "blob", cp->blob, "bytes_raw", (json_int_t)cp->bytes_raw, "bytes_stored",
 			 (json_int_t)cp->bytes_stored, "created_ms", (json_int_t)cp->created_ms);
@@ -487,16 +488,25 @@ int cmd_checkpoints(int argc, char **argv)
 		return cli_usage("checkpoints", "unexpected argument '%s'", argv[optind]);
 	if (cli_target_check("checkpoints", &a.t) != 0)
 		return CLI_EXIT_FAIL;
+	const char *ns = a.t.id.ns, *agent = a.t.id.agent, *session = a.t.id.session;
 	brig_store *s = NULL;
-	if (cli_store_open(&s, a.t.store) != 0)
-		return CLI_EXIT_FAIL;
+	cli_remote *r = NULL;
 	brig_store_checkpoint *cps = NULL;
 	size_t n = 0;
 	brig_error *err = NULL;
-	int rc;
-	if (brig_store_checkpoint_list(s, &cps, &n, a.t.id.ns, a.t.id.agent, a.t.id.session, &err) != 0) {
-		rc = cli_error(err, NULL);
-		goto out;
+	int rc = CLI_EXIT_FAIL;
+	if (cli_remote_host()) {
+		if (a.t.store)
+			return cli_fail("--store names a local store; through a brig server its own store is used");
+		if (cli_remote_open(&r) != 0 || cli_remote_checkpoints(r, ns, agent, session, &cps, &n) != 0)
+			goto out;
+	} else {
+		if (cli_store_open(&s, a.t.store) != 0)
+			goto out;
+		if (brig_store_checkpoint_list(s, &cps, &n, ns, agent, session, &err) != 0) {
+			cli_error(err, NULL);
+			goto out;
+		}
 	}
 	if (a.json) {
 		json_t *arr = json_array();
@@ -517,6 +527,7 @@ int cmd_checkpoints(int argc, char **argv)
 	rc = 0;
 out:
 	brig_store_checkpoint_free_array(cps, n);
+	cli_remote_free(r);
 	brig_store_close(s);
 	return rc;
 }

@@ -10,6 +10,7 @@
 #include "brig/session.h"
 #include "brig/store.h"
 #include "cli/cli.h"
+#include "cli/remote_parse.h"
 #include "ops/sessions.h"
 #include "util/util.h"
 
@@ -147,6 +148,62 @@ static int ls_end(ls_out *o, int rc)
 	return rc;
 }
 
+/* A word of the server's shown as it is (a state, a name): 1-255 of
+ * A-Z a-z 0-9 _ . - — nothing that could drive a terminal. */
+static bool plain(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	return n > 0 && n <= 255 && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") == n;
+}
+
+/* sessions ls through a brig server: it asks Docker and puts its store
+ * right (computers=true), and says what it put right for the same note. */
+static int sessions_ls_remote(const char *ns, bool json)
+{
+	cli_remote *r = NULL;
+	json_t *j = NULL;
+	/* ns is checked (A-Z a-z 0-9 _ . -): no escaping needed */
+	cleanup_free char *target =
+		ns ? xasprintf("/v1/sessions?computers=true&ns=%s", ns) : xstrdup("/v1/sessions?computers=true");
+	int rc = cli_remote_open(&r);
+	if (rc == 0)
+		rc = cli_remote_call(r, "GET", target, NULL, &j);
+	cli_remote_free(r);
+	if (rc)
+		return rc;
+	json_t *sv = json_object_get(j, "sessions"), *fv = json_object_get(j, "forgotten");
+	size_t n = json_array_size(sv), nk = json_array_size(fv);
+	brig_store_session *rs = n ? xcalloc(n, sizeof *rs) : NULL;
+	brig_store_checkpoint *ck = nk ? xcalloc(nk, sizeof *ck) : NULL;
+	ls_out o;
+	ls_begin(&o, json);
+	for (size_t i = 0; i < n; i++) {
+		json_t *x = json_array_get(sv, i);
+		cli_remote_session_parse(&rs[i], x);
+		const char *computer = json_string_value(json_object_get(x, "computer_state"));
+		json_t *fixed = json_object_get(x, "fixed");
+		const char *was = json_string_value(json_object_get(fixed, "was"));
+		const char *now = json_string_value(json_object_get(fixed, "now"));
+		const char *why = json_string_value(json_object_get(fixed, "error"));
+		if (!plain(computer))
+			computer = "unknown";
+		if (plain(was) && plain(now) && plain(rs[i].ns) && plain(rs[i].agent) && plain(rs[i].session) &&
+		    (!rs[i].container_name || plain(rs[i].container_name)))
+			ls_fixed(&rs[i], computer, was, now);
+		if (why)
+			rc = cli_fail("%s", why);
+		ls_session(&o, &rs[i], computer);
+	}
+	for (size_t i = 0; i < nk; i++)
+		cli_remote_forgotten_parse(&ck[i], json_array_get(fv, i));
+	ls_forgotten(&o, ck, nk);
+	rc = ls_end(&o, rc);
+	brig_store_checkpoint_free_array(ck, nk);
+	brig_store_session_free_array(rs, n);
+	json_decref(j);
+	return rc;
+}
+
 static int sessions_ls(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -174,6 +231,11 @@ static int sessions_ls(int argc, char **argv)
 	brig_error *err = NULL;
 	if (ns && brig_identity_check_name("ns", ns, &err) != 0)
 		return cli_error(err, NULL);
+	if (cli_remote_host()) {
+		if (store)
+			return cli_fail("--store names a local store; through a brig server its own store is used");
+		return sessions_ls_remote(ns, json);
+	}
 	brig_store *s = NULL;
 	if (cli_store_open(&s, store) != 0)
 		return CLI_EXIT_FAIL;
@@ -392,29 +454,43 @@ int cmd_history(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	const char *ns = t.id.ns, *agent = t.id.agent, *session = t.id.session;
 	brig_store *s = NULL;
+	cli_remote *remote = NULL;
 	brig_store_session *r = NULL;
 	brig_store_audit *au = NULL;
 	brig_store_checkpoint *cps = NULL;
 	size_t nau = 0, ncp = 0;
 	brig_error *err = NULL;
 	int rc = CLI_EXIT_FAIL;
-	if (cli_store_open(&s, t.store) != 0)
-		goto out;
-	int g = brig_store_session_get(s, &r, ns, agent, session, &err);
-	if (g != 0 && g != BRIG_ENOTFOUND) {
-		cli_error(err, NULL);
-		goto out;
-	}
-	brig_error_free(err);
-	err = NULL;
-	if (brig_store_audit_list(s, &au, &nau, ns, agent, session, (size_t)limit, &err) != 0 ||
-	    brig_store_checkpoint_list(s, &cps, &ncp, ns, agent, session, &err) != 0) {
-		cli_error(err, NULL);
-		goto out;
+	if (cli_remote_host()) {
+		if (t.store)
+			return cli_fail("--store names a local store; through a brig server its own store is used");
+		if (cli_remote_open(&remote) != 0 || cli_remote_session(remote, ns, agent, session, &r) != 0 ||
+		    cli_remote_history(remote, ns, agent, session, (size_t)limit, &au, &nau) != 0 ||
+		    cli_remote_checkpoints(remote, ns, agent, session, &cps, &ncp) != 0)
+			goto out;
+	} else {
+		if (cli_store_open(&s, t.store) != 0)
+			goto out;
+		int g = brig_store_session_get(s, &r, ns, agent, session, &err);
+		if (g != 0 && g != BRIG_ENOTFOUND) {
+			cli_error(err, NULL);
+			goto out;
+		}
+		brig_error_free(err);
+		err = NULL;
+		if (brig_store_audit_list(s, &au, &nau, ns, agent, session, (size_t)limit, &err) != 0 ||
+		    brig_store_checkpoint_list(s, &cps, &ncp, ns, agent, session, &err) != 0) {
+			cli_error(err, NULL);
+			goto out;
+		}
 	}
 	if (!r && nau == 0 && ncp == 0) {
-		cli_fail("no session %s/%s/%s in the store (%s) and no command recorded for it", ns, agent, session,
-			 brig_store_display_url(s));
+		if (s)
+			cli_fail("no session %s/%s/%s in the store (%s) and no command recorded for it", ns, agent,
+				 session, brig_store_display_url(s));
+		else
+			cli_fail("no session %s/%s/%s in the brig server's store and no command recorded for it", ns,
+				 agent, session);
 		goto out;
 	}
 	if (json) {
@@ -475,6 +551,7 @@ out:
 	brig_store_checkpoint_free_array(cps, ncp);
 	brig_store_audit_free_array(au, nau);
 	brig_store_session_free(r);
+	cli_remote_free(remote);
 	brig_store_close(s);
 	return rc;
 }

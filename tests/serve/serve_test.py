@@ -1509,6 +1509,163 @@ class CliClient(unittest.TestCase):
         self.assertIn(b"the token does not cover this namespace", r.stderr)
         self.assertNotIn(b"writable", r.stderr)
 
+    # ---- the session store through the server: checkpoints, history, sessions ls ----
+
+    forgotten_ident = ["--ns", NS_A, "--agent", "agent", "--session", "fgt"]
+
+    def forgotten(self):
+        """A session removed from the store whose checkpoint stays (made once)."""
+        if getattr(CliClient, "_forgotten", False):
+            return
+        p = self.brig(None, "up", *self.forgotten_ident, "--label", LABEL)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.brig(None, "checkpoint", *self.forgotten_ident).returncode, 0)
+        p = self.brig(None, "sessions", "rm", "--force", *self.forgotten_ident)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        CliClient._forgotten = True
+
+    def test_checkpoints(self):
+        # none yet: the header alone
+        r = self.same("checkpoints", "--ns", NS_A, "--agent", "agent", "--session", "nocp")
+        self.assertEqual((r.returncode, r.stdout.split(b"\n")[0].split(), r.stdout.count(b"\n")),
+                         (0, [b"ID", b"GEN", b"DIGEST", b"ARCHIVED", b"STORED", b"CREATED"], 1))
+        self.assertEqual(self.same("checkpoints", "--json", "--ns", NS_A, "--agent", "agent", "--session",
+                                   "nocp").stdout, b"[]\n")
+        p = self.brig(None, "checkpoint", *self.ident)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        cid, digest = p.stdout.decode().split()
+        r = self.same("checkpoints", *self.ident)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(cid.encode(), [line.split()[0] for line in r.stdout.splitlines()[1:]])
+        r = self.same("checkpoints", "--json", *self.ident)
+        mine = [c for c in json.loads(r.stdout) if c["id"] == int(cid)]
+        self.assertEqual((mine[0]["digest"], mine[0]["ns"], mine[0]["session"]), (digest, NS_A, "cli"))
+        self.assertTrue(mine[0]["blob"].startswith(digest), mine[0])  # its name, as direct
+        self.assertEqual(self.same("checkpoints", "--ns", NS_A).returncode, 125)  # usage, as direct
+        r = self.brig(self.host, "checkpoints", "--store", self.store, *self.ident)
+        self.assertEqual((r.returncode, r.stderr), (125, b"brig: --store names a local store; through a brig "
+                                                          b"server its own store is used\n"))
+
+    def test_history(self):
+        for host in (None, self.host, None):  # by the OS user and by the token
+            self.assertEqual(self.brig(host, "exec", self.name, "--", "echo", "hist").returncode, 0)
+        self.assertEqual(self.brig(None, "checkpoint", *self.ident).returncode, 0)
+        self.assertEqual(self.brig(self.host, "exec", self.name, "--", "sh", "-c", "exit 7").returncode, 7)
+        r = self.same("history", *self.ident)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith(("# %s/agent/cli: generation " % NS_A).encode()), r.stdout)
+        events = [line.split()[3] for line in r.stdout.splitlines()[2:]]
+        self.assertIn(b"checkpoint", events)
+        self.assertGreaterEqual(events.count(b"exec"), 4)
+        self.assertTrue(r.stdout.endswith(b": sh -c exit 7\n"), r.stdout)  # oldest first
+        j = json.loads(self.same("history", "--json", *self.ident).stdout)
+        self.assertEqual((j["session"]["container_name"], j["commands"][-1]["exit_code"]), (self.name, 7))
+        self.assertTrue(j["session"]["container_id"])
+        self.assertIn("serve token, line 2", [x["actor"] for x in j["commands"]])
+        r = self.same("history", "--limit", "2", *self.ident)
+        self.assertEqual([line.split()[3] for line in r.stdout.splitlines()[2:]].count(b"exec"), 2)
+        j = json.loads(self.same("history", "--json", "--limit", "1", *self.ident).stdout)
+        self.assertEqual([x["argv"] for x in j["commands"]], [["sh", "-c", "exit 7"]])
+        self.same("history", "--limit", "20000", *self.ident)  # past the server's most per request
+        # a removed session: its commands and kept checkpoints
+        self.forgotten()
+        r = self.same("history", *self.forgotten_ident)
+        self.assertIn(b"removed from the store", r.stdout.splitlines()[0])
+        self.assertEqual(json.loads(self.same("history", "--json", *self.forgotten_ident).stdout)["session"], None)
+        # no such session: the message names whose store
+        ident = ["--ns", NS_A, "--agent", "agent", "--session", "nohist"]
+        d, r = self.brig(None, "history", *ident), self.brig(self.host, "history", *ident)
+        self.assertEqual((d.returncode, d.stdout, r.returncode, r.stdout), (125, b"", 125, b""))
+        self.assertEqual(d.stderr, ("brig: no session %s/agent/nohist in the store (%s) and no command recorded "
+                                    "for it\n" % (NS_A, self.store)).encode())
+        self.assertEqual(r.stderr, ("brig: no session %s/agent/nohist in the brig server's store and no command "
+                                    "recorded for it\n" % NS_A).encode())
+        self.assertEqual(self.same("history", "--limit", "0", *self.ident).returncode, 125)
+        r = self.brig(self.host, "history", "--store", self.store, *self.ident)
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"its own store", r.stderr)
+
+    def test_sessions_ls(self):
+        self.forgotten()
+        r = self.same("sessions", "ls", "--ns", NS_A)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = {line.split()[2]: line.split() for line in r.stdout.splitlines()[1:]}
+        self.assertEqual(rows[b"cli"][4:6], [b"running", b"running"])
+        self.assertEqual(rows[b"fgt"][4:6], [b"forgotten", b"-"])
+        self.assertIn(b"brig: forgotten: the session's record was removed", r.stderr)
+        j = json.loads(self.same("sessions", "ls", "--json", "--ns", NS_A).stdout)
+        cli = [x for x in j if x["session"] == "cli"][0]
+        cid = json.loads(self.brig(None, "inspect", "--json", self.name).stdout)["id"]
+        self.assertEqual((cli["container_name"], cli["container_id"], cli["computer_state"]),
+                         (self.name, cid, "running"))
+        fgt = [x for x in j if x["session"] == "fgt"][0]
+        self.assertEqual((fgt["state"], fgt["checkpoints"]), ("forgotten", 1))
+        # every namespace: a token of all of them sees what the store has
+        self.same("sessions", "ls", env={"BRIG_TOKEN": TOK_ALL})
+        self.same("sessions", "ls", "--json", env={"BRIG_TOKEN": TOK_ALL})
+        self.assertEqual(self.same("sessions", "ls", "--ns", "bad ns").returncode, 125)
+        r = self.brig(self.host, "sessions", "ls", "--store", self.store)
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"its own store", r.stderr)
+        r = self.brig(self.host, "sessions", "rm", *self.ident)  # no route: refused, nothing removed
+        self.assertEqual((r.returncode, r.stderr), (125, b"brig: brig sessions rm does not go through a brig server "
+                                                          b"yet; unset BRIG_HOST to talk to Docker directly\n"))
+        self.assertEqual(self.brig(None, "checkpoints", *self.ident).returncode, 0)
+
+    def test_sessions_ls_lost_computer(self):
+        """A computer removed (or killed) behind the store's back: the store is
+        put right, with a note. The first run of a pair would fix what the
+        second sees, so each run is checked against the words on its own,
+        then a pair compared once nothing is left to fix."""
+        ident = ["--ns", NS_A, "--agent", "agent", "--session", "lost"]
+
+        def lose(how):
+            p = self.brig(None, "up", *ident, "--fresh", "--label", LABEL)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            name = p.stdout.decode().strip().splitlines()[-1]
+            gen = json.loads(self.brig(None, "inspect", "--json", name).stdout)["generation"]
+            subprocess.run(["docker"] + how + [name], check=True, capture_output=True)
+            return name, gen
+
+        for host in (self.host, None):
+            for how, computer, now in ((["rm", "-f", "-v"], "gone", "destroyed"), (["kill"], "exited", "stopped")):
+                name, gen = lose(how)
+                note = ("brig: %s/agent/lost: the store said running, but its computer %s is %s (its files are "
+                        "gone): recorded as %s; `brig up` restores its latest checkpoint\n" % (NS_A, name, computer,
+                                                                                               now))
+                r = self.brig(host, "sessions", "ls", "--ns", NS_A)
+                self.assertEqual(r.returncode, 0, (host, r.stderr))
+                lost = [line for line in r.stderr.decode().splitlines(True) if "/agent/lost:" in line]
+                self.assertEqual(lost, [note], host)
+                row = [line.split() for line in r.stdout.decode().splitlines() if line.split()[2] == "lost"]
+                self.assertEqual(row[0][3:6], [str(gen), now, computer], (host, r.stdout))
+                r = self.brig(host, "sessions", "ls", "--json", "--ns", NS_A)  # put right once: no note again
+                self.assertNotIn(b"/agent/lost:", r.stderr, host)
+                j = [x for x in json.loads(r.stdout) if x["session"] == "lost"][0]
+                self.assertEqual((j["state"], j["computer_state"], j["container_name"]), (now, computer, name))
+        name, _ = lose(["kill"])
+        r = self.brig(self.host, "sessions", "ls", "--json", "--ns", NS_A)
+        self.assertIn(b"/agent/lost: the store said running, but its computer %s is exited" % name.encode(), r.stderr)
+        self.assertEqual([x["state"] for x in json.loads(r.stdout) if x["session"] == "lost"], ["stopped"])
+        self.same("sessions", "ls", "--ns", NS_A)
+        self.same("sessions", "ls", "--json", "--ns", NS_A)
+
+    def test_store_other_namespace(self):
+        """A token of namespace B sees nothing of A's sessions, history or checkpoints."""
+        self.forgotten()
+        for args in (["checkpoints", *self.ident], ["checkpoints", "--json", *self.ident], ["history", *self.ident],
+                     ["history", "--json", *self.forgotten_ident], ["sessions", "ls", "--ns", NS_A]):
+            r = self.brig(self.host, *args, token=TOK_B)
+            self.assertEqual((r.returncode, r.stdout, r.stderr),
+                             (125, b"", b"brig: the token does not cover this namespace\n"), args)
+        for args in (["sessions", "ls"], ["sessions", "ls", "--json"], ["sessions", "ls", "--ns", NS_B]):
+            r = self.brig(self.host, *args, token=TOK_B)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn(NS_A.encode(), r.stdout + r.stderr, args)
+            self.assertNotIn(b"forgotten", r.stdout + r.stderr, args)
+        d = self.brig(None, "sessions", "ls", "--ns", NS_A)  # A's are there
+        self.assertIn(NS_A.encode(), d.stdout)
+
     def test_unsupported_refused(self):
         for args in (["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"],
                      ["exec", "-d", self.name, "--", "true"]):
