@@ -1,6 +1,7 @@
 /* routes_files.c — the endpoints that work inside a computer through ops/
- * (background processes, files) and through brig's tar copier (tar in and
- * out, disposable runs with their inputs and outputs). */
+ * (background processes, files) or, with ?native=true, brig-init's own
+ * calls, and through brig's tar copier (tar in and out, disposable runs
+ * with their inputs and outputs). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -92,7 +93,69 @@ static bool file_target(serve_req *r, serve_reply *out, target *tg, char **path)
 	return computer_target(r, out, tg) && (*path = serve__query_path(r, out, "path")) != NULL;
 }
 
+/* err (consumed) as the answer, with the errno brig-init gave. */
+static void native_error(serve_reply *out, brig_error *err)
+{
+	int en = err ? err->sys_errno : 0;
+	serve__reply_error(out, err);
+	if (en && out->json)
+		json_object_set_new(out->json, "errno", json_integer(en));
+}
+
 /* ---- background processes ---- */
+
+/* ?native=true: brig-init's own background commands, as `brig exec -d`,
+ * `brig ps` and `brig kill` reach them directly — integer ids, brig-init's
+ * listing as it comes, its errors with their errno — so the CLI through a
+ * server shows the same. ops/procs' "p…" processes (their own output
+ * files, for MCP) are another layer and never meet these. */
+
+/* The computer's brig-init: the kept handle, else one opened now into
+ * tg->own, failing in brig_computer_guest's words (no such computer, not
+ * running, made before brig-init) as the direct path does. False with
+ * *out answered. */
+static bool proc_guest(serve_req *r, serve_reply *out, target *tg, brig_guest **g)
+{
+	brig_error *err = NULL;
+	if (target_guest(&tg->t, g, &err) != 0) {
+		native_error(out, err);
+		return false;
+	}
+	if (*g)
+		return true;
+	if (brig_computer_guest(serve__engine(r), &tg->own, tg->name, &err) != 0) {
+		native_error(out, err);
+		return false;
+	}
+	*g = tg->own;
+	return true;
+}
+
+/* brig exec -d: argv, env and workdir as given (brig-init resolves the
+ * workdir); the command has no stdin and no deadline. */
+static void native_start(serve_req *r, serve_reply *out, target *tg, const serve_exec_req *req)
+{
+	if (req->stdin_data || req->timeout_ms) {
+		serve__reply_fail(out, 400, "invalid",
+				  "stdin and timeout_ms do not go with native=true (a background command has neither)");
+		return;
+	}
+	brig_exec_opts o = BRIG_EXEC_OPTS_INIT;
+	o.argv = req->argv;
+	o.env = req->env;
+	o.env_count = req->env_count;
+	o.workdir = req->workdir;
+	o.capture_max = req->capture_max;
+	o.stdin_fd = -1;
+	o.cancel_fd = -1;
+	int64_t proc = 0;
+	brig_error *err = NULL;
+	if (brig_computer_start(serve__engine(r), tg->name, &o, &proc, &err) != 0) {
+		native_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 201, json_pack("{s:I}", "id", (json_int_t)proc));
+}
 
 void serve__h_procs_start(serve_req *r, serve_reply *out)
 {
@@ -103,6 +166,11 @@ void serve__h_procs_start(serve_req *r, serve_reply *out)
 	brig_error *err = NULL;
 	if (serve_exec_req_parse(&req, r->json, &err) != 0) {
 		serve__reply_error(out, err);
+		return;
+	}
+	if (serve__query_bool(r, "native")) {
+		native_start(r, out, &tg, &req);
+		serve_exec_req_clear(&req);
 		return;
 	}
 	char *id = NULL;
@@ -128,6 +196,16 @@ void serve__h_procs_list(serve_req *r, serve_reply *out)
 		return;
 	json_t *arr = NULL;
 	brig_error *err = NULL;
+	if (serve__query_bool(r, "native")) {
+		brig_guest *g = NULL;
+		if (!proc_guest(r, out, &tg, &g))
+			return;
+		if (brig_guest_ps(g, &arr, 0, &err) != 0)
+			native_error(out, err);
+		else
+			serve__reply_json(out, 200, json_pack("{s:o}", "processes", arr));
+		return;
+	}
 	if (ops_proc_list(&tg.t, &arr, &err) != 0) {
 		serve__reply_error(out, err);
 		return;
@@ -173,11 +251,45 @@ void serve__h_procs_input(serve_req *r, serve_reply *out)
 	out->status = 204;
 }
 
+/* brig kill: {"signal": 1..64} sends that one signal to the command's
+ * process group; without it the whole tree is ended (and gone when the
+ * answer comes). */
+static void native_kill(serve_req *r, serve_reply *out, target *tg)
+{
+	const char *ids = serve__param(r, "id");
+	char *end = NULL;
+	errno = 0;
+	long long id = ids && *ids >= '1' && *ids <= '9' ? strtoll(ids, &end, 10) : 0;
+	if (!end || *end || errno) {
+		serve__reply_fail(out, 400, "invalid", "id: with native=true, give brig-init's command id (from 1)");
+		return;
+	}
+	json_t *sig = json_object_get(r->json, "signal");
+	if (sig && (!json_is_integer(sig) || json_integer_value(sig) < 1 || json_integer_value(sig) > 64)) {
+		serve__reply_fail(out, 400, "invalid", "signal: with native=true, give a signal number from 1 to 64");
+		return;
+	}
+	brig_guest *g = NULL;
+	if (!proc_guest(r, out, tg, &g))
+		return;
+	brig_error *err = NULL;
+	int rc = sig ? brig_guest_signal(g, id, (int)json_integer_value(sig), 0, &err)
+		     : brig_guest_kill(g, id, NULL, 0, &err);
+	if (rc)
+		native_error(out, err);
+	else
+		out->status = 204;
+}
+
 void serve__h_procs_kill(serve_req *r, serve_reply *out)
 {
 	cleanup_target target tg = {0};
 	if (!computer_target(r, out, &tg))
 		return;
+	if (serve__query_bool(r, "native")) {
+		native_kill(r, out, &tg);
+		return;
+	}
 	json_t *sig = json_object_get(r->json, "signal");
 	if (sig && !json_is_string(sig)) {
 		serve__reply_fail(out, 400, "invalid", "signal: give TERM, KILL, INT or HUP");
@@ -198,15 +310,6 @@ void serve__h_procs_kill(serve_req *r, serve_reply *out)
  * order; an error is brig-init's message with its errno ("errno"). ---- */
 
 #define NATIVE_DEPTH 64 /* levels of a native listing (brig-init's LIST) */
-
-/* err (consumed) as the answer, with the errno brig-init gave. */
-static void native_error(serve_reply *out, brig_error *err)
-{
-	int en = err ? err->sys_errno : 0;
-	serve__reply_error(out, err);
-	if (en && out->json)
-		json_object_set_new(out->json, "errno", json_integer(en));
-}
 
 /* The computer's brig-init: the kept handle, else (the server keeps "none"
  * for a computer that was stopped, or made before brig-init) why not, in

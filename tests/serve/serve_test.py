@@ -606,6 +606,30 @@ class Api(unittest.TestCase):
                                        ("POST", "/files/mkdir?native=true", {"path": "x", "parents": 1})):
                 kw = {"body": body} if body is not None else {"raw": b""}
                 self.assertError(c.call(method, p + tail, token=TOK_A, **kw), 400, "invalid")
+            # the native process routes: brig-init's integer ids and signal numbers
+            for method, tail, body in (("POST", "/processes/p1/kill?native=true", {}),
+                                       ("POST", "/processes/0/kill?native=true", {}),
+                                       ("POST", "/processes/12x/kill?native=true", {}),
+                                       ("POST", "/processes/99999999999999999999/kill?native=true", {}),
+                                       ("POST", "/processes/1/kill?native=true", {"signal": "TERM"}),
+                                       ("POST", "/processes/1/kill?native=true", {"signal": 0}),
+                                       ("POST", "/processes/1/kill?native=true", {"signal": 65}),
+                                       ("POST", "/processes?native=true", {"argv": ["true"], "timeout_ms": 5}),
+                                       ("POST", "/processes?native=true", {"argv": []})):
+                self.assertError(c.call(method, p + tail, body=body, token=TOK_A), 400, "invalid")
+            st, _, b = c.call("POST", p + "/processes/999999/kill?native=true", body={}, token=TOK_A)
+            self.assertEqual(st, 404, b)
+            st, _, b = c.call("POST", p + "/processes?native=true", body={"argv": ["sleep", "30"]}, token=TOK_A)
+            self.assertEqual(st, 201, b)
+            pid = json.loads(b)["id"]
+            self.assertIsInstance(pid, int)
+            st, _, b = c.call("GET", p + "/processes?native=true", token=TOK_A)
+            self.assertEqual(st, 200, b)
+            self.assertIn(pid, [x["id"] for x in json.loads(b)["processes"]])
+            self.assertError(c.call("POST", p + "/processes/%d/kill?native=true" % pid, body={}, token=TOK_B),
+                             403, "forbidden")
+            st, _, b = c.call("POST", p + "/processes/%d/kill?native=true" % pid, body={"signal": 9}, token=TOK_A)
+            self.assertEqual(st, 204, b)
             st, _, b = c.call("GET", p + "/files?path=/nope&native=true", token=TOK_A)
             self.assertEqual((st, json.loads(b)["errno"]), (404, 2), b)
             self.assertIn("read /nope: ", json.loads(b)["message"])
