@@ -479,6 +479,12 @@ int cli_remote_get_json(cli_remote *r, const char *target, json_t **out, brig_er
  * target is encoded already. */
 int cli_remote_fs(cli_remote *r, const char *method, const char *target, const char *type, const void *body, size_t len,
 		  brig_engine_data_cb cb, void *payload, brig_error **err);
+/* brig exec -d, ps and kill on the native process routes: method target
+ * with a JSON body (may be NULL), *out (may be NULL: not wanted) the 2xx
+ * answer's JSON. Errors come back as cli_remote_fs's do: brig-init's code,
+ * errno and message, so cli_error words them as the direct path does. */
+int cli_remote_native(cli_remote *r, const char *method, const char *target, json_t *body, json_t **out,
+		      brig_error **err);
 /* For remote_attach.c: the connection, the Authorization header line (or
  * NULL), and the error answer printer (returns CLI_EXIT_FAIL). */
 struct brig_http_conn;

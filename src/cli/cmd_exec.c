@@ -215,8 +215,6 @@ static int remote_code(const char *code)
 
 static int exec_remote(const exec_args *a, const char *name, char **cmd_argv)
 {
-	if (a->detach)
-		return cli_remote_unsupported("exec -d");
 	if (a->every_ms)
 		return cli_remote_unsupported("exec --checkpoint-every");
 	if (a->t.store)
@@ -255,8 +253,26 @@ static int exec_remote(const exec_args *a, const char *name, char **cmd_argv)
 	json_t *body = json_pack("{s:o, s:o}", "argv", argv, "env", env);
 	if (a->workdir)
 		json_object_set_new(body, "workdir", json_string(a->workdir));
-	if (a->timeout_ms)
+	if (a->timeout_ms && !a->detach) /* as direct: -d has no deadline */
 		json_object_set_new(body, "timeout_ms", json_integer(a->timeout_ms));
+	if (a->detach) {
+		/* brig-init's own background command, its integer id (native) */
+		json_t *j = NULL;
+		brig_error *err = NULL;
+		path = cli_remote_path(ns, agent, session, "/processes?native=true");
+		rc = cli_remote_native(r, "POST", path, body, &j, &err);
+		json_decref(body);
+		if (!rc && !json_is_integer(json_object_get(j, "id")))
+			rc = brig__error_set(&err, BRIG_EPROTO, 0, "the brig server's answer has no command id");
+		if (rc) {
+			rc = cli_error(err, NULL);
+		} else {
+			printf("%lld\n", (long long)json_integer_value(json_object_get(j, "id")));
+			rc = fflush(stdout) == 0 ? 0 : CLI_EXIT_FAIL;
+		}
+		json_decref(j);
+		goto out;
+	}
 	if (a->interactive || a->tty) {
 		/* stdin and terminals: the upgraded stream; its end frame is the
 		 * stream's last line */

@@ -1,5 +1,6 @@
 /* cmd_guest.c — `brig ps`, `brig kill` and `brig attach`: a computer's
- * background commands (brig exec -d), through its brig-init. */
+ * background commands (brig exec -d), through its brig-init (ps and kill
+ * through a brig server too, on the same brig-init's calls). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "brig/guest.h"
 #include "brig/sandbox.h"
 #include "cli/cli.h"
+#include "util/util.h"
 
 static const char ps_usage[] =
 	"Usage: brig ps [OPTIONS] NAME\n"
@@ -76,18 +78,27 @@ static int parse_signal(const char *s, int *out)
 	return 0;
 }
 
+/* As many operands after the options as the command takes: NAME (unless
+ * the session flags of t name the computer) and, when want_id, ID. Returns
+ * 0 or CLI_EXIT_FAIL. */
+static int operand_count(const char *cmd, int argc, const cli_target *t, bool want_id)
+{
+	int want = (t->id_given ? 0 : 1) + (want_id ? 1 : 0);
+	if (argc - optind == want)
+		return 0;
+	if (t->id_given)
+		return cli_usage(cmd, "%s",
+				 want_id ? "ID is required, and nothing else after the options"
+					 : "no operand with --ns/--agent/--session");
+	return cli_usage(cmd, "%s", want_id ? "NAME and ID are required" : "NAME is required");
+}
+
 /* NAME (or the session flags of t) and, when want_id, ID after the
  * options. *name is malloc'd. Returns 0 or CLI_EXIT_FAIL. */
 static int operands(const char *cmd, int argc, char **argv, const cli_target *t, bool want_id, char **name, int64_t *id)
 {
-	int want = (t->id_given ? 0 : 1) + (want_id ? 1 : 0);
-	if (argc - optind != want) {
-		if (t->id_given)
-			return cli_usage(cmd, "%s",
-					 want_id ? "ID is required, and nothing else after the options"
-						 : "no operand with --ns/--agent/--session");
-		return cli_usage(cmd, "%s", want_id ? "NAME and ID are required" : "NAME is required");
-	}
+	if (operand_count(cmd, argc, t, want_id) != 0)
+		return CLI_EXIT_FAIL;
 	if (cli_target_name(name, cmd, t, t->id_given ? NULL : argv[optind], NULL, true) != 0)
 		return CLI_EXIT_FAIL;
 	if (want_id && cli_parse_i64("ID", argv[argc - 1], 1, INT64_MAX, id) != 0) {
@@ -116,6 +127,115 @@ static int open_guest(brig_engine **e, brig_guest **g, char **name, bool prefix)
 	return 0;
 }
 
+/* ---- through a brig server (BRIG_HOST): its native process routes make
+ * the same brig-init calls, so ids, listings and errors are brig-init's ---- */
+
+/* operands' checks in its words, then the server and its path of the
+ * computer (*base, malloc'd). ID is checked before the server is asked
+ * about NAME, as direct checks it before looking the computer up. Returns
+ * 0 or CLI_EXIT_FAIL (printed; nothing left open). */
+static int remote_operands(cli_remote **r, char **base, const char *cmd, int argc, char **argv, const cli_target *t,
+			   bool want_id, int64_t *id)
+{
+	*r = NULL;
+	*base = NULL;
+	if (operand_count(cmd, argc, t, want_id) != 0)
+		return CLI_EXIT_FAIL;
+	const char *name = t->id_given ? NULL : argv[optind];
+	if (want_id && !t->id_given && cli_parse_i64("ID", argv[argc - 1], 1, INT64_MAX, id) != 0)
+		return CLI_EXIT_FAIL;
+	if (cli_remote_open(r) != 0)
+		return CLI_EXIT_FAIL;
+	int rc = cli_remote_target(*r, cmd, t, name, base);
+	if (rc == 1)
+		rc = cli_fail("no computer named %s on the brig server (or not one of a session it may touch)", name);
+	if (!rc && want_id && t->id_given && cli_parse_i64("ID", argv[argc - 1], 1, INT64_MAX, id) != 0)
+		rc = CLI_EXIT_FAIL;
+	if (rc) {
+		cli_remote_free(*r);
+		*r = NULL;
+		free(*base);
+		*base = NULL;
+	}
+	return rc;
+}
+
+/* brig-init's list (GET …/processes?native=true) into *out. Returns 0 or
+ * CLI_EXIT_FAIL (printed). */
+static int remote_ps(json_t **out, int argc, char **argv, const cli_target *t)
+{
+	cli_remote *r = NULL;
+	cleanup_free char *base = NULL;
+	if (remote_operands(&r, &base, "ps", argc, argv, t, false, NULL) != 0)
+		return CLI_EXIT_FAIL;
+	cleanup_free char *target = xasprintf("%s/processes?native=true", base);
+	json_t *j = NULL;
+	brig_error *err = NULL;
+	int rc = cli_remote_native(r, "GET", target, NULL, &j, &err);
+	if (!rc && !json_is_array(json_object_get(j, "processes")))
+		rc = brig__error_set(&err, BRIG_EPROTO, 0, "the brig server's answer has no processes");
+	if (!rc)
+		*out = json_incref(json_object_get(j, "processes"));
+	json_decref(j);
+	cli_remote_free(r);
+	return rc ? cli_error(err, NULL) : 0;
+}
+
+/* POST …/processes/ID/kill?native=true: {"signal": sig}, or without one
+ * the whole tree. Returns 0 or CLI_EXIT_FAIL (printed). */
+static int remote_kill(int argc, char **argv, const cli_target *t, int sig)
+{
+	cli_remote *r = NULL;
+	cleanup_free char *base = NULL;
+	int64_t id = 0;
+	if (remote_operands(&r, &base, "kill", argc, argv, t, true, &id) != 0)
+		return CLI_EXIT_FAIL;
+	cleanup_free char *target = xasprintf("%s/processes/%lld/kill?native=true", base, (long long)id);
+	json_t *body = sig ? json_pack("{s:i}", "signal", sig) : json_object();
+	brig_error *err = NULL;
+	int rc = cli_remote_native(r, "POST", target, body, NULL, &err);
+	json_decref(body);
+	cli_remote_free(r);
+	return rc ? cli_error(err, NULL) : 0;
+}
+
+/* The listing (taken): --json as brig-init gave it, else a table. */
+static int print_ps(json_t *list, bool json)
+{
+	if (json)
+		return cli_print_json(list);
+	printf("%-6s %-8s %-8s %-5s %-20s %s\n", "ID", "PID", "STATE", "EXIT", "STARTED", "COMMAND");
+	size_t i;
+	json_t *p;
+	json_array_foreach (list, i, p) {
+		char exit_s[16] = "";
+		json_t *code = json_object_get(p, "exit_code");
+		if (json_is_integer(code))
+			snprintf(exit_s, sizeof exit_s, "%lld", (long long)json_integer_value(code));
+		char age[64] = "";
+		int64_t ms = json_integer_value(json_object_get(p, "started_ms"));
+		if (ms > 0)
+			cli_format_age(age, sizeof age, ms / 1000);
+		/* state and argv came from the guest: shown safely */
+		char state[17] = "";
+		const char *st = json_string_value(json_object_get(p, "state"));
+		for (size_t c = 0; st && st[c] && c < sizeof state - 1; c++)
+			state[c] = st[c] > 0x20 && st[c] < 0x7f ? st[c] : '?';
+		printf("%-6lld %-8lld %-8s %-5s %-20s ", (long long)json_integer_value(json_object_get(p, "id")),
+		       (long long)json_integer_value(json_object_get(p, "pid")), state, exit_s, age);
+		size_t k;
+		json_t *a;
+		json_array_foreach (json_object_get(p, "argv"), k, a) {
+			if (k)
+				fputc(' ', stdout);
+			cli_put_safe(json_string_value(a));
+		}
+		fputc('\n', stdout);
+	}
+	json_decref(list);
+	return 0;
+}
+
 int cmd_ps(int argc, char **argv)
 {
 	bool json = false;
@@ -135,51 +255,20 @@ int cmd_ps(int argc, char **argv)
 		else
 			return CLI_EXIT_FAIL;
 	}
+	json_t *list = NULL;
+	if (cli_remote_host())
+		return remote_ps(&list, argc, argv, &t) ? CLI_EXIT_FAIL : print_ps(list, json);
 	char *name = NULL;
 	if (operands("ps", argc, argv, &t, false, &name, NULL) != 0)
 		return CLI_EXIT_FAIL;
 	brig_engine *e = NULL;
 	brig_guest *g = NULL;
 	int rc = open_guest(&e, &g, &name, !t.id_given);
-	json_t *list = NULL;
 	brig_error *err = NULL;
 	if (!rc && brig_guest_ps(g, &list, 0, &err) != 0)
 		rc = cli_error(err, NULL);
-	if (!rc && json) {
-		rc = cli_print_json(list);
-		list = NULL;
-	} else if (!rc) {
-		printf("%-6s %-8s %-8s %-5s %-20s %s\n", "ID", "PID", "STATE", "EXIT", "STARTED", "COMMAND");
-		size_t i;
-		json_t *p;
-		json_array_foreach (list, i, p) {
-			char exit_s[16] = "";
-			json_t *code = json_object_get(p, "exit_code");
-			if (json_is_integer(code))
-				snprintf(exit_s, sizeof exit_s, "%lld", (long long)json_integer_value(code));
-			char age[64] = "";
-			int64_t ms = json_integer_value(json_object_get(p, "started_ms"));
-			if (ms > 0)
-				cli_format_age(age, sizeof age, ms / 1000);
-			/* state and argv came from the guest: shown safely */
-			char state[17] = "";
-			const char *st = json_string_value(json_object_get(p, "state"));
-			for (size_t c = 0; st && st[c] && c < sizeof state - 1; c++)
-				state[c] = st[c] > 0x20 && st[c] < 0x7f ? st[c] : '?';
-			printf("%-6lld %-8lld %-8s %-5s %-20s ",
-			       (long long)json_integer_value(json_object_get(p, "id")),
-			       (long long)json_integer_value(json_object_get(p, "pid")), state, exit_s, age);
-			size_t k;
-			json_t *a;
-			json_array_foreach (json_object_get(p, "argv"), k, a) {
-				if (k)
-					fputc(' ', stdout);
-				cli_put_safe(json_string_value(a));
-			}
-			fputc('\n', stdout);
-		}
-		json_decref(list);
-	}
+	if (!rc)
+		rc = print_ps(list, json);
 	brig_guest_free(g);
 	brig_engine_free(e);
 	free(name);
@@ -203,6 +292,8 @@ int cmd_kill(int argc, char **argv)
 		if (opt != 's' || parse_signal(optarg, &sig) != 0)
 			return CLI_EXIT_FAIL;
 	}
+	if (cli_remote_host())
+		return remote_kill(argc, argv, &t, sig);
 	char *name = NULL;
 	int64_t id = 0;
 	if (operands("kill", argc, argv, &t, true, &name, &id) != 0)

@@ -342,7 +342,7 @@ int cli_remote_stream(cli_remote *r, const char *method, const char *target, jso
 
 /* ---- raw bodies (brig cp, brig fs) ---- */
 
-/* A native file route's error answer as the brig_error brig-init's gave the
+/* A native route's error answer as the brig_error brig-init's gave the
  * server: its code, its errno and its message; what the server refused on
  * its own (a token, a namespace, a bad request) keeps remote_err's story,
  * never a code that would read as brig-init's. */
@@ -395,7 +395,8 @@ typedef struct raw_req {
 	void *rpayload;
 	brig_http_body_cb cb;
 	void *payload;
-	bool fs; /* brig fs: errors by fs_err, and the words of a file operation */
+	bool fs;          /* a native route: errors by fs_err */
+	const char *what; /* what broke off ("the file operation"); NULL: "the copy" */
 } raw_req;
 
 static int raw_exchange(cli_remote *r, const raw_req *q, brig_error **err)
@@ -415,7 +416,7 @@ static int raw_exchange(cli_remote *r, const raw_req *q, brig_error **err)
 		.body_reader = q->reader,
 		.body_payload = q->rpayload,
 	};
-	const char *what = q->fs ? "the file operation" : "the copy";
+	const char *what = q->what ? q->what : "the copy";
 	brig_error *herr = NULL;
 	int rc = brig_http_roundtrip(r->c, &req, &resp, REMOTE_BODY_CAP, raw_body_cb, &b, &herr);
 	if (b.cb_rc) { /* the receiver refused the bytes: its story (the caller has it) */
@@ -476,8 +477,56 @@ int cli_remote_fs(cli_remote *r, const char *method, const char *target, const c
 		     .len = body ? len : 0,
 		     .cb = cb ? cb : discard_cb,
 		     .payload = payload,
-		     .fs = true};
+		     .fs = true,
+		     .what = "the file operation"};
 	return raw_exchange(r, &q, err);
+}
+
+/* A native route's answer, collected up to REMOTE_BODY_CAP. */
+typedef struct native_body {
+	brig_buf b;
+	bool full;
+} native_body;
+
+static int native_body_cb(const char *data, size_t len, void *payload)
+{
+	native_body *nb = payload;
+	if (brig_buf_add(&nb->b, data, len) == 0)
+		return 0;
+	nb->full = true;
+	return BRIG_ETOOBIG;
+}
+
+int cli_remote_native(cli_remote *r, const char *method, const char *target, json_t *body, json_t **out,
+		      brig_error **err)
+{
+	if (out)
+		*out = NULL;
+	cleanup_free char *data = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	native_body nb = {.full = false};
+	brig_buf_init(&nb.b, REMOTE_BODY_CAP);
+	raw_req q = {.method = method,
+		     .target = target,
+		     .type = data ? "application/json" : NULL,
+		     .data = data,
+		     .len = data ? strlen(data) : 0,
+		     .cb = native_body_cb,
+		     .payload = &nb,
+		     .fs = true,
+		     .what = "its answer"};
+	brig_error *e = NULL;
+	int rc = raw_exchange(r, &q, &e);
+	if (nb.full) {
+		brig_error_free(e);
+		rc = brig__error_set(err, BRIG_ETOOBIG, 0, "the brig server's answer is larger than %d bytes",
+				     REMOTE_BODY_CAP);
+	} else if (rc) {
+		brig__error_move(err, e);
+	} else if (out && !(*out = json_loadb(nb.b.data ? nb.b.data : "", nb.b.len, 0, NULL))) {
+		rc = brig__error_set(err, BRIG_EPROTO, 0, "the brig server's answer is not JSON");
+	}
+	brig_buf_free(&nb.b);
+	return rc;
 }
 
 int cli_remote_get_json(cli_remote *r, const char *target, json_t **out, brig_error **err)

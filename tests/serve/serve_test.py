@@ -1691,9 +1691,110 @@ class CliClient(unittest.TestCase):
         d = self.brig(None, "sessions", "ls", "--ns", NS_A)  # A's are there
         self.assertIn(NS_A.encode(), d.stdout)
 
+    def procs(self):
+        """brig-init's commands in the computer by id, read directly."""
+        r = self.brig(None, "ps", "--json", self.name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return {p["id"]: p for p in json.loads(r.stdout)}
+
+    def wait_exited(self, pid):
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            p = self.procs().get(pid)
+            if p and p["state"] == "exited":
+                return p
+            time.sleep(0.2)
+        self.fail("command %d did not end" % pid)
+
+    def start(self, host, *cmd):
+        r = self.brig(host, "exec", "-d", self.name, "--", *cmd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, rb"^[1-9][0-9]*\n$")
+        return int(r.stdout)
+
+    def test_ps_kill(self):
+        """exec -d, ps and kill through the server work on brig-init's own
+        commands: one started either way is listed and killed either way."""
+        name, h = self.name, self.host
+        direct = self.start(None, "sleep", "300")
+        served = self.start(h, "sh", "-c", "sleep 300; echo never")
+        r = self.brig(h, "exec", "-d", "-e", "X=1", "-w", "/tmp", name, "--", "sh", "-c",
+                      "pwd >/runtime/psk; echo $X >>/runtime/psk")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.wait_exited(int(r.stdout))
+        self.assertEqual(self.sh("cat /runtime/psk; rm /runtime/psk"), b"/tmp\n1\n")
+        # the same list both ways, text and JSON, by NAME and by session
+        for args in (["ps", name], ["ps", *self.ident], ["ps", "--json", name]):
+            out = self.same(*args)
+            self.assertEqual(out.returncode, 0, out.stderr)
+        listed = {p["id"]: p for p in json.loads(self.same("ps", "--json", name).stdout)}
+        self.assertEqual((listed[direct]["state"], listed[served]["state"]), ("running", "running"))
+        self.assertEqual(listed[served]["argv"], ["sh", "-c", "sleep 300; echo never"])
+        # started direct, killed through the server (the whole tree), and
+        # the other way round
+        r = self.brig(h, "kill", name, str(direct))
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, b"", b""))
+        self.assertEqual((self.procs()[direct]["state"], self.procs()[direct]["killed"]), ("exited", True))
+        r = self.brig(None, "kill", *self.ident, str(served))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.procs()[served]["state"], "exited")
+        # -s: one signal, through the server
+        one = self.start(h, "sleep", "300")
+        r = self.brig(h, "kill", "-s", "TERM", *self.ident, str(one))
+        self.assertEqual((r.returncode, r.stderr), (0, b""))
+        self.assertEqual(self.wait_exited(one)["signal"], 15)
+        r = self.same("ps", name)
+        self.assertIn(b"\n%-6d " % one, r.stdout)
+        # a signal to an ended command, a kill of one (its exit), ids brig-init never gave
+        self.assertEqual(self.same("kill", "-s", "TERM", name, str(one)).returncode, 125)
+        self.assertEqual(self.same("kill", name, str(one)).returncode, 0)
+        for args in (["kill", name, "999999"], ["kill", "-s", "KILL", *self.ident, "999999"]):
+            r = self.same(*args)
+            self.assertEqual(r.returncode, 125, args)
+            self.assertTrue(r.stderr.startswith(b"brig: "), args)
+        r = self.same("exec", "-d", name, "--", "nosuchcmd")
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"start in " + name.encode(), r.stderr)
+
+    def test_ps_kill_refused(self):
+        """Usage errors and missing computers as direct; another namespace's
+        token reaches none of NS_A's commands."""
+        name, h = self.name, self.host
+        nope = ["--ns", NS_A, "--agent", "agent", "--session", "nope"]
+        for args in (["ps"], ["ps", name, "x"], ["ps", "--nope", name], ["ps", *self.ident, name],
+                     ["ps", "--ns", NS_A, name], ["kill", name], ["kill", name, "x"], ["kill", name, "0"],
+                     ["kill", "-s", "BOGUS", name, "1"], ["kill", "-s", "65", name, "1"], ["kill", *self.ident],
+                     ["exec", "-d", name], ["ps", *nope], ["kill", *nope, "1"], ["kill", "-s", "TERM", *nope, "1"]):
+            r = self.same(*args)
+            self.assertEqual(r.returncode, 125, args)
+            self.assertTrue(r.stderr.startswith(b"brig: "), args)
+        self.assertIn(b"no computer named", self.same("ps", *nope).stderr)
+        self.assertEqual(self.same("ps", "--help").returncode, 0)
+        self.assertEqual(self.same("kill", "--help").returncode, 0)
+        for args in (["ps", "brig-nope"], ["kill", "brig-nope", "1"]):
+            r = self.brig(h, *args)
+            self.assertEqual(r.returncode, 125, args)
+            self.assertIn(b"no computer named brig-nope on the brig server", r.stderr, args)
+        pid = self.start(None, "sleep", "300")
+        try:
+            for args in (["ps", *self.ident], ["kill", *self.ident, str(pid)],
+                         ["kill", "-s", "KILL", *self.ident, str(pid)]):
+                r = self.brig(h, *args, token=TOK_B)
+                self.assertEqual((r.returncode, r.stdout), (125, b""), args)
+                self.assertIn(b"the token does not cover this namespace", r.stderr, args)
+            r = self.brig(h, "exec", "-d", *self.ident, "--", "true", token=TOK_B)
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(b"the token does not cover this namespace", r.stderr)
+            for args in (["ps", name], ["kill", name, str(pid)]):
+                r = self.brig(h, *args, token=TOK_B)
+                self.assertEqual(r.returncode, 125, args)
+                self.assertIn(b"no computer named %s on the brig server" % name.encode(), r.stderr, args)
+            self.assertEqual(self.procs()[pid]["state"], "running")
+        finally:
+            self.brig(None, "kill", name, str(pid))
+
     def test_unsupported_refused(self):
-        for args in (["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"],
-                     ["exec", "-d", self.name, "--", "true"]):
+        for args in (["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"]):
             r = self.brig(self.host, *args)
             self.assertEqual(r.returncode, 125, args)
             self.assertIn(b"does not go through a brig server yet; unset BRIG_HOST to talk to Docker directly",
