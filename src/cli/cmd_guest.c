@@ -1,6 +1,6 @@
 /* cmd_guest.c — `brig ps`, `brig kill` and `brig attach`: a computer's
- * background commands (brig exec -d), through its brig-init (ps and kill
- * through a brig server too, on the same brig-init's calls). */
+ * background commands (brig exec -d), through its brig-init (through a
+ * brig server too, on the same brig-init's calls). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +199,54 @@ static int remote_kill(int argc, char **argv, const cli_target *t, int sig)
 	return rc ? cli_error(err, NULL) : 0;
 }
 
+/* POST …/processes/ID/attach?native=true, upgraded to the framed stream:
+ * the output until the command ends (its exit code), or a Ctrl-C that
+ * hangs up, which detaches (the server's attachment ends, the command runs
+ * on) as direct. */
+static int remote_attach(int argc, char **argv, const cli_target *t, bool interactive)
+{
+	cli_remote *r = NULL;
+	cleanup_free char *base = NULL;
+	int64_t id = 0;
+	if (remote_operands(&r, &base, "attach", argc, argv, t, true, &id) != 0)
+		return CLI_EXIT_FAIL;
+	cleanup_free char *target =
+		xasprintf("%s/processes/%lld/attach?native=true%s", base, (long long)id, interactive ? "&stdin=true" : "");
+	/* the detach note names the computer as direct does: a session's is
+	 * asked for first (a hang-up ends the connection) */
+	json_t *c = NULL;
+	const char *name = t->id_given ? NULL : argv[optind];
+	if (!name && cli_remote_call(r, "GET", base, NULL, &c) != 0) {
+		cli_remote_free(r);
+		return CLI_EXIT_FAIL;
+	}
+	if (!name)
+		name = json_string_value(json_object_get(c, "name"));
+	cli_output out = {.stdout_live = true, .stderr_live = true};
+	json_t *body = json_object(), *end = NULL;
+	int rc = cli_remote_attach(r, target, body, interactive, false, cli_cancel_install(), cli_output_cb, &out,
+				   &end);
+	json_decref(body);
+	if (rc == CLI_EXIT_CANCELED) {
+		cli_note("detached; command %lld keeps running (brig attach %s %lld)", (long long)id,
+			 name ? name : "NAME", (long long)id);
+	} else if (rc == 0) {
+		const char *type = json_string_value(json_object_get(end, "type"));
+		json_t *code = json_object_get(end, "exit_code");
+		if (type && strcmp(type, "exit") == 0 && json_is_integer(code)) {
+			rc = json_integer_value(code) >= 0 && json_integer_value(code) <= 255 ? (int)json_integer_value(code)
+												: CLI_EXIT_FAIL;
+		} else {
+			const char *m = json_string_value(json_object_get(end, "message"));
+			rc = cli_fail("%s", m ? m : "the brig server's stream ended without the command's end");
+		}
+	}
+	json_decref(end);
+	json_decref(c);
+	cli_remote_free(r);
+	return rc;
+}
+
 /* The listing (taken): --json as brig-init gave it, else a table. */
 static int print_ps(json_t *list, bool json)
 {
@@ -332,6 +380,8 @@ int cmd_attach(int argc, char **argv)
 		else
 			return CLI_EXIT_FAIL;
 	}
+	if (cli_remote_host())
+		return remote_attach(argc, argv, &t, interactive);
 	char *name = NULL;
 	int64_t id = 0;
 	if (operands("attach", argc, argv, &t, true, &name, &id) != 0)

@@ -125,7 +125,8 @@ static bool goes_remote(const cli_command *cmd, int argc, char **argv)
 	if (cmd->fn == cmd_exec || cmd->fn == cmd_help || cmd->fn == cmd_ls || cmd->fn == cmd_inspect ||
 	    cmd->fn == cmd_pause || cmd->fn == cmd_resume || cmd->fn == cmd_stop || cmd->fn == cmd_destroy ||
 	    cmd->fn == cmd_up || cmd->fn == cmd_checkpoint || cmd->fn == cmd_checkpoints || cmd->fn == cmd_recover ||
-	    cmd->fn == cmd_cp || cmd->fn == cmd_fs || cmd->fn == cmd_history || cmd->fn == cmd_ps || cmd->fn == cmd_kill)
+	    cmd->fn == cmd_cp || cmd->fn == cmd_fs || cmd->fn == cmd_history || cmd->fn == cmd_ps || cmd->fn == cmd_kill ||
+	    cmd->fn == cmd_attach)
 		return true;
 	if (cmd->fn == cmd_sessions && argc > 1 && strcmp(argv[1], "ls") == 0)
 		return true;

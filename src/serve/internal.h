@@ -191,6 +191,16 @@ void serve__h_runs(serve_req *r, serve_reply *out);
 /* ---- routes_attach.c ---- */
 
 void serve__h_exec_attach(serve_req *r, serve_reply *out);
+void serve__h_procs_attach(serve_req *r, serve_reply *out);
+/* Whether r asks for the upgrade (Connection: Upgrade, Upgrade: tcp, over
+ * HTTP/1.1). False with *out answered (426 or 400). */
+bool serve__upgrade_ok(serve_req *r, serve_reply *out);
+/* brig attach's stream (routes_attach.c): brig-init's command proc of
+ * computer name through g held (lent by serve__guest) or own (owned), with
+ * the client's stdin when in. True: *out is the 101 and the stream owns
+ * held and own; false with *out answered (they stay the caller's). */
+bool serve__proc_attach(serve_req *r, serve_reply *out, const char *name, brig_guest *held, brig_guest *own,
+			int64_t proc, bool in);
 
 /* ---- mcp_http.c: MCP over Streamable HTTP ---- */
 

@@ -1067,6 +1067,7 @@ const serve_route serve__routes[] = {
 	{"GET", C "/processes/{id}", serve__h_procs_get, 0},
 	{"POST", C "/processes/{id}/input", serve__h_procs_input, 0},
 	{"POST", C "/processes/{id}/kill", serve__h_procs_kill, 0},
+	{"POST", C "/processes/{id}/attach", serve__h_procs_attach, ROUTE_STREAM},
 	{"GET", C "/files", serve__h_file_read, 0},
 	{"PUT", C "/files", serve__h_file_write, ROUTE_RAW_BODY},
 	{"DELETE", C "/files", serve__h_file_remove, 0},

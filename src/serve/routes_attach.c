@@ -1,7 +1,9 @@
 /* routes_attach.c — POST …/exec/attach: a command with stdin, and a
  * terminal if asked, over an HTTP Upgrade to a raw two-way stream (frames:
- * serve/frames.h). One thread reads the client's frames (stdin, EOF,
- * resize, the hang-up); another runs the command and writes its output. */
+ * serve/frames.h); POST …/processes/{id}/attach: the same stream to one of
+ * brig-init's running commands (brig attach). One thread reads the
+ * client's frames (stdin, EOF, resize, the hang-up); another runs the
+ * command (or attaches to it) and writes its output. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "brig/session.h"
+#include "ops/ops.h"
 #include "serve/frames.h"
 #include "serve/internal.h"
 #include "serve/mhd_dl.h"
@@ -42,6 +45,12 @@ typedef struct attach {
 	int rows, cols;
 	bool gone; /* the client hung up: output is dropped */
 	pthread_t th;
+	/* brig attach: brig-init's command (from 1; 0: exec attach), through
+	 * held (lent by serve__guest) or own (owned), the client's stdin
+	 * passed on when proc_in */
+	int64_t proc;
+	brig_guest *held, *own;
+	bool proc_in;
 } attach;
 
 static void close_pair(int p[2])
@@ -63,6 +72,9 @@ static void attach_free(void *payload)
 	pthread_mutex_destroy(&a->lock);
 	pthread_mutex_destroy(&a->wlock);
 	serve_exec_req_clear(&a->req);
+	if (a->held)
+		serve__guest_release(a->srv, a->held);
+	brig_guest_free(a->own);
 	json_decref(a->body);
 	free(a->head);
 	free(a->name);
@@ -122,9 +134,45 @@ static void size_of(int *rows, int *cols, void *payload)
 	pthread_mutex_unlock(&a->lock);
 }
 
+/* brig attach: the command's output until it ends, or until the client
+ * hangs up (the cancel ends the attachment, never the command). */
+static void proc_attach(attach *a)
+{
+	brig_guest_exec_opts o = {.version = BRIG_GUEST_EXEC_OPTS_VERSION,
+				  .stdin_fd = a->proc_in ? a->in[0] : -1,
+				  .cancel_fd = a->cancel[0],
+				  .on_output = on_output,
+				  .payload = a};
+	brig_guest_exit x;
+	brig_error *err = NULL;
+	int rc = brig_guest_attach(a->held ? a->held : a->own, a->proc, &o, &x, &err);
+	json_t *ev;
+	if (rc == 0) {
+		ev = json_pack("{s:s,s:i,s:i,s:b}", "type", "exit", "exit_code", x.code, "signal", x.signal, "killed",
+			       x.killed);
+	} else {
+		/* cancel and deadline end only the attachment: as any error */
+		const char *code;
+		serve__status(rc, &code);
+		const char *m = brig_error_message(err);
+		ev = json_pack("{s:s,s:s,s:o}", "type", "error", "code", code, "message", ops_string(m, strlen(m)));
+	}
+	char *text = json_dumps(ev, JSON_COMPACT);
+	json_decref(ev);
+	if (text)
+		(void)send_frame(a, SERVE_FRAME_END, text, strlen(text));
+	free(text);
+	brig_error_free(err);
+}
+
 static void *command_thread(void *arg)
 {
 	attach *a = arg;
+	if (a->proc) {
+		proc_attach(a);
+		(void)!write(a->done[1], "x", 1);
+		return NULL;
+	}
 	brig_exec_opts o = BRIG_EXEC_OPTS_INIT;
 	serve__exec_opts(&o, &a->req); /* no stdin_data: the route refuses "stdin" */
 	o.stdin_fd = a->in[0];
@@ -329,7 +377,7 @@ static bool header_has(serve_req *r, const char *h, const char *t)
 	return false;
 }
 
-void serve__h_exec_attach(serve_req *r, serve_reply *out)
+bool serve__upgrade_ok(serve_req *r, serve_reply *out)
 {
 	if (!header_has(r, "Connection", "upgrade") || !header_has(r, "Upgrade", "tcp")) {
 		serve__reply_fail(
@@ -337,12 +385,53 @@ void serve__h_exec_attach(serve_req *r, serve_reply *out)
 			"this route switches to a raw stream: send \"Connection: Upgrade\" and \"Upgrade: tcp\"");
 		out->extra_header = "Upgrade";
 		out->extra_value = "tcp";
-		return;
+		return false;
 	}
 	if (r->http10) {
 		serve__reply_fail(out, 400, "invalid", "an upgrade to a stream needs HTTP/1.1");
-		return;
+		return false;
 	}
+	return true;
+}
+
+/* A stream for computer name (taken), its pipes made; NULL with *out
+ * answered. */
+static attach *attach_new(serve_req *r, serve_reply *out, char *name)
+{
+	attach *a = xcalloc(1, sizeof *a);
+	a->srv = r->srv;
+	a->e = serve__engine(r);
+	a->s = serve__store(r);
+	a->actor = serve_tokens_name(r->token);
+	a->name = name;
+	a->body = json_incref(r->json);
+	a->sock = -1;
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_mutex_init(&a->wlock, NULL);
+	int *pairs[] = {a->in, a->cancel, a->resize, a->done};
+	for (size_t i = 0; i < 4; i++)
+		pairs[i][0] = pairs[i][1] = -1;
+	for (size_t i = 0; i < 4; i++)
+		if (pipe2(pairs[i], O_CLOEXEC) != 0) {
+			serve__reply_fail(out, 500, "io", "pipe: %s", strerror(errno));
+			attach_free(a);
+			return NULL;
+		}
+	/* The command's stdin is fed without ever blocking the reader (which
+	 * must keep seeing the hang-up); the resize pipe never blocks either. */
+	fcntl(a->in[1], F_SETFL, O_NONBLOCK);
+	fcntl(a->resize[1], F_SETFL, O_NONBLOCK);
+	out->status = 101;
+	out->upgrade = attach_start;
+	out->done = attach_free;
+	out->payload = a;
+	return a;
+}
+
+void serve__h_exec_attach(serve_req *r, serve_reply *out)
+{
+	if (!serve__upgrade_ok(r, out))
+		return;
 	if (json_object_get(r->json, "stdin")) {
 		serve__reply_fail(out, 400, "invalid", "stdin: it comes over the stream (frames of type 0)");
 		return;
@@ -360,35 +449,26 @@ void serve__h_exec_attach(serve_req *r, serve_reply *out)
 		serve__reply_error(out, err);
 		return;
 	}
-	attach *a = xcalloc(1, sizeof *a);
-	a->srv = r->srv;
-	a->e = serve__engine(r);
-	a->s = serve__store(r);
-	a->actor = serve_tokens_name(r->token);
-	a->name = steal_pointer(&name);
-	a->body = json_incref(r->json);
+	attach *a = attach_new(r, out, steal_pointer(&name));
+	if (!a) {
+		serve_exec_req_clear(&req);
+		return;
+	}
 	a->req = req;
 	a->tty = serve__query_bool(r, "tty");
 	a->rows = (int)rows;
 	a->cols = (int)cols;
-	a->sock = -1;
-	pthread_mutex_init(&a->lock, NULL);
-	pthread_mutex_init(&a->wlock, NULL);
-	int *pairs[] = {a->in, a->cancel, a->resize, a->done};
-	for (size_t i = 0; i < 4; i++)
-		pairs[i][0] = pairs[i][1] = -1;
-	for (size_t i = 0; i < 4; i++)
-		if (pipe2(pairs[i], O_CLOEXEC) != 0) {
-			serve__reply_fail(out, 500, "io", "pipe: %s", strerror(errno));
-			attach_free(a);
-			return;
-		}
-	/* The command's stdin is fed without ever blocking the reader (which
-	 * must keep seeing the hang-up); the resize pipe never blocks either. */
-	fcntl(a->in[1], F_SETFL, O_NONBLOCK);
-	fcntl(a->resize[1], F_SETFL, O_NONBLOCK);
-	out->status = 101;
-	out->upgrade = attach_start;
-	out->done = attach_free;
-	out->payload = a;
+}
+
+bool serve__proc_attach(serve_req *r, serve_reply *out, const char *name, brig_guest *held, brig_guest *own,
+			int64_t proc, bool in)
+{
+	attach *a = attach_new(r, out, xstrdup(name));
+	if (!a)
+		return false;
+	a->proc = proc;
+	a->held = held;
+	a->own = own;
+	a->proc_in = in;
+	return true;
 }

@@ -254,16 +254,25 @@ void serve__h_procs_input(serve_req *r, serve_reply *out)
 /* brig kill: {"signal": 1..64} sends that one signal to the command's
  * process group; without it the whole tree is ended (and gone when the
  * answer comes). */
-static void native_kill(serve_req *r, serve_reply *out, target *tg)
+static bool native_id(serve_req *r, serve_reply *out, int64_t *id)
 {
 	const char *ids = serve__param(r, "id");
 	char *end = NULL;
 	errno = 0;
-	long long id = ids && *ids >= '1' && *ids <= '9' ? strtoll(ids, &end, 10) : 0;
+	long long v = ids && *ids >= '1' && *ids <= '9' ? strtoll(ids, &end, 10) : 0;
 	if (!end || *end || errno) {
 		serve__reply_fail(out, 400, "invalid", "id: with native=true, give brig-init's command id (from 1)");
-		return;
+		return false;
 	}
+	*id = v;
+	return true;
+}
+
+static void native_kill(serve_req *r, serve_reply *out, target *tg)
+{
+	int64_t id = 0;
+	if (!native_id(r, out, &id))
+		return;
 	json_t *sig = json_object_get(r->json, "signal");
 	if (sig && (!json_is_integer(sig) || json_integer_value(sig) < 1 || json_integer_value(sig) > 64)) {
 		serve__reply_fail(out, 400, "invalid", "signal: with native=true, give a signal number from 1 to 64");
@@ -301,6 +310,31 @@ void serve__h_procs_kill(serve_req *r, serve_reply *out)
 		return;
 	}
 	out->status = 204;
+}
+
+/* brig attach: brig-init's command id (native=true only: ops/procs'
+ * processes keep their output in files, read with GET …/processes/{id}),
+ * then the upgraded stream of routes_attach.c with the handle this
+ * target found. */
+void serve__h_procs_attach(serve_req *r, serve_reply *out)
+{
+	cleanup_target target tg = {0};
+	if (!serve__upgrade_ok(r, out) || !computer_target(r, out, &tg))
+		return;
+	if (!serve__query_bool(r, "native")) {
+		serve__reply_fail(out, 400, "invalid",
+				  "native: attach reaches brig-init's own commands only; pass native=true with its id");
+		return;
+	}
+	int64_t id = 0;
+	brig_guest *g = NULL;
+	if (!native_id(r, out, &id) || !proc_guest(r, out, &tg, &g))
+		return;
+	/* the stream takes the handle (lent or owned) with it */
+	if (serve__proc_attach(r, out, tg.name, tg.held, tg.own, id, serve__query_bool(r, "stdin"))) {
+		tg.held = NULL;
+		tg.own = NULL;
+	}
 }
 
 /* ---- files as brig-init does them (?native=true): what `brig fs` does

@@ -427,6 +427,8 @@ class Api(unittest.TestCase):
         # attach without the upgrade headers: 426 (Attach upgrades by hand)
         self.assertError(call("POST", C + "/exec/attach", p("/exec/attach"), body={"argv": ["true"]}), 426,
                          "upgrade_required")
+        self.assertError(call("POST", C + "/processes/{id}/attach", p("/processes/1/attach?native=true"), body={}),
+                         426, "upgrade_required")
         seen.add(("GET", "/v1/events"))
         t_pause = int(time.time() * 1000)
         events = self.watch_events(c, tok, ns, lambda: call("POST", C + "/pause", p("/pause")))
@@ -1789,6 +1791,68 @@ class CliClient(unittest.TestCase):
                 r = self.brig(h, *args, token=TOK_B)
                 self.assertEqual(r.returncode, 125, args)
                 self.assertIn(b"no computer named %s on the brig server" % name.encode(), r.stderr, args)
+            self.assertEqual(self.procs()[pid]["state"], "running")
+        finally:
+            self.brig(None, "kill", name, str(pid))
+
+    def test_attach(self):
+        """brig attach through the server: the output from then on and the
+        exit code, the same errors; Ctrl-C detaches and the command runs on."""
+        name, h = self.name, self.host
+        for host in (None, h):
+            pid = self.start(None, "sh", "-c", "sleep 3; echo out; echo err >&2; exit 7")
+            r = self.brig(host, "attach", name, str(pid))
+            self.assertEqual((r.returncode, r.stdout, r.stderr), (7, b"out\n", b"err\n"), host)
+            # one that has ended: its exit code at once
+            self.assertEqual(self.brig(host, "attach", *self.ident, str(pid)).returncode, 7, host)
+        # a signal's exit code, as direct
+        for host in (None, h):
+            pid = self.start(None, "sh", "-c", "sleep 2; kill -TERM $$")
+            self.assertEqual(self.brig(host, "attach", "-i", name, str(pid)).returncode, 143, host)
+        # Ctrl-C: the same note both ways, and the command still runs
+        pid = self.start(None, "sleep", "300")
+        try:
+            notes = []
+            for host, who in ((None, [name]), (h, [name]), (h, self.ident)):
+                e = dict(os.environ, BRIG_STORE=self.store, BRIG_IMAGE=IMAGE, BRIG_TOKEN=TOK_A)
+                e.pop("BRIG_HOST", None)
+                if host:
+                    e["BRIG_HOST"] = host
+                p = subprocess.Popen([BRIG, "attach", *who, str(pid)], env=e, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+                time.sleep(1.5)
+                p.send_signal(signal.SIGINT)
+                out, err = p.communicate(timeout=30)
+                notes.append((p.returncode, out, err))
+                self.assertEqual(self.procs()[pid]["state"], "running", (host, who))
+            self.assertEqual(notes[1], notes[0])
+            self.assertEqual(notes[2], notes[0])
+            self.assertEqual(notes[0][0], 130, notes[0])
+            self.assertIn(b"detached; command %d keeps running (brig attach %s %d)" % (pid, name.encode(), pid),
+                          notes[0][2])
+            # errors as direct: usage, ids brig-init never gave, no such computer
+            for args in (["attach", name], ["attach", name, "x"], ["attach", name, "0"],
+                         ["attach", name, "999999"], ["attach", "-i", *self.ident, "999999"],
+                         ["attach", "--ns", NS_A, "--agent", "agent", "--session", "nope", "1"]):
+                r = self.same(*args)
+                self.assertEqual(r.returncode, 125, args)
+                self.assertTrue(r.stderr.startswith(b"brig: "), args)
+            r = self.brig(h, "attach", "brig-nope", "1")
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(b"no computer named brig-nope on the brig server", r.stderr)
+            # another namespace's token reaches none of it
+            r = self.brig(h, "attach", *self.ident, str(pid), token=TOK_B)
+            self.assertEqual((r.returncode, r.stdout), (125, b""))
+            self.assertIn(b"the token does not cover this namespace", r.stderr)
+            # the route itself: brig-init's ids only, and the upgrade
+            path = "/v1/computers/%s/agent/cli/processes/%d/attach" % (NS_A, pid)
+            st, _, b, sk = attach_open(self.srv.sock, path, {}, TOK_A)
+            self.assertEqual((st, json.loads(b)["code"]), (400, "invalid"), b)
+            self.assertIn(b"native=true", b)
+            st, _, b, sk = attach_open(self.srv.sock, path + "?native=true", {}, TOK_B)
+            self.assertEqual(st, 403, b)
+            st, _, b, sk = attach_open(self.srv.sock, path + "?native=true", {}, TOK_A, {"Upgrade": None})
+            self.assertEqual(st, 426, b)
             self.assertEqual(self.procs()[pid]["state"], "running")
         finally:
             self.brig(None, "kill", name, str(pid))
