@@ -165,6 +165,8 @@ void serve__exec_opts(brig_exec_opts *o, const serve_exec_req *req);
  * timeout or cancel brig-init ended, the computer running on, is one),
  * else {"type":"error","code","message"}. New reference. */
 json_t *serve__exec_end_event(int rc, const brig_exec_result *res, const brig_error *err);
+/* {"type": "error", "code", "message"} of err, as that last line says an error. */
+json_t *serve__error_event(int rc, const brig_error *err);
 /* ?name=…, checked (no '..', no NUL) and made absolute, malloc'd; NULL with *out the 400. */
 char *serve__query_path(serve_req *r, serve_reply *out, const char *name);
 /* The same for a string field of the JSON body. */

@@ -398,18 +398,20 @@ void serve__exec_opts(brig_exec_opts *o, const serve_exec_req *req)
 	o->capture_max = req->capture_max;
 }
 
+json_t *serve__error_event(int rc, const brig_error *err)
+{
+	const char *code;
+	serve__status(rc, &code);
+	const char *m = brig_error_message(err);
+	return json_pack("{s:s,s:s,s:o}", "type", "error", "code", code, "message", ops_string(m, strlen(m)));
+}
+
 json_t *serve__exec_end_event(int rc, const brig_exec_result *res, const brig_error *err)
 {
-	json_t *ev;
-	if (exec_result_ok(rc, res)) {
-		ev = brig_exec_result_to_json(res);
-		json_object_set_new(ev, "type", json_string("exit"));
-	} else {
-		const char *code;
-		serve__status(rc, &code);
-		const char *m = brig_error_message(err);
-		ev = json_pack("{s:s,s:s,s:o}", "type", "error", "code", code, "message", ops_string(m, strlen(m)));
-	}
+	if (!exec_result_ok(rc, res))
+		return serve__error_event(rc, err);
+	json_t *ev = brig_exec_result_to_json(res);
+	json_object_set_new(ev, "type", json_string("exit"));
 	return ev;
 }
 

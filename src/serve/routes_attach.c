@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "brig/session.h"
-#include "ops/ops.h"
 #include "serve/frames.h"
 #include "serve/internal.h"
 #include "serve/mhd_dl.h"
@@ -134,6 +133,16 @@ static void size_of(int *rows, int *cols, void *payload)
 	pthread_mutex_unlock(&a->lock);
 }
 
+/* The end frame: ev (taken) as one JSON object. */
+static void send_end(attach *a, json_t *ev)
+{
+	char *text = json_dumps(ev, JSON_COMPACT);
+	json_decref(ev);
+	if (text)
+		(void)send_frame(a, SERVE_FRAME_END, text, strlen(text));
+	free(text);
+}
+
 /* brig attach: the command's output until it ends, or until the client
  * hangs up (the cancel ends the attachment, never the command). */
 static void proc_attach(attach *a)
@@ -146,22 +155,10 @@ static void proc_attach(attach *a)
 	brig_guest_exit x;
 	brig_error *err = NULL;
 	int rc = brig_guest_attach(a->held ? a->held : a->own, a->proc, &o, &x, &err);
-	json_t *ev;
-	if (rc == 0) {
-		ev = json_pack("{s:s,s:i,s:i,s:b}", "type", "exit", "exit_code", x.code, "signal", x.signal, "killed",
-			       x.killed);
-	} else {
-		/* cancel and deadline end only the attachment: as any error */
-		const char *code;
-		serve__status(rc, &code);
-		const char *m = brig_error_message(err);
-		ev = json_pack("{s:s,s:s,s:o}", "type", "error", "code", code, "message", ops_string(m, strlen(m)));
-	}
-	char *text = json_dumps(ev, JSON_COMPACT);
-	json_decref(ev);
-	if (text)
-		(void)send_frame(a, SERVE_FRAME_END, text, strlen(text));
-	free(text);
+	/* cancel and deadline end only the attachment: as any error */
+	send_end(a, rc ? serve__error_event(rc, err)
+		       : json_pack("{s:s,s:i,s:i,s:b}", "type", "exit", "exit_code", x.code, "signal", x.signal,
+				   "killed", x.killed));
 	brig_error_free(err);
 }
 
@@ -196,11 +193,7 @@ static void *command_thread(void *arg)
 	json_t *ev = serve__exec_end_event(rc, &res, err);
 	if (res.container_stopped)
 		serve__guest_forget(a->srv, a->name);
-	char *text = json_dumps(ev, JSON_COMPACT);
-	json_decref(ev);
-	if (text)
-		(void)send_frame(a, SERVE_FRAME_END, text, strlen(text));
-	free(text);
+	send_end(a, ev);
 	brig_error_free(err);
 	brig_exec_result_clear(&res);
 	(void)!write(a->done[1], "x", 1);
