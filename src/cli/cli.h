@@ -312,6 +312,11 @@ int cli_prefix_again(brig_engine *e, int rc, bool prefix, char **ref, brig_error
  * unique prefix names (*ref then replaced by its full name). Returns 0 or
  * CLI_EXIT_FAIL (message printed). */
 int cli_computer_get(brig_engine *e, brig_computer **out, char **ref, bool prefix);
+/* Opens the engine into *e, then a handle on *ref's brig-init (a unique
+ * prefix as cli_computer_get takes one); brig_computer_guest's error (no
+ * such computer, not running, no brig-init) printed in its words. Returns 0
+ * or CLI_EXIT_FAIL. */
+int cli_computer_guest(brig_engine **e, brig_guest **out, char **ref, bool prefix);
 
 /* What brig_session_open did beyond the usual (recorded a computer found
  * in Docker, or replaced a lost one: ur->lost set): the checkpoint restored

@@ -89,3 +89,17 @@ int cli_computer_get(brig_engine *e, brig_computer **out, char **ref, bool prefi
 		g = brig_computer_get(e, out, *ref, NULL, &err);
 	return g ? cli_error(err, NULL) : 0;
 }
+
+int cli_computer_guest(brig_engine **e, brig_guest **out, char **ref, bool prefix)
+{
+	if (cli_engine_open(e) != 0)
+		return CLI_EXIT_FAIL;
+	brig_error *err = NULL;
+	int g = brig_computer_guest(*e, out, *ref, &err);
+	int p = cli_prefix_again(*e, g, prefix, ref, &err);
+	if (p == CLI_EXIT_FAIL)
+		return p;
+	if (p == 1)
+		g = brig_computer_guest(*e, out, *ref, &err);
+	return g ? cli_error(err, NULL) : 0;
+}

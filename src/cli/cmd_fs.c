@@ -76,42 +76,6 @@ static char *abs_path(const char *p)
 	return p[0] == '/' ? xstrdup(p) : xasprintf("/workspace/%s", p);
 }
 
-/* The computer's brig-init, with a clear story for a computer made before
- * it. A NAME not found may be a unique prefix (prefix): *ref then names the
- * computer in full. Returns 0 or CLI_EXIT_FAIL (message printed). */
-static int open_guest(brig_engine **e, brig_guest **g, char **ref, bool prefix)
-{
-	if (!*e && cli_engine_open(e) != 0)
-		return CLI_EXIT_FAIL;
-	brig_error *err = NULL;
-	json_t *j = NULL;
-	int rc = brig_engine_container_inspect(*e, &j, *ref, &err);
-	if (rc == BRIG_ENOTFOUND) {
-		brig_error_free(err);
-		char *full = NULL;
-		int p = prefix ? cli_name_prefix(*e, *ref, &full) : 1;
-		if (p == 0) {
-			free(*ref);
-			*ref = full;
-			return open_guest(e, g, ref, false);
-		}
-		return p == 1 ? cli_fail("no computer named %s", *ref) : p;
-	}
-	if (rc)
-		return cli_error(err, NULL);
-	json_t *labels = json_object_get(json_object_get(j, "Config"), "Labels");
-	bool managed = json_string_value(json_object_get(labels, BRIG_LABEL_MANAGED)) != NULL;
-	bool init = json_string_value(json_object_get(labels, BRIG_LABEL_INIT)) != NULL;
-	json_decref(j);
-	if (managed && !init)
-		return cli_fail("computer %s has no brig-init (created before brig ran it as PID 1): recreate it to "
-				"use brig fs, or copy files with brig cp",
-				*ref);
-	if (brig_computer_guest(*e, g, *ref, &err) != 0)
-		return cli_error(err, NULL);
-	return 0;
-}
-
 /* ---- where the calls go ---- */
 
 /* Through a brig server, a read moves FS_PAGE bytes at a time (the read
@@ -592,7 +556,7 @@ int cmd_fs(int argc, char **argv)
 		a.paths[i] = abs_path(argv[optind + i]);
 	brig_engine *e = NULL;
 	if (!c.r)
-		rc = open_guest(&e, &c.g, &a.ref, !t.id_given);
+		rc = cli_computer_guest(&e, &c.g, &a.ref, !t.id_given);
 	if (!rc)
 		rc = fs_run(&c, &a);
 	brig_guest_free(c.g);

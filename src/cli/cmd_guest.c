@@ -109,24 +109,6 @@ static int operands(const char *cmd, int argc, char **argv, const cli_target *t,
 	return 0;
 }
 
-/* A NAME not found may be a unique prefix (prefix): *name then names the
- * computer in full. */
-static int open_guest(brig_engine **e, brig_guest **g, char **name, bool prefix)
-{
-	if (cli_engine_open(e) != 0)
-		return CLI_EXIT_FAIL;
-	brig_error *err = NULL;
-	int r = brig_computer_guest(*e, g, *name, &err);
-	int p = cli_prefix_again(*e, r, prefix, name, &err);
-	if (p == CLI_EXIT_FAIL)
-		return p;
-	if (p == 1)
-		r = brig_computer_guest(*e, g, *name, &err);
-	if (r != 0)
-		return cli_error(err, NULL);
-	return 0;
-}
-
 /* ---- through a brig server (BRIG_HOST): its native process routes make
  * the same brig-init calls, so ids, listings and errors are brig-init's ---- */
 
@@ -311,7 +293,7 @@ int cmd_ps(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	brig_engine *e = NULL;
 	brig_guest *g = NULL;
-	int rc = open_guest(&e, &g, &name, !t.id_given);
+	int rc = cli_computer_guest(&e, &g, &name, !t.id_given);
 	brig_error *err = NULL;
 	if (!rc && brig_guest_ps(g, &list, 0, &err) != 0)
 		rc = cli_error(err, NULL);
@@ -348,7 +330,7 @@ int cmd_kill(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	brig_engine *e = NULL;
 	brig_guest *g = NULL;
-	int rc = open_guest(&e, &g, &name, !t.id_given);
+	int rc = cli_computer_guest(&e, &g, &name, !t.id_given);
 	brig_error *err = NULL;
 	if (!rc && sig && brig_guest_signal(g, id, sig, 0, &err) != 0)
 		rc = cli_error(err, NULL);
@@ -388,7 +370,7 @@ int cmd_attach(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	brig_engine *e = NULL;
 	brig_guest *g = NULL;
-	int rc = open_guest(&e, &g, &name, !t.id_given);
+	int rc = cli_computer_guest(&e, &g, &name, !t.id_given);
 	if (!rc) {
 		cli_output out = {.stdout_live = true, .stderr_live = true};
 		brig_guest_exec_opts o = {.version = BRIG_GUEST_EXEC_OPTS_VERSION,

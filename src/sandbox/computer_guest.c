@@ -371,10 +371,14 @@ static int guest_computer(brig_engine *e, char **out_id, json_t **out_labels, co
 	const char *k = json_string_value(json_object_get(labels, BRIG_LABEL_KIND));
 	if (!m || strcmp(m, "1") != 0 || !k || strcmp(k, "computer") != 0)
 		return brig__error_set(err, BRIG_ENOTFOUND, 0, "%s is not a brig computer", ref);
+	/* Said once for every caller (brig fs, ps, kill, exec -d and -t, the
+	 * server's native routes, MCP, Python): what it lacks and how to get it. */
 	if (!json_string_value(json_object_get(labels, BRIG_LABEL_INIT)))
 		return brig__error_set(err, BRIG_ESTATE, 0,
-				       "computer %s was created before brig-init: it has no background processes "
-				       "(recreate it to get them)",
+				       "computer %s has no brig-init (an older brig created it, before brig ran "
+				       "brig-init as PID 1): a new generation has it — brig checkpoint, brig stop and "
+				       "brig recover its session, or remove and create it again; until then brig exec "
+				       "(without -d or -t) and brig cp still work on it",
 				       ref);
 	const char *status = json_string_value(json_object_get(json_object_get(j, "State"), "Status"));
 	if (!status || strcmp(status, "running") != 0)

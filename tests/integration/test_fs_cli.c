@@ -479,9 +479,15 @@ static void test_no_init(void **state)
 	setenv("BRIG_GUEST", "0", 1);
 	cleanup_free char *old = computer("old");
 	unsetenv("BRIG_GUEST");
+	/* brig fs and brig ps say it in one message: what it lacks, how to get it */
 	out o = RUN(FAIL, "fs", "ls", old, "/workspace");
 	contains(o.err, "has no brig-init");
-	contains(o.err, "recreate it");
+	contains(o.err, "brig recover its session");
+	contains(o.err, "brig cp");
+	out fs = o;
+	o = RUN(FAIL, "ps", old);
+	assert_string_equal(o.err, fs.err);
+	out_free(&fs);
 	out_free(&o);
 	if (!brig_guest__volume_name())
 		return;
