@@ -110,11 +110,13 @@ static void native_error(serve_reply *out, brig_error *err)
  * server shows the same. ops/procs' "p…" processes (their own output
  * files, for MCP) are another layer and never meet these. */
 
-/* The computer's brig-init: the kept handle, else one opened now into
- * tg->own, failing in brig_computer_guest's words (no such computer, not
- * running, made before brig-init) as the direct path does. False with
- * *out answered. */
-static bool proc_guest(serve_req *r, serve_reply *out, target *tg, brig_guest **g)
+/* The computer's brig-init for a native process or file call: the kept
+ * handle, else (the server keeps "none" for a computer that was stopped, or
+ * made before brig-init) one opened now into tg->own (it runs again),
+ * failing in brig_computer_guest's words (no such computer, not running, no
+ * brig-init) as the direct path (brig ps, brig fs) does. False with *out
+ * answered. */
+static bool native_guest(serve_req *r, serve_reply *out, target *tg, brig_guest **g)
 {
 	brig_error *err = NULL;
 	if (target_guest(&tg->t, g, &err) != 0) {
@@ -198,7 +200,7 @@ void serve__h_procs_list(serve_req *r, serve_reply *out)
 	brig_error *err = NULL;
 	if (serve__query_bool(r, "native")) {
 		brig_guest *g = NULL;
-		if (!proc_guest(r, out, &tg, &g))
+		if (!native_guest(r, out, &tg, &g))
 			return;
 		if (brig_guest_ps(g, &arr, 0, &err) != 0)
 			native_error(out, err);
@@ -279,7 +281,7 @@ static void native_kill(serve_req *r, serve_reply *out, target *tg)
 		return;
 	}
 	brig_guest *g = NULL;
-	if (!proc_guest(r, out, tg, &g))
+	if (!native_guest(r, out, tg, &g))
 		return;
 	brig_error *err = NULL;
 	int rc = sig ? brig_guest_signal(g, id, (int)json_integer_value(sig), 0, &err)
@@ -344,41 +346,6 @@ void serve__h_procs_attach(serve_req *r, serve_reply *out)
  * order; an error is brig-init's message with its errno ("errno"). ---- */
 
 #define NATIVE_DEPTH 64 /* levels of a native listing (brig-init's LIST) */
-
-/* The computer's brig-init: the kept handle, else (the server keeps "none"
- * for a computer that was stopped, or made before brig-init) why not, in
- * brig fs's words, or a handle opened now into tg->own (it runs again).
- * False with *out answered. */
-static bool native_guest(serve_req *r, serve_reply *out, target *tg, brig_guest **g)
-{
-	brig_error *err = NULL;
-	if (target_guest(&tg->t, g, &err) != 0) {
-		native_error(out, err);
-		return false;
-	}
-	if (*g)
-		return true;
-	json_t *j = NULL;
-	int rc = brig_engine_container_inspect(serve__engine(r), &j, tg->name, &err);
-	if (rc == BRIG_ENOTFOUND)
-		rc = brig__error_set(&err, BRIG_ENOTFOUND, 0, "no computer named %s", tg->name);
-	json_t *labels = json_object_get(json_object_get(j, "Config"), "Labels");
-	if (!rc && json_string_value(json_object_get(labels, BRIG_LABEL_MANAGED)) &&
-	    !json_string_value(json_object_get(labels, BRIG_LABEL_INIT)))
-		rc = brig__error_set(&err, BRIG_ESTATE, 0,
-				     "computer %s has no brig-init (created before brig ran it as PID 1): recreate it "
-				     "to use brig fs, or copy files with brig cp",
-				     tg->name);
-	json_decref(j);
-	if (!rc)
-		rc = brig_computer_guest(serve__engine(r), &tg->own, tg->name, &err);
-	if (rc) {
-		native_error(out, err);
-		return false;
-	}
-	*g = tg->own;
-	return true;
-}
 
 /* An octal mode (0..7777), as brig fs --mode takes it. */
 static bool parse_mode(const char *s, unsigned *mode)

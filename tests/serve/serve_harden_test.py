@@ -465,6 +465,13 @@ class NoGuest(Base):
             self.assertFail(self.py.call(method, self.path("old", "/archive?path=/workspace"), raw=raw, token=TOK_A),
                             409, "state", "brig-init")
 
+    def test_native_refused(self):
+        # brig fs and brig ps through the server: brig_computer_guest's one message, 409 as before
+        self.created("nat")
+        for tail in ("/files/list?path=/workspace&native=true", "/processes?native=true"):
+            self.assertFail(self.py.call("GET", self.path("nat", tail), token=TOK_A), 409, "state",
+                            "has no brig-init", "brig recover")
+
 
 class Options(unittest.TestCase):
     def test_bad_options(self):
