@@ -330,7 +330,7 @@ void serve__h_procs_attach(serve_req *r, serve_reply *out)
 	}
 	int64_t id = 0;
 	brig_guest *g = NULL;
-	if (!native_id(r, out, &id) || !proc_guest(r, out, &tg, &g))
+	if (!native_id(r, out, &id) || !native_guest(r, out, &tg, &g))
 		return;
 	/* the stream takes the handle (lent or owned) with it */
 	if (serve__proc_attach(r, out, tg.name, tg.held, tg.own, id, serve__query_bool(r, "stdin"))) {
