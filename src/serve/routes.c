@@ -1,8 +1,9 @@
 /* routes.c — the API's one route table (what the server dispatches from,
  * what `brig serve --routes` prints, what docs/openapi.json must match), the
  * steps the endpoints share, and the endpoints of computers, exec,
- * checkpoints, recover, sessions, history, health, metrics and the OpenAPI
- * document (processes, files, tar and runs: routes_files.c). */
+ * checkpoints, recover, sessions (listed and removed), history, health,
+ * metrics and the OpenAPI document (processes, files, tar and runs:
+ * routes_files.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -867,6 +868,53 @@ static void h_sessions(serve_req *r, serve_reply *out)
 	serve__reply_json(out, 200, json_pack("{s:o,s:o}", "sessions", arr, "forgotten", gone));
 }
 
+typedef struct session_rm {
+	serve_req *r;
+	json_t *destroyed;
+} session_rm;
+
+static void session_rm_destroyed(const char *name, uint32_t generation, void *payload)
+{
+	session_rm *x = payload;
+	serve__guest_forget(x->r->srv, name);
+	json_array_append_new(x->destroyed, json_pack("{s:s,s:I}", "name", name, "generation", (json_int_t)generation));
+}
+
+/* As `brig sessions rm` (ops_session_remove): 409 while the session has a
+ * computer, unless ?force=true destroys them first; ?checkpoints=true
+ * removes its checkpoints too. The answer says what was done, so the CLI
+ * through a server prints the same notes. */
+static void h_session_remove(serve_req *r, serve_reply *out)
+{
+	brig_identity id;
+	if (!serve__path_identity(r, out, &id))
+		return;
+	brig_store_session *rec = NULL;
+	brig_error *err = NULL;
+	int rc = brig_store_session_get(serve__store(r), &rec, id.ns, id.agent, id.session, &err);
+	if (rc == BRIG_ENOTFOUND) /* the store's words name its URL: not the client's business */
+		brig__error_set(&err, rc, 0, "session %s/%s/%s not found in the brig server's store", id.ns, id.agent,
+				id.session);
+	if (rc != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	session_rm x = {r, json_array()};
+	ops_session_removed d;
+	rc = ops_session_remove(serve__engine(r), serve__store(r), rec, serve__query_bool(r, "force"),
+				serve__query_bool(r, "checkpoints"), session_rm_destroyed, &x, &d, &err);
+	brig_store_session_free(rec);
+	if (rc != 0) {
+		json_decref(x.destroyed);
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, 200,
+			  json_pack("{s:s,s:s,s:s,s:o,s:I,s:I}", "ns", id.ns, "agent", id.agent, "session", id.session,
+				    "destroyed", x.destroyed, "checkpoints_removed", (json_int_t)d.removed,
+				    "checkpoints_kept", (json_int_t)d.kept));
+}
+
 static void h_history(serve_req *r, serve_reply *out)
 {
 	brig_identity id;
@@ -1057,6 +1105,7 @@ const serve_route serve__routes[] = {
 	{"POST", "/v1/computers", h_computers_create, 0},
 	{"POST", "/v1/runs", serve__h_runs, ROUTE_HEAVY},
 	{"GET", "/v1/sessions", h_sessions, 0},
+	{"DELETE", "/v1/sessions/{ns}/{agent}/{session}", h_session_remove, 0},
 	{"GET", "/v1/events", h_events, 0},
 	{"GET", C, h_computer_get, 0},
 	{"DELETE", C, h_destroy, 0},
