@@ -286,6 +286,59 @@ out:
 
 /* ---- brig sessions rm ---- */
 
+static void rm_destroyed(const char *name, uint32_t generation, void *payload)
+{
+	(void)payload;
+	cli_note("destroyed %s (generation %" PRIu32 ")", name, generation);
+}
+
+/* The notes and the line of a removed session, direct or remote. */
+static int rm_done(const char *ns, const char *agent, const char *session, const ops_session_removed *d)
+{
+	if (d->removed)
+		cli_note("removed %zu checkpoint%s of %s/%s/%s", d->removed, d->removed == 1 ? "" : "s", ns, agent,
+			 session);
+	if (d->kept)
+		cli_note("kept %zu checkpoint%s of %s/%s/%s (`brig checkpoints` lists them; the next `brig up` "
+			 "restores the latest; `brig sessions rm --checkpoints` removes them)",
+			 d->kept, d->kept == 1 ? "" : "s", ns, agent, session);
+	printf("%s/%s/%s\n", ns, agent, session);
+	return 0;
+}
+
+/* sessions rm through a brig server: it refuses, destroys and removes as
+ * direct does (ops_session_remove) and says what it did for the notes. */
+static int sessions_rm_remote(const char *ns, const char *agent, const char *session, bool force, bool checkpoints)
+{
+	cli_remote *r = NULL;
+	json_t *j = NULL;
+	int status = 0;
+	/* names are checked (A-Z a-z 0-9 _ . -): no escaping needed */
+	cleanup_free char *target = xasprintf("/v1/sessions/%s/%s/%s?force=%s&checkpoints=%s", ns, agent, session,
+					      force ? "true" : "false", checkpoints ? "true" : "false");
+	int rc = cli_remote_open(&r);
+	if (rc == 0)
+		rc = cli_remote_request(r, "DELETE", target, NULL, &status, &j);
+	cli_remote_free(r);
+	if (rc)
+		return rc;
+	if (status == 404)
+		return cli_fail("sessions rm: session %s/%s/%s not found in the brig server's store", ns, agent,
+				session);
+	size_t i;
+	json_t *x;
+	json_array_foreach (json_object_get(j, "destroyed"), i, x) {
+		const char *name = json_string_value(json_object_get(x, "name"));
+		json_int_t gen = json_integer_value(json_object_get(x, "generation"));
+		rm_destroyed(plain(name) ? name : "?", gen > 0 && gen <= UINT32_MAX ? (uint32_t)gen : 0, NULL);
+	}
+	json_int_t removed = json_integer_value(json_object_get(j, "checkpoints_removed"));
+	json_int_t kept = json_integer_value(json_object_get(j, "checkpoints_kept"));
+	ops_session_removed d = {.removed = removed > 0 ? (size_t)removed : 0, .kept = kept > 0 ? (size_t)kept : 0};
+	json_decref(j);
+	return rm_done(ns, agent, session, &d);
+}
+
 static int sessions_rm(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -314,13 +367,16 @@ static int sessions_rm(int argc, char **argv)
 	if (cli_target_check("sessions rm", &t) != 0)
 		return CLI_EXIT_FAIL;
 	const char *ns = t.id.ns, *agent = t.id.agent, *session = t.id.session;
+	if (cli_remote_host()) {
+		if (t.store)
+			return cli_fail("--store names a local store; through a brig server its own store is used");
+		return sessions_rm_remote(ns, agent, session, force, checkpoints);
+	}
 	brig_store *s = NULL;
 	brig_engine *e = NULL;
-	brig_computer **cs = NULL;
-	size_t n = 0;
 	brig_error *err = NULL;
 	brig_store_session *r = NULL;
-	char *label = NULL;
+	ops_session_removed d;
 	int rc = CLI_EXIT_FAIL;
 	if (cli_store_open(&s, t.store) != 0)
 		goto out;
@@ -328,53 +384,15 @@ static int sessions_rm(int argc, char **argv)
 		cli_error(err, "sessions rm");
 		goto out;
 	}
-	brig_store_checkpoint *cps = NULL;
-	size_t ncp = 0;
-	if (!checkpoints && brig_store_checkpoint_list(s, &cps, &ncp, ns, agent, session, &err) != 0) {
-		cli_error(err, NULL);
-		goto out;
-	}
-	brig_store_checkpoint_free_array(cps, ncp);
 	if (cli_engine_open(&e) != 0)
 		goto out;
-	label = xasprintf(BRIG_LABEL_SESSION "=%s", session);
-	if (brig_computer_list(e, &cs, &n, ns, label, &err) != 0) {
+	if (ops_session_remove(e, s, r, force, checkpoints, rm_destroyed, NULL, &d, &err) != 0) {
 		cli_error(err, NULL);
 		goto out;
 	}
-	for (size_t i = 0; i < n; i++) {
-		if (!cs[i]->agent || strcmp(cs[i]->agent, agent) != 0)
-			continue;
-		if (!force) {
-			cli_fail("session %s/%s/%s still has computer %s (generation %u, %s): destroy it first, or "
-				 "pass --force to destroy it with the session; nothing was removed",
-				 ns, agent, session, cs[i]->name, cs[i]->generation,
-				 cs[i]->state ? cs[i]->state : "state unknown");
-			goto out;
-		}
-		if (brig_computer_destroy(e, cs[i]->name, &err) != 0) {
-			cli_error(err, "sessions rm: the session stays in the store");
-			goto out;
-		}
-		cli_note("destroyed %s (generation %u)", cs[i]->name, cs[i]->generation);
-	}
-	size_t removed = 0;
-	if (brig_session_remove(s, NULL, ns, agent, session, checkpoints, &removed, &err) != 0) {
-		cli_error(err, NULL);
-		goto out;
-	}
-	if (removed)
-		cli_note("removed %zu checkpoint%s of %s/%s/%s", removed, removed == 1 ? "" : "s", ns, agent, session);
-	if (ncp)
-		cli_note("kept %zu checkpoint%s of %s/%s/%s (`brig checkpoints` lists them; the next `brig up` "
-			 "restores the latest; `brig sessions rm --checkpoints` removes them)",
-			 ncp, ncp == 1 ? "" : "s", ns, agent, session);
-	printf("%s/%s/%s\n", ns, agent, session);
-	rc = 0;
+	rc = rm_done(ns, agent, session, &d);
 out:
-	free(label);
 	brig_store_session_free(r);
-	brig_computer_free_array(cs, n);
 	brig_engine_free(e);
 	brig_store_close(s);
 	return rc;

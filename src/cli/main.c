@@ -118,17 +118,14 @@ static void wiping_free(void *p)
 }
 
 /* With BRIG_HOST, whether the command goes through the server: the ones
- * that do (of sessions, ls only), and any command's --help (which contacts
- * nothing). */
+ * that do, and any command's --help (which contacts nothing). */
 static bool goes_remote(const cli_command *cmd, int argc, char **argv)
 {
 	if (cmd->fn == cmd_exec || cmd->fn == cmd_help || cmd->fn == cmd_ls || cmd->fn == cmd_inspect ||
 	    cmd->fn == cmd_pause || cmd->fn == cmd_resume || cmd->fn == cmd_stop || cmd->fn == cmd_destroy ||
 	    cmd->fn == cmd_up || cmd->fn == cmd_checkpoint || cmd->fn == cmd_checkpoints || cmd->fn == cmd_recover ||
-	    cmd->fn == cmd_cp || cmd->fn == cmd_fs || cmd->fn == cmd_history || cmd->fn == cmd_ps || cmd->fn == cmd_kill ||
-	    cmd->fn == cmd_attach)
-		return true;
-	if (cmd->fn == cmd_sessions && argc > 1 && strcmp(argv[1], "ls") == 0)
+	    cmd->fn == cmd_cp || cmd->fn == cmd_fs || cmd->fn == cmd_history || cmd->fn == cmd_ps ||
+	    cmd->fn == cmd_kill || cmd->fn == cmd_attach || cmd->fn == cmd_sessions)
 		return true;
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
 		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
@@ -183,11 +180,8 @@ int main(int argc, char **argv)
 	if (cli_remote_host()) {
 		if (cli_remote_check() != 0)
 			return CLI_EXIT_FAIL;
-		if (!goes_remote(cmd, argc - first, argv + first)) {
-			/* "sessions rm", not "sessions": ls goes through */
-			bool rm = cmd->fn == cmd_sessions && argc - first > 1 && strcmp(argv[first + 1], "rm") == 0;
-			return cli_remote_unsupported(rm ? "sessions rm" : verb);
-		}
+		if (!goes_remote(cmd, argc - first, argv + first))
+			return cli_remote_unsupported(verb);
 	}
 	optind = 0;
 	int rc = cmd->fn(argc - first, argv + first);

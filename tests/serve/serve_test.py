@@ -1634,10 +1634,6 @@ class CliClient(unittest.TestCase):
         r = self.brig(self.host, "sessions", "ls", "--store", self.store)
         self.assertEqual(r.returncode, 125)
         self.assertIn(b"its own store", r.stderr)
-        r = self.brig(self.host, "sessions", "rm", *self.ident)  # no route: refused, nothing removed
-        self.assertEqual((r.returncode, r.stderr), (125, b"brig: brig sessions rm does not go through a brig server "
-                                                          b"yet; unset BRIG_HOST to talk to Docker directly\n"))
-        self.assertEqual(self.brig(None, "checkpoints", *self.ident).returncode, 0)
 
     def test_sessions_ls_lost_computer(self):
         """A computer removed (or killed) behind the store's back: the store is
@@ -1676,6 +1672,109 @@ class CliClient(unittest.TestCase):
         self.assertEqual([x["state"] for x in json.loads(r.stdout) if x["session"] == "lost"], ["stopped"])
         self.same("sessions", "ls", "--ns", NS_A)
         self.same("sessions", "ls", "--json", "--ns", NS_A)
+
+    def rm_up(self, ident):
+        """A session of its own with a computer: its name and generation."""
+        p = self.brig(None, "up", *ident, "--label", LABEL)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        name = p.stdout.decode().strip().splitlines()[-1]
+        return name, json.loads(self.brig(None, "inspect", "--json", name).stdout)["generation"]
+
+    def rm_cleanup(self, ident):
+        self.brig(None, "sessions", "rm", "--force", "--checkpoints", *ident)
+
+    def test_sessions_rm(self):
+        """sessions rm direct and through the server, each on a session of its
+        own: the same words (its names aside) and exit codes, and the same done."""
+        runs = {}
+        for host, sess in ((None, "rmd"), (self.host, "rmr")):
+            ident = ["--ns", NS_A, "--agent", "agent", "--session", sess]
+            what = "%s/agent/%s" % (NS_A, sess)
+            out = []
+            try:
+                name, gen = self.rm_up(ident)
+                self.assertEqual(self.brig(None, "checkpoint", *ident).returncode, 0)
+                # a computer and no --force: refused, nothing removed
+                r = self.brig(host, "sessions", "rm", *ident)
+                self.assertEqual((r.returncode, r.stdout, r.stderr),
+                                 (125, b"", ("brig: session %s still has computer %s (generation %d, running): "
+                                             "destroy it first, or pass --force to destroy it with the session; "
+                                             "nothing was removed\n" % (what, name, gen)).encode()), host)
+                out.append(r)
+                self.assertEqual(self.brig(None, "inspect", name).returncode, 0, host)
+                self.assertEqual(len(json.loads(self.brig(None, "checkpoints", "--json", *ident).stdout)), 1)
+                # --force: the computer destroyed, the checkpoint kept
+                r = self.brig(host, "sessions", "rm", "--force", *ident)
+                self.assertEqual((r.returncode, r.stdout), (0, ("%s\n" % what).encode()), (host, r.stderr))
+                self.assertEqual(r.stderr, ("brig: destroyed %s (generation %d)\nbrig: kept 1 checkpoint of %s "
+                                            "(`brig checkpoints` lists them; the next `brig up` restores the "
+                                            "latest; `brig sessions rm --checkpoints` removes them)\n"
+                                            % (name, gen, what)).encode(), host)
+                out.append(r)
+                self.assertNotEqual(self.brig(None, "inspect", name).returncode, 0, host)
+                ls = self.brig(None, "sessions", "ls", "--json", "--ns", NS_A).stdout
+                self.assertEqual([x["state"] for x in json.loads(ls) if x["session"] == sess], ["forgotten"])
+                # no such session now
+                r = self.brig(host, "sessions", "rm", "--force", *ident)
+                self.assertEqual((r.returncode, r.stdout), (125, b""), host)
+                words = "the brig server's store\n" if host else "store %s" % self.store
+                self.assertTrue(r.stderr.startswith(("brig: sessions rm: session %s not found in %s"
+                                                     % (what, words)).encode()), (host, r.stderr))
+                # up restores it; --force --checkpoints removes the checkpoint too
+                name2, gen2 = self.rm_up(ident)
+                r = self.brig(host, "sessions", "rm", "--force", "--checkpoints", *ident)
+                self.assertEqual((r.returncode, r.stdout), (0, ("%s\n" % what).encode()), (host, r.stderr))
+                self.assertEqual(r.stderr, ("brig: destroyed %s (generation %d)\nbrig: removed 1 checkpoint of %s\n"
+                                            % (name2, gen2, what)).encode(), host)
+                out.append(r)
+                self.assertEqual(self.brig(None, "checkpoints", "--json", *ident).stdout, b"[]\n")
+                ls = self.brig(None, "sessions", "ls", "--json", "--ns", NS_A).stdout
+                self.assertEqual([x for x in json.loads(ls) if x["session"] == sess], [])
+                # nothing left: --checkpoints alone has nothing to say but the name
+                self.rm_up(ident)
+                self.assertEqual(self.brig(None, "destroy", *ident).returncode, 0)
+                r = self.brig(host, "sessions", "rm", "--checkpoints", *ident)
+                self.assertEqual((r.returncode, r.stdout, r.stderr), (0, ("%s\n" % what).encode(), b""), host)
+                out.append(r)
+                runs[sess] = [(x.returncode, x.stdout.replace(sess.encode(), b"S"),
+                               re.sub(rb"brig-[0-9a-f]+", b"NAME", x.stderr.replace(sess.encode(), b"S")))
+                              for x in out]
+            finally:
+                self.rm_cleanup(ident)
+        self.assertEqual(runs["rmr"], runs["rmd"])
+
+    def test_sessions_rm_refused(self):
+        """Usage errors as direct; --store and another namespace's token refused,
+        nothing removed."""
+        ident = ["--ns", NS_A, "--agent", "agent", "--session", "rmb"]
+        try:
+            name, _ = self.rm_up(ident)
+            for args in (["sessions"], ["sessions", "nope"], ["sessions", "rm", "--ns", NS_A],
+                         ["sessions", "rm", "--ns", "bad ns", "--agent", "a", "--session", "s"],
+                         ["sessions", "rm", "--force", *ident, "extra"]):
+                self.assertEqual(self.same(*args).returncode, 125, args)
+            r = self.brig(self.host, "sessions", "rm", "--force", "--store", self.store, *ident)
+            self.assertEqual((r.returncode, r.stdout, r.stderr),
+                             (125, b"", b"brig: --store names a local store; through a brig server its own store "
+                                        b"is used\n"))
+            for args in (["--force", "--checkpoints", *ident], ident,
+                         ["--ns", NS_A, "--agent", "agent", "--session", "nope"]):
+                r = self.brig(self.host, "sessions", "rm", *args, token=TOK_B)
+                self.assertEqual((r.returncode, r.stdout, r.stderr),
+                                 (125, b"", b"brig: the token does not cover this namespace\n"), args)
+            self.assertEqual(self.brig(None, "inspect", name).returncode, 0)
+            ls = self.brig(None, "sessions", "ls", "--json", "--ns", NS_A).stdout
+            self.assertEqual([x["state"] for x in json.loads(ls) if x["session"] == "rmb"], ["running"])
+            # unknown session: the direct words name the local store, the server's its own
+            nope = ["--ns", NS_A, "--agent", "agent", "--session", "nope"]
+            d, r = self.brig(None, "sessions", "rm", *nope), self.brig(self.host, "sessions", "rm", *nope)
+            self.assertEqual((d.returncode, d.stdout, r.returncode, r.stdout), (125, b"", 125, b""))
+            self.assertTrue(d.stderr.startswith(("brig: sessions rm: session %s/agent/nope not found in store "
+                                                 % NS_A).encode()), d.stderr)
+            self.assertEqual(r.stderr, ("brig: sessions rm: session %s/agent/nope not found in the brig server's "
+                                        "store\n" % NS_A).encode())
+        finally:
+            self.rm_cleanup(ident)
 
     def test_store_other_namespace(self):
         """A token of namespace B sees nothing of A's sessions, history or checkpoints."""
