@@ -50,10 +50,10 @@ typedef void (*ops_session_destroyed_cb)(const char *name, uint32_t generation, 
  * be NULL). Its checkpoints and their blobs go only with checkpoints;
  * its command history stays. *out is filled on success. Errors:
  * BRIG_ECONFLICT (a computer exists and not force, named with its
- * generation and state: nothing was removed), the engine's of
- * brig_computer_list and brig_computer_destroy (prefixed "sessions rm: the
- * session stays in the store"), those of brig_store_checkpoint_list and
- * brig_session_remove. */
+ * generation and state: nothing was removed), those of
+ * brig_store_checkpoint_list, brig_computer_list, brig_computer_destroy
+ * (prefixed "sessions rm: the session stays in the store": computers
+ * destroyed before it stay destroyed) and brig_session_remove. */
 int ops_session_remove(brig_engine *e, brig_store *s, const brig_store_session *r, bool force, bool checkpoints,
 		       ops_session_destroyed_cb destroyed, void *payload, ops_session_removed *out, brig_error **err);
 
