@@ -461,6 +461,14 @@ class Api(unittest.TestCase):
         self.assertEqual(st, 204, b)
         st, _, b = call("DELETE", C, p())
         self.assertEqual(st, 204, b)
+        # the session itself, its checkpoints with it (the computer is gone already)
+        S, sp = "/v1/sessions/{ns}/{agent}/{session}", "/v1/sessions/%s/agent/%s" % (ns, session)
+        st, _, b = call("DELETE", S, sp + "?checkpoints=true")
+        self.assertEqual(st, 200, b)
+        r = json.loads(b)
+        self.assertEqual((r["destroyed"], r["checkpoints_kept"]), ([], 0), r)
+        self.assertGreaterEqual(r["checkpoints_removed"], 2, r)
+        self.assertError(c.call("DELETE", sp, token=tok), 404, "not_found")
         self.assertEqual(seen, server_routes(), "the walk missed a route")
 
     def test_guest_handles_released(self):
