@@ -100,6 +100,12 @@ int brig_egress__test_overrides_check(brig_error **err);
  * accepted from addr (network order), by the number a worker names it by. */
 json_t *brig_egress__mon_answer(json_t *req);
 uint64_t brig_egress__mon_accepted(uint32_t addr);
+/* The worker's side of the monitor's hand-over (a SOCK_SEQPACKET socket):
+ * the next socket it was given and its number. 0 with *fd the caller's; 1
+ * when nothing was there or the message was not exactly one socket and
+ * its 8-byte number (any descriptor it carried closed, *fd -1); -1 when
+ * the monitor is gone (its end closed, or an error). */
+int brig_egress__worker_take(int acc, int *fd, uint64_t *id);
 /* Limits the calling process's system calls as the proxy's worker's
  * (needs no-new-privileges set; before any thread). 0, or -1 (errno). */
 int brig_egress__worker_seccomp(void);

@@ -1206,10 +1206,13 @@ static void mon_hand(int acc, int fd, struct mon_conn *m)
 }
 
 /* The worker's next accepted socket and its number from acc: 0, 1 when
- * nothing was there, -1 when the monitor is gone. */
+ * nothing was there (or a message that was not one socket and its number:
+ * whatever descriptors it carried are closed), -1 when the monitor is gone. */
 static int worker_take(int acc, int *fd, uint64_t *id)
 {
-	char ctl[CMSG_SPACE(sizeof(int))];
+	/* room for more than one: descriptors that fit are installed and must
+	 * be closed, and the kernel rounds the space up anyway */
+	char ctl[CMSG_SPACE(4 * sizeof(int))];
 	struct iovec iov = {.iov_base = id, .iov_len = sizeof *id};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
 	ssize_t r;
@@ -1220,15 +1223,34 @@ static int worker_take(int acc, int *fd, uint64_t *id)
 	if (r < 0)
 		return errno == EAGAIN ? 1 : -1;
 	*fd = -1;
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(fd, CMSG_DATA(cm), sizeof *fd);
-	if (r != (ssize_t)sizeof *id || *fd < 0 || (mh.msg_flags & MSG_CTRUNC)) {
+	bool bad = r != (ssize_t)sizeof *id || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC));
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int got;
+			memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof got);
+			if (*fd < 0 && !bad)
+				*fd = got;
+			else {
+				close(got);
+				bad = true;
+			}
+		}
+	}
+	if (bad || *fd < 0) {
 		if (*fd >= 0)
 			close(*fd);
+		*fd = -1;
 		return 1;
 	}
 	return 0;
+}
+
+int brig_egress__worker_take(int acc, int *fd, uint64_t *id)
+{
+	return worker_take(acc, fd, id);
 }
 
 /* Answers the worker until it ends (its end closes), and accepts on lfd

@@ -8,6 +8,7 @@
 #include "testutil.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,12 +197,104 @@ static void test_worker_seccomp(void **state)
 			 ws);
 }
 
+/* How many descriptors this process has open. */
+static int fd_count(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	assert_non_null(d);
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own */
+}
+
+/* Sends len bytes of id and nfds copies of fd, as the monitor would. */
+static void hand(int s, const void *data, size_t len, int fd, int nfds)
+{
+	char ctl[CMSG_SPACE(4 * sizeof(int))];
+	memset(ctl, 0, sizeof ctl);
+	struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (nfds) {
+		mh.msg_control = ctl;
+		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+		for (int i = 0; i < nfds; i++)
+			memcpy(CMSG_DATA(cm) + i * sizeof(int), &fd, sizeof fd);
+	}
+	assert_int_equal(sendmsg(s, &mh, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+static void test_worker_take(void **state)
+{
+	(void)state;
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	int given = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_true(given >= 0);
+	int before = fd_count();
+	uint64_t id = 42, got_id = 0;
+	unsigned char longer[16] = {0};
+	int fd = -7;
+
+	/* nothing there */
+	assert_int_equal(brig_egress__worker_take(sv[1], &fd, &got_id), 1);
+	/* the real thing: the socket (a new descriptor) and its number */
+	hand(sv[0], &id, sizeof id, given, 1);
+	assert_int_equal(brig_egress__worker_take(sv[1], &fd, &got_id), 0);
+	assert_true(fd >= 0 && fd != given);
+	assert_int_equal(got_id, 42);
+	assert_int_equal(fd_count(), before + 1);
+	close(fd);
+
+	/* malformed: each is 1, with no descriptor left behind */
+	struct {
+		const char *what;
+		const void *data;
+		size_t len;
+		int nfds;
+	} bad[] = {
+		{"a short number", &id, 4, 1},
+		{"a longer message (truncated)", longer, sizeof longer, 1},
+		{"no descriptor", &id, sizeof id, 0},
+		{"two descriptors", &id, sizeof id, 2},
+		{"more descriptors than the control has room for", &id, sizeof id, 4},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		hand(sv[0], bad[i].data, bad[i].len, given, bad[i].nfds);
+		fd = -7;
+		int t = brig_egress__worker_take(sv[1], &fd, &got_id);
+		if (t != 1 || fd != -1 || fd_count() != before)
+			fail_msg("%s: worker_take %d, fd %d, %d descriptors open (%d before)", bad[i].what, t, fd,
+				 fd_count(), before);
+	}
+	/* a good one after them still comes through */
+	hand(sv[0], &id, sizeof id, given, 1);
+	assert_int_equal(brig_egress__worker_take(sv[1], &fd, &got_id), 0);
+	close(fd);
+
+	/* the monitor gone, with and without a message still queued */
+	hand(sv[0], &id, sizeof id, given, 1);
+	close(sv[0]);
+	assert_int_equal(brig_egress__worker_take(sv[1], &fd, &got_id), 0);
+	close(fd);
+	assert_int_equal(brig_egress__worker_take(sv[1], &fd, &got_id), -1);
+	assert_int_equal(fd_count(), before - 1);
+	close(sv[1]);
+	close(given);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_names_are_not_asked_by, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_accepts, setup, teardown),
 		cmocka_unit_test(test_worker_seccomp),
+		cmocka_unit_test(test_worker_take),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
