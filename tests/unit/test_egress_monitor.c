@@ -13,9 +13,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -288,6 +294,166 @@ static void test_worker_take(void **state)
 	close(given);
 }
 
+/* ---- the proxy's start failing on its port ---- */
+
+/* A network namespace of this process's own with the gateway's address on
+ * its loopback: the proxy's fixed port there is no other proxy's, and the
+ * test may take it first. 0, or -1 (no privilege to make one). */
+static int own_gateway(void)
+{
+	if (unshare(CLONE_NEWNET) != 0)
+		return -1;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof ifr);
+	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) != 0)
+		return -1;
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0)
+		return -1;
+	memset(&ifr, 0, sizeof ifr);
+	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo:1");
+	struct sockaddr_in *a = (struct sockaddr_in *)&ifr.ifr_addr;
+	a->sin_family = AF_INET;
+	inet_pton(AF_INET, BRIG_EGRESS_GATEWAY, &a->sin_addr);
+	int rc = ioctl(s, SIOCSIFADDR, &ifr);
+	close(s);
+	return rc;
+}
+
+/* A socket bound to the gateway's port (SO_REUSEADDR, as the proxy's),
+ * listening when listening. */
+static int take_port(bool listening)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(BRIG_EGRESS_PORT)};
+	inet_pton(AF_INET, BRIG_EGRESS_GATEWAY, &a.sin_addr);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || (listening && listen(fd, 8) != 0))
+		return -1;
+	return fd;
+}
+
+/* The daemon's ping, answered once the test's socket on the port listens:
+ * so the proxy (bound, not yet listening, asking the daemon first) finds
+ * its port taken between its bind and its listen. */
+struct fake_daemon {
+	int ufd, port_fd;
+	bool pinged;
+};
+
+static void *fake_daemon_fn(void *arg)
+{
+	struct fake_daemon *d = arg;
+	int c = accept4(d->ufd, NULL, NULL, SOCK_CLOEXEC);
+	if (c < 0)
+		return NULL;
+	if (listen(d->port_fd, 8) == 0) {
+		char buf[4096];
+		size_t have = 0;
+		ssize_t r;
+		while (have < sizeof buf - 1 && (r = read(c, buf + have, sizeof buf - 1 - have)) > 0) {
+			have += (size_t)r;
+			buf[have] = 0;
+			if (strstr(buf, "\r\n\r\n"))
+				break;
+		}
+		static const char ok[] = "HTTP/1.1 200 OK\r\nApi-Version: 1.45\r\nContent-Length: 2\r\n\r\nOK";
+		d->pinged = write(c, ok, sizeof ok - 1) == (ssize_t)(sizeof ok - 1);
+	}
+	close(c);
+	return NULL;
+}
+
+/* In a child of its own network: the proxy's start fails on its port
+ * (taken before its bind, or between its bind and its listen) with the
+ * message a user would read, and leaves no process, descriptor or pid
+ * file. Each check's failure is its exit code; 77 when it cannot run. */
+static int port_taken_child(bool before_bind)
+{
+	if (own_gateway() != 0)
+		return 77;
+	int port_fd = take_port(before_bind);
+	if (port_fd < 0)
+		return 2;
+	struct fake_daemon d = {.ufd = -1, .port_fd = port_fd};
+	pthread_t t;
+	if (!before_bind) {
+		if (geteuid() != 0)
+			return 77; /* only root's proxy binds, then listens later */
+		struct sockaddr_un ua = {.sun_family = AF_UNIX};
+		if ((size_t)snprintf(ua.sun_path, sizeof ua.sun_path, "%.80s/docker.sock", dir) >= sizeof ua.sun_path)
+			return 3;
+		d.ufd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (d.ufd < 0 || bind(d.ufd, (struct sockaddr *)&ua, sizeof ua) != 0 || listen(d.ufd, 4) != 0)
+			return 3;
+		cleanup_free char *host = xasprintf("unix://%s", ua.sun_path);
+		setenv("DOCKER_HOST", host, 1);
+		cleanup_free char *store = xasprintf("%s/store.db", dir);
+		setenv("BRIG_STORE", store, 1);
+		if (pthread_create(&t, NULL, fake_daemon_fn, &d) != 0)
+			return 4;
+	}
+	int before = fd_count();
+	brig_error *err = NULL;
+	int rc = brig_egress_proxy_serve(&err);
+	if (!before_bind)
+		pthread_join(t, NULL);
+	int ret = 0;
+	const char *msg = brig_error_message(err);
+	if (rc != BRIG_EIO || !msg || !strstr(msg, "cannot listen on " BRIG_EGRESS_GATEWAY ":3128") ||
+	    !strstr(msg, strerror(EADDRINUSE))) {
+		fprintf(stderr, "proxy start: %d, %s\n", rc, msg ? msg : "no message");
+		ret = 10;
+	} else if (!before_bind && !d.pinged) {
+		ret = 11; /* it failed elsewhere than at its listen */
+	} else if (waitpid(-1, NULL, WNOHANG) != -1 || errno != ECHILD) {
+		ret = 12; /* its worker left behind */
+	} else if (fd_count() != before) {
+		fprintf(stderr, "%d descriptors open, %d before\n", fd_count(), before);
+		ret = 13;
+	} else {
+		cleanup_free char *pid = xasprintf("%s/proxy.pid", dir);
+		if (access(pid, F_OK) == 0)
+			ret = 14;
+	}
+	brig_error_free(err);
+	if (d.ufd >= 0)
+		close(d.ufd);
+	close(port_fd);
+	return ret;
+}
+
+static void port_taken(bool before_bind)
+{
+	fflush(NULL);
+	pid_t p = fork();
+	assert_true(p >= 0);
+	if (p == 0)
+		_exit(port_taken_child(before_bind));
+	int ws = 0;
+	assert_int_equal(waitpid(p, &ws, 0), p);
+	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 77)
+		skip(); /* no network namespace of its own (not root) */
+	if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+		fail_msg("port taken %s: check %d failed (status %#x)", before_bind ? "before bind" : "before listen",
+			 WIFEXITED(ws) ? WEXITSTATUS(ws) : -1, ws);
+}
+
+static void test_port_taken_before_bind(void **state)
+{
+	(void)state;
+	port_taken(true);
+}
+
+static void test_port_taken_before_listen(void **state)
+{
+	(void)state;
+	port_taken(false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -295,6 +461,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_many_accepts, setup, teardown),
 		cmocka_unit_test(test_worker_seccomp),
 		cmocka_unit_test(test_worker_take),
+		cmocka_unit_test_setup_teardown(test_port_taken_before_bind, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_port_taken_before_listen, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
