@@ -561,8 +561,16 @@ static json_t *remote_secret_values(cli_remote *r, const session_args *a)
 	cleanup_free char *target = xasprintf("/v1/sessions?ns=%s", a->t.id.ns);
 	json_t *list = NULL;
 	int status = 0;
-	if (cli_remote_request(r, "GET", target, NULL, &status, &list) != 0 || !list)
-		return NULL; /* the recover says what is missing */
+	/* a list that failed (its error printed) or says nothing of sessions:
+	 * not the recover's end, which then says what is missing */
+	if (cli_remote_request(r, "GET", target, NULL, &status, &list) != 0 || !list ||
+	    !json_is_array(json_object_get(list, "sessions"))) {
+		json_decref(list);
+		cli_note("cannot list %s's sessions on the brig server: recovering %s/%s/%s without secret values from "
+			 "this environment (the server uses ones it kept, or says which is missing)",
+			 a->t.id.ns, a->t.id.ns, a->t.id.agent, a->t.id.session);
+		return NULL;
+	}
 	json_t *values = json_object();
 	size_t i;
 	json_t *s;

@@ -12,6 +12,7 @@ brig-test:local).
 import base64
 import hashlib
 import http.client
+import http.server
 import io
 import json
 import os
@@ -2015,6 +2016,103 @@ def attach_open(sock_path, path, body, token, headers=None):
 
 def frame(t, payload=b""):
     return bytes([t, 0, 0, 0]) + len(payload).to_bytes(4, "big") + payload
+
+
+class RecoverList(unittest.TestCase):
+    """brig recover through a server whose session list fails: the recover still goes, without values.
+
+    A stand-in server (no Docker), since a real one that answers POST .../recover answers
+    GET /v1/sessions too: each answer of the list brig may meet, then what brig sends and says.
+    """
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def answer(self, status, obj):
+            body = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            self.server.seen.append(("GET", self.path, None))
+            if self.path.startswith("/v1/sessions?"):
+                self.answer(*self.server.list_answer)
+            else:
+                self.answer(404, {"code": "not_found", "message": "no such route"})
+
+        def do_POST(self):
+            n = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(n)) if n else None
+            self.server.seen.append(("POST", self.path, body))
+            self.answer(*self.server.recover_answer)
+
+    @classmethod
+    def setUpClass(cls):
+        import socketserver
+
+        class Srv(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        cls.tmpdir = tempfile.TemporaryDirectory()
+        cls.sock = os.path.join(cls.tmpdir.name, "brig.sock")
+        cls.srv = Srv(cls.sock, cls.Handler)
+        cls.srv.seen = []
+        cls.thread = threading.Thread(target=cls.srv.serve_forever, daemon=True)
+        cls.thread.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.shutdown()
+        cls.srv.server_close()
+        cls.tmpdir.cleanup()
+
+    WON = {"won": True, "old_generation": 1, "new_generation": 2, "checkpoint_id": 0,
+           "computer": {"name": "brig-rl-2"}}
+    MISSING = {"code": "invalid", "message": "secret API_KEY has no value: give it in the environment"}
+
+    def recover(self, list_answer, recover_answer):
+        self.srv.list_answer, self.srv.recover_answer = list_answer, recover_answer
+        self.srv.seen.clear()
+        e = dict(os.environ, BRIG_HOST="brig+unix://" + self.sock, BRIG_TOKEN=TOK_A, API_KEY="v-" + PREFIX)
+        p = subprocess.run([BRIG, "recover", "--ns", "rl", "--agent", "a", "--session", "s"], capture_output=True,
+                           env=e, timeout=60)
+        posts = [b for m, path, b in self.srv.seen if m == "POST" and path == "/v1/computers/rl/a/s/recover"]
+        self.assertEqual(len(posts), 1, (self.srv.seen, p.stderr))
+        return p, posts[0]
+
+    def test_list_fails(self):
+        for what, answer in (("an error", (500, {"code": "internal", "message": "the store is unavailable"})),
+                             ("a refusal", (403, {"code": "forbidden", "message": "not this token's"})),
+                             ("no such route", (404, {"code": "not_found", "message": "no such route"})),
+                             ("no sessions", (200, {})),
+                             ("sessions not a list", (200, {"sessions": {"agent": "a"}})),
+                             ("not JSON", (200, b"{sessions"))):
+            with self.subTest(what):
+                p, body = self.recover(answer, (200, self.WON))
+                self.assertEqual((p.returncode, p.stdout), (0, b"brig-rl-2\n"), p.stderr)
+                self.assertIsNone(body, "no secret_values when the list failed")
+                self.assertIn(b"brig: cannot list rl's sessions on the brig server: recovering rl/a/s without "
+                              b"secret values from this environment", p.stderr)
+                self.assertNotIn(b"v-" + PREFIX.encode(), p.stderr)
+                # and when the server then misses a value, it says which
+                p, body = self.recover(answer, (400, self.MISSING))
+                self.assertEqual(p.returncode, 125, p.stderr)
+                self.assertIn(b"secret API_KEY has no value", p.stderr)
+
+    def test_list_names_the_secret(self):
+        # the control: a list that works gives this environment's value
+        sessions = {"sessions": [{"agent": "a", "session": "s", "spec": {"secrets": ["API_KEY"]}},
+                                 {"agent": "a", "session": "other", "spec": {"secrets": ["OTHER"]}}]}
+        p, body = self.recover((200, sessions), (200, self.WON))
+        self.assertEqual((p.returncode, p.stdout), (0, b"brig-rl-2\n"), p.stderr)
+        self.assertEqual(body, {"secret_values": {"API_KEY": "v-" + PREFIX}})
+        self.assertNotIn(b"cannot list", p.stderr)
 
 
 class Frames:
