@@ -4,19 +4,21 @@
  * sandbox's secrets or rules, though they are on disk and the monitor
  * would read them (no daemon here, so no address is anyone's: what is
  * checked is what the requests may name). And the worker's seccomp filter
- * refuses what it must while its threads, sockets and files still work. */
+ * refuses what it must while its threads, sockets and files still work;
+ * the worker takes only well-formed hand-overs, leaking no descriptor; and
+ * a start whose port is taken fails clearly, leaving nothing behind. */
 #include "testutil.h"
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <dirent.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <net/if.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
-#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
