@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "brig/egress.h"
 #include "brig/session.h"
 #include "brig/version.h"
 #include "ops/fs.h"
@@ -1093,6 +1094,92 @@ static void h_events(serve_req *r, serve_reply *out)
 	out->payload = x;
 }
 
+/* ---- egress rules ---- */
+
+/* The container name of the path's computer, which must be of network
+ * egress (verb: "egress" or "egress ls", as the CLI words it). */
+static bool egress_computer(serve_req *r, serve_reply *out, const char *verb, char **name)
+{
+	if (!serve__path_computer(r, out, name))
+		return false;
+	brig_computer *c = NULL;
+	brig_error *err = NULL;
+	if (brig_computer_get(serve__engine(r), &c, *name, NULL, &err) != 0) {
+		serve__reply_error(out, err);
+		return false;
+	}
+	bool egress = c->network && strcmp(c->network, "egress") == 0;
+	brig_computer_free(c);
+	if (egress)
+		return true;
+	bool ls = strcmp(verb, "egress ls") == 0;
+	brig__error_set(&err, BRIG_ECONFLICT, 0, "%s %s: the computer is not of network egress%s", verb, *name,
+			ls ? "" : "; its network cannot be filtered by host (create it with --network egress)");
+	serve__reply_error(out, err);
+	return false;
+}
+
+static void egress_reply(serve_reply *out, const char *name)
+{
+	char **rules = NULL;
+	size_t n = 0;
+	brig_error *err = NULL;
+	if (brig_egress_rules_get(&rules, &n, name, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_string(rules[i]));
+	brig_egress_rules_free(rules);
+	serve__reply_json(out, 200, json_pack("{s:s, s:o}", "name", name, "allow", a));
+}
+
+static void h_egress_get(serve_req *r, serve_reply *out)
+{
+	cleanup_free char *name = NULL;
+	if (egress_computer(r, out, "egress ls", &name))
+		egress_reply(out, name);
+}
+
+/* allow/deny {"rule": "host[:port]"}: the rule is checked by the parser
+ * brig_egress_update uses, so a bad one names the field. */
+static void egress_change(serve_req *r, serve_reply *out, bool allow)
+{
+	json_t *v = json_object_get(r->json, "rule");
+	brig_error *err = NULL;
+	char canon[BRIG_EGRESS_RULE_SIZE];
+	if (!json_is_string(v)) {
+		serve__reply_fail(out, 400, "invalid",
+				  "rule: give a host (api.example.com) or *.domain, optionally :PORT");
+		return;
+	}
+	int rc = brig_egress_rule_parse(canon, json_string_value(v), &err);
+	if (rc != 0) {
+		brig__error_prefix(&err, rc, "rule");
+		serve__reply_error(out, err);
+		return;
+	}
+	cleanup_free char *name = NULL;
+	if (!egress_computer(r, out, "egress", &name))
+		return;
+	if (brig_egress_update(serve__engine(r), name, canon, allow, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	egress_reply(out, name);
+}
+
+static void h_egress_allow(serve_req *r, serve_reply *out)
+{
+	egress_change(r, out, true);
+}
+
+static void h_egress_deny(serve_req *r, serve_reply *out)
+{
+	egress_change(r, out, false);
+}
+
 /* ---- the table ---- */
 
 #define C "/v1/computers/{ns}/{agent}/{session}"
@@ -1135,6 +1222,9 @@ const serve_route serve__routes[] = {
 	{"POST", C "/recover", h_recover, 0},
 	{"GET", C "/history", h_history, 0},
 	{"POST", C "/exec/attach", serve__h_exec_attach, ROUTE_STREAM},
+	{"GET", C "/egress", h_egress_get, 0},
+	{"POST", C "/egress/allow", h_egress_allow, 0},
+	{"POST", C "/egress/deny", h_egress_deny, 0},
 	{"POST", "/v1/mcp/{ns}/{agent}/{session}", serve__h_mcp_post, ROUTE_RAW_BODY},
 	{"DELETE", "/v1/mcp/{ns}/{agent}/{session}", serve__h_mcp_delete, ROUTE_RAW_BODY},
 };
