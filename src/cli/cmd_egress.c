@@ -8,6 +8,7 @@
 #include "brig/egress.h"
 #include "brig/store.h"
 #include "cli/cli.h"
+#include "util/util.h"
 
 static const char usage[] = "Usage: brig egress COMMAND NAME [RULE]\n"
 			    "\n"
@@ -116,6 +117,44 @@ static int egress_log(int argc, char **argv)
 	return fflush(stdout) == 0 ? 0 : CLI_EXIT_FAIL;
 }
 
+/* allow, deny and ls through a brig server (BRIG_HOST): NAME as the
+ * server's list names it; the same output as direct. */
+static int egress_remote(const char *cmd, const char *name, const char *rule, bool json)
+{
+	cli_remote *r = NULL;
+	if (cli_remote_open(&r) != 0)
+		return CLI_EXIT_FAIL;
+	cleanup_free char *ns = NULL, *agent = NULL, *session = NULL;
+	int rc = cli_remote_identity(r, name, &ns, &agent, &session);
+	if (rc) {
+		cli_remote_free(r);
+		return rc;
+	}
+	bool is_ls = strcmp(cmd, "ls") == 0;
+	cleanup_free char *path = cli_remote_path(ns, agent, session, is_ls                       ? "/egress"
+								      : strcmp(cmd, "allow") == 0 ? "/egress/allow"
+												  : "/egress/deny");
+	json_t *body = is_ls ? NULL : json_pack("{s:s}", "rule", rule);
+	json_t *j = NULL;
+	rc = cli_remote_call(r, is_ls ? "GET" : "POST", path, body, &j);
+	json_decref(body);
+	cli_remote_free(r);
+	if (rc)
+		return rc;
+	if (!is_ls) {
+		json_decref(j);
+		return 0;
+	}
+	if (json)
+		return cli_print_json(j);
+	size_t i;
+	json_t *v;
+	json_array_foreach (json_object_get(j, "allow"), i, v)
+		printf("%s\n", json_string_value(v) ? json_string_value(v) : "");
+	json_decref(j);
+	return fflush(stdout) == 0 ? 0 : CLI_EXIT_FAIL;
+}
+
 int cmd_egress(int argc, char **argv)
 {
 	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
@@ -156,6 +195,8 @@ int cmd_egress(int argc, char **argv)
 		return cli_usage("egress", "unknown command '%s' (allow, deny, ls, log or rm)", cmd);
 	if (n != (is_ls ? 1u : 2u))
 		return cli_usage("egress", is_ls ? "ls takes NAME" : "%s takes NAME RULE", cmd);
+	if (cli_remote_host())
+		return egress_remote(cmd, args[0], args[1], json);
 	brig_engine *e = NULL;
 	int rc = cli_engine_open(&e);
 	if (rc)

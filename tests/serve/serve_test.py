@@ -430,6 +430,11 @@ class Api(unittest.TestCase):
                          "upgrade_required")
         self.assertError(call("POST", C + "/processes/{id}/attach", p("/processes/1/attach?native=true"), body={}),
                          426, "upgrade_required")
+
+        # egress rules: this computer is not of network egress (test_egress_rules has one that is)
+        for method, tail, body in (("GET", "/egress", None), ("POST", "/egress/allow", {"rule": "a.example.com"}),
+                                   ("POST", "/egress/deny", {"rule": "a.example.com"})):
+            self.assertError(call(method, C + tail, p(tail), body=body), 409, "conflict")
         seen.add(("GET", "/v1/events"))
         t_pause = int(time.time() * 1000)
         events = self.watch_events(c, tok, ns, lambda: call("POST", C + "/pause", p("/pause")))
@@ -506,6 +511,40 @@ class Api(unittest.TestCase):
             self.assertLess(threads - threads0, 3, "threads grow with stop/create cycles: %d → %d" % (threads0, threads))
         finally:
             c.call("DELETE", C, token=TOK_A)
+
+    # ---- egress rules (a computer of network egress: its proxy is the host's one) ----
+
+    def test_egress_rules(self):
+        c = self.py
+        p = self.cpath(NS_A, "egr")
+        try:
+            st, _, b = c.call("POST", "/v1/computers", {"ns": NS_A, "agent": "agent", "session": "egr", "spec": {
+                "network": "egress", "allow": ["a.example.com"], "labels": {"brig.test": PREFIX}}}, token=TOK_A)
+            self.assertIn(st, (200, 201), b)
+            name = json.loads(b)["name"]
+            st, _, b = c.call("GET", p + "/egress", token=TOK_A)
+            self.assertEqual((st, json.loads(b)), (200, {"name": name, "allow": ["a.example.com"]}), b)
+            st, _, b = c.call("POST", p + "/egress/allow", body={"rule": "*.B.example.com:8443"}, token=TOK_A)
+            self.assertEqual((st, json.loads(b)["allow"]), (200, ["a.example.com", "*.b.example.com:8443"]), b)
+            st, _, b = c.call("POST", p + "/egress/allow", body={"rule": "a.example.com"}, token=TOK_A)  # once
+            self.assertEqual(json.loads(b)["allow"], ["a.example.com", "*.b.example.com:8443"], b)
+            st, _, b = c.call("POST", p + "/egress/deny", body={"rule": "a.example.com"}, token=TOK_A)
+            self.assertEqual((st, json.loads(b)["allow"]), (200, ["*.b.example.com:8443"]), b)
+            st, _, b = c.call("GET", p + "/egress", token=TOK_A)
+            self.assertEqual(json.loads(b)["allow"], ["*.b.example.com:8443"], b)
+            for bad in ("https://x.example.com", "x.example.com:0", "x.example.com:99999", "", 7, None):
+                st, _, b = c.call("POST", p + "/egress/allow", body={"rule": bad} if bad is not None else {},
+                                  token=TOK_A)
+                self.assertError((st, _, b), 400, "invalid")
+                self.assertTrue(json.loads(b)["message"].startswith("rule: "), b)
+            self.assertError(c.call("POST", p + "/egress/allow", body={"rule": "x.example.com"}, token=TOK_B),
+                             403, "forbidden")
+            self.assertError(c.call("GET", p + "/egress", token=TOK_B), 403, "forbidden")
+            self.assertError(c.call("GET", self.cpath(NS_A, "egrnope", "/egress"), token=TOK_A), 404, "not_found")
+            st, _, b = c.call("GET", p + "/egress", token=TOK_A)  # B changed nothing
+            self.assertEqual(json.loads(b)["allow"], ["*.b.example.com:8443"], b)
+        finally:
+            c.call("DELETE", p, token=TOK_A)
 
     def test_every_route_python(self):
         self.walk(self.py, "py")
@@ -1965,6 +2004,50 @@ class CliClient(unittest.TestCase):
             self.assertEqual(self.procs()[pid]["state"], "running")
         finally:
             self.brig(None, "kill", name, str(pid))
+
+    def test_egress(self):
+        """egress allow, deny and ls through the server: the same output and
+        exit codes as direct; log and rm stay refused."""
+        h = self.host
+        r = self.brig(None, "up", "--ns", NS_A, "--agent", "agent", "--session", "cliegr", "--label", LABEL,
+                      "--network", "egress", "--allow", "a.example.com")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        egr = r.stdout.decode().strip().splitlines()[-1]
+        try:
+            for args in (["egress", "ls", egr], ["egress", "ls", egr, "--json"],
+                         ["egress", "allow", egr, "b.example.com:8080"], ["egress", "ls", egr],
+                         ["egress", "deny", egr, "a.example.com"], ["egress", "ls", egr, "--json"],
+                         ["egress", "allow", egr, "b.example.com:8080"], ["egress", "deny", egr, "nope.example.com"]):
+                r = self.same(*args)
+                self.assertEqual(r.returncode, 0, (args, r.stderr))
+            self.assertEqual(self.brig(h, "egress", "ls", egr).stdout, b"b.example.com:8080\n")
+            r = self.brig(h, "egress", "allow", egr, "c.example.com")
+            self.assertEqual((r.returncode, r.stdout), (0, b""), r.stderr)
+            self.assertEqual(self.brig(None, "egress", "ls", egr).stdout, b"b.example.com:8080\nc.example.com\n")
+            for args in (["egress", "ls", self.name], ["egress", "allow", self.name, "x.example.com"],
+                         ["egress", "ls"], ["egress", "allow", egr], ["egress", "bogus", egr],
+                         ["egress", "ls", egr, "x"]):
+                r = self.same(*args)
+                self.assertEqual(r.returncode, 125, args)
+                self.assertTrue(r.stderr.startswith(b"brig: "), args)
+            self.assertIn(b"not of network egress", self.brig(h, "egress", "ls", self.name).stderr)
+            r = self.brig(h, "egress", "allow", egr, "https://x.example.com")
+            self.assertEqual((r.returncode, r.stdout), (125, b""))
+            self.assertIn(b"rule: egress rule 'https://x.example.com': give a host name", r.stderr)
+            r = self.brig(h, "egress", "ls", "brig-nope")
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(b"no computer named brig-nope on the brig server", r.stderr)
+            for args in (["egress", "ls", egr], ["egress", "deny", egr, "c.example.com"]):
+                r = self.brig(h, *args, token=TOK_B)
+                self.assertEqual((r.returncode, r.stdout), (125, b""), args)
+                self.assertIn(b"no computer named %s on the brig server" % egr.encode(), r.stderr, args)
+            self.assertEqual(self.brig(None, "egress", "ls", egr).stdout, b"b.example.com:8080\nc.example.com\n")
+            for args in (["egress", "log", egr], ["egress", "rm"]):
+                r = self.brig(h, *args)
+                self.assertEqual(r.returncode, 125, args)
+                self.assertIn(b"does not go through a brig server yet", r.stderr, args)
+        finally:
+            self.brig(None, "destroy", egr)
 
     def test_unsupported_refused(self):
         for args in (["doctor"], ["gc"], ["image", "build"], ["mcp"], ["agent", "claude"]):
