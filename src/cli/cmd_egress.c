@@ -131,9 +131,10 @@ static int egress_remote(const char *cmd, const char *name, const char *rule, bo
 		return rc;
 	}
 	bool is_ls = strcmp(cmd, "ls") == 0;
-	cleanup_free char *path = cli_remote_path(ns, agent, session, is_ls                       ? "/egress"
-								      : strcmp(cmd, "allow") == 0 ? "/egress/allow"
-												  : "/egress/deny");
+	cleanup_free char *path = cli_remote_path(ns, agent, session,
+						  is_ls                       ? "/egress"
+						  : strcmp(cmd, "allow") == 0 ? "/egress/allow"
+									      : "/egress/deny");
 	json_t *body = is_ls ? NULL : json_pack("{s:s}", "rule", rule);
 	json_t *j = NULL;
 	rc = cli_remote_call(r, is_ls ? "GET" : "POST", path, body, &j);

@@ -1,9 +1,9 @@
 /* routes.c — the API's one route table (what the server dispatches from,
  * what `brig serve --routes` prints, what docs/openapi.json must match), the
  * steps the endpoints share, and the endpoints of computers, exec,
- * checkpoints, recover, sessions (listed and removed), history, health,
- * metrics and the OpenAPI document (processes, files, tar and runs:
- * routes_files.c). */
+ * checkpoints, recover, sessions (listed and removed), history, egress
+ * rules, health, metrics and the OpenAPI document (processes, files, tar
+ * and runs: routes_files.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
