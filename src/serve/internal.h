@@ -164,6 +164,8 @@ void serve__exec_opts(brig_exec_opts *o, const serve_exec_req *req);
 /* The last event of a streamed exec: {"type":"exit",…} for a result (a
  * timeout or cancel brig-init ended, the computer running on, is one),
  * else {"type":"error","code","message"}. New reference. */
+/* The body of r as an exec request; false with *out answered (400). */
+bool serve__exec_req(serve_req *r, serve_reply *out, serve_exec_req *req);
 json_t *serve__exec_end_event(int rc, const brig_exec_result *res, const brig_error *err);
 /* {"type": "error", "code", "message"} of err, as that last line says an error. */
 json_t *serve__error_event(int rc, const brig_error *err);

@@ -539,17 +539,24 @@ static void exec_stream_done(void *payload)
 	free(x);
 }
 
+bool serve__exec_req(serve_req *r, serve_reply *out, serve_exec_req *req)
+{
+	brig_error *err = NULL;
+	if (serve_exec_req_parse(req, r->json, &err) == 0)
+		return true;
+	serve__reply_error(out, err);
+	return false;
+}
+
 static void h_exec(serve_req *r, serve_reply *out)
 {
 	cleanup_free char *name = NULL;
 	if (!serve__path_computer(r, out, &name))
 		return;
 	serve_exec_req req;
-	brig_error *err = NULL;
-	if (serve_exec_req_parse(&req, r->json, &err) != 0) {
-		serve__reply_error(out, err);
+	if (!serve__exec_req(r, out, &req))
 		return;
-	}
+	brig_error *err = NULL;
 	if (serve__query_bool(r, "stream")) {
 		exec_stream *x = xcalloc(1, sizeof *x);
 		x->srv = r->srv;

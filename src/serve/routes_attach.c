@@ -437,11 +437,8 @@ void serve__h_exec_attach(serve_req *r, serve_reply *out)
 	    !serve__query_i64(r, out, "cols", 1, SERVE_FRAME_TTY_MAX, &cols))
 		return;
 	serve_exec_req req;
-	brig_error *err = NULL;
-	if (serve_exec_req_parse(&req, r->json, &err) != 0) {
-		serve__reply_error(out, err);
+	if (!serve__exec_req(r, out, &req))
 		return;
-	}
 	attach *a = attach_new(r, out, steal_pointer(&name));
 	if (!a) {
 		serve_exec_req_clear(&req);

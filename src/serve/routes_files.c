@@ -165,11 +165,9 @@ void serve__h_procs_start(serve_req *r, serve_reply *out)
 	if (!computer_target(r, out, &tg))
 		return;
 	serve_exec_req req;
-	brig_error *err = NULL;
-	if (serve_exec_req_parse(&req, r->json, &err) != 0) {
-		serve__reply_error(out, err);
+	if (!serve__exec_req(r, out, &req))
 		return;
-	}
+	brig_error *err = NULL;
 	if (serve__query_bool(r, "native")) {
 		native_start(r, out, &tg, &req);
 		serve_exec_req_clear(&req);
