@@ -18,6 +18,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -2537,7 +2538,44 @@ class Attach(unittest.TestCase):
         self.assertEqual((f.out, f.end["exit_code"]), (b"24 80\r\n", 0), f.end)
 
 
+def egress_network_exists():
+    try:
+        return subprocess.run(["docker", "network", "inspect", "brig-egress"], capture_output=True).returncode == 0
+    except OSError:
+        return True  # no docker CLI: nothing of ours to remove
+
+
+def egress_teardown(egress_dir, had_network):
+    """After the run: the egress network if this run made it (its proxy then
+    ends; ours is killed by its pid if it has not), and the run's egress
+    folder (its CA and rules)."""
+    if not had_network and egress_network_exists():
+        subprocess.run([BRIG, "egress", "rm"], capture_output=True)
+    pidf = os.path.join(egress_dir, "proxy.pid")
+    for _ in range(100):
+        if not os.path.exists(pidf):
+            break
+        time.sleep(0.1)
+    try:
+        pid = int(open(pidf).read().split()[0])
+        if pid > 1:
+            os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError, IndexError):
+        pass
+    shutil.rmtree(egress_dir, ignore_errors=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["routes"]:
         sys.argv[1:] = ["RouteTable"]
-    unittest.main(verbosity=2)
+    # Computers of network egress (Api.test_egress_rules, CliClient.test_egress)
+    # get a proxy folder (CA, rules, pid) of this run's own, never the host's,
+    # shared by the servers and the CLI of the run.
+    egress_dir = tempfile.mkdtemp(prefix="brig-serve-egress-")
+    os.environ["BRIG_EGRESS_DIR"] = egress_dir
+    had_network = egress_network_exists()
+    try:
+        prog = unittest.main(verbosity=2, exit=False)
+    finally:
+        egress_teardown(egress_dir, had_network)
+    sys.exit(0 if prog.result.wasSuccessful() else 1)
