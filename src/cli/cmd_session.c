@@ -285,6 +285,32 @@ static const char checkpoint_usage[] =
 	"      --json              Print the checkpoint record as JSON\n"
 	"  -h, --help              Print this help\n";
 
+/* brig checkpoint rm through a brig server: DELETE /v1/checkpoints/ID for
+ * each, as direct one after another (an error is said and the rest go on). */
+static int checkpoint_rm_remote(const char *store, const int64_t *ids, size_t n)
+{
+	if (store)
+		return cli_fail("--store names a local store; through a brig server its own store is used");
+	cli_remote *r = NULL;
+	if (cli_remote_open(&r) != 0)
+		return CLI_EXIT_FAIL;
+	int rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		cleanup_free char *target = xasprintf("/v1/checkpoints/%" PRId64, ids[i]);
+		json_t *j = NULL;
+		int c = cli_remote_call(r, "DELETE", target, NULL, &j);
+		json_decref(j);
+		if (c) {
+			rc = c;
+			continue;
+		}
+		printf("%" PRId64 "\n", ids[i]);
+		fflush(stdout);
+	}
+	cli_remote_free(r);
+	return rc;
+}
+
 static int checkpoint_rm(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -311,6 +337,11 @@ static int checkpoint_rm(int argc, char **argv)
 			return CLI_EXIT_FAIL;
 		}
 	}
+	if (cli_remote_host()) {
+		int rc = checkpoint_rm_remote(store, ids, (size_t)(argc - optind));
+		free(ids);
+		return rc;
+	}
 	brig_store *s = NULL;
 	if (cli_store_open(&s, store) != 0) {
 		free(ids);
@@ -335,8 +366,6 @@ static int checkpoint_rm(int argc, char **argv)
  * name, as a local one has it) with the session added. */
 static int checkpoint_remote(const session_args *a, const char *name, int64_t keep)
 {
-	if (keep)
-		return cli_remote_unsupported("checkpoint --keep");
 	cli_remote *r = NULL;
 	cleanup_free char *path = NULL, *target = NULL;
 	json_t *j = NULL;
@@ -347,7 +376,9 @@ static int checkpoint_remote(const session_args *a, const char *name, int64_t ke
 		rc = cli_fail("no computer named %s", name);
 	if (rc == 0) {
 		target = xasprintf("%s/checkpoints", path);
-		rc = cli_remote_call(r, "POST", target, NULL, &j);
+		json_t *body = keep ? json_pack("{s:I}", "keep", (json_int_t)keep) : NULL;
+		rc = cli_remote_call(r, "POST", target, body, &j);
+		json_decref(body);
 	}
 	cli_remote_free(r);
 	if (rc)
@@ -387,7 +418,7 @@ int cmd_checkpoint(int argc, char **argv)
 					 : cmd_checkpoint_import(argc - 1, argv + 1);
 	}
 	if (argc > 1 && strcmp(argv[1], "rm") == 0)
-		return cli_remote_host() ? cli_remote_unsupported("checkpoint rm") : checkpoint_rm(argc - 1, argv + 1);
+		return checkpoint_rm(argc - 1, argv + 1);
 	static const struct option longopts[] = {
 		SESSION_LONGOPTS,
 		{"gen", required_argument, NULL, CLI_OPT_GEN},
@@ -596,8 +627,6 @@ static json_t *remote_secret_values(cli_remote *r, const session_args *a)
 /* brig recover through a brig server: the same notes and output. */
 static int recover_remote(const session_args *a, int64_t checkpoint)
 {
-	if (checkpoint)
-		return cli_remote_unsupported("recover --checkpoint");
 	if (a->t.store)
 		return cli_fail("--store names a local store; through a brig server its own store is used");
 	cli_remote *r = NULL;
@@ -606,7 +635,11 @@ static int recover_remote(const session_args *a, int64_t checkpoint)
 	int rc = cli_remote_open(&r);
 	if (rc == 0) {
 		json_t *values = remote_secret_values(r, a);
-		json_t *body = values ? json_pack("{s:o}", "secret_values", values) : NULL;
+		json_t *body = values || checkpoint ? json_object() : NULL;
+		if (values)
+			json_object_set_new(body, "secret_values", values);
+		if (checkpoint)
+			json_object_set_new(body, "checkpoint_id", json_integer(checkpoint));
 		rc = cli_remote_call(r, "POST", path, body, &j);
 		json_decref(body); /* the values: jansson frees (and brig's allocator wipes) them */
 	}

@@ -635,14 +635,52 @@ static void h_checkpoint_create(serve_req *r, serve_reply *out)
 	cleanup_free char *name = NULL;
 	if (!serve__path_computer(r, out, &name))
 		return;
+	/* {"keep": N}: then only the session's newest N checkpoints stay (brig checkpoint --keep) */
+	json_t *keep = json_object_get(r->json, "keep");
+	if (keep && (!json_is_integer(keep) || json_integer_value(keep) < 1 || json_integer_value(keep) > 1000000)) {
+		serve__reply_fail(out, 400, "invalid",
+				  "keep: give how many of the session's newest checkpoints stay, 1 to 1000000");
+		return;
+	}
+	brig_checkpoint_opts opts = {.version = BRIG_CHECKPOINT_OPTS_VERSION,
+				     .keep = keep ? (size_t)json_integer_value(keep) : 0};
 	brig_store_checkpoint *cp = NULL;
 	brig_error *err = NULL;
-	if (brig_checkpoint_create(serve__engine(r), serve__store(r), &cp, name, NULL, &err) != 0) {
+	if (brig_checkpoint_create(serve__engine(r), serve__store(r), &cp, name, &opts, &err) != 0) {
 		serve__reply_error(out, err);
 		return;
 	}
 	serve__reply_json(out, 201, checkpoint_json(cp));
 	brig_store_checkpoint_free(cp);
+}
+
+/* brig checkpoint rm: a checkpoint by its id alone, of a namespace the
+ * token covers; another's answers as one that does not exist (the store's
+ * own words would name its URL). */
+static void h_checkpoint_remove(serve_req *r, serve_reply *out)
+{
+	const char *ids = serve__param(r, "id");
+	char *end = NULL;
+	errno = 0;
+	long long cid = ids && *ids >= '1' && *ids <= '9' ? strtoll(ids, &end, 10) : 0;
+	if (!end || *end || errno) {
+		serve__reply_fail(out, 400, "invalid", "id: give a checkpoint id (from 1)");
+		return;
+	}
+	brig_store_checkpoint *cp = NULL;
+	brig_error *err = NULL;
+	int rc = brig_store_checkpoint_get(serve__store(r), &cp, cid, &err);
+	bool ours = rc == 0 && serve_tokens_allows(r->token, cp->ns);
+	brig_store_checkpoint_free(cp);
+	if (ours)
+		rc = brig_checkpoint_remove(serve__store(r), NULL, cid, &err);
+	if (rc == BRIG_ENOTFOUND || (rc == 0 && !ours))
+		rc = brig__error_set(&err, BRIG_ENOTFOUND, 0, "checkpoint %lld not found in the brig server's store", cid);
+	if (rc) {
+		serve__reply_error(out, err);
+		return;
+	}
+	out->status = 204;
 }
 
 static void h_checkpoint_list(serve_req *r, serve_reply *out)
@@ -759,10 +797,30 @@ static void h_recover(serve_req *r, serve_reply *out)
 	const char *key;
 	json_t *v;
 	json_object_foreach (r->json, key, v)
-		if (strcmp(key, "secret_values")) {
+		if (strcmp(key, "secret_values") && strcmp(key, "checkpoint_id")) {
 			serve__reply_fail(out, 400, "invalid", "unknown field '%.64s'", key);
 			return;
 		}
+	/* {"checkpoint_id": N}: that checkpoint of the session rather than the
+	 * latest (brig recover --checkpoint) */
+	json_t *cpv = json_object_get(r->json, "checkpoint_id");
+	if (cpv && (!json_is_integer(cpv) || json_integer_value(cpv) < 1)) {
+		serve__reply_fail(out, 400, "invalid", "checkpoint_id: give one of the session's checkpoint ids (from 1)");
+		return;
+	}
+	/* Another namespace's checkpoint is one this token never sees: the
+	 * library's refusal would name its session. */
+	brig_store_checkpoint *cp = NULL;
+	if (cpv && brig_store_checkpoint_get(serve__store(r), &cp, json_integer_value(cpv), NULL) == 0 &&
+	    !serve_tokens_allows(r->token, cp->ns)) {
+		brig_store_checkpoint_free(cp);
+		serve__reply_fail(out, 404, "not_found",
+				  "recover %s/%s/%s: no checkpoint %lld in the store (brig checkpoints lists the "
+				  "session's); nothing was changed",
+				  id.ns, id.agent, id.session, (long long)json_integer_value(cpv));
+		return;
+	}
+	brig_store_checkpoint_free(cp);
 	/* the recorded spec's secrets need their values again (as create) */
 	json_t *values = json_object_get(r->json, "secret_values");
 	if (serve_secret_values_check(values, NULL, &err) != 0) {
@@ -771,7 +829,8 @@ static void h_recover(serve_req *r, serve_reply *out)
 	}
 	brig_recover_result res = {0};
 	brig_egress__secrets_given(values);
-	int rc = brig_session_recover(serve__engine(r), serve__store(r), &res, id.ns, id.agent, id.session, NULL, &err);
+	int rc = brig_session_recover_at(serve__engine(r), serve__store(r), &res, id.ns, id.agent, id.session, NULL,
+					 cpv ? (int64_t)json_integer_value(cpv) : 0, &err);
 	brig_egress__secrets_given(NULL);
 	if (rc != 0) {
 		serve__reply_error(out, err);
@@ -1199,6 +1258,7 @@ const serve_route serve__routes[] = {
 	{"POST", "/v1/computers", h_computers_create, 0},
 	{"POST", "/v1/runs", serve__h_runs, ROUTE_HEAVY},
 	{"GET", "/v1/sessions", h_sessions, 0},
+	{"DELETE", "/v1/checkpoints/{id}", h_checkpoint_remove, 0},
 	{"DELETE", "/v1/sessions/{ns}/{agent}/{session}", h_session_remove, 0},
 	{"GET", "/v1/events", h_events, 0},
 	{"GET", C, h_computer_get, 0},

@@ -468,13 +468,16 @@ class Api(unittest.TestCase):
         self.assertEqual(st, 204, b)
         st, _, b = call("DELETE", C, p())
         self.assertEqual(st, 204, b)
-        # the session itself, its checkpoints with it (the computer is gone already)
+        # one checkpoint by its id, then the session itself with the rest (the computer is gone already)
+        st, _, b = call("DELETE", "/v1/checkpoints/{id}", "/v1/checkpoints/%d" % cp)
+        self.assertEqual(st, 204, b)
+        self.assertError(c.call("DELETE", "/v1/checkpoints/%d" % cp, token=tok), 404, "not_found")
         S, sp = "/v1/sessions/{ns}/{agent}/{session}", "/v1/sessions/%s/agent/%s" % (ns, session)
         st, _, b = call("DELETE", S, sp + "?checkpoints=true")
         self.assertEqual(st, 200, b)
         r = json.loads(b)
         self.assertEqual((r["destroyed"], r["checkpoints_kept"]), ([], 0), r)
-        self.assertGreaterEqual(r["checkpoints_removed"], 2, r)
+        self.assertGreaterEqual(r["checkpoints_removed"], 1, r)
         self.assertError(c.call("DELETE", sp, token=tok), 404, "not_found")
         self.assertEqual(seen, server_routes(), "the walk missed a route")
 
@@ -1181,20 +1184,61 @@ class CliClient(unittest.TestCase):
         for k in ("id", "created_ms"):
             self.assertGreater(rj.pop(k), dj.pop(k))
         self.assertEqual(rj, dj)
-        for args in (["checkpoint", "--keep", "1", name], ["checkpoint", "rm", "1"],
-                     ["recover", "--checkpoint", "1", *ident]):
-            r = self.brig(self.host, *args)
-            self.assertEqual(r.returncode, 125, args)
-            self.assertIn(b"does not go through a brig server yet", r.stderr, args)
+        # rm through the server: by id, one after another, errors said as direct
+        extra = json.loads(self.brig(None, "checkpoint", "--json", *ident).stdout)["id"]
+        r = self.brig(self.host, "checkpoint", "rm", str(extra), "999999999", str(did))
+        self.assertEqual((r.returncode, r.stdout), (125, b"%d\n%d\n" % (extra, int(did))), r.stderr)
+        self.assertEqual(r.stderr, b"brig: checkpoint 999999999 not found in the brig server's store\n")
+        for host in (None, self.host):  # gone, both ways
+            self.assertEqual(self.brig(host, "checkpoint", "rm", str(extra)).returncode, 125, host)
+        for args in (["checkpoint", "rm"], ["checkpoint", "rm", "0"], ["checkpoint", "rm", "x"]):
+            self.assertEqual(self.same(*args).returncode, 125, args)
+        r = self.brig(self.host, "checkpoint", "rm", "--store", self.store, str(rid))
+        self.assertEqual(r.returncode, 125)
+        self.assertIn(b"--store names a local store", r.stderr)
+        # --keep through the server: the session keeps its newest two
+        ids = lambda: [c["id"] for c in json.loads(self.brig(None, "checkpoints", "--json", *ident).stdout)]
+        before = ids()
+        self.assertEqual(len(before), 3)
+        r = self.brig(self.host, "checkpoint", "--keep", "2", name)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        kept = ids()
+        self.assertEqual(kept, [int(r.stdout.split()[0]), before[0]], kept)
+        for args in (["checkpoint", "--keep", "0", name], ["recover", "--checkpoint", "0", *ident]):
+            self.assertEqual(self.same(*args).returncode, 125, args)
+        # newer content in the latest checkpoint; recover --checkpoint picks the older one
+        self.assertEqual(self.brig(None, "exec", name, "--", "sh", "-c", "echo newer > /workspace/f").returncode, 0)
+        self.assertEqual(self.brig(None, "checkpoint", name).returncode, 0)
         r = self.same("recover", *ident)  # running: nothing to recover
         self.assertEqual(r.returncode, 125)
         self.assertEqual(self.brig(self.host, "stop", name).returncode, 0)
-        r = self.brig(self.host, "recover", "--json", *ident)
+        main_cp = json.loads(self.brig(None, "checkpoint", "--json", self.name).stdout)["id"]
+        for cp in ("999999999", str(main_cp)):  # no such checkpoint; another session's: refused, as direct
+            r = self.same("recover", "--checkpoint", cp, *ident)
+            self.assertEqual(r.returncode, 125, cp)
+        # another namespace's checkpoint: through the server as if there were none (its session unnamed)
+        bident = ["--ns", NS_B, "--agent", "agent", "--session", "cprb"]
+        b = self.brig(None, "up", *bident, "--label", LABEL)
+        self.assertEqual(b.returncode, 0, b.stderr)
+        try:
+            bcp = json.loads(self.brig(None, "checkpoint", "--json", *bident).stdout)["id"]
+            r = self.brig(self.host, "recover", "--checkpoint", str(bcp), *ident)
+            self.assertEqual((r.returncode, r.stdout), (125, b""))
+            self.assertIn(b"no checkpoint %d in the store" % bcp, r.stderr)
+            self.assertNotIn(NS_B.encode(), r.stderr)
+            r = self.brig(self.host, "checkpoint", "rm", str(bcp))
+            self.assertEqual((r.returncode, r.stdout), (125, b""))
+            self.assertEqual(r.stderr, b"brig: checkpoint %d not found in the brig server's store\n" % bcp)
+            self.assertIn(bcp, [c["id"] for c in json.loads(self.brig(None, "checkpoints", "--json", *bident).stdout)])
+        finally:
+            self.brig(None, "sessions", "rm", "--force", "--checkpoints", *bident)
+        r = self.brig(self.host, "recover", "--json", "--checkpoint", str(kept[1]), *ident)
         self.assertEqual(r.returncode, 0, r.stderr)
         j = json.loads(r.stdout)
-        self.assertEqual((j["old_generation"], j["new_generation"], j["won"]), (1, 2, True))
+        self.assertEqual((j["old_generation"], j["new_generation"], j["won"], j["checkpoint_id"]),
+                         (1, 2, True, kept[1]))
         self.assertEqual(j["name"], j["computer"]["name"])
-        self.assertIn(("recovered %s/agent/cpr into generation 2 from checkpoint %d" % (NS_A, j["checkpoint_id"]))
+        self.assertIn(("recovered %s/agent/cpr into generation 2 from checkpoint %d" % (NS_A, kept[1]))
                       .encode(), r.stderr)
         r = self.brig(self.host, "exec", *ident, "--", "cat", "/workspace/f")
         self.assertEqual((r.returncode, r.stdout), (0, b"kept\n"), r.stderr)
