@@ -164,6 +164,9 @@ void serve__exec_opts(brig_exec_opts *o, const serve_exec_req *req);
 /* The last event of a streamed exec: {"type":"exit",…} for a result (a
  * timeout or cancel brig-init ended, the computer running on, is one),
  * else {"type":"error","code","message"}. New reference. */
+/* The path's {id} as a positive decimal integer; false with *out answered
+ * (400 saying why). */
+bool serve__path_id(serve_req *r, serve_reply *out, const char *why, int64_t *id);
 /* The body of r as an exec request; false with *out answered (400). */
 bool serve__exec_req(serve_req *r, serve_reply *out, serve_exec_req *req);
 json_t *serve__exec_end_event(int rc, const brig_exec_result *res, const brig_error *err);

@@ -539,6 +539,20 @@ static void exec_stream_done(void *payload)
 	free(x);
 }
 
+bool serve__path_id(serve_req *r, serve_reply *out, const char *why, int64_t *id)
+{
+	const char *ids = serve__param(r, "id");
+	char *end = NULL;
+	errno = 0;
+	long long v = ids && *ids >= '1' && *ids <= '9' ? strtoll(ids, &end, 10) : 0;
+	if (!end || *end || errno) {
+		serve__reply_fail(out, 400, "invalid", "%s", why);
+		return false;
+	}
+	*id = v;
+	return true;
+}
+
 bool serve__exec_req(serve_req *r, serve_reply *out, serve_exec_req *req)
 {
 	brig_error *err = NULL;
@@ -659,14 +673,9 @@ static void h_checkpoint_create(serve_req *r, serve_reply *out)
  * own words would name its URL). */
 static void h_checkpoint_remove(serve_req *r, serve_reply *out)
 {
-	const char *ids = serve__param(r, "id");
-	char *end = NULL;
-	errno = 0;
-	long long cid = ids && *ids >= '1' && *ids <= '9' ? strtoll(ids, &end, 10) : 0;
-	if (!end || *end || errno) {
-		serve__reply_fail(out, 400, "invalid", "id: give a checkpoint id (from 1)");
+	int64_t cid = 0;
+	if (!serve__path_id(r, out, "id: give a checkpoint id (from 1)", &cid))
 		return;
-	}
 	brig_store_checkpoint *cp = NULL;
 	brig_error *err = NULL;
 	int rc = brig_store_checkpoint_get(serve__store(r), &cp, cid, &err);
@@ -675,7 +684,8 @@ static void h_checkpoint_remove(serve_req *r, serve_reply *out)
 	if (ours)
 		rc = brig_checkpoint_remove(serve__store(r), NULL, cid, &err);
 	if (rc == BRIG_ENOTFOUND || (rc == 0 && !ours))
-		rc = brig__error_set(&err, BRIG_ENOTFOUND, 0, "checkpoint %lld not found in the brig server's store", cid);
+		rc = brig__error_set(&err, BRIG_ENOTFOUND, 0, "checkpoint %lld not found in the brig server's store",
+				     (long long)cid);
 	if (rc) {
 		serve__reply_error(out, err);
 		return;

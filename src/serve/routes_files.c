@@ -251,23 +251,15 @@ void serve__h_procs_input(serve_req *r, serve_reply *out)
 	out->status = 204;
 }
 
+/* The path's {id} as brig-init's command id. */
+static bool native_id(serve_req *r, serve_reply *out, int64_t *id)
+{
+	return serve__path_id(r, out, "id: with native=true, give brig-init's command id (from 1)", id);
+}
+
 /* brig kill: {"signal": 1..64} sends that one signal to the command's
  * process group; without it the whole tree is ended (and gone when the
  * answer comes). */
-static bool native_id(serve_req *r, serve_reply *out, int64_t *id)
-{
-	const char *ids = serve__param(r, "id");
-	char *end = NULL;
-	errno = 0;
-	long long v = ids && *ids >= '1' && *ids <= '9' ? strtoll(ids, &end, 10) : 0;
-	if (!end || *end || errno) {
-		serve__reply_fail(out, 400, "invalid", "id: with native=true, give brig-init's command id (from 1)");
-		return false;
-	}
-	*id = v;
-	return true;
-}
-
 static void native_kill(serve_req *r, serve_reply *out, target *tg)
 {
 	int64_t id = 0;
