@@ -97,6 +97,10 @@ int cli_store_open(brig_store **out, const char *url)
 	brig_error *err = NULL;
 	if (brig_store_open(out, url, &err) != 0)
 		return cli_error(err, "cannot open the session store (--store, BRIG_STORE)");
+	/* The egress proxy this brig may start (a computer of network egress)
+	 * keeps its ledger in the store this brig uses: it reads BRIG_STORE. */
+	if (url)
+		setenv("BRIG_STORE", url, 1);
 	return 0;
 }
 

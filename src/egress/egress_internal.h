@@ -23,13 +23,13 @@
 int brig_egress__host_check(char *out, size_t outlen, const char *s, size_t n);
 
 /* What an egress sandbox needs once its container runs: its rules file
- * (when write_rules: a new sandbox; an adopted one keeps the rules it has)
- * and no default route (taken away inside its network namespace; needs
+ * (when write_rules: a new sandbox; an adopted one keeps the rules it has),
+ * the store its ledger rows go to (NAME.store), and no default route (taken away inside its network namespace; needs
  * root, as the firewall does). Errors: from the rules file or inspect. */
 int brig_egress__sandbox_start(brig_engine *e, const char *cid, const char *name, const char *const *rules,
 			       size_t count, bool write_rules, brig_error **err);
 
-/* Deletes NAME.rules (when the sandbox goes). 0, or -1. */
+/* Deletes NAME.rules, .secrets and .store (when the sandbox goes). 0, or -1. */
 int brig_egress__rules_remove(const char *name);
 
 typedef struct brig_egress_req {
@@ -118,6 +118,10 @@ size_t brig_egress__proxy_env(char **out, size_t max, char *const *env);
 
 /* DIR/NAME+suffix in brig_egress_dir (name checked). Errors: BRIG_EINVAL. */
 int brig_egress__sandbox_path(char **out, const char *name, const char *suffix, brig_error **err);
+/* Reads path (not followed when a link) into *text, NUL-terminated and
+ * malloc'd, of *len bytes: *text NULL when there is no such file. Errors:
+ * BRIG_EIO, BRIG_ETOOBIG (longer than max; nothing kept). */
+int brig_egress__file_read(const char *path, size_t max, char **text, size_t *len, brig_error **err);
 /* Writes data to path atomically, 0600 (its folder made 0700). */
 int brig_egress__file_write(const char *path, const void *data, size_t len, brig_error **err);
 

@@ -21,6 +21,7 @@
 #include "brig/egress.h"
 #include "brig/sandbox.h"
 #include "brig/spec.h"
+#include "brig/store.h"
 #include "egress/egress_internal.h"
 #include "sandbox/firewall.h"
 #include "sandbox/internal.h"
@@ -264,11 +265,45 @@ static const char *ip_program(void)
 	return NULL;
 }
 
+/* NAME.store: the store the proxy writes the sandbox's ledger rows to, the
+ * one brig_store_open(NULL) opens here ($BRIG_STORE, which brig's CLI sets
+ * to its --store, then the default), made absolute: the proxy is one per
+ * host, started by whichever brig came first, and may run on after it with
+ * another store and another working directory. Written for a new sandbox
+ * (fresh: true) and for one that has none; an adopted one keeps its own.
+ * Without a default store (no $HOME) there is none, and rows go to the
+ * proxy's store. */
+static int store_mark(const char *name, bool fresh, brig_error **err)
+{
+	cleanup_free char *path = NULL, *url = NULL;
+	int rc = brig_egress__sandbox_path(&path, name, ".store", err);
+	if (rc)
+		return rc;
+	struct stat sb;
+	if ((!fresh && lstat(path, &sb) == 0) || brig_store_default_url(&url, NULL) != 0)
+		return 0;
+	const char *file = url;
+	size_t scheme = strncmp(url, "sqlite://", 9) == 0 ? 9 : strncmp(url, "sqlite:", 7) == 0 ? 7 : 0;
+	bool pg = strncmp(url, "postgresql://", 13) == 0 || strncmp(url, "postgres://", 11) == 0;
+	file += scheme;
+	cleanup_free char *abs = NULL;
+	char cwd[4096];
+	if (!pg && file[0] != '/') {
+		if (!getcwd(cwd, sizeof cwd))
+			return 0; /* nowhere to say it is: the proxy's store */
+		abs = xasprintf("sqlite://%s/%s", cwd, file);
+	}
+	const char *mark = abs ? abs : url;
+	return brig_egress__file_write(path, mark, strlen(mark), err);
+}
+
 int brig_egress__sandbox_start(brig_engine *e, const char *cid, const char *name, const char *const *rules,
 			       size_t count, bool write_rules, brig_error **err)
 {
 	int rc;
 	if (write_rules && (rc = brig_egress_rules_set(name, rules, count, err)) != 0)
+		return rc;
+	if ((rc = store_mark(name, write_rules, err)) != 0)
 		return rc;
 	/* Docker gives an internal network's containers a default route via
 	 * the host (where nothing is forwarded). brig takes it away, so a

@@ -397,6 +397,65 @@ static int secrets_of(brig_egress_secret **out, size_t *n, const conn *c)
 	return 0;
 }
 
+/* The stores sandboxes' rows go to (NAME.store, written by the brig that
+ * made the sandbox), other than the proxy's own: opened on first use and
+ * kept, the oldest closed when a new one needs the room. One that cannot
+ * be opened is tried again only after LEDGER_RETRY_MS: an unreachable
+ * database must not make every connection's last word wait for it. */
+#define LEDGERS_MAX 8
+#define LEDGER_RETRY_MS 30000
+static struct {
+	char *url;
+	brig_store *s;     /* NULL: could not be opened at failed_ms */
+	int64_t failed_ms; /* -1: not tried */
+} ledgers[LEDGERS_MAX];
+static size_t ledgers_next;
+static pthread_mutex_t ledger_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Writes rec to the store of its sandbox (known: rec->sandbox is a
+ * computer's name, not an address), else to the proxy's. */
+static void ledger_write(const brig_store_egress *rec, bool known)
+{
+	brig_error *err = NULL;
+	cleanup_free char *path = NULL, *url = NULL;
+	size_t len = 0;
+	if (known && brig_egress__sandbox_path(&path, rec->sandbox, ".store", NULL) == 0 &&
+	    brig_egress__file_read(path, 4096, &url, &len, &err) != 0) {
+		log_note("ledger", "cannot read the sandbox's store", brig_error_message(err));
+		brig__error_clear(&err);
+	}
+	pthread_mutex_lock(&ledger_lock);
+	brig_store *s = ledger;
+	if (url && len && !memchr(url, '\0', len)) {
+		size_t i = 0;
+		while (i < LEDGERS_MAX && !(ledgers[i].url && strcmp(ledgers[i].url, url) == 0))
+			i++;
+		if (i == LEDGERS_MAX) {
+			i = ledgers_next;
+			ledgers_next = (ledgers_next + 1) % LEDGERS_MAX;
+			brig_store_close(ledgers[i].s);
+			free(ledgers[i].url);
+			ledgers[i].url = url;
+			ledgers[i].s = NULL;
+			ledgers[i].failed_ms = -1;
+			url = NULL;
+		}
+		int64_t now = brig_now_ms();
+		if (!ledgers[i].s && (ledgers[i].failed_ms < 0 || now - ledgers[i].failed_ms >= LEDGER_RETRY_MS) &&
+		    brig_store_open(&ledgers[i].s, ledgers[i].url, &err) != 0) {
+			ledgers[i].failed_ms = now;
+			log_note("ledger", "the sandbox's store is unavailable", brig_error_message(err));
+			brig__error_clear(&err);
+		}
+		s = ledgers[i].s; /* NULL: that store is unavailable; never the proxy's instead */
+	}
+	if (!s || brig_store_egress_add(s, NULL, rec, &err) != 0) {
+		log_note("ledger", "not written", s ? brig_error_message(err) : "no store");
+		brig_error_free(err);
+	}
+	pthread_mutex_unlock(&ledger_lock);
+}
+
 /* The row of c's connection (whose it is: the monitor's to say, for a
  * worker), which ends the monitor's record of it. */
 static void ledger_add(const conn *c, const brig_store_egress *rec)
@@ -410,11 +469,7 @@ static void ledger_add(const conn *c, const brig_store_egress *rec)
 					       (json_int_t)rec->duration_ms)));
 		return;
 	}
-	brig_error *err = NULL;
-	if (ledger && brig_store_egress_add(ledger, NULL, rec, &err) != 0) {
-		log_note("ledger", "not written", brig_error_message(err));
-		brig_error_free(err);
-	}
+	ledger_write(rec, c->sandbox[0] != '\0');
 }
 
 /* ---- names ---- */
@@ -1131,13 +1186,9 @@ static json_t *mon_answer(json_t *req)
 					 .bytes_down = json_integer_value(json_object_get(req, "bytes_down")),
 					 .start_ms = json_integer_value(json_object_get(req, "start_ms")),
 					 .duration_ms = json_integer_value(json_object_get(req, "duration_ms"))};
-		brig_error *err = NULL;
 		if (host && dec && why &&
-		    (strcmp(dec, "allowed") == 0 || strcmp(dec, "denied") == 0 || strcmp(dec, "error") == 0) && ledger &&
-		    brig_store_egress_add(ledger, NULL, &rec, &err) != 0) {
-			log_note("ledger", "not written", brig_error_message(err));
-			brig_error_free(err);
-		}
+		    (strcmp(dec, "allowed") == 0 || strcmp(dec, "denied") == 0 || strcmp(dec, "error") == 0))
+			ledger_write(&rec, m->known);
 		memset(m, 0, sizeof *m); /* the connection's last word */
 		return json_object();
 	}
@@ -1327,6 +1378,12 @@ static void close_monitored(void)
 {
 	brig_store_close(ledger);
 	ledger = NULL;
+	for (size_t i = 0; i < LEDGERS_MAX; i++) {
+		brig_store_close(ledgers[i].s);
+		free(ledgers[i].url);
+		ledgers[i].s = NULL;
+		ledgers[i].url = NULL;
+	}
 	brig_engine_free(engine);
 	engine = NULL;
 }

@@ -285,6 +285,38 @@ int brig_egress_rules_set(const char *name, const char *const *rules, size_t cou
 	return rc;
 }
 
+int brig_egress__file_read(const char *path, size_t max, char **text, size_t *len, brig_error **err)
+{
+	*text = NULL;
+	*len = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno == ENOENT ? 0
+				       : brig__error_set(err, BRIG_EIO, errno, "egress: cannot read %s: %s", path,
+							 strerror(errno));
+	char *t = xmalloc(max + 1);
+	size_t n = 0;
+	ssize_t r = 0;
+	while (n <= max && (r = read(fd, t + n, max + 1 - n)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			break;
+		n += (size_t)r;
+	}
+	int e = errno;
+	close(fd);
+	if (r < 0 || n > max) {
+		free(t);
+		return r < 0 ? brig__error_set(err, BRIG_EIO, e, "egress: cannot read %s: %s", path, strerror(e))
+			     : brig__error_set(err, BRIG_ETOOBIG, 0, "egress: %s is longer than %zu bytes", path, max);
+	}
+	t[n] = '\0';
+	*text = t;
+	*len = n;
+	return 0;
+}
+
 int brig_egress__file_write(const char *path, const void *data, size_t len, brig_error **err)
 {
 	cleanup_free char *dir = xstrndup(path, (size_t)(strrchr(path, '/') - path));
@@ -310,8 +342,13 @@ int brig_egress__rules_remove(const char *name)
 	if (rules_path(&path, name, NULL) != 0)
 		return -1;
 	int rc = unlink(path) == 0 || errno == ENOENT ? 0 : -1;
-	cleanup_free char *sec = NULL;
-	if (brig_egress__sandbox_path(&sec, name, ".secrets", NULL) != 0)
-		return -1;
-	return unlink(sec) == 0 || errno == ENOENT ? rc : -1;
+	static const char *const more[] = {".secrets", ".store"};
+	for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
+		cleanup_free char *p = NULL;
+		if (brig_egress__sandbox_path(&p, name, more[i], NULL) != 0)
+			return -1;
+		if (unlink(p) != 0 && errno != ENOENT)
+			rc = -1;
+	}
+	return rc;
 }

@@ -524,6 +524,113 @@ static void test_proxy_start(void **state)
 	assert_true(egress_test_proxy_listening());
 }
 
+/* A computer of network egress whose brig uses store (BRIG_STORE) made in
+ * the test's directory (relative URLs are resolved there), asked to reach
+ * denied.brig.test through the proxy once: its name (caller frees). */
+static char *denied_once(const char *session, const char *store)
+{
+	brig_spec s;
+	brig_error *err = NULL;
+	brig_test_spec(&s, NULL); /* busybox: nc */
+	ASSERT_OK(brig_spec_set(&s, "network", "egress", &err), err);
+	ASSERT_OK(brig_spec_set(&s, "allow", "allowed.brig.test:1", &err), err);
+	brig_identity id = {.ns = NS, .agent = "agent", .session = session, .generation = 1};
+	cleanup_free char *was = xstrdup(getenv("BRIG_STORE"));
+	char cwd[512];
+	assert_non_null(getcwd(cwd, sizeof cwd));
+	assert_int_equal(chdir(ET.dir), 0);
+	setenv("BRIG_STORE", store, 1);
+	brig_computer *c = NULL;
+	int rc = brig_computer_create(E, &c, &id, &s, &err);
+	setenv("BRIG_STORE", was, 1);
+	assert_int_equal(chdir(cwd), 0);
+	ASSERT_OK(rc, err);
+	brig_spec_clear(&s);
+	char *name = xstrdup(c->name);
+	brig_computer_free(c);
+	const char *argv[] = {"sh", "-c",
+			      "printf 'CONNECT denied.brig.test:443 HTTP/1.1\r\nHost: denied.brig.test:443\r\n\r\n' | "
+			      "nc -w 5 " BRIG_EGRESS_GATEWAY " 3128",
+			      NULL};
+	brig_exec_opts o = {
+		.version = BRIG_EXEC_OPTS_VERSION, .argv = argv, .stdin_fd = -1, .cancel_fd = -1, .timeout_ms = 60000};
+	brig_exec_result r;
+	ASSERT_OK(brig_computer_exec(E, name, &o, &r, &err), err);
+	ASSERT_CONTAINS(r.out.data ? r.out.data : "", "403 Forbidden");
+	brig_exec_result_clear(&r);
+	return name;
+}
+
+/* The ledger rows of sandbox name in the store at url, waiting up to 10 s
+ * for want of them (0: just what is there now). */
+static size_t ledger_rows(const char *url, const char *name, size_t want, brig_store_egress **rows)
+{
+	brig_store *st = NULL;
+	brig_error *err = NULL;
+	ASSERT_OK(brig_store_open(&st, url, &err), err);
+	size_t n = 0;
+	for (int i = 0; i < 100; i++) {
+		ASSERT_OK(brig_store_egress_list(st, rows, &n, name, NULL, NULL, NULL, 0, &err), err);
+		if (n >= want)
+			break;
+		brig_store_egress_free_array(*rows, n);
+		*rows = NULL;
+		brig_test_sleep_ms(100);
+	}
+	brig_store_close(st);
+	return n;
+}
+
+/* One proxy serves every store of the host: a sandbox's ledger rows go to
+ * the store of the brig that made it (NAME.store), not to that of the brig
+ * that started the proxy. A store the proxy cannot open gets no row, and
+ * no other store gets it instead. */
+static void test_ledger_store(void **state)
+{
+	(void)state;
+	if (ET.skip)
+		skip();
+	brig_error *err = NULL;
+	ASSERT_OK(brig_egress_ensure(E, NULL, &err), err); /* the proxy: the test's store */
+	const char *mine = getenv("BRIG_STORE");
+	cleanup_free char *other = xasprintf("sqlite://%s/other.db", ET.dir);
+	cleanup_free char *name = denied_once("ledger", "sqlite:other.db");
+	brig_store_egress *rows = NULL;
+	size_t n = ledger_rows(other, name, 1, &rows);
+	assert_int_equal(n, 1);
+	assert_string_equal(rows[0].decision, "denied");
+	assert_string_equal(rows[0].host, "denied.brig.test");
+	assert_string_equal(rows[0].ns, NS);
+	assert_string_equal(rows[0].session, "ledger");
+	brig_store_egress_free_array(rows, n);
+	assert_int_equal(ledger_rows(mine, name, 0, &rows), 0);
+	cleanup_free char *mark = NULL;
+	{
+		char path[600];
+		snprintf(path, sizeof path, "%s/%s.store", ET.egress_dir, name);
+		mark = slurp(path);
+		assert_non_null(mark);
+		assert_string_equal(mark, other); /* made absolute */
+		ASSERT_OK(brig_computer_destroy(E, name, &err), err);
+		assert_int_equal(access(path, F_OK), -1); /* gone with the sandbox */
+	}
+
+	cleanup_free char *lost = denied_once("ledger2", "postgresql://brig@127.0.0.1:1/none?connect_timeout=2");
+	char path[400];
+	snprintf(path, sizeof path, "%s/proxy.log", ET.egress_dir);
+	bool said = false;
+	for (int i = 0; i < 100 && !said; i++) {
+		cleanup_free char *log = slurp(path);
+		said = log && strstr(log, "{\"ledger\":\"the sandbox's store is unavailable\"");
+		if (!said)
+			brig_test_sleep_ms(100);
+	}
+	assert_true(said);
+	assert_int_equal(ledger_rows(mine, lost, 0, &rows), 0);
+	assert_int_equal(ledger_rows(other, lost, 0, &rows), 0);
+	ASSERT_OK(brig_computer_destroy(E, lost, &err), err);
+}
+
 /* A computer of another network is refused egress rules. */
 static void test_not_egress(void **state)
 {
@@ -551,6 +658,7 @@ int main(void)
 		cmocka_unit_test(test_egress_computer),
 		cmocka_unit_test(test_egress_run),
 		cmocka_unit_test(test_not_egress),
+		cmocka_unit_test(test_ledger_store),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
