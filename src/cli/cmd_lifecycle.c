@@ -512,8 +512,8 @@ static int remote_list(brig_computer ***out, size_t *n, const char *ns, const ch
 	cli_remote *r = NULL;
 	if (cli_remote_open(&r) != 0)
 		return CLI_EXIT_FAIL;
-	brig_buf q;
-	brig_buf_init(&q, 4096);
+	brig_buf q; /* room for the escaped label, whatever its length */
+	brig_buf_init(&q, 256 + (label ? 3 * strlen(label) : 0));
 	brig_buf_puts(&q, "/v1/computers");
 	char sep = '?';
 	/* ns is checked (A-Z a-z 0-9 _ . -); the label is escaped */
@@ -522,14 +522,8 @@ static int remote_list(brig_computer ***out, size_t *n, const char *ns, const ch
 		sep = '&';
 	}
 	if (label) {
-		brig_buf_putf(&q, "%clabel=", sep);
-		for (const unsigned char *p = (const unsigned char *)label; *p && q.len + 4 < q.cap; p++) {
-			if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
-			    strchr("-_.~", *p))
-				brig_buf_putf(&q, "%c", *p);
-			else
-				brig_buf_putf(&q, "%%%02X", *p);
-		}
+		cleanup_free char *l = brig_urlencode(label);
+		brig_buf_putf(&q, "%clabel=%s", sep, l);
 	}
 	json_t *j = NULL;
 	int rc = cli_remote_call(r, "GET", brig_buf_cstr(&q), NULL, &j);
