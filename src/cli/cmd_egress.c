@@ -8,6 +8,7 @@
 #include "brig/egress.h"
 #include "brig/store.h"
 #include "cli/cli.h"
+#include "ops/ledger.h"
 #include "util/util.h"
 
 static const char usage[] = "Usage: brig egress COMMAND NAME [RULE]\n"
@@ -45,6 +46,47 @@ static void print_row(const brig_store_egress *r)
 	printf("\n");
 }
 
+/* egress log through a brig server (BRIG_HOST): its store's ledger,
+ * printed as direct prints the local one. */
+static int egress_log_remote(const char *name, const char *ns, const char *agent, const char *session, long limit,
+			     bool json)
+{
+	/* the server checks each name, and says which is wrong */
+	cleanup_free char *a = brig_urlencode(name ? name : ns), *b = name ? NULL : brig_urlencode(agent),
+			  *c = name ? NULL : brig_urlencode(session);
+	cleanup_free char *target = name ? xasprintf("/v1/egress/log?limit=%ld&name=%s", limit, a)
+					 : xasprintf("/v1/egress/log?limit=%ld&ns=%s&agent=%s&session=%s", limit, a, b, c);
+	cli_remote *r = NULL;
+	json_t *j = NULL;
+	int rc = cli_remote_open(&r);
+	if (rc == 0)
+		rc = cli_remote_call(r, "GET", target, NULL, &j);
+	cli_remote_free(r);
+	if (rc)
+		return rc;
+	json_t *rows = json_object_get(j, "ledger");
+	brig_store_egress row;
+	size_t i;
+	json_t *v;
+	json_array_foreach (rows, i, v) {
+		if (!ops_ledger_row_parse(v, &row)) {
+			json_decref(j);
+			return cli_fail("egress log: the brig server answered a ledger row brig cannot read");
+		}
+	}
+	if (json) {
+		rc = cli_print_json(json_incref(rows ? rows : json_array()));
+		json_decref(j);
+		return rc;
+	}
+	json_array_foreach (rows, i, v) {
+		ops_ledger_row_parse(v, &row);
+		print_row(&row);
+	}
+	json_decref(j);
+	return fflush(stdout) == 0 ? 0 : CLI_EXIT_FAIL;
+}
+
 static int egress_log(int argc, char **argv)
 {
 	const char *name = NULL, *ns = NULL, *agent = NULL, *session = NULL, *store = NULL, *limit_s = NULL;
@@ -80,6 +122,11 @@ static int egress_log(int argc, char **argv)
 		if (!*limit_s || *end || limit < 0)
 			return cli_usage("egress", "--limit must be a whole number");
 	}
+	if (cli_remote_host()) {
+		if (store)
+			return cli_fail("--store names a local store; through a brig server its own store is used");
+		return egress_log_remote(name, ns, agent, session, limit, json);
+	}
 	brig_store *s = NULL;
 	int rc = cli_store_open(&s, store);
 	if (rc)
@@ -93,21 +140,8 @@ static int egress_log(int argc, char **argv)
 		return cli_error(err, "egress log");
 	if (json) {
 		json_t *a = json_array();
-		for (size_t i = 0; i < n; i++) {
-			const brig_store_egress *r = &rows[i];
-			json_t *o =
-				json_pack("{s:I, s:s, s:s, s:i, s:s, s:s, s:I, s:I, s:I, s:I}", "id", (json_int_t)r->id,
-					  "sandbox", r->sandbox, "host", r->host, "port", r->port, "decision",
-					  r->decision, "reason", r->reason, "bytes_up", (json_int_t)r->bytes_up,
-					  "bytes_down", (json_int_t)r->bytes_down, "start_ms", (json_int_t)r->start_ms,
-					  "duration_ms", (json_int_t)r->duration_ms);
-			if (r->ns)
-				json_object_set_new(o, "session",
-						    json_pack("{s:s, s:s, s:s}", "ns", r->ns, "agent",
-							      r->agent ? r->agent : "", "session",
-							      r->session ? r->session : ""));
-			json_array_append_new(a, o);
-		}
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(a, ops_ledger_row_json(&rows[i]));
 		brig_store_egress_free_array(rows, n);
 		return cli_print_json(a);
 	}

@@ -127,8 +127,8 @@ static bool goes_remote(const cli_command *cmd, int argc, char **argv)
 	    cmd->fn == cmd_cp || cmd->fn == cmd_fs || cmd->fn == cmd_history || cmd->fn == cmd_ps ||
 	    cmd->fn == cmd_kill || cmd->fn == cmd_attach || cmd->fn == cmd_sessions)
 		return true;
-	/* of egress, all but log (a local store) and rm (the host's network) */
-	if (cmd->fn == cmd_egress && !(argc > 1 && (strcmp(argv[1], "log") == 0 || strcmp(argv[1], "rm") == 0)))
+	/* of egress, all but rm (the host's own network) */
+	if (cmd->fn == cmd_egress && !(argc > 1 && strcmp(argv[1], "rm") == 0))
 		return true;
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
 		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)

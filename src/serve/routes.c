@@ -2,7 +2,7 @@
  * what `brig serve --routes` prints, what docs/openapi.json must match), the
  * steps the endpoints share, and the endpoints of computers, exec,
  * checkpoints, recover, sessions (listed and removed), history, egress
- * rules, health, metrics and the OpenAPI document (processes, files, tar
+ * rules and the ledger, health, metrics and the OpenAPI document (processes, files, tar
  * and runs: routes_files.c). */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +19,7 @@
 #include "brig/session.h"
 #include "brig/version.h"
 #include "ops/fs.h"
+#include "ops/ledger.h"
 #include "ops/sessions.h"
 #include "sandbox/pool.h"
 #include "egress/egress_internal.h"
@@ -1256,6 +1257,55 @@ static void h_egress_deny(serve_req *r, serve_reply *out)
 	egress_change(r, out, false);
 }
 
+/* ---- the egress ledger ---- */
+
+/* ?name=CONTAINER (a computer, gone or not), or ?ns&agent&session (every
+ * generation of the session), as `brig egress log` takes them; newest
+ * first, at most ?limit (0: all). By name, only rows of sessions the token
+ * covers: a run's rows (no session) only for a token of every namespace. */
+static void h_egress_log(serve_req *r, serve_reply *out)
+{
+	const char *name = serve__query(r, "name", NULL);
+	brig_identity id = {serve__query(r, "ns", NULL), serve__query(r, "agent", NULL),
+			    serve__query(r, "session", NULL), 1};
+	bool by_session = id.ns || id.agent || id.session;
+	if (!!name == by_session) {
+		serve__reply_fail(out, 400, "invalid",
+				  "give name (a computer's container name), or ns, agent and session");
+		return;
+	}
+	brig_error *err = NULL;
+	if (by_session && brig_identity_validate(&id, &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	if (name && (!*name || strlen(name) >= BRIG_NAME_SIZE)) {
+		serve__reply_fail(out, 400, "invalid", "name: a computer's container name, 1-%d bytes",
+				  BRIG_NAME_SIZE - 1);
+		return;
+	}
+	if (by_session && !serve__allowed(r, id.ns)) {
+		serve__reply_fail(out, 403, "forbidden", "the token does not cover this namespace");
+		return;
+	}
+	int64_t limit = 100;
+	if (!serve__query_i64(r, out, "limit", 0, 10000, &limit))
+		return;
+	brig_store_egress *rows = NULL;
+	size_t n = 0;
+	if (brig_store_egress_list(serve__store(r), &rows, &n, name, id.ns, id.agent, id.session, (size_t)limit,
+				   &err) != 0) {
+		serve__reply_error(out, err);
+		return;
+	}
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].ns ? serve__allowed(r, rows[i].ns) : serve__all_ns(r))
+			json_array_append_new(a, ops_ledger_row_json(&rows[i]));
+	brig_store_egress_free_array(rows, n);
+	serve__reply_json(out, 200, json_pack("{s:o}", "ledger", a));
+}
+
 /* ---- the table ---- */
 
 #define C "/v1/computers/{ns}/{agent}/{session}"
@@ -1271,6 +1321,7 @@ const serve_route serve__routes[] = {
 	{"DELETE", "/v1/checkpoints/{id}", h_checkpoint_remove, 0},
 	{"DELETE", "/v1/sessions/{ns}/{agent}/{session}", h_session_remove, 0},
 	{"GET", "/v1/events", h_events, 0},
+	{"GET", "/v1/egress/log", h_egress_log, 0},
 	{"GET", C, h_computer_get, 0},
 	{"DELETE", C, h_destroy, 0},
 	{"POST", C "/pause", h_pause, 0},

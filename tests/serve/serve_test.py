@@ -436,6 +436,16 @@ class Api(unittest.TestCase):
         for method, tail, body in (("GET", "/egress", None), ("POST", "/egress/allow", {"rule": "a.example.com"}),
                                    ("POST", "/egress/deny", {"rule": "a.example.com"})):
             self.assertError(call(method, C + tail, p(tail), body=body), 409, "conflict")
+        # its ledger: nothing (test_egress_rules and CliClient.test_egress have rows)
+        st, _, b = call("GET", "/v1/egress/log", "/v1/egress/log?name=" + comp["name"])
+        self.assertEqual((st, json.loads(b)), (200, {"ledger": []}), b)
+        st, _, b = c.call("GET", "/v1/egress/log?limit=0&ns=%s&agent=agent&session=%s" % (ns, session), token=tok)
+        self.assertEqual((st, json.loads(b)), (200, {"ledger": []}), b)
+        for q in ("", "?name=x&ns=" + ns, "?ns=" + ns, "?ns=%s&agent=agent&session=a%%2Fb" % ns, "?name=",
+                  "?name=" + "x" * 70, "?name=x&limit=-1", "?name=x&limit=10001"):
+            self.assertError(c.call("GET", "/v1/egress/log" + q, token=tok), 400, "invalid")
+        self.assertError(c.call("GET", "/v1/egress/log?ns=%s&agent=agent&session=%s" % (NS_B, session), token=tok),
+                         403, "forbidden")
         seen.add(("GET", "/v1/events"))
         t_pause = int(time.time() * 1000)
         events = self.watch_events(c, tok, ns, lambda: call("POST", C + "/pause", p("/pause")))
@@ -547,6 +557,28 @@ class Api(unittest.TestCase):
             self.assertError(c.call("GET", self.cpath(NS_A, "egrnope", "/egress"), token=TOK_A), 404, "not_found")
             st, _, b = c.call("GET", p + "/egress", token=TOK_A)  # B changed nothing
             self.assertEqual(json.loads(b)["allow"], ["*.b.example.com:8443"], b)
+            # the ledger, in the server's store (which its sandboxes' rows go to,
+            # whichever brig started the host's proxy): a refused connection
+            deny = ("p=${HTTPS_PROXY#http://}; printf 'CONNECT denied.example.com:443 HTTP/1.1\\r\\n"
+                    "Host: denied.example.com:443\\r\\n\\r\\n' | nc -w 5 ${p%:*} ${p##*:} | head -1")
+            st, _, b = c.call("POST", p + "/exec", body={"argv": ["sh", "-c", deny]}, token=TOK_A)
+            self.assertIn("403 Forbidden", json.loads(b)["stdout"]["text"], b)
+            q = "/v1/egress/log?ns=%s&agent=agent&session=egr" % NS_A
+            for _ in range(100):
+                st, _, b = c.call("GET", q, token=TOK_A)
+                if json.loads(b)["ledger"]:
+                    break
+                time.sleep(0.1)
+            row = json.loads(b)["ledger"][0]
+            self.assertEqual((row["sandbox"], row["host"], row["port"], row["decision"], row["session"]),
+                             (name, "denied.example.com", 443, "denied",
+                              {"ns": NS_A, "agent": "agent", "session": "egr"}), b)
+            self.assertIn("is not allowed", row["reason"])
+            st, _, b = c.call("GET", "/v1/egress/log?name=" + name, token=TOK_ALL)
+            self.assertEqual(json.loads(b)["ledger"], [row], b)
+            st, _, b = c.call("GET", "/v1/egress/log?name=" + name, token=TOK_B)  # not B's
+            self.assertEqual((st, json.loads(b)), (200, {"ledger": []}), b)
+            self.assertError(c.call("GET", q, token=TOK_B), 403, "forbidden")
         finally:
             c.call("DELETE", p, token=TOK_A)
 
@@ -2051,8 +2083,8 @@ class CliClient(unittest.TestCase):
             self.brig(None, "kill", name, str(pid))
 
     def test_egress(self):
-        """egress allow, deny and ls through the server: the same output and
-        exit codes as direct; log and rm stay refused."""
+        """egress allow, deny, ls and log through the server: the same output
+        and exit codes as direct; rm (the host's network) stays refused."""
         h = self.host
         r = self.brig(None, "up", "--ns", NS_A, "--agent", "agent", "--session", "cliegr", "--label", LABEL,
                       "--network", "egress", "--allow", "a.example.com")
@@ -2087,10 +2119,43 @@ class CliClient(unittest.TestCase):
                 self.assertEqual((r.returncode, r.stdout), (125, b""), args)
                 self.assertIn(b"no computer named %s on the brig server" % egr.encode(), r.stderr, args)
             self.assertEqual(self.brig(None, "egress", "ls", egr).stdout, b"b.example.com:8080\nc.example.com\n")
-            for args in (["egress", "log", egr], ["egress", "rm"]):
-                r = self.brig(h, *args)
+            r = self.brig(h, "egress", "rm")
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(b"does not go through a brig server yet", r.stderr)
+
+            # the ledger: a connection refused by the proxy (nothing leaves the
+            # machine), read through the server as direct reads it
+            deny = ("p=${HTTPS_PROXY#http://}; printf 'CONNECT denied.example.com:443 HTTP/1.1\\r\\n"
+                    "Host: denied.example.com:443\\r\\n\\r\\n' | nc -w 5 ${p%:*} ${p##*:} | head -1")
+            r = self.brig(None, "exec", egr, "--", "sh", "-c", deny)
+            self.assertIn(b"403 Forbidden", r.stdout, r.stderr)
+            for _ in range(100):
+                if b"denied" in self.brig(None, "egress", "log", egr).stdout:
+                    break
+                time.sleep(0.1)
+            ident = ["--ns", NS_A, "--agent", "agent", "--session", "cliegr"]
+            for args in (["egress", "log", egr], ["egress", "log", egr, "--json"], ["egress", "log", *ident],
+                         ["egress", "log", *ident, "--json", "--limit", "1"], ["egress", "log", "brig-nope"]):
+                r = self.same(*args)
+                self.assertEqual(r.returncode, 0, (args, r.stderr))
+            r = self.brig(h, "egress", "log", egr, "--json")
+            rows = json.loads(r.stdout)
+            self.assertEqual([(x["decision"], x["host"], x["port"], x["session"]["session"]) for x in rows],
+                             [("denied", "denied.example.com", 443, "cliegr")], rows)
+            self.assertIn(b"denied   denied.example.com:443", self.brig(h, "egress", "log", egr).stdout)
+            for args in (["egress", "log"], ["egress", "log", "--ns", NS_A], ["egress", "log", egr, "--limit", "x"],
+                         ["egress", "log", egr, *ident], ["egress", "log", egr, "--bogus"]):
+                r = self.same(*args)
                 self.assertEqual(r.returncode, 125, args)
-                self.assertIn(b"does not go through a brig server yet", r.stderr, args)
+            r = self.brig(h, "egress", "log", egr, "--store", self.store)
+            self.assertEqual((r.returncode, r.stdout), (125, b""))
+            self.assertIn(b"through a brig server its own store is used", r.stderr)
+            # another namespace's token: by name nothing of ours, by session refused
+            r = self.brig(h, "egress", "log", egr, token=TOK_B)
+            self.assertEqual((r.returncode, r.stdout), (0, b""), r.stderr)
+            r = self.brig(h, "egress", "log", *ident, token=TOK_B)
+            self.assertEqual((r.returncode, r.stdout), (125, b""))
+            self.assertIn(b"does not cover", r.stderr)
         finally:
             self.brig(None, "destroy", egr)
 
