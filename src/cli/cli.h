@@ -440,6 +440,12 @@ int cli_remote_stream(cli_remote *r, const char *method, const char *target, jso
 /* The session of computer name, from the server's list (malloc'd). Returns
  * 0 or CLI_EXIT_FAIL (printed). */
 int cli_remote_identity(cli_remote *r, const char *name, char **ns, char **agent, char **session);
+/* Puts spec (env values included) into a POST /v1/computers body, with its
+ * secrets' values from this brig's environment (the server never reads
+ * its own). Its image only when chosen (image_given: --image; or
+ * $BRIG_IMAGE), else the server's default. 0, or CLI_EXIT_FAIL (message
+ * printed: a secret unset, said of id's computer when id is given). */
+int cli_remote_spec_put(json_t *body, const brig_spec *spec, bool image_given, const brig_identity *id);
 /* "/v1/computers/NS/AGENT/SESSION" + tail (may be NULL), malloc'd. */
 char *cli_remote_path(const char *ns, const char *agent, const char *session, const char *tail);
 /* The computer of the server's JSON (brig_computer_to_json's form), so the

@@ -12,6 +12,7 @@ static const char usage[] =
 	"Create and start the computer of a session, or adopt the one that already\n"
 	"exists under its name (same identity and spec). Prints its name. The computer\n"
 	"is not recorded in the session store: `brig up` makes a session of it.\n"
+	"Through a brig server (BRIG_HOST) it is the server's, and in no store either.\n"
 	"\n"
 	"Identity:\n"
 	"      --ns NS             Namespace (1-63 of A-Z a-z 0-9 _ . -)\n"
@@ -38,6 +39,37 @@ static const char usage[] =
 	"Output:\n"
 	"      --json              Print the computer as JSON (name, id, identity, effective spec)\n"
 	"  -h, --help              Print this help\n";
+
+/* brig create through a brig server: POST /v1/computers with record
+ * false (in no store, any generation); the same note and output. */
+static int create_remote(const brig_identity *id, const brig_spec *spec, bool image_given, bool json)
+{
+	json_t *body = json_pack("{s:s, s:s, s:s, s:I, s:b}", "ns", id->ns, "agent", id->agent, "session",
+				 id->session, "generation", (json_int_t)id->generation, "record", false);
+	if (cli_remote_spec_put(body, spec, image_given, id) != 0) {
+		json_decref(body);
+		return CLI_EXIT_FAIL;
+	}
+	cli_remote *r = NULL;
+	json_t *j = NULL;
+	int rc = cli_remote_open(&r);
+	if (rc == 0)
+		rc = cli_remote_call(r, "POST", "/v1/computers", body, &j);
+	json_decref(body); /* env and secret values: jansson frees them; they were never printed */
+	cli_remote_free(r);
+	if (rc)
+		return rc;
+	brig_computer *c = cli_remote_computer(j);
+	if (c->adopted)
+		cli_note("adopted existing computer %s (%s)", c->name, c->state ? c->state : "state unknown");
+	if (json)
+		rc = cli_print_json(json_incref(j));
+	else
+		printf("%s\n", c->name);
+	brig_computer_free(c);
+	json_decref(j);
+	return rc;
+}
 
 int cmd_create(int argc, char **argv)
 {
@@ -97,6 +129,10 @@ int cmd_create(int argc, char **argv)
 	}
 	if (cli_spec_finish(&spec, image_given) != 0)
 		goto out;
+	if (cli_remote_host()) {
+		rc = create_remote(&id, &spec, image_given, json);
+		goto out;
+	}
 	if (cli_engine_open(&e) != 0)
 		goto out;
 	if (brig_computer_create(e, &c, &id, &spec, &err) != 0) {

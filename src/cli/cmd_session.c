@@ -103,34 +103,49 @@ static void secret_value_add(json_t *values, const char *secret)
 		json_object_set_new(values, key, json_string(v));
 }
 
-/* brig up through a brig server: POST /v1/computers, the same notes and
- * output. spec is NULL without spec flags (a known session keeps its
- * recorded spec). */
-static int up_remote(const session_args *a, const brig_spec *spec, bool fresh)
+int cli_remote_spec_put(json_t *body, const brig_spec *spec, bool image_given, const brig_identity *id)
 {
-	if (a->t.store)
-		return cli_fail("--store names a local store; through a brig server its own store is used");
-	cli_remote *r = NULL;
-	if (cli_remote_open(&r) != 0)
-		return CLI_EXIT_FAIL;
-	json_t *body = json_pack("{s:s, s:s, s:s, s:b}", "ns", a->t.id.ns, "agent", a->t.id.agent, "session",
-				 a->t.id.session, "fresh", fresh);
-	if (spec)
-		json_object_set_new(body, "spec", brig_spec_to_json(spec, BRIG_SPEC_JSON_ENV_VALUES));
+	json_t *js = brig_spec_to_json(spec, BRIG_SPEC_JSON_ENV_VALUES);
+	const char *env_image = getenv("BRIG_IMAGE");
+	if (!image_given && !(env_image && *env_image))
+		json_object_del(js, "image"); /* the server's default (brig serve --image), as without flags */
+	json_object_set_new(body, "spec", js);
 	/* A secret's value goes from this brig's environment, as a local up
 	 * reads it; the server never reads its own. */
 	brig_error *err = NULL;
-	if (spec && spec->secret_count && brig_egress__secrets_check(spec, &err) != 0) {
-		json_decref(body);
-		cli_remote_free(r);
+	char name[BRIG_NAME_SIZE] = "";
+	if (spec->secret_count && brig_egress__secrets_check(spec, &err) != 0) {
+		if (id && brig_identity_name(name, id, NULL) == 0)
+			brig__error_prefix(&err, err->code, "create computer %s", name); /* as the library says it */
 		return cli_error(err, NULL);
 	}
 	json_t *values = json_object();
-	for (size_t i = 0; spec && i < spec->secret_count; i++)
+	for (size_t i = 0; i < spec->secret_count; i++)
 		secret_value_add(values, spec->secrets[i]); /* each is set: checked above */
 	if (json_object_size(values))
 		json_object_set(body, "secret_values", values);
 	json_decref(values);
+	return 0;
+}
+
+/* brig up through a brig server: POST /v1/computers, the same notes and
+ * output. spec is NULL without spec flags (a known session keeps its
+ * recorded spec). */
+static int up_remote(const session_args *a, const brig_spec *spec, bool image_given, bool fresh)
+{
+	if (a->t.store)
+		return cli_fail("--store names a local store; through a brig server its own store is used");
+	json_t *body = json_pack("{s:s, s:s, s:s, s:b}", "ns", a->t.id.ns, "agent", a->t.id.agent, "session",
+				 a->t.id.session, "fresh", fresh);
+	if (spec && cli_remote_spec_put(body, spec, image_given, NULL) != 0) {
+		json_decref(body);
+		return CLI_EXIT_FAIL;
+	}
+	cli_remote *r = NULL;
+	if (cli_remote_open(&r) != 0) {
+		json_decref(body);
+		return CLI_EXIT_FAIL;
+	}
 	json_t *j = NULL;
 	int rc = cli_remote_call(r, "POST", "/v1/computers", body, &j);
 	json_decref(body); /* env and secret values: jansson frees them; they were never printed */
@@ -213,7 +228,7 @@ int cmd_up(int argc, char **argv)
 	if (cli_target_check("up", &a.t) != 0 || cli_spec_finish(&spec, image_given) != 0)
 		goto out;
 	if (cli_remote_host()) {
-		rc = up_remote(&a, spec_given ? &spec : NULL, fresh);
+		rc = up_remote(&a, spec_given ? &spec : NULL, image_given, fresh);
 		goto out;
 	}
 	if (cli_store_open(&s, a.t.store) != 0 || cli_engine_open(&e) != 0)

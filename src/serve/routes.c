@@ -192,6 +192,24 @@ static void h_computers_list(serve_req *r, serve_reply *out)
 	serve__reply_json(out, 200, json_pack("{s:o}", "computers", arr));
 }
 
+/* brig create's computer: created or adopted by its name, recorded in no
+ * store; 201, or 200 when adopted. */
+static void computer_create_free(serve_req *r, serve_reply *out, const brig_identity *id, const brig_spec *spec,
+				 json_t *secret_values)
+{
+	brig_computer *c = NULL;
+	brig_error *err = NULL;
+	brig_egress__secrets_given(secret_values);
+	int rc = brig_computer_create(serve__engine(r), &c, id, spec, &err);
+	brig_egress__secrets_given(NULL);
+	if (rc) {
+		serve__reply_error(out, err);
+		return;
+	}
+	serve__reply_json(out, c->adopted ? 200 : 201, brig_computer_to_json(c));
+	brig_computer_free(c);
+}
+
 static void h_computers_create(serve_req *r, serve_reply *out)
 {
 	json_t *b = r->json;
@@ -199,7 +217,8 @@ static void h_computers_create(serve_req *r, serve_reply *out)
 	json_t *v;
 	json_object_foreach (b, key, v) {
 		if (strcmp(key, "ns") && strcmp(key, "agent") && strcmp(key, "session") && strcmp(key, "spec") &&
-		    strcmp(key, "fresh") && strcmp(key, "secret_values")) {
+		    strcmp(key, "fresh") && strcmp(key, "secret_values") && strcmp(key, "record") &&
+		    strcmp(key, "generation")) {
 			serve__reply_fail(out, 400, "invalid", "unknown field '%.64s'", key);
 			return;
 		}
@@ -225,6 +244,30 @@ static void h_computers_create(serve_req *r, serve_reply *out)
 		serve__reply_fail(out, 400, "invalid", "spec must be an object and fresh a boolean");
 		return;
 	}
+	/* record false: brig create's computer, outside the store (any
+	 * generation, nothing restored); a session of the store picks its own
+	 * generation and may be fresh. */
+	json_t *record = json_object_get(b, "record"), *gen = json_object_get(b, "generation");
+	bool store_free = json_is_false(record);
+	if (record && !json_is_boolean(record)) {
+		serve__reply_fail(out, 400, "invalid", "record must be a boolean");
+		return;
+	}
+	if (gen && !store_free) {
+		serve__reply_fail(out, 400, "invalid", "generation: only with record false (a session of the store "
+						       "picks its own generation)");
+		return;
+	}
+	if (fresh && store_free) {
+		serve__reply_fail(out, 400, "invalid", "fresh: only for a session of the store (record true)");
+		return;
+	}
+	if (gen && (!json_is_integer(gen) || json_integer_value(gen) < 1 || json_integer_value(gen) > UINT32_MAX)) {
+		serve__reply_fail(out, 400, "invalid", "generation must be a whole number from 1 to %u", UINT32_MAX);
+		return;
+	}
+	if (gen)
+		id.generation = (uint32_t)json_integer_value(gen);
 	brig_spec spec;
 	brig_spec_init(&spec);
 	bool use_spec = true;
@@ -251,7 +294,7 @@ static void h_computers_create(serve_req *r, serve_reply *out)
 		/* As brig up without spec flags: an existing session keeps its
 		 * recorded spec; a new one gets the defaults. */
 		brig_store_session *rec = NULL;
-		if (brig_store_session_get(serve__store(r), &rec, id.ns, id.agent, id.session, NULL) == 0 &&
+		if (!store_free && brig_store_session_get(serve__store(r), &rec, id.ns, id.agent, id.session, NULL) == 0 &&
 		    rec->spec_json)
 			use_spec = false;
 		brig_store_session_free(rec);
@@ -268,6 +311,11 @@ static void h_computers_create(serve_req *r, serve_reply *out)
 	if (serve_secret_values_check(values, use_spec ? &spec : NULL, &err) != 0) {
 		brig_spec_clear(&spec);
 		serve__reply_error(out, err);
+		return;
+	}
+	if (store_free) {
+		computer_create_free(r, out, &id, &spec, values);
+		brig_spec_clear(&spec);
 		return;
 	}
 	brig_up_opts o = BRIG_UP_OPTS_INIT;

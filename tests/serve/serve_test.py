@@ -722,6 +722,12 @@ class Api(unittest.TestCase):
             self.assertError(c.call("GET", "/v1/computers/%s/ag$nt/s" % NS_A, token=TOK_A), 400, "invalid")
             self.assertError(c.call("POST", "/v1/computers", {"ns": NS_A, "agent": "a b", "session": "s"},
                                     token=TOK_A), 400, "invalid")
+            # record false (brig create's computer): generation only with it, fresh never
+            for extra in ({"generation": 2}, {"record": "no"}, {"record": False, "fresh": True},
+                          {"record": False, "generation": 0}, {"record": False, "generation": 2 ** 32},
+                          {"record": False, "generation": "2"}):
+                self.assertError(c.call("POST", "/v1/computers", dict({"ns": NS_A, "agent": "agent", "session": "s"},
+                                                                      **extra), token=TOK_A), 400, "invalid")
             self.assertError(c.call("GET", "/v1/nothing", token=TOK_A), 404, "no_route")
             self.assertError(c.call("POST", self.cpath(NS_A, "nosuchsession", "/checkpoints/import"), raw=b"x",
                                     token=TOK_A), 404, "not_found")
@@ -1197,6 +1203,42 @@ class CliClient(unittest.TestCase):
         r = self.brig(self.host, "up", *ident, "--store", self.store)
         self.assertEqual(r.returncode, 125)
         self.assertIn(b"its own store", r.stderr)
+
+    def test_create(self):
+        """brig create through the server: create's computer (in no store, any
+        generation), with the same note and output as direct."""
+        ident = ["--ns", NS_A, "--agent", "agent", "--session", "crx"]
+        spec = ["--gen", "3", "--label", LABEL, "--cpus", "1"]
+        r = self.brig(self.host, "create", *ident, *spec)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        name = r.stdout.decode().strip()
+        try:
+            r = self.same("create", *ident, *spec)
+            self.assertEqual((r.stdout.decode(), r.stderr.decode()),
+                             (name + "\n", "brig: adopted existing computer %s (running)\n" % name))
+            j = json.loads(self.same("create", "--json", *ident, *spec).stdout)
+            self.assertEqual((j["name"], j["generation"], j["cpus"] if "cpus" in j else j["spec"]["cpus"]),
+                             (name, 3, 1.0), j)
+            self.assertEqual(self.same("create", *ident, *spec, "--cpus", "2").returncode, 125)  # the spec differs
+            for args in (["create"], ["create", "--ns", NS_A], ["create", *ident, "--gen", "0"],
+                         ["create", *ident, "--cpus", "999"], ["create", *ident, "extra"],
+                         ["create", *ident, "--secret", "BRIG_NOPE_UNSET@a.example.com", "--network", "egress"]):
+                self.assertEqual(self.same(*args).returncode, 125, args)
+            # in no store: sessions ls shows it neither way
+            for host in (None, self.host):
+                r = self.brig(host, "sessions", "ls", "--ns", NS_A)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertNotIn(b"crx", r.stdout)
+            r = self.brig(self.host, "create", *ident, *spec, token=TOK_B)
+            self.assertEqual((r.returncode, r.stdout), (125, b""))
+            self.assertIn(b"does not cover", r.stderr)
+            # no image chosen here (no --image, no BRIG_IMAGE): the server's
+            r = self.brig(self.host, "create", "--json", *ident, "--label", LABEL, env={"BRIG_IMAGE": ""})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual((json.loads(r.stdout)["generation"], json.loads(r.stdout)["image"]), (1, IMAGE), r.stdout)
+        finally:
+            self.brig(None, "destroy", name)
+            self.brig(None, "destroy", *ident)
 
     def test_checkpoint_recover(self):
         ident = ["--ns", NS_A, "--agent", "agent", "--session", "cpr"]
