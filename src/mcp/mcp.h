@@ -62,6 +62,11 @@ typedef struct mcp_config {
 	mcp_write_fn write;    /* NULL: stdout */
 	void *payload;
 	bool inline_calls; /* run tools/call on the caller's thread (the fuzzer) */
+	/* When set, asked before a computer is made from the session's
+	 * recorded spec (spec NULL) or recovered: non-zero (err set) refuses.
+	 * brig serve holds that spec to its policy. */
+	int (*recorded_policy)(const struct mcp_config *cfg, brig_error **err);
+	const void *policy_payload;
 } mcp_config;
 
 typedef struct mcp_server mcp_server;
@@ -94,6 +99,7 @@ json_t *mcp__tool_call(mcp_call *c, const char *name, json_t *args);
 /* What a tool may ask of the server for its call. */
 brig_engine *mcp__engine(mcp_call *c);
 brig_store *mcp__store(mcp_call *c);
+const mcp_config *mcp__config(mcp_call *c);
 /* Who the call's audit rows name: mcp_config.actor, or "mcp". */
 const char *mcp__actor(mcp_call *c);
 void mcp__identity(mcp_call *c, const char **ns, const char **agent, const char **session);

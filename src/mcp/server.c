@@ -155,6 +155,11 @@ brig_store *mcp__store(mcp_call *c)
 	return c->srv->cfg.store;
 }
 
+const mcp_config *mcp__config(mcp_call *c)
+{
+	return &c->srv->cfg;
+}
+
 const char *mcp__actor(mcp_call *c)
 {
 	return c->srv->cfg.actor ? c->srv->cfg.actor : "mcp";
@@ -227,7 +232,9 @@ int mcp__computer(mcp_call *c, char **out, brig_error **err)
 		int grc = brig_store_session_get(cfg->store, &rec, cfg->ns, cfg->agent, cfg->session, NULL);
 		if (!(grc == 0 && rec->spec_json))
 			spec = &def;
-		int src = spec == &def && cfg->image ? brig_spec_set(&def, "image", cfg->image, err) : 0;
+		int src = spec == &def && cfg->image ? brig_spec_set(&def, "image", cfg->image, err)
+			  : spec != &def && cfg->recorded_policy ? cfg->recorded_policy(cfg, err)
+								 : 0;
 		if (src) {
 			pthread_mutex_unlock(&s->computer_lock);
 			brig_store_session_free(rec);

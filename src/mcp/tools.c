@@ -636,9 +636,13 @@ static int tool_recover(mcp_call *c, json_t *args, json_t **out, char **text, br
 		return brig__error_set(err, BRIG_EINVAL, 0, "this server has no Docker engine or session store");
 	const char *ns, *agent, *session;
 	mcp__identity(c, &ns, &agent, &session);
+	const mcp_config *cfg = mcp__config(c);
+	int rc = cfg->recorded_policy ? cfg->recorded_policy(cfg, err) : 0;
+	if (rc)
+		return rc;
 	brig_recover_result r;
 	memset(&r, 0, sizeof r);
-	int rc = brig_session_recover(mcp__engine(c), mcp__store(c), &r, ns, agent, session, NULL, err);
+	rc = brig_session_recover(mcp__engine(c), mcp__store(c), &r, ns, agent, session, NULL, err);
 	mcp__computer_forget(c);
 	if (rc != 0) {
 		if (rc == BRIG_ESTATE)

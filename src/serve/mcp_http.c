@@ -224,6 +224,14 @@ static mh_session *session_find(serve_req *r, serve_reply *out, const char *sid)
 	return found;
 }
 
+/* A computer made from the session's recorded spec holds to the server's
+ * policy, as POST /v1/computers without a spec does. */
+static int mh_policy(const mcp_config *cfg, brig_error **err)
+{
+	brig_identity id = {cfg->ns, cfg->agent, cfg->session, 1};
+	return serve_session_policy(cfg->store, cfg->policy_payload, &id, err);
+}
+
 static mh_session *session_open(serve_req *r, serve_reply *out)
 {
 	brig_identity id;
@@ -286,7 +294,9 @@ static mh_session *session_open(serve_req *r, serve_reply *out)
 			  .image = serve__config(r)->image,
 			  .actor = serve_tokens_name(r->token),
 			  .write = mh_write,
-			  .payload = ss};
+			  .payload = ss,
+			  .recorded_policy = mh_policy,
+			  .policy_payload = serve__config(r)};
 	ss->mcp = mcp_server_new(&cfg);
 	ss->next = t->sessions;
 	t->sessions = ss;

@@ -66,6 +66,25 @@ int serve_spec_policy(const brig_spec *spec, const serve_config *cfg, brig_error
 	return 0;
 }
 
+int serve_session_policy(brig_store *s, const serve_config *cfg, const brig_identity *id, brig_error **err)
+{
+	brig_store_session *rec = NULL;
+	if (brig_store_session_get(s, &rec, id->ns, id->agent, id->session, NULL) != 0)
+		return 0; /* no session: nothing recorded to hold */
+	int rc = 0;
+	json_t *j = rec->spec_json ? json_loads(rec->spec_json, JSON_REJECT_DUPLICATES, NULL) : NULL;
+	if (j) {
+		brig_spec spec;
+		rc = brig_spec_from_json(&spec, j, err);
+		if (rc == 0 && (rc = serve_spec_policy(&spec, cfg, err)) != 0)
+			brig__error_prefix(err, rc, "%s/%s/%s: its recorded spec", id->ns, id->agent, id->session);
+		brig_spec_clear(&spec); /* set up by from_json, also when it fails */
+		json_decref(j);
+	}
+	brig_store_session_free(rec);
+	return rc;
+}
+
 int serve_secret_values_check(const json_t *values, const brig_spec *spec, brig_error **err)
 {
 	if (!values)

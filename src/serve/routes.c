@@ -192,6 +192,23 @@ static void h_computers_list(serve_req *r, serve_reply *out)
 	serve__reply_json(out, 200, json_pack("{s:o}", "computers", arr));
 }
 
+/* The session's recorded spec, which a computer made now would get, holds
+ * to the server's policy (403 policy otherwise). */
+static bool policy_recorded(serve_req *r, serve_reply *out, const brig_identity *id)
+{
+	brig_error *err = NULL;
+	int rc = serve_session_policy(serve__store(r), serve__config(r), id, &err);
+	if (rc == 0)
+		return true;
+	if (rc == BRIG_EDENIED) {
+		serve__reply_fail(out, 403, "policy", "%s", brig_error_message(err));
+		brig_error_free(err);
+	} else {
+		serve__reply_error(out, err);
+	}
+	return false;
+}
+
 /* brig create's computer: created or adopted by its name, recorded in no
  * store; 201, or 200 when adopted. */
 static void computer_create_free(serve_req *r, serve_reply *out, const brig_identity *id, const brig_spec *spec,
@@ -298,6 +315,10 @@ static void h_computers_create(serve_req *r, serve_reply *out)
 		    rec->spec_json)
 			use_spec = false;
 		brig_store_session_free(rec);
+		if (!use_spec && !policy_recorded(r, out, &id)) {
+			brig_spec_clear(&spec);
+			return;
+		}
 		if (use_spec && cfg->image && brig_spec_set(&spec, "image", cfg->image, &err) != 0) {
 			brig_spec_clear(&spec);
 			serve__reply_error(out, err);
@@ -880,6 +901,8 @@ static void h_recover(serve_req *r, serve_reply *out)
 		return;
 	}
 	brig_store_checkpoint_free(cp);
+	if (!policy_recorded(r, out, &id))
+		return;
 	/* the recorded spec's secrets need their values again (as create) */
 	json_t *values = json_object_get(r->json, "secret_values");
 	if (serve_secret_values_check(values, NULL, &err) != 0) {

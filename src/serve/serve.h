@@ -100,6 +100,11 @@ typedef struct serve_config {
  * an address of allow_publish. Errors: BRIG_EDENIED naming the field and
  * what is allowed. */
 int serve_spec_policy(const brig_spec *spec, const serve_config *cfg, brig_error **err);
+/* serve_spec_policy of the spec id's session has in s, when it has one:
+ * what a computer made from it (up without a spec, recover) would get,
+ * whoever recorded it (a checkpoint archive imported with its session, a
+ * brig using the store directly). BRIG_EDENIED names the session. */
+int serve_session_policy(brig_store *s, const serve_config *cfg, const brig_identity *id, brig_error **err);
 
 /* A request's secret_values (NULL: none): an object of at most
  * BRIG_SPEC_SECRETS_MAX printable strings, each named for one of spec's

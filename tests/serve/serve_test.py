@@ -1043,9 +1043,10 @@ class CliClient(unittest.TestCase):
             cls.brig(None, "destroy", cls.name)
         finally:
             rc = cls.srv.stop()
+            log = cls.srv.logtext()[-4000:]  # before its folder goes
             docker_cleanup()
             cls.tmpdir.cleanup()
-        assert rc == 0, "brig serve exited %s:\n%s" % (rc, cls.srv.logtext()[-4000:])
+        assert rc == 0, "brig serve exited %s:\n%s" % (rc, log)
 
     @classmethod
     def brig(cls, host, *args, token=TOK_A, env=None, input=None):
@@ -1239,6 +1240,46 @@ class CliClient(unittest.TestCase):
         finally:
             self.brig(None, "destroy", name)
             self.brig(None, "destroy", *ident)
+
+    def test_recorded_spec_policy(self):
+        """A session's recorded spec holds to the server's policy whoever
+        recorded it (here brig direct, on the server's store): what the server
+        would make from it (up without flags, recover, MCP's tools) is refused
+        with 403 policy, and nothing is made."""
+        ident = ["--ns", NS_A, "--agent", "agent", "--session", "pol"]
+        r = self.brig(None, "up", *ident, "--label", LABEL, "--runtime", "runc")  # not --allow-runtime'd
+        self.assertEqual(r.returncode, 0, r.stderr)
+        name = r.stdout.decode().strip()
+        try:
+            self.assertEqual(self.brig(None, "stop", name).returncode, 0)
+            why = "%s/agent/pol: its recorded spec: runtime: 'runc' is not allowed by this server" % NS_A
+            for args in (["up", *ident], ["up", "--fresh", *ident], ["recover", *ident]):
+                r = self.brig(self.host, *args)
+                self.assertEqual((r.returncode, r.stdout), (125, b""), r.stderr)
+                self.assertIn(why.encode(), r.stderr, args)
+            c = PyClient(self.srv.sock)
+            st, _, b = c.call("POST", "/v1/computers", {"ns": NS_A, "agent": "agent", "session": "pol"}, token=TOK_A)
+            self.assertEqual((st, json.loads(b)["code"]), (403, "policy"), b)
+            mp, hd = "/v1/mcp/%s/agent/pol" % NS_A, {"Accept": "application/json, text/event-stream"}
+            st, h, b = c.call("POST", mp, body={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+                token=TOK_A, headers=hd)
+            self.assertEqual(st, 200, b)
+            hd["Mcp-Session-Id"] = {k.lower(): v for k, v in h.items()}["mcp-session-id"]
+            for n, tool in enumerate(({"name": "run", "arguments": {"command": "true"}},
+                                      {"name": "recover", "arguments": {}})):
+                st, _, b = c.call("POST", mp, body={"jsonrpc": "2.0", "id": 2 + n, "method": "tools/call",
+                                                    "params": tool}, token=TOK_A, headers=hd)
+                data = [json.loads(x[5:]) for x in b.decode().splitlines() if x.startswith("data:")]
+                res = [d for d in (data or [json.loads(b)]) if d.get("id") == 2 + n][0]["result"]
+                self.assertTrue(res["isError"], res)
+                self.assertIn(why, res["content"][0]["text"], tool)
+            c.call("DELETE", mp, token=TOK_A, headers=hd)
+            r = self.brig(None, "sessions", "ls", "--ns", NS_A, "--json")  # still generation 1, stopped
+            mine = [x for x in json.loads(r.stdout) if x["session"] == "pol"]
+            self.assertEqual([(x["generation"], x["state"]) for x in mine], [(1, "stopped")], r.stdout)
+        finally:
+            self.brig(None, "destroy", name)
 
     def test_checkpoint_recover(self):
         ident = ["--ns", NS_A, "--agent", "agent", "--session", "cpr"]
