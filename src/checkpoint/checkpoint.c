@@ -525,6 +525,67 @@ int brig_checkpoint_import(brig_store *s, brig_store_checkpoint **out, const cha
 	return rc;
 }
 
+typedef struct mem_in {
+	const char *p;
+	size_t left;
+} mem_in;
+
+static ssize_t mem_read(char *buf, size_t len, void *payload, brig_error **err)
+{
+	(void)err;
+	mem_in *m = payload;
+	size_t n = len < m->left ? len : m->left;
+	memcpy(buf, m->p, n);
+	m->p += n;
+	m->left -= n;
+	return (ssize_t)n;
+}
+
+typedef struct who {
+	char *ns, *agent, *session;
+} who;
+
+static int who_meta(json_t *meta, void *payload, brig_error **err)
+{
+	who *w = payload;
+	const char *ns = json_string_value(json_object_get(meta, "ns"));
+	const char *agent = json_string_value(json_object_get(meta, "agent"));
+	const char *session = json_string_value(json_object_get(meta, "session"));
+	if (json_integer_value(json_object_get(meta, "format")) != 1 || !ns || !agent || !session)
+		return brig__error_set(err, BRIG_EPROTO, 0,
+				       "checkpoint archive: session.json lacks format 1, ns, agent or session");
+	w->ns = xstrdup(ns);
+	w->agent = xstrdup(agent);
+	w->session = xstrdup(session);
+	return BRIG_ECANCELED; /* all that was wanted */
+}
+
+int brig_checkpoint__archive_session(const void *data, size_t len, char **ns, char **agent, char **session,
+				     brig_error **err)
+{
+	*ns = *agent = *session = NULL;
+	if (len < 512 || strncmp(data, "brig-checkpoint/", 16) != 0)
+		return 0; /* a checkpoint blob: it names no session */
+	mem_in in = {data, len};
+	who w = {0};
+	ck_archive_sink sink = {.meta = who_meta, .payload = &w};
+	ck_manifest m;
+	int rc = ck_archive_read(&m, NULL, 0, mem_read, &in, &sink, err);
+	ck_manifest_free(&m);
+	if (rc == BRIG_ECANCELED && w.ns) {
+		brig__error_clear(err);
+		*ns = w.ns;
+		*agent = w.agent;
+		*session = w.session;
+		return 0;
+	}
+	free(w.ns);
+	free(w.agent);
+	free(w.session);
+	return rc ? brig__error_prefix(err, rc, "checkpoint import")
+		  : brig__error_set(err, BRIG_EPROTO, 0, "checkpoint import: the archive has no session.json");
+}
+
 int brig_checkpoint_export(brig_store *s, const char *dir, int64_t id, int fd, brig_error **err)
 {
 	cleanup_free char *d = NULL;

@@ -481,6 +481,10 @@ int cli_remote_get_raw(cli_remote *r, const char *target, brig_engine_data_cb cb
 int cli_remote_put_raw(cli_remote *r, const char *target, brig_engine_reader reader, void *payload,
 		       brig_error **err);
 int cli_remote_get_json(cli_remote *r, const char *target, json_t **out, brig_error **err);
+/* A POST of a streamed body from reader (brig checkpoint import's), its
+ * 2xx answer's JSON into *out; errors as cli_remote_get_raw's. */
+int cli_remote_upload(cli_remote *r, const char *target, brig_engine_reader reader, void *payload, json_t **out,
+		      brig_error **err);
 /* brig fs's calls on the native file routes: method target with body (len
  * bytes of type; NULL: none), a 2xx answer's body to cb (NULL: dropped; a
  * non-zero return stops it and is returned). An error answer comes back

@@ -11,6 +11,7 @@
 #include "brig/session.h"
 #include "brig/store.h"
 #include "cli/cli.h"
+#include "cli/remote_parse.h"
 #include "util/util.h"
 
 int cmd_checkpoint_export(int argc, char **argv);
@@ -27,6 +28,28 @@ static const char export_usage[] =
 	"      --store URL         Session store (default: $BRIG_STORE, else brig's SQLite file)\n"
 	"  -o, --output FILE       Write to FILE (created 0600) instead of stdout\n"
 	"  -h, --help              Print this help\n";
+
+static int write_cb(const char *data, size_t len, void *payload)
+{
+	return brig_write_all(*(int *)payload, data, len) == 0 ? 0 : BRIG_EIO;
+}
+
+/* export through a brig server: GET /v1/checkpoints/ID/export, the same
+ * archive to fd. */
+static int export_remote(int64_t id, int fd)
+{
+	cli_remote *r = NULL;
+	if (cli_remote_open(&r) != 0)
+		return CLI_EXIT_FAIL;
+	char target[64];
+	snprintf(target, sizeof target, "/v1/checkpoints/%" PRId64 "/export", id);
+	brig_error *err = NULL;
+	int rc = cli_remote_get_raw(r, target, write_cb, &fd, &err);
+	cli_remote_free(r);
+	if (rc == BRIG_EIO)
+		return cli_fail("checkpoint export: writing: %s", strerror(errno));
+	return rc ? cli_error(err, NULL) : 0;
+}
 
 int cmd_checkpoint_export(int argc, char **argv)
 {
@@ -54,12 +77,17 @@ int cmd_checkpoint_export(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	if (!output && isatty(STDOUT_FILENO))
 		return cli_fail("checkpoint export writes an archive: redirect stdout to a file, or use -o FILE");
+	bool remote = cli_remote_host() != NULL;
+	if (remote && store)
+		return cli_fail("--store names a local store; through a brig server its own store is used");
 	int fd = STDOUT_FILENO;
 	if (output && (fd = open(output, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
 		return cli_fail("cannot create %s: %s", output, strerror(errno));
 	brig_store *s = NULL;
 	int rc = CLI_EXIT_FAIL;
-	if (cli_store_open_existing(&s, store) == 0) {
+	if (remote) {
+		rc = export_remote(id, fd);
+	} else if (cli_store_open_existing(&s, store) == 0) {
 		brig_error *err = NULL;
 		if (brig_checkpoint_export(s, NULL, id, fd, &err) != 0)
 			cli_error(err, NULL);
@@ -74,6 +102,50 @@ int cmd_checkpoint_export(int argc, char **argv)
 			unlink(output); /* never leave half an archive under the name */
 	}
 	return rc;
+}
+
+static ssize_t fd_read(char *buf, size_t len, void *payload, brig_error **err)
+{
+	for (;;) {
+		ssize_t n = read(*(int *)payload, buf, len);
+		if (n >= 0 || errno != EINTR) {
+			if (n < 0)
+				brig__error_set(err, BRIG_EIO, errno, "checkpoint import: reading: %s", strerror(errno));
+			return n;
+		}
+	}
+}
+
+/* import through a brig server: POST …/checkpoints/import (into the
+ * session named) or /v1/checkpoints/import (an archive's own), streamed
+ * from fd; *out as brig_checkpoint_import gives it. */
+static int import_remote(brig_store_checkpoint **out, const char *ns, const char *agent, const char *session,
+			 int fd, brig_error **err)
+{
+	cli_remote *r = NULL;
+	if (cli_remote_open(&r) != 0)
+		return CLI_EXIT_FAIL;
+	cleanup_free char *a = ns ? brig_urlencode(ns) : NULL, *b = ns ? brig_urlencode(agent) : NULL,
+			  *c = ns ? brig_urlencode(session) : NULL;
+	cleanup_free char *target = ns ? xasprintf("/v1/checkpoints/import?ns=%s&agent=%s&session=%s", a, b, c)
+				       : xstrdup("/v1/checkpoints/import");
+	json_t *j = NULL;
+	int rc = cli_remote_upload(r, target, fd_read, &fd, &j, err);
+	cli_remote_free(r);
+	if (rc)
+		return rc;
+	const char *jns = json_string_value(json_object_get(j, "ns"));
+	const char *jagent = json_string_value(json_object_get(j, "agent"));
+	const char *jsession = json_string_value(json_object_get(j, "session"));
+	if (!jns || !jagent || !jsession || !json_is_integer(json_object_get(j, "id"))) {
+		json_decref(j);
+		return brig__error_set(err, BRIG_EPROTO, 0, "checkpoint import: the brig server's answer lacks the "
+							   "checkpoint's id or session");
+	}
+	*out = xcalloc(1, sizeof **out);
+	cli_remote_checkpoint_parse(*out, j, jns, jagent, jsession);
+	json_decref(j);
+	return 0;
 }
 
 static const char import_usage[] =
@@ -131,13 +203,20 @@ int cmd_checkpoint_import(int argc, char **argv)
 		return cli_fail("checkpoint import reads an archive: give FILE or redirect stdin");
 	brig_store *s = NULL;
 	int rc = CLI_EXIT_FAIL;
-	if (cli_store_open(&s, store) == 0) {
+	bool remote = cli_remote_host() != NULL;
+	if (remote && store) {
+		rc = cli_fail("--store names a local store; through a brig server its own store is used");
+	} else if (remote || cli_store_open(&s, store) == 0) {
 		brig_error *err = NULL;
 		brig_store_checkpoint *cp = NULL;
-		if (brig_checkpoint_import(s, &cp, ns, agent, session, fd, NULL, &err) != 0) {
+		int irc = remote ? import_remote(&cp, ns, agent, session, fd, &err)
+				 : brig_checkpoint_import(s, &cp, ns, agent, session, fd, NULL, &err);
+		if (irc == CLI_EXIT_FAIL) {
+			/* said already */
+		} else if (irc != 0) {
 			cli_error(err, NULL);
 		} else if (json) {
-			rc = cli_print_json(json_pack("{s:I,s:s,s:s,s:s,s:I,s:s,s:s,s:I,s:I}", "id", (json_int_t)cp->id,
+			rc = cli_print_json(json_pack("{s:I,s:s,s:s,s:s,s:I,s:s,s:s?,s:I,s:I}", "id", (json_int_t)cp->id,
 						      "ns", cp->ns, "agent", cp->agent, "session", cp->session,
 						      "generation", (json_int_t)cp->generation, "digest", cp->digest,
 						      "blob", cp->blob, "bytes_raw", (json_int_t)cp->bytes_raw,

@@ -427,8 +427,6 @@ int cmd_checkpoint_import(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv)
 {
 	if (argc > 1 && (strcmp(argv[1], "export") == 0 || strcmp(argv[1], "import") == 0)) {
-		if (cli_remote_host())
-			return cli_remote_unsupported(argv[1][0] == 'e' ? "checkpoint export" : "checkpoint import");
 		return argv[1][0] == 'e' ? cmd_checkpoint_export(argc - 1, argv + 1)
 					 : cmd_checkpoint_import(argc - 1, argv + 1);
 	}

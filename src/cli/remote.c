@@ -497,25 +497,17 @@ static int native_body_cb(const char *data, size_t len, void *payload)
 	return BRIG_ETOOBIG;
 }
 
-int cli_remote_native(cli_remote *r, const char *method, const char *target, json_t *body, json_t **out,
-		      brig_error **err)
+/* q, its 2xx answer's JSON into *out (may be NULL: not wanted). */
+static int json_exchange(cli_remote *r, raw_req *q, json_t **out, brig_error **err)
 {
 	if (out)
 		*out = NULL;
-	cleanup_free char *data = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	native_body nb = {.full = false};
 	brig_buf_init(&nb.b, REMOTE_BODY_CAP);
-	raw_req q = {.method = method,
-		     .target = target,
-		     .type = data ? "application/json" : NULL,
-		     .data = data,
-		     .len = data ? strlen(data) : 0,
-		     .cb = native_body_cb,
-		     .payload = &nb,
-		     .fs = true,
-		     .what = "its answer"};
+	q->cb = native_body_cb;
+	q->payload = &nb;
 	brig_error *e = NULL;
-	int rc = raw_exchange(r, &q, &e);
+	int rc = raw_exchange(r, q, &e);
 	if (nb.full) {
 		brig_error_free(e);
 		rc = brig__error_set(err, BRIG_ETOOBIG, 0, "the brig server's answer is larger than %d bytes",
@@ -527,6 +519,32 @@ int cli_remote_native(cli_remote *r, const char *method, const char *target, jso
 	}
 	brig_buf_free(&nb.b);
 	return rc;
+}
+
+int cli_remote_native(cli_remote *r, const char *method, const char *target, json_t *body, json_t **out,
+		      brig_error **err)
+{
+	cleanup_free char *data = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	raw_req q = {.method = method,
+		     .target = target,
+		     .type = data ? "application/json" : NULL,
+		     .data = data,
+		     .len = data ? strlen(data) : 0,
+		     .fs = true,
+		     .what = "its answer"};
+	return json_exchange(r, &q, out, err);
+}
+
+int cli_remote_upload(cli_remote *r, const char *target, brig_engine_reader reader, void *payload, json_t **out,
+		      brig_error **err)
+{
+	raw_req q = {.method = "POST",
+		     .target = target,
+		     .type = "application/octet-stream",
+		     .reader = reader,
+		     .rpayload = payload,
+		     .what = "the upload"};
+	return json_exchange(r, &q, out, err);
 }
 
 int cli_remote_get_json(cli_remote *r, const char *target, json_t **out, brig_error **err)

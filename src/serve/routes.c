@@ -21,7 +21,9 @@
 #include "ops/fs.h"
 #include "ops/ledger.h"
 #include "ops/sessions.h"
+#include "checkpoint/cas.h"
 #include "sandbox/pool.h"
+#include "tar/tar.h"
 #include "egress/egress_internal.h"
 #include "serve/internal.h"
 #include "util/util.h"
@@ -784,72 +786,106 @@ static void h_checkpoint_list(serve_req *r, serve_reply *out)
 
 /* The checkpoint's blob (zstd-compressed tar, as brig stores it), with its
  * SHA-256 in X-Brig-Digest. Only a checkpoint of the path's session. */
+/* Checkpoint cid as brig checkpoint export writes it (an archive of an
+ * incremental checkpoint's session, manifest and file blobs; a full-copy
+ * one as its blob), every digest checked first, spooled to an unnamed file
+ * beside the checkpoints so its length and SHA-256 (X-Brig-Digest) go
+ * before it. cp: its record, found to be the caller's. */
+static void checkpoint_export_reply(serve_req *r, serve_reply *out, const brig_store_checkpoint *cp)
+{
+	brig_error *err = NULL;
+	cleanup_free char *dir = NULL;
+	long long cid = (long long)cp->id;
+	int rc = strchr(cp->blob, '/') /* a record naming a file elsewhere is not read */
+			 ? brig__error_set(&err, BRIG_ECORRUPT, 0, "checkpoint %lld: its record names no blob", cid)
+			 : brig_checkpoint_dir(&dir, serve__store(r), &err);
+	int fd = -1;
+	if (rc == 0 && (fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)) < 0)
+		rc = brig__error_set(&err, BRIG_EIO, errno, "checkpoint %lld: cannot spool its export in %s: %s", cid,
+				     dir, strerror(errno));
+	if (rc == 0)
+		rc = brig_checkpoint_export(serve__store(r), dir, cp->id, fd, &err);
+	static __thread char digest[80];
+	char hex[65];
+	uint64_t size = 0;
+	if (rc == 0 && lseek(fd, 0, SEEK_SET) == 0 && (rc = brig_tar_sha256_fd(fd, hex, &size, &err)) == 0 &&
+	    lseek(fd, 0, SEEK_SET) != 0)
+		rc = brig__error_set(&err, BRIG_EIO, errno, "checkpoint %lld: %s", cid, strerror(errno));
+	if (rc) {
+		if (fd >= 0)
+			close(fd);
+		serve__reply_error(out, err);
+		return;
+	}
+	snprintf(digest, sizeof digest, "sha256:%s", hex);
+	out->status = 200;
+	out->has_fd = true;
+	out->fd = fd;
+	out->fd_size = size;
+	out->type = "application/octet-stream";
+	out->extra_header = "X-Brig-Digest";
+	out->extra_value = digest;
+}
+
 static void h_checkpoint_export(serve_req *r, serve_reply *out)
 {
 	brig_identity id;
 	if (!serve__path_identity(r, out, &id))
 		return;
-	const char *ids = serve__param(r, "id");
-	char *end;
-	long long cid = strtoll(ids, &end, 10);
-	if (!*ids || *end || cid < 1) {
-		serve__reply_fail(out, 400, "invalid", "a checkpoint id is a positive integer");
+	int64_t cid = 0;
+	if (!serve__path_id(r, out, "a checkpoint id is a positive integer", &cid))
 		return;
-	}
 	brig_store_checkpoint *cp = NULL;
 	brig_error *err = NULL;
 	int rc = brig_store_checkpoint_get(serve__store(r), &cp, cid, &err);
-	if (rc == 0 && (strcmp(cp->ns, id.ns) || strcmp(cp->agent, id.agent) || strcmp(cp->session, id.session) ||
-			strchr(cp->blob, '/'))) {
+	if (rc == 0 && (strcmp(cp->ns, id.ns) || strcmp(cp->agent, id.agent) || strcmp(cp->session, id.session)))
 		/* Another session's: as absent, so nothing is learnt of it. */
-		rc = brig__error_set(&err, BRIG_ENOTFOUND, 0, "no checkpoint %lld in this session", cid);
-	}
-	cleanup_free char *dir = NULL, *path = NULL;
-	if (rc == 0 && (rc = brig_checkpoint_dir(&dir, serve__store(r), &err)) == 0)
-		path = xasprintf("%s/%s", dir, cp->blob);
-	int fd = -1;
-	struct stat st;
-	if (rc == 0 && ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0 || fstat(fd, &st) != 0))
-		rc = brig__error_set(&err, errno == ENOENT ? BRIG_ENOTFOUND : BRIG_EIO, errno,
-				     "checkpoint %lld: its blob cannot be read: %s", cid, strerror(errno));
-	if (rc) {
-		if (fd >= 0)
-			close(fd);
-		brig_store_checkpoint_free(cp);
+		rc = brig__error_set(&err, BRIG_ENOTFOUND, 0, "no checkpoint %lld in this session", (long long)cid);
+	if (rc)
 		serve__reply_error(out, err);
-		return;
-	}
-	static __thread char digest[80];
-	snprintf(digest, sizeof digest, "sha256:%s", cp->digest);
+	else
+		checkpoint_export_reply(r, out, cp);
 	brig_store_checkpoint_free(cp);
-	out->status = 200;
-	out->has_fd = true;
-	out->fd = fd;
-	out->fd_size = (uint64_t)st.st_size;
-	out->type = "application/zstd";
-	out->extra_header = "X-Brig-Digest";
-	out->extra_value = digest;
 }
 
-/* A blob (as export sends it) in the body becomes the session's newest
- * checkpoint; recover then restores it. */
-static void h_checkpoint_import(serve_req *r, serve_reply *out)
+/* GET /v1/checkpoints/{id}/export: by id alone, as brig checkpoint export
+ * names it; another namespace's is as absent. */
+static void h_checkpoint_export_id(serve_req *r, serve_reply *out)
 {
-	brig_identity id;
-	if (!serve__path_identity(r, out, &id))
+	int64_t cid = 0;
+	if (!serve__path_id(r, out, "id: give a checkpoint id (from 1)", &cid))
 		return;
+	brig_store_checkpoint *cp = NULL;
+	brig_error *err = NULL;
+	int rc = brig_store_checkpoint_get(serve__store(r), &cp, cid, &err);
+	bool ours = rc == 0 && serve_tokens_allows(r->token, cp->ns);
+	if (rc == BRIG_ENOTFOUND || (rc == 0 && !ours))
+		rc = brig__error_set(&err, BRIG_ENOTFOUND, 0, "checkpoint %lld not found in the brig server's store",
+				     (long long)cid);
+	if (rc)
+		serve__reply_error(out, err);
+	else
+		checkpoint_export_reply(r, out, cp);
+	brig_store_checkpoint_free(cp);
+}
+
+/* The body (an export archive, or a checkpoint blob) imported into the
+ * session ns/agent/session, or for an archive with ns NULL into its own. */
+static void checkpoint_import_body(serve_req *r, serve_reply *out, const char *ns, const char *agent,
+				   const char *session)
+{
 	brig_error *err = NULL;
 	int fd = memfd_create("brig-import", MFD_CLOEXEC);
-	if (fd < 0 || brig_write_all(fd, r->body ? r->body : "", r->body_len) != 0) {
+	if (fd < 0 || brig_write_all(fd, r->body ? r->body : "", r->body_len) != 0 || lseek(fd, 0, SEEK_SET) != 0) {
 		serve__reply_fail(out, 500, "io", "cannot hold the blob: %s", strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return;
 	}
 	brig_store_checkpoint *cp = NULL;
-	int rc = brig_checkpoint_import(serve__store(r), &cp, id.ns, id.agent, id.session, fd, NULL, &err);
+	int rc = brig_checkpoint_import(serve__store(r), &cp, ns, agent, session, fd, NULL, &err);
 	close(fd);
-	if (rc == BRIG_EPROTO) {
+	if (rc == BRIG_EPROTO || rc == BRIG_EINVAL) {
 		/* The client's bytes, not a peer's: a bad request. */
 		serve__reply_fail(out, 400, "invalid", "%s", brig_error_message(err));
 		brig_error_free(err);
@@ -859,8 +895,59 @@ static void h_checkpoint_import(serve_req *r, serve_reply *out)
 		serve__reply_error(out, err);
 		return;
 	}
-	serve__reply_json(out, 201, checkpoint_json(cp));
+	json_t *j = checkpoint_json(cp);
+	/* whose: an archive may have named its own session */
+	json_object_set_new(j, "ns", json_string(cp->ns));
+	json_object_set_new(j, "agent", json_string(cp->agent));
+	json_object_set_new(j, "session", json_string(cp->session));
+	serve__reply_json(out, 201, j);
 	brig_store_checkpoint_free(cp);
+}
+
+/* A blob or archive (as export sends them) in the body becomes the
+ * session's newest checkpoint; recover then restores it. */
+static void h_checkpoint_import(serve_req *r, serve_reply *out)
+{
+	brig_identity id;
+	if (serve__path_identity(r, out, &id))
+		checkpoint_import_body(r, out, id.ns, id.agent, id.session);
+}
+
+/* POST /v1/checkpoints/import[?ns&agent&session], as brig checkpoint
+ * import takes it: without a session, an archive joins its own, whose
+ * namespace the token must cover, known before anything is imported. */
+static void h_checkpoint_import_any(serve_req *r, serve_reply *out)
+{
+	brig_identity id = {serve__query(r, "ns", NULL), serve__query(r, "agent", NULL),
+			    serve__query(r, "session", NULL), 1};
+	brig_error *err = NULL;
+	cleanup_free char *ans = NULL, *aagent = NULL, *asession = NULL;
+	if (id.ns || id.agent || id.session) {
+		if (brig_identity_validate(&id, &err) != 0) {
+			serve__reply_error(out, err);
+			return;
+		}
+	} else {
+		int rc = brig_checkpoint__archive_session(r->body ? r->body : "", r->body_len, &ans, &aagent, &asession,
+							  &err);
+		if (rc || !ans) {
+			serve__reply_fail(out, 400, "invalid", "%s",
+					  rc ? brig_error_message(err)
+					     : "checkpoint import: not an export archive (brig checkpoint export); a "
+					       "checkpoint blob needs ns, agent and session");
+			brig_error_free(err);
+			return;
+		}
+		id.ns = ans;
+	}
+	if (!serve__allowed(r, id.ns)) {
+		serve__reply_fail(out, 403, "forbidden", "the token does not cover namespace %.63s", id.ns);
+		return;
+	}
+	if (ans)
+		checkpoint_import_body(r, out, NULL, NULL, NULL);
+	else
+		checkpoint_import_body(r, out, id.ns, id.agent, id.session);
 }
 
 static void h_recover(serve_req *r, serve_reply *out)
@@ -1390,6 +1477,8 @@ const serve_route serve__routes[] = {
 	{"POST", "/v1/runs", serve__h_runs, ROUTE_HEAVY},
 	{"GET", "/v1/sessions", h_sessions, 0},
 	{"DELETE", "/v1/checkpoints/{id}", h_checkpoint_remove, 0},
+	{"GET", "/v1/checkpoints/{id}/export", h_checkpoint_export_id, 0},
+	{"POST", "/v1/checkpoints/import", h_checkpoint_import_any, ROUTE_RAW_BODY},
 	{"DELETE", "/v1/sessions/{ns}/{agent}/{session}", h_session_remove, 0},
 	{"GET", "/v1/events", h_events, 0},
 	{"GET", "/v1/egress/log", h_egress_log, 0},

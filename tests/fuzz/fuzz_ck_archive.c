@@ -1,6 +1,7 @@
 /* fuzz_ck_archive.c — libFuzzer target for the checkpoint export archive
  * reader (src/checkpoint/manifest.c, ck_archive_read): any input either
- * fails or yields a manifest whose every blob came with its own digest. */
+ * fails or yields a manifest whose every blob came with its own digest;
+ * and brig_checkpoint__archive_session, which reads it for its session. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,8 +55,23 @@ static int on_end(void *payload, brig_error **err)
 	return 0;
 }
 
+/* brig serve's look at whose an import is: all three names or none. */
+static void session_of(const uint8_t *data, size_t size)
+{
+	char *ns = NULL, *agent = NULL, *session = NULL;
+	brig_error *err = NULL;
+	int rc = brig_checkpoint__archive_session(data, size, &ns, &agent, &session, &err);
+	if ((rc == 0) != (err == NULL) || (rc && ns) || !!ns != !!agent || !!ns != !!session)
+		abort();
+	brig_error_free(err);
+	free(ns);
+	free(agent);
+	free(session);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	session_of(data, size);
 	src in = {data, size};
 	seen s = {0};
 	ck_archive_sink sink = {.blob_begin = on_begin, .blob_end = on_end, .payload = &s};

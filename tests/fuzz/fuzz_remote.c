@@ -1,13 +1,15 @@
 /* fuzz_remote.c — libFuzzer target for what the CLI reads from a brig
  * server (src/cli/remote_parse.c): the NDJSON exec stream fed in pieces,
  * and every line read as a computer and written back, and as each of the
- * store's records the CLI prints. */
+ * store's records the CLI prints; the input after its first byte as a
+ * ledger row (ops/ledger.c). */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/remote_parse.h"
+#include "ops/ledger.h"
 
 static int on_line(json_t *line, void *payload)
 {
@@ -64,5 +66,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (s.line.len > CLI_NDJSON_LINE_CAP)
 		abort();
 	cli_ndjson_clear(&s);
+	/* the rest as a ledger row of GET /v1/egress/log */
+	json_t *j = json_loadb((const char *)data + 1, size - 1, 0, NULL);
+	brig_store_egress row;
+	if (j && ops_ledger_row_parse(j, &row) &&
+	    (row.port < 0 || row.port > 65535 || !row.sandbox || !row.host || !!row.ns != !!row.session))
+		abort();
+	json_decref(j);
 	return 0;
 }

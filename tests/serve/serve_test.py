@@ -409,6 +409,16 @@ class Api(unittest.TestCase):
         other = self.cpath(ns, session + "x", "/checkpoints/%d/export" % cp)
         self.assertError(c.call("GET", other, token=tok), 404, "not_found")
         self.assertError(c.call("GET", p("/checkpoints/0/export"), token=tok), 400, "invalid")
+        # by id alone (brig checkpoint export), and back in by its own session (brig checkpoint import)
+        st, h, arc = call("GET", "/v1/checkpoints/{id}/export", "/v1/checkpoints/%d/export" % cp)
+        self.assertEqual((st, arc), (200, b), "the same archive either way")
+        self.assertTrue(arc.startswith(b"brig-checkpoint/session.json"), arc[:64])  # incremental: an archive
+        self.assertError(c.call("GET", "/v1/checkpoints/%d/export" % cp, token=TOK_B), 404, "not_found")
+        st, _, b = call("POST", "/v1/checkpoints/import", "/v1/checkpoints/import", raw=arc)
+        self.assertEqual((st, json.loads(b)["session"], json.loads(b)["digest"]), (201, session, blob[:64]), b)
+        self.assertError(c.call("POST", "/v1/checkpoints/import", raw=arc, token=TOK_B), 403, "forbidden")
+        self.assertError(c.call("POST", "/v1/checkpoints/import", raw=b"not an archive" * 64, token=tok), 400,
+                         "invalid")
 
         def tar_of(files):
             tb = io.BytesIO()
@@ -1240,6 +1250,76 @@ class CliClient(unittest.TestCase):
         finally:
             self.brig(None, "destroy", name)
             self.brig(None, "destroy", *ident)
+
+    def test_checkpoint_export_import(self):
+        """checkpoint export and import through the server: the archive direct
+        export writes, imported into a session named or into its own, which
+        recover then restores; errors as direct's."""
+        ident = ["--ns", NS_A, "--agent", "agent", "--session", "cpx"]
+        cpd = {"BRIG_CHECKPOINT_DIR": os.path.join(self.tmpdir.name, "cp")}  # the server's, as its store
+        r = self.brig(None, "up", *ident, "--label", LABEL, env=cpd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        name = r.stdout.decode().strip()
+        d = tempfile.mkdtemp(prefix="brig-cpx-")
+        try:
+            self.assertEqual(self.brig(None, "exec", name, "--", "sh", "-c", "echo exported > f").returncode, 0)
+            cp = self.brig(None, "checkpoint", name, env=cpd).stdout.split()[0].decode()
+            for host, f in ((None, "direct"), (self.host, "remote")):
+                r = self.brig(host, "checkpoint", "export", "-o", os.path.join(d, f), cp, env=cpd)
+                self.assertEqual((r.returncode, r.stdout, r.stderr), (0, b"", b""), host)
+            arc = open(os.path.join(d, "remote"), "rb").read()
+            self.assertEqual(arc, open(os.path.join(d, "direct"), "rb").read())
+            self.assertEqual(os.stat(os.path.join(d, "remote")).st_mode & 0o777, 0o600)
+            r = self.brig(self.host, "checkpoint", "export", cp)  # to stdout (not a terminal here)
+            self.assertEqual((r.returncode, r.stdout), (0, arc), r.stderr)
+            # into another session, through the server: its note and line as direct's
+            other = ["--ns", NS_A, "--agent", "agent", "--session", "cpx2"]
+            self.assertEqual(self.brig(self.host, "up", *other, "--label", LABEL).returncode, 0)  # a session to join
+            r = self.brig(self.host, "checkpoint", "import", *other, os.path.join(d, "remote"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            new_id, digest = r.stdout.decode().split()
+            self.assertEqual(r.stderr.decode(), "brig: imported checkpoint %s of %s/agent/cpx2 generation 1: brig "
+                             "recover --ns %s --agent agent --session cpx2 restores it\n" % (new_id, NS_A, NS_A))
+            j = json.loads(self.brig(self.host, "checkpoint", "import", "--json", *other, "-", input=arc).stdout)
+            dj = json.loads(self.brig(None, "checkpoint", "import", "--json", *other, "-", input=arc, env=cpd).stdout)
+            self.assertEqual(dj.pop("id"), j.pop("id") + 1)
+            self.assertEqual(j, dj)
+            self.assertEqual(self.brig(self.host, "stop", *other).returncode, 0)
+            r = self.brig(self.host, "recover", *other)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = self.brig(self.host, "exec", *other, "--", "cat", "f")
+            self.assertEqual((r.returncode, r.stdout), (0, b"exported\n"), r.stderr)
+            # into its own session (no --ns): the archive's
+            r = self.brig(self.host, "checkpoint", "import", os.path.join(d, "remote"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(b" of %s/agent/cpx generation 1:" % NS_A.encode(), r.stderr)
+            # refused as direct refuses, or as the server must
+            for args in (["checkpoint", "export"], ["checkpoint", "export", "0"], ["checkpoint", "export", "x", "y"],
+                         ["checkpoint", "import", "--ns", NS_A], ["checkpoint", "import", "a", "b"]):
+                self.assertEqual(self.same(*args, env=cpd).returncode, 125, args)
+            r = self.brig(self.host, "checkpoint", "export", "-o", os.path.join(d, "gone"), "999999999")
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(b"checkpoint 999999999 not found in the brig server's store", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "gone")))  # never half an archive
+            r = self.brig(self.host, "checkpoint", "export", "-o", os.path.join(d, "b"), cp, token=TOK_B)
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(b"checkpoint %s not found in the brig server's store" % cp.encode(), r.stderr)
+            r = self.brig(self.host, "checkpoint", "import", os.path.join(d, "remote"), token=TOK_B)
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(b"does not cover namespace " + NS_A.encode(), r.stderr)
+            open(os.path.join(d, "junk"), "wb").write(b"junk" * 300)
+            for host in (None, self.host):
+                r = self.brig(host, "checkpoint", "import", os.path.join(d, "junk"), env=cpd)
+                self.assertEqual(r.returncode, 125, host)
+                self.assertIn(b"not an export archive", r.stderr, host)
+            for args in (["export", "-o", os.path.join(d, "s"), cp], ["import", os.path.join(d, "remote")]):
+                r = self.brig(self.host, "checkpoint", *args, "--store", self.store)
+                self.assertEqual(r.returncode, 125, args)
+                self.assertIn(b"its own store is used", r.stderr)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+            self.brig(None, "destroy", name)
+            self.brig(None, "destroy", "--ns", NS_A, "--agent", "agent", "--session", "cpx2")
 
     def test_recorded_spec_policy(self):
         """A session's recorded spec holds to the server's policy whoever
