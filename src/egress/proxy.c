@@ -7,8 +7,8 @@
  * sandbox speaks (the daemon's view of the egress network), read rules
  * that change while the sandbox runs, and write a ledger into brig's
  * store; from a container each of those would need a channel back to the
- * host. Started by root, what a sandbox's bytes reach runs as nobody (the
- * worker; see "privilege separation" below); everything a sandbox sends
+ * host. Started by root, what a sandbox's bytes reach runs as a uid of its
+ * own (the worker; see "privilege separation" below); everything a sandbox sends
  * goes through the bounded parsers of parse.c (fuzzed). */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -232,8 +232,9 @@ static bool who_direct(conn *c, char *out, size_t outlen, const char *ip)
 /* ---- privilege separation ----
  *
  * Started by root, the proxy is two processes. The worker — everything a
- * sandbox's bytes touch: the parsers, TLS, the relays — runs as nobody,
- * with no capability, no supplementary group, and no open descriptor but
+ * sandbox's bytes touch: the parsers, TLS, the relays — runs as a uid of
+ * its own (brig-egress's, else BRIG_EGRESS_WORKER_ID), with no
+ * capability, no supplementary group, and no open descriptor but
  * its listener, its end of a socket pair, and its log. The monitor keeps
  * brig's uid for what needs it — the daemon's view of which sandbox
  * speaks, the rules and secrets files, the ledger, the idle check — and
@@ -970,7 +971,7 @@ static int drop_privileges(void)
 	return (int)syscall(SYS_capset, &h, d);
 }
 
-/* The worker's system calls, beyond what nobody without capabilities may
+/* The worker's system calls, beyond what a uid without capabilities may
  * do anyway: no program run (execve), no process made (fork; threads
  * only), no other process read or traced, no namespace, mount, key ring,
  * BPF, perf, io_uring or module, and sockets of the families it uses only
@@ -1344,8 +1345,15 @@ static void monitor(int fd, int lfd, int acc)
 	}
 }
 
-/* The worker's rights: nobody's uid and group, no other group, ended
- * with the monitor. 0, or -1 (errno). */
+/* The worker's uid and gid when the host has no brig-egress user: one no
+ * other process has (not nobody's, which host daemons, a brig serve or
+ * another container may run as, and whose /proc a worker could then read,
+ * or whose processes it could signal), above the ranges user namespaces
+ * and systemd hand out, and not (uid_t)-1 or -2. */
+#define BRIG_EGRESS_WORKER_ID 2147483646u
+
+/* The worker's rights: its own uid and group, no other group, ended with
+ * the monitor. 0, or -1 (errno). */
 static int become_worker(pid_t monitor_pid, uid_t uid, gid_t gid)
 {
 	if (setgroups(0, NULL) != 0 || setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0)
@@ -1412,7 +1420,7 @@ static void serve_loop(int lfd)
 	int in = mon_fd >= 0 ? acc_fd : lfd;
 	for (;;) {
 		/* A worker whose monitor is gone ends at once: the monitor,
-		 * without capabilities, cannot send nobody its death signal. A
+		 * without capabilities, cannot send the worker's uid its death signal. A
 		 * reply (POLLIN) is a thread's to read, never this loop's. */
 		struct pollfd pf[2] = {{.fd = in, .events = POLLIN}, {.fd = mon_fd, .events = POLLRDHUP}};
 		int r;
@@ -1536,7 +1544,7 @@ int brig_egress_proxy_serve(brig_error **err)
 		return lfd;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	/* What the worker could not open once it is nobody: the authority
+	/* What the worker could not open once it is its own uid: the authority
 	 * (made now when missing) and the test-only overrides' files. */
 	brig_egress__bump_preload();
 	hosts_preload();
@@ -1544,9 +1552,9 @@ int brig_egress_proxy_serve(brig_error **err)
 	int sv[2] = {-1, -1}, ac[2] = {-1, -1};
 	bool hosts_set = getenv("BRIG_EGRESS_HOSTS") != NULL, ca_set = getenv("BRIG_EGRESS_UPSTREAM_CA") != NULL;
 	if (split) {
-		const struct passwd *pw = getpwnam("nobody");
-		uid_t wuid = pw ? pw->pw_uid : 65534;
-		gid_t wgid = pw ? pw->pw_gid : 65534;
+		const struct passwd *pw = getpwnam("brig-egress");
+		uid_t wuid = pw ? pw->pw_uid : BRIG_EGRESS_WORKER_ID;
+		gid_t wgid = pw ? pw->pw_gid : BRIG_EGRESS_WORKER_ID;
 		pid_t me = getpid();
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0 ||
 		    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ac) != 0 || (worker = fork()) < 0) {

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,7 +282,8 @@ static void test_egress_computer(void **state)
 	fclose(ef);
 	assert_true(hosts);
 	/* Root started it: what a sandbox's bytes reach (the worker, the
-	 * monitor's one child) is nobody, in no other group, without any
+	 * monitor's one child) is a uid of its own (never nobody's, which
+	 * other processes have), in no other group, without any
 	 * capability or a way to gain one, and holds nothing of the monitor's
 	 * (no store, no file but its log). The monitor keeps no capability. */
 	char chp[96];
@@ -294,8 +296,13 @@ static void test_egress_computer(void **state)
 	snprintf(stp, sizeof stp, "/proc/%d/status", worker);
 	cleanup_free char *wst = slurp(stp);
 	assert_non_null(wst);
-	ASSERT_CONTAINS(wst, "\nUid:\t65534\t65534\t65534\t65534\n");
-	ASSERT_CONTAINS(wst, "\nGid:\t65534\t65534\t65534\t65534\n");
+	const struct passwd *pw = getpwnam("brig-egress");
+	unsigned wid = pw ? (unsigned)pw->pw_uid : 2147483646u, wgid = pw ? (unsigned)pw->pw_gid : 2147483646u;
+	char want[96];
+	snprintf(want, sizeof want, "\nUid:\t%u\t%u\t%u\t%u\n", wid, wid, wid, wid);
+	ASSERT_CONTAINS(wst, want);
+	snprintf(want, sizeof want, "\nGid:\t%u\t%u\t%u\t%u\n", wgid, wgid, wgid, wgid);
+	ASSERT_CONTAINS(wst, want);
 	ASSERT_CONTAINS(wst, "\nGroups:\t \n");
 	ASSERT_CONTAINS(wst, "\nCapPrm:\t0000000000000000\n");
 	ASSERT_CONTAINS(wst, "\nCapEff:\t0000000000000000\n");
