@@ -697,8 +697,7 @@ void serve_run_clear(serve_run_req *run)
 
 bool serve__run_prep(serve_req *r, serve_reply *out, serve_run_req *run, bool attach)
 {
-	memset(run, 0, sizeof *run);
-	brig_spec_init(&run->spec);
+	memset(run, 0, sizeof *run); /* spec: filled by brig_spec_from_json below */
 	json_t *b = r->json;
 	const char *key;
 	json_t *v;
@@ -760,7 +759,6 @@ bool serve__run_prep(serve_req *r, serve_reply *out, serve_run_req *run, bool at
 	if (rc) {
 		json_decref(run->ej);
 		run->ej = NULL;
-		brig_spec_clear(&run->spec);
 		serve__reply_error(out, err);
 		return false;
 	}
