@@ -553,6 +553,55 @@ class Api(unittest.TestCase):
         finally:
             c.call("DELETE", p, token=TOK_A)
 
+    def test_run_attach(self):
+        """POST /v1/runs/attach by hand: inputs as tar frames (past the 64 KiB
+        body cap of this server), stdin, live output, the outputs tar and the
+        result; unsafe inputs end it with an error; refusals before the 101."""
+        big = os.urandom(200000)
+        tb = io.BytesIO()
+        with tarfile.open(fileobj=tb, mode="w") as tf:
+            ti = tarfile.TarInfo("in.bin")
+            ti.size = len(big)
+            tf.addfile(ti, io.BytesIO(big))
+        body = {"ns": NS_A, "argv": ["sh", "-c", "cat; echo err >&2; cp /inbox/in.bin /outbox/out.bin; exit 5"],
+                "stdin": True, "outputs": True, "spec": {"labels": {"brig.test": PREFIX}}}
+        st, _, rest, s = attach_open(self.srv.sock, "/v1/runs/attach", body, TOK_A)
+        self.assertEqual(st, 101, rest)
+        try:
+            t = tb.getvalue()
+            s.sendall(b"".join(frame(6, t[i:i + 65536]) for i in range(0, len(t), 65536)) + frame(7) +
+                      frame(0, b"typed\n") + frame(4))
+            f = Frames(s, rest).rest()
+        finally:
+            s.close()
+        self.assertEqual((f.out, f.err, f.end["type"], f.end["exit_code"]), (b"typed\n", b"err\n", "exit", 5), f.end)
+        self.assertEqual(f.end["outputs"], ["out.bin"])
+        with tarfile.open(fileobj=io.BytesIO(f.tar)) as tf:
+            self.assertEqual(tf.extractfile("out.bin").read(), big)
+        # an input that climbs out: the extractor's refusal, nothing runs
+        tb = io.BytesIO()
+        with tarfile.open(fileobj=tb, mode="w") as tf:
+            ti = tarfile.TarInfo("../evil")
+            ti.size = 1
+            tf.addfile(ti, io.BytesIO(b"x"))
+        st, _, rest, s = attach_open(self.srv.sock, "/v1/runs/attach", {"ns": NS_A, "argv": ["true"]}, TOK_A)
+        self.assertEqual(st, 101, rest)
+        try:
+            s.sendall(frame(6, tb.getvalue()) + frame(7))
+            f = Frames(s, rest).rest()
+        finally:
+            s.close()
+        self.assertEqual(f.end["type"], "error", f.end)
+        self.assertTrue(f.end["message"].startswith("copy inputs in: "), f.end)
+        for tok, b, status, code in ((TOK_B, {"ns": NS_A, "argv": ["true"]}, 403, "forbidden"),
+                                     (TOK_A, {"ns": NS_A, "argv": ["true"], "inputs_tar": ""}, 400, "invalid"),
+                                     (TOK_A, {"argv": ["true"]}, 400, "invalid"),
+                                     (TOK_A, {"ns": NS_A, "argv": ["true"], "stdin": 1}, 400, "invalid")):
+            st, _, rest, s = attach_open(self.srv.sock, "/v1/runs/attach", b, tok)
+            self.assertEqual((st, json.loads(rest)["code"]), (status, code), rest)
+        self.assertEqual(subprocess.run(["docker", "ps", "-aq", "--filter", "label=brig.test=" + PREFIX,
+                                         "--filter", "name=brig-run-"], capture_output=True, text=True).stdout, "")
+
     def test_every_route_python(self):
         self.walk(self.py, "py")
 
@@ -2395,11 +2444,11 @@ class RecoverList(unittest.TestCase):
 
 
 class Frames:
-    """The server's frames: 1 stdout, 2 stderr, 3 end (JSON)."""
+    """The server's frames: 1 stdout, 2 stderr, 3 end (JSON), 6 a run's outputs tar."""
 
     def __init__(self, s, head=b""):
         self.s, self.buf = s, head
-        self.out, self.err, self.end = b"", b"", None
+        self.out, self.err, self.end, self.tar = b"", b"", None, b""
 
     def _fill(self):
         chunk = self.s.recv(65536)
@@ -2415,7 +2464,7 @@ class Frames:
                 assert self.buf == b"", "the stream ended inside a frame header"
                 return False
         t, n = self.buf[0], int.from_bytes(self.buf[4:8], "big")
-        assert t in (1, 2, 3) and self.buf[1:4] == b"\0\0\0", self.buf[:8]
+        assert t in (1, 2, 3, 6) and self.buf[1:4] == b"\0\0\0", self.buf[:8]
         while len(self.buf) < 8 + n:
             assert self._fill(), "the stream ended inside a frame"
         p, self.buf = self.buf[8:8 + n], self.buf[8 + n:]
@@ -2423,6 +2472,8 @@ class Frames:
             self.out += p
         elif t == 2:
             self.err += p
+        elif t == 6:
+            self.tar += p
         else:
             self.end = json.loads(p)
         return True
