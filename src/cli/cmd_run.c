@@ -182,8 +182,14 @@ static int run_remote(const char *ns, const brig_spec *spec, const brig_run_opts
 	} else {
 		const char *m = json_string_value(json_object_get(end, "message"));
 		int code = serve__code_of(json_string_value(json_object_get(end, "code")));
-		x.r = brig__error_set(&x.err, code ? code : BRIG_EDAEMON, 0, "%s",
-				      m ? m : "the brig server's run failed without saying why");
+		/* the server's copy-out names its own directory: the user's is --out */
+		static const char co[] = "copy outputs to ";
+		const char *rest = m && o->out_dir && strncmp(m, co, sizeof co - 1) == 0 ? strstr(m, ": ") : NULL;
+		if (rest)
+			x.r = brig__error_set(&x.err, code ? code : BRIG_EDAEMON, 0, "%s%s%s", co, o->out_dir, rest);
+		else
+			x.r = brig__error_set(&x.err, code ? code : BRIG_EDAEMON, 0, "%s",
+					      m ? m : "the brig server's run failed without saying why");
 		x.result = json_incref(json_object_get(end, "result"));
 		x.have_result = x.result != NULL;
 		json_decref(end);

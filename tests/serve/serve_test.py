@@ -2053,6 +2053,12 @@ class CliClient(unittest.TestCase):
             self.assertEqual(trees[1], {"kept": 4, "d/r.txt": 6, "d/l": "r.txt", "big": 2000000})
             with open(os.path.join(base, "out-served", "d", "r.txt"), "rb") as f:
                 self.assertEqual(f.read(), b"hello\n")
+            # an output that points out of --out: refused the same way, --out left as it was
+            od = os.path.join(base, "out-direct")
+            r = self.same(*self.RUN, "--out", od, "--", "sh", "-c", "echo x > /outbox/new; ln -s /etc/passwd /outbox/x")
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(b"copy outputs to %s: " % od.encode(), r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(od, "new")))
             # an --in that is not there: the same error, nothing sent
             r = self.same(*self.RUN, "--in", os.path.join(base, "nope"), "--", "true")
             self.assertEqual(r.returncode, 125)
