@@ -22,12 +22,13 @@ typedef struct seen {
 static int on_frame(unsigned type, const char *data, size_t len, void *payload)
 {
 	seen *s = payload;
-	bool is_data = type == SERVE_FRAME_STDIN || type == SERVE_FRAME_STDOUT || type == SERVE_FRAME_STDERR;
-	if (type > SERVE_FRAME_RESIZE)
+	bool is_data = type == SERVE_FRAME_STDIN || type == SERVE_FRAME_STDOUT || type == SERVE_FRAME_STDERR ||
+		       type == SERVE_FRAME_TAR;
+	if (type > SERVE_FRAME_TAR_END)
 		abort();
 	if (is_data && (len == 0 || len > SERVE_FRAME_DATA_MAX))
 		abort(); /* an empty piece, or a frame longer than its cap trusted */
-	if (type == SERVE_FRAME_EOF && len != 0)
+	if ((type == SERVE_FRAME_EOF || type == SERVE_FRAME_TAR_END) && len != 0)
 		abort();
 	if (type == SERVE_FRAME_RESIZE) {
 		int rows, cols;
