@@ -515,6 +515,20 @@ int cli_remote__error(int status, const char *body, size_t len);
  * (printed). */
 int cli_remote_attach(cli_remote *r, const char *target, json_t *body, bool interactive, bool tty, int cancel_fd,
 		      brig_engine_output_cb on_output, void *payload, json_t **end);
+/* Adds to values (secret_values' form) the value of secret ("NAME@hosts")
+ * from this brig's environment, as a local up, recover or run reads it,
+ * when it is set; the server never reads its own. */
+void cli_remote_secret_add(json_t *values, const char *secret);
+/* brig run through a brig server: POST /v1/runs/attach with body, then the
+ * inputs tar (from inputs; NULL: none), stdin (interactive) and the output
+ * as cli_remote_attach, the outputs tar to outputs (which may refuse: the
+ * rest is dropped, and the end still read) and the end frame in *end. A
+ * byte on cancel_fd half-closes (the server cancels the run) and the end
+ * frame, the container's removal, is waited for: CLI_EXIT_CANCELED comes
+ * back without a message once it came. */
+int cli_remote_run(cli_remote *r, json_t *body, bool interactive, int cancel_fd, brig_engine_reader inputs,
+		   void *inputs_payload, brig_engine_data_cb outputs, void *outputs_payload,
+		   brig_engine_output_cb on_output, void *payload, json_t **end);
 
 
 #endif

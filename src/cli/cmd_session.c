@@ -91,18 +91,6 @@ static const char up_usage[] =
 	"      --json              Print the computer as JSON\n"
 	"  -h, --help              Print this help\n";
 
-/* Adds to values (secret_values' form) the value of secret ("NAME@hosts")
- * from this brig's environment, as a local up or recover reads it, when it
- * is set; the server never reads its own. */
-static void secret_value_add(json_t *values, const char *secret)
-{
-	char key[130];
-	snprintf(key, sizeof key, "%.*s", (int)strcspn(secret, "@"), secret);
-	const char *v = getenv(key);
-	if (v && *v)
-		json_object_set_new(values, key, json_string(v));
-}
-
 int cli_remote_spec_put(json_t *body, const brig_spec *spec, bool image_given, const brig_identity *id)
 {
 	json_t *js = brig_spec_to_json(spec, BRIG_SPEC_JSON_ENV_VALUES);
@@ -121,7 +109,7 @@ int cli_remote_spec_put(json_t *body, const brig_spec *spec, bool image_given, c
 	}
 	json_t *values = json_object();
 	for (size_t i = 0; i < spec->secret_count; i++)
-		secret_value_add(values, spec->secrets[i]); /* each is set: checked above */
+		cli_remote_secret_add(values, spec->secrets[i]); /* each is set: checked above */
 	if (json_object_size(values))
 		json_object_set(body, "secret_values", values);
 	json_decref(values);
@@ -627,7 +615,7 @@ static json_t *remote_secret_values(cli_remote *r, const session_args *a)
 		json_t *sec;
 		json_array_foreach (json_object_get(json_object_get(s, "spec"), "secrets"), k, sec)
 			if (json_is_string(sec))
-				secret_value_add(values, json_string_value(sec));
+				cli_remote_secret_add(values, json_string_value(sec));
 	}
 	json_decref(list);
 	if (!json_object_size(values)) {

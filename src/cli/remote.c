@@ -719,6 +719,17 @@ int cli_remote_session(cli_remote *r, const char *ns, const char *agent, const c
 	return 0;
 }
 
+/* ---- secrets ---- */
+
+void cli_remote_secret_add(json_t *values, const char *secret)
+{
+	char key[130];
+	snprintf(key, sizeof key, "%.*s", (int)strcspn(secret, "@"), secret);
+	const char *v = getenv(key);
+	if (v && *v)
+		json_object_set_new(values, key, json_string(v));
+}
+
 /* ---- for remote_attach.c ---- */
 
 struct brig_http_conn *cli_remote__conn(cli_remote *r)

@@ -1,6 +1,7 @@
-/* remote_attach.c — `brig exec -i/-t` through a brig server: the request
- * upgraded to the framed two-way stream of serve/frames.h, pumped between
- * the caller's stdin/stdout/stderr (and terminal) and the server. */
+/* remote_attach.c — `brig exec -i/-t` and `brig run` through a brig
+ * server: the request upgraded to the framed two-way stream of
+ * serve/frames.h, pumped between the caller's stdin/stdout/stderr (and
+ * terminal, and a run's inputs and outputs tars) and the server. */
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
@@ -14,20 +15,46 @@
 
 #define STDIN_CHUNK 65536
 
-typedef struct pump {
+/* How long a run's client waits, after Ctrl-C, for the server to say the
+ * run's container is gone. */
+#define CANCEL_WAIT_MS 60000
+
+typedef struct stream_opts {
+	const char *target;
+	json_t *body;
+	bool interactive, tty;
+	int cancel_fd;
 	brig_engine_output_cb on_output;
 	void *payload;
+	/* a run: its inputs tar, sent first (NULL: none, an empty one is sent),
+	 * and its outputs tar's receiver; after Ctrl-C the end frame is
+	 * waited for */
+	bool run;
+	brig_engine_reader inputs;
+	void *inputs_payload;
+	brig_engine_data_cb outputs;
+	void *outputs_payload;
+} stream_opts;
+
+typedef struct pump {
+	const stream_opts *so;
 	json_t *end;
 	bool bad_end; /* the end frame is not a JSON object */
+	int out_rc;   /* the outputs' receiver refused: the rest of the tar is dropped */
 } pump;
 
 static int on_frame(unsigned type, const char *data, size_t len, void *payload)
 {
 	pump *p = payload;
+	if (type == SERVE_FRAME_TAR) {
+		if (!p->out_rc && p->so->outputs)
+			p->out_rc = p->so->outputs(data, len, p->so->outputs_payload);
+		return 0;
+	}
 	if (type == SERVE_FRAME_STDOUT || type == SERVE_FRAME_STDERR) {
-		if (p->on_output)
-			p->on_output(type == SERVE_FRAME_STDERR ? BRIG_STREAM_STDERR : BRIG_STREAM_STDOUT, data, len,
-				     p->payload);
+		if (p->so->on_output)
+			p->so->on_output(type == SERVE_FRAME_STDERR ? BRIG_STREAM_STDERR : BRIG_STREAM_STDOUT, data,
+					 len, p->so->payload);
 		return 0;
 	}
 	/* the end: nothing follows it */
@@ -50,16 +77,18 @@ static void put_frame(brig_buf *b, unsigned type, const void *data, size_t len)
 		brig_buf_put(b, data, len);
 }
 
-int cli_remote_attach(cli_remote *r, const char *target, json_t *body, bool interactive, bool tty, int cancel_fd,
-		      brig_engine_output_cb on_output, void *payload, json_t **end)
+static int stream(cli_remote *r, const stream_opts *so, json_t **end)
 {
 	*end = NULL;
 	brig_http_conn *c = cli_remote__conn(r);
+	bool tty = so->tty, interactive = so->interactive;
+	int cancel_fd = so->cancel_fd;
 	int rows = 24, cols = 80, winch = -1;
 	if (tty)
 		cli_tty_begin(interactive, &rows, &cols, &winch);
-	cleanup_free char *t = tty ? xasprintf("%s?tty=true&rows=%d&cols=%d", target, rows, cols) : xstrdup(target);
-	cleanup_free char *data = json_dumps(body, JSON_COMPACT);
+	cleanup_free char *t =
+		tty ? xasprintf("%s?tty=true&rows=%d&cols=%d", so->target, rows, cols) : xstrdup(so->target);
+	cleanup_free char *data = json_dumps(so->body, JSON_COMPACT);
 	const char *hdrs[2] = {cli_remote__auth(r), NULL};
 	brig_http_request req = {
 		.method = "POST",
@@ -90,14 +119,18 @@ int cli_remote_attach(cli_remote *r, const char *target, json_t *body, bool inte
 		return rc;
 	}
 
-	pump p = {.on_output = on_output, .payload = payload};
+	pump p = {.so = so};
 	serve_frame_dec dec;
-	serve_frame_dec_init(&dec, 1u << SERVE_FRAME_STDOUT | 1u << SERVE_FRAME_STDERR | 1u << SERVE_FRAME_END);
+	serve_frame_dec_init(&dec, 1u << SERVE_FRAME_STDOUT | 1u << SERVE_FRAME_STDERR | 1u << SERVE_FRAME_END |
+					   (so->run ? 1u << SERVE_FRAME_TAR : 0));
 	brig_buf out;                 /* frames not yet taken by the connection */
 	brig_buf_init(&out, 1 << 20); /* one stdin chunk, an EOF, a resize: stdin waits while out is not empty */
 	/* Without -i the command's stdin stays open and empty, as direct (a
 	 * terminal nobody types on); -t alone is the only way here without -i. */
 	bool stdin_open = interactive;
+	bool inputs_open = so->run; /* a run's inputs go before its stdin */
+	bool canceled = false;      /* a run after Ctrl-C: its end is waited for */
+	int64_t cancel_by = 0;
 	size_t sent = 0; /* bytes of out already written */
 	bool stalled = false;
 	bool resize = false; /* a resize to send once out is empty (a stalled write is retried as it was) */
@@ -107,14 +140,36 @@ int cli_remote_attach(cli_remote *r, const char *target, json_t *body, bool inte
 	rc = 0;
 	for (;;) {
 		bool pending = sent < out.len;
+		if (inputs_open && !pending) { /* the next piece of a run's inputs */
+			ssize_t n = so->inputs ? so->inputs(inbuf, STDIN_CHUNK, so->inputs_payload, &err) : 0;
+			if (n < 0) {
+				rc = cli_error(err, "copy inputs in");
+				err = NULL;
+				break;
+			}
+			put_frame(&out, n > 0 ? SERVE_FRAME_TAR : SERVE_FRAME_TAR_END, inbuf, (size_t)n);
+			inputs_open = n > 0;
+			pending = true;
+		}
 		if (!brig_http_stream_pending(c, &resp)) {
 			struct pollfd pf[4] = {
 				{.fd = fd, .events = POLLIN | (pending && !stalled ? POLLOUT : 0)},
-				{.fd = stdin_open && !pending ? 0 : -1, .events = POLLIN},
-				{.fd = cancel_fd, .events = POLLIN},
+				{.fd = stdin_open && !inputs_open && !pending ? 0 : -1, .events = POLLIN},
+				{.fd = canceled ? -1 : cancel_fd, .events = POLLIN},
 				{.fd = winch, .events = POLLIN},
 			};
-			int pr = poll(pf, 4, stalled ? 50 : -1);
+			int wait = stalled ? 50 : -1;
+			if (canceled) {
+				int64_t left = cancel_by - brig_now_ms();
+				if (left <= 0) {
+					rc = cli_fail("the brig server did not confirm within %d s that the run's "
+						      "container was removed",
+						      CANCEL_WAIT_MS / 1000);
+					break;
+				}
+				wait = (int)left;
+			}
+			int pr = poll(pf, 4, wait);
 			if (pr < 0 && errno == EINTR)
 				continue;
 			if (pr < 0) {
@@ -122,6 +177,16 @@ int cli_remote_attach(cli_remote *r, const char *target, json_t *body, bool inte
 				break;
 			}
 			stalled = false;
+			if (pf[2].revents && so->run) {
+				/* the half-close the server takes as a cancel; its end
+				 * frame says the run's container is gone */
+				shutdown(fd, SHUT_WR);
+				canceled = true;
+				cancel_by = brig_now_ms() + CANCEL_WAIT_MS;
+				stdin_open = inputs_open = false;
+				sent = out.len;
+				continue;
+			}
 			if (pf[2].revents) {
 				/* the hang-up the server takes as a cancel */
 				shutdown(fd, SHUT_RDWR);
@@ -152,13 +217,13 @@ int cli_remote_attach(cli_remote *r, const char *target, json_t *body, bool inte
 					stdin_open = false;
 				}
 			}
-			if (sent < out.len) {
+			if (sent < out.len && !canceled) {
 				size_t w = 0;
 				if (brig_http_stream_write_some(c, out.data + sent, out.len - sent, &w, &err) != 0) {
 					/* the server closed: what it sent says the rest */
 					brig_error_free(err);
 					err = NULL;
-					stdin_open = false;
+					stdin_open = inputs_open = false;
 					sent = out.len;
 				}
 				sent += w;
@@ -180,7 +245,12 @@ int cli_remote_attach(cli_remote *r, const char *target, json_t *body, bool inte
 			break;
 	}
 	cli_tty_end();
-	if (rc == 0 && p.end) {
+	if (rc == 0 && canceled && p.end) {
+		json_decref(p.end);
+		rc = CLI_EXIT_CANCELED;
+	} else if (rc == 0 && canceled) {
+		rc = cli_fail("the brig server's connection broke before it said the run's container was removed");
+	} else if (rc == 0 && p.end) {
 		*end = p.end;
 	} else if (rc == 0) {
 		const char *why = err ? brig_error_message(err) : p.bad_end ? "its end frame is not JSON" : NULL;
@@ -194,4 +264,35 @@ int cli_remote_attach(cli_remote *r, const char *target, json_t *body, bool inte
 	serve_frame_dec_clear(&dec);
 	brig_http_response_clear(&resp);
 	return rc;
+}
+
+int cli_remote_attach(cli_remote *r, const char *target, json_t *body, bool interactive, bool tty, int cancel_fd,
+		      brig_engine_output_cb on_output, void *payload, json_t **end)
+{
+	stream_opts so = {.target = target,
+			  .body = body,
+			  .interactive = interactive,
+			  .tty = tty,
+			  .cancel_fd = cancel_fd,
+			  .on_output = on_output,
+			  .payload = payload};
+	return stream(r, &so, end);
+}
+
+int cli_remote_run(cli_remote *r, json_t *body, bool interactive, int cancel_fd, brig_engine_reader inputs,
+		   void *inputs_payload, brig_engine_data_cb outputs, void *outputs_payload,
+		   brig_engine_output_cb on_output, void *payload, json_t **end)
+{
+	stream_opts so = {.target = "/v1/runs/attach",
+			  .body = body,
+			  .interactive = interactive,
+			  .cancel_fd = cancel_fd,
+			  .on_output = on_output,
+			  .payload = payload,
+			  .run = true,
+			  .inputs = inputs,
+			  .inputs_payload = inputs_payload,
+			  .outputs = outputs,
+			  .outputs_payload = outputs_payload};
+	return stream(r, &so, end);
 }

@@ -9,7 +9,15 @@
 
 #include "brig/sandbox.h"
 #include "brig/spec.h"
+#include "tar/tar.h"
 #include "util/util.h"
+
+/* The tar of a run's --in paths as /inbox gets them: each under its base
+ * name, 0:0, read-only (0555 masked), special files skipped; checked first
+ * as brig_run checks them (BRIG_EINVAL naming the path). Shared by brig_run
+ * and the CLI's run through a brig server. *out belongs to the caller
+ * (brig_tar_builder_free). */
+int brig_sandbox__inputs_tar(brig_tar_builder **out, const char *const *inputs, size_t n, brig_error **err);
 
 /* The container-level part of ending a command that Docker cannot kill:
  * stop the container right away. Returns 0 or the stop's error. */

@@ -116,27 +116,43 @@ static void on_output_entry(const char *path, int type, uint64_t size, void *pay
 	r->output_bytes += size;
 }
 
-static int copy_in(brig_engine *e, const char *id, const brig_run_opts *o, brig_error **err)
+int brig_sandbox__inputs_tar(brig_tar_builder **out, const char *const *inputs, size_t n, brig_error **err)
 {
+	*out = NULL;
+	uint64_t total = 0;
+	int rc = input_bytes(inputs, n, &total, err);
+	if (rc)
+		return rc;
 	brig_tar_build_opts bo = {.version = BRIG_TAR_BUILD_OPTS_VERSION,
 				     .uid = 0,
 				     .gid = 0,
 				     .mode_mask = 0555, /* read-only to the command */
 				     .skip_special = true};
 	brig_tar_builder *b = NULL;
-	int rc = brig_tar_builder_new(&b, &bo, err);
-	for (size_t i = 0; rc == 0 && i < o->input_count; i++) {
-		cleanup_free char *copy = xstrdup(o->inputs[i]);
-		size_t n = strlen(copy);
-		while (n > 1 && copy[n - 1] == '/')
-			copy[--n] = '\0';
+	rc = brig_tar_builder_new(&b, &bo, err);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		cleanup_free char *copy = xstrdup(inputs[i]);
+		size_t len = strlen(copy);
+		while (len > 1 && copy[len - 1] == '/')
+			copy[--len] = '\0';
 		const char *base = basename(copy);
 		if (!*base || strcmp(base, "/") == 0 || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
 			rc = brig__error_set(err, BRIG_EINVAL, 0, "--in %s: give a file or directory with a name",
-					     o->inputs[i]);
+					     inputs[i]);
 		else
-			rc = brig_tar_builder_add_path(b, o->inputs[i], base, err);
+			rc = brig_tar_builder_add_path(b, inputs[i], base, err);
 	}
+	if (rc)
+		brig_tar_builder_free(b);
+	else
+		*out = b;
+	return rc;
+}
+
+static int copy_in(brig_engine *e, const char *id, const brig_run_opts *o, brig_error **err)
+{
+	brig_tar_builder *b = NULL;
+	int rc = brig_sandbox__inputs_tar(&b, o->inputs, o->input_count, err);
 	if (rc == 0)
 		rc = brig_engine_archive_put(e, id, "/inbox", brig_tar_builder_reader, b, err);
 	brig_tar_builder_free(b);

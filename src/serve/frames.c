@@ -50,7 +50,8 @@ void serve_frame_resize_put(char data[4], int rows, int cols)
 
 static bool is_control(unsigned type)
 {
-	return type == SERVE_FRAME_END || type == SERVE_FRAME_EOF || type == SERVE_FRAME_RESIZE;
+	return type == SERVE_FRAME_END || type == SERVE_FRAME_EOF || type == SERVE_FRAME_RESIZE ||
+	       type == SERVE_FRAME_TAR_END;
 }
 
 /* The header just completed: checked before its length is trusted. */
@@ -59,13 +60,13 @@ static int header_check(serve_frame_dec *d, brig_error **err)
 	unsigned type = d->hdr[0];
 	uint32_t n = ((uint32_t)d->hdr[4] << 24) | ((uint32_t)d->hdr[5] << 16) | ((uint32_t)d->hdr[6] << 8) |
 		     (uint32_t)d->hdr[7];
-	if (type > SERVE_FRAME_RESIZE || !(d->allowed & (1u << type)) || d->hdr[1] || d->hdr[2] || d->hdr[3])
+	if (type > SERVE_FRAME_TAR_END || !(d->allowed & (1u << type)) || d->hdr[1] || d->hdr[2] || d->hdr[3])
 		return brig__error_set(err, BRIG_EPROTO, 0, "attach stream: a malformed frame header (type %u)", type);
 	uint32_t cap = type == SERVE_FRAME_END ? SERVE_FRAME_END_MAX : SERVE_FRAME_DATA_MAX;
 	if (n > cap)
 		return brig__error_set(err, BRIG_ETOOBIG, 0, "attach stream: a frame of %u bytes (the cap is %u)", n,
 				       cap);
-	if (type == SERVE_FRAME_EOF && n != 0)
+	if ((type == SERVE_FRAME_EOF || type == SERVE_FRAME_TAR_END) && n != 0)
 		return brig__error_set(err, BRIG_EPROTO, 0, "attach stream: an EOF frame carries no bytes");
 	if (type == SERVE_FRAME_RESIZE && n != 4)
 		return brig__error_set(err, BRIG_EPROTO, 0, "attach stream: a resize frame is 4 bytes");

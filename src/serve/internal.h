@@ -10,9 +10,11 @@
 #include <stdint.h>
 
 #include "brig/guest.h"
+#include "brig/run.h"
 #include "brig/sandbox.h"
 #include "ops/ops.h"
 #include "serve/serve.h"
+#include "tar/tar.h"
 
 #define SERVE_MAX_PARAMS 6
 
@@ -195,9 +197,40 @@ void serve__h_archive_get(serve_req *r, serve_reply *out);
 void serve__h_archive_put(serve_req *r, serve_reply *out);
 void serve__h_runs(serve_req *r, serve_reply *out);
 
+/* A disposable run's request (POST /v1/runs and /v1/runs/attach), checked:
+ * its namespace covered by the token, its spec within the policy, its
+ * secret values for its secrets, and a private directory on the server for
+ * its inputs (in) and outputs (out). */
+typedef struct serve_run_req {
+	json_t *body;   /* the request's (owned ref): req's strings and secret_values */
+	json_t *ej;     /* argv and capture_max, as an exec's */
+	serve_exec_req req;
+	brig_spec spec;
+	char *dir, *indir, *outdir;
+	bool outputs;   /* /outbox is copied back */
+	bool with_stdin; /* attach: stdin frames go to the command */
+	int64_t timeout_s, out_mb;
+	const char *workdir; /* in body, or NULL */
+} serve_run_req;
+
+/* Parses and checks r's body into run (the attach variant: no inputs_tar;
+ * stdin, workdir and out_mb taken). false: *out is answered and run holds
+ * nothing. */
+bool serve__run_prep(serve_req *r, serve_reply *out, serve_run_req *run, bool attach);
+/* Runs it: its inputs are what run->indir holds; o carries the caller's
+ * stdin_fd, cancel_fd, on_output and payload (the rest is set here).
+ * brig_run's answer. */
+int serve__run_go(serve_run_req *run, brig_engine *e, brig_run_opts *o, brig_run_result *res, brig_error **err);
+/* A tar builder of what the run left in run->outdir (nothing: an empty
+ * tar). */
+int serve__run_outputs(serve_run_req *run, brig_tar_builder **out, brig_error **err);
+/* Frees what run holds and removes its directory. */
+void serve_run_clear(serve_run_req *run);
+
 /* ---- routes_attach.c ---- */
 
 void serve__h_exec_attach(serve_req *r, serve_reply *out);
+void serve__h_runs_attach(serve_req *r, serve_reply *out);
 void serve__h_procs_attach(serve_req *r, serve_reply *out);
 /* Whether r asks for the upgrade (Connection: Upgrade, Upgrade: tcp, over
  * HTTP/1.1). False with *out answered (426 or 400). */

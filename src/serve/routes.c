@@ -1475,6 +1475,7 @@ const serve_route serve__routes[] = {
 	{"GET", "/v1/computers", h_computers_list, 0},
 	{"POST", "/v1/computers", h_computers_create, 0},
 	{"POST", "/v1/runs", serve__h_runs, ROUTE_HEAVY},
+	{"POST", "/v1/runs/attach", serve__h_runs_attach, ROUTE_STREAM},
 	{"GET", "/v1/sessions", h_sessions, 0},
 	{"DELETE", "/v1/checkpoints/{id}", h_checkpoint_remove, 0},
 	{"GET", "/v1/checkpoints/{id}/export", h_checkpoint_export_id, 0},

@@ -1,9 +1,11 @@
 /* routes_attach.c — POST …/exec/attach: a command with stdin, and a
  * terminal if asked, over an HTTP Upgrade to a raw two-way stream (frames:
  * serve/frames.h); POST …/processes/{id}/attach: the same stream to one of
- * brig-init's running commands (brig attach). One thread reads the
- * client's frames (stdin, EOF, resize, the hang-up); another runs the
- * command (or attaches to it) and writes its output. */
+ * brig-init's running commands (brig attach); POST /v1/runs/attach: a
+ * disposable run (brig run) with its inputs and outputs as tar frames. One
+ * thread reads the client's frames (inputs, stdin, EOF, resize, the
+ * hang-up); another runs the command (or attaches to it) and writes its
+ * output. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -50,6 +52,11 @@ typedef struct attach {
 	int64_t proc;
 	brig_guest *held, *own;
 	bool proc_in;
+	/* brig run: the run (NULL: not one), started once its inputs are in;
+	 * a hang-up cancels it but its end frame is still written (the client
+	 * that half-closed waits for the container's removal) */
+	serve_run_req *run;
+	bool broken; /* a write failed: nothing more is written */
 } attach;
 
 static void close_pair(int p[2])
@@ -71,6 +78,10 @@ static void attach_free(void *payload)
 	pthread_mutex_destroy(&a->lock);
 	pthread_mutex_destroy(&a->wlock);
 	serve_exec_req_clear(&a->req);
+	if (a->run) {
+		serve_run_clear(a->run);
+		free(a->run);
+	}
 	if (a->held)
 		serve__guest_release(a->srv, a->held);
 	brig_guest_free(a->own);
@@ -90,10 +101,19 @@ static void hang_up(attach *a)
 		(void)!write(a->cancel[1], "x", 1);
 }
 
+/* The socket refused a write: the client is gone for good. */
+static void broken(attach *a)
+{
+	pthread_mutex_lock(&a->lock);
+	a->broken = true;
+	pthread_mutex_unlock(&a->lock);
+	hang_up(a);
+}
+
 static int send_frame(attach *a, unsigned type, const char *data, size_t len)
 {
 	pthread_mutex_lock(&a->lock);
-	bool gone = a->gone;
+	bool gone = a->run ? a->broken : a->gone;
 	pthread_mutex_unlock(&a->lock);
 	if (gone)
 		return -1;
@@ -105,7 +125,7 @@ static int send_frame(attach *a, unsigned type, const char *data, size_t len)
 		int w = brig_send_all(a->sock, hdr, sizeof hdr, -1) != 0 || brig_send_all(a->sock, data, n, -1) != 0;
 		pthread_mutex_unlock(&a->wlock);
 		if (w) {
-			hang_up(a);
+			broken(a);
 			return -1;
 		}
 		data += n;
@@ -162,9 +182,59 @@ static void proc_attach(attach *a)
 	brig_error_free(err);
 }
 
+/* brig run: the run, its outputs as tar frames, then its end frame (the
+ * run's result; an error with the result when the run has one: a cancel,
+ * an unsafe output). */
+static void run_command(attach *a)
+{
+	brig_run_opts o = BRIG_RUN_OPTS_INIT;
+	o.stdin_fd = a->run->with_stdin ? a->in[0] : -1;
+	o.cancel_fd = a->cancel[0];
+	o.on_output = on_output;
+	o.payload = a;
+	brig_run_result res = {0};
+	brig_error *err = NULL;
+	int rc = serve__run_go(a->run, a->e, &o, &res, &err);
+	if (!rc)
+		serve__exec_observe(a->srv, res.run_ms);
+	if (!rc && a->run->outputs) {
+		brig_tar_builder *b = NULL;
+		rc = serve__run_outputs(a->run, &b, &err);
+		char *chunk = rc ? NULL : xmalloc(SERVE_FRAME_DATA_MAX);
+		ssize_t n;
+		while (!rc && (n = brig_tar_builder_read(b, chunk, SERVE_FRAME_DATA_MAX, &err)) != 0) {
+			if (n < 0)
+				rc = (int)n;
+			else if (send_frame(a, SERVE_FRAME_TAR, chunk, (size_t)n) != 0)
+				break; /* the client is gone: nothing to say to it */
+		}
+		free(chunk);
+		brig_tar_builder_free(b);
+		if (rc)
+			brig__error_prefix(&err, rc, "send the outputs");
+	}
+	json_t *ev;
+	if (rc) {
+		ev = serve__error_event(rc, err);
+		if (rc == BRIG_ECANCELED || rc == BRIG_EUNCERTAIN || rc == BRIG_EUNSAFE)
+			json_object_set_new(ev, "result", brig_run_result_to_json(&res));
+	} else {
+		ev = brig_run_result_to_json(&res);
+		json_object_set_new(ev, "type", json_string("exit"));
+	}
+	send_end(a, ev);
+	brig_error_free(err);
+	brig_run_result_clear(&res);
+}
+
 static void *command_thread(void *arg)
 {
 	attach *a = arg;
+	if (a->run) {
+		run_command(a);
+		(void)!write(a->done[1], "x", 1);
+		return NULL;
+	}
 	if (a->proc) {
 		proc_attach(a);
 		(void)!write(a->done[1], "x", 1);
@@ -206,13 +276,47 @@ typedef struct reader {
 	attach *a;
 	brig_buf pend; /* stdin not yet taken by the command */
 	bool eof;      /* the EOF frame came: close stdin once pend is out */
+	pthread_t th; /* the command's */
+	bool started;
+	/* brig run: its inputs, extracted into its directory as they come;
+	 * the run starts at TAR_END */
+	serve_frame_dec *dec;
+	brig_tar_extract *inx;
+	brig_error *in_err; /* the inputs failed: said in the end frame */
 } reader;
+
+/* The command's thread; false (its end frame sent) when it cannot start. */
+static bool command_start(reader *rd)
+{
+	attach *a = rd->a;
+	rd->started = pthread_create(&rd->th, NULL, command_thread, a) == 0;
+	if (!rd->started) {
+		const char *end = "{\"type\":\"error\",\"code\":\"internal\",\"message\":\"cannot start a thread\"}";
+		(void)send_frame(a, SERVE_FRAME_END, end, strlen(end));
+		(void)!write(a->done[1], "x", 1);
+	}
+	return rd->started;
+}
 
 static int on_frame(unsigned type, const char *data, size_t len, void *payload)
 {
 	reader *rd = payload;
 	attach *a = rd->a;
-	if (type == SERVE_FRAME_STDIN) {
+	if (type == SERVE_FRAME_TAR) {
+		/* the extractor's checks (names, links, sizes) are the inputs' */
+		int rc = brig_tar_extract_feed(rd->inx, data, len, &rd->in_err);
+		if (rc)
+			return rc;
+	} else if (type == SERVE_FRAME_TAR_END) {
+		int rc = brig_tar_extract_finish(rd->inx, &rd->in_err);
+		brig_tar_extract_free(rd->inx);
+		rd->inx = NULL;
+		if (rc)
+			return rc;
+		rd->dec->allowed = 1u << SERVE_FRAME_STDIN | 1u << SERVE_FRAME_EOF;
+		if (!command_start(rd))
+			return BRIG_ECANCELED;
+	} else if (type == SERVE_FRAME_STDIN) {
 		if (a->in[1] >= 0)
 			brig_buf_put(&rd->pend, data, len);
 	} else if (type == SERVE_FRAME_EOF) {
@@ -260,9 +364,20 @@ static void stdin_push(reader *rd)
 static bool feed(reader *rd, serve_frame_dec *dec, const char *data, size_t len)
 {
 	brig_error *err = NULL;
-	if (serve_frame_feed(dec, data, len, on_frame, rd, &err) != 0) {
-		fprintf(stderr, "brig: serve: exec attach on %s: %s; the command is cancelled\n", rd->a->name,
-			brig_error_message(err));
+	int rc = serve_frame_feed(dec, data, len, on_frame, rd, &err);
+	if (rc != 0 && rd->in_err) { /* the run's inputs: said to the client, as direct says it */
+		brig__error_prefix(&rd->in_err, rd->in_err->code, "copy inputs in");
+		send_end(rd->a, serve__error_event(rd->in_err->code, rd->in_err));
+		brig_error_free(rd->in_err);
+		rd->in_err = NULL;
+		brig_error_free(err);
+		(void)!write(rd->a->done[1], "x", 1);
+		return false;
+	}
+	if (rc != 0) {
+		fprintf(stderr, "brig: serve: %s on %s: %s; the command is cancelled\n",
+			rd->a->run ? "run attach" : "exec attach", rd->a->name,
+			err ? brig_error_message(err) : "the stream broke off");
 		brig_error_free(err);
 		return false;
 	}
@@ -273,22 +388,33 @@ static bool feed(reader *rd, serve_frame_dec *dec, const char *data, size_t len)
 static void *attach_thread(void *arg)
 {
 	attach *a = arg;
-	pthread_t th;
-	bool started = pthread_create(&th, NULL, command_thread, a) == 0;
-	if (!started) {
-		const char *end = "{\"type\":\"error\",\"code\":\"internal\",\"message\":\"cannot start a thread\"}";
-		(void)send_frame(a, SERVE_FRAME_END, end, strlen(end));
-		(void)!write(a->done[1], "x", 1);
-	}
 	serve_frame_dec dec;
-	serve_frame_dec_init(&dec, 1u << SERVE_FRAME_STDIN | 1u << SERVE_FRAME_EOF | 1u << SERVE_FRAME_RESIZE);
-	reader rd = {.a = a};
+	reader rd = {.a = a, .dec = &dec};
+	bool open = true;
+	if (a->run) {
+		/* the inputs first, checked as the existing POST /v1/runs checks
+		 * inputs_tar; the run starts at TAR_END (on_frame) */
+		serve_frame_dec_init(&dec, 1u << SERVE_FRAME_TAR | 1u << SERVE_FRAME_TAR_END);
+		brig_tar_extract_opts xo = BRIG_TAR_EXTRACT_OPTS_INIT;
+		xo.allow_symlinks = true;
+		brig_error *err = NULL;
+		if (brig_tar_extract_new(&rd.inx, AT_FDCWD, a->run->indir, &xo, &err) != 0) {
+			send_end(a, serve__error_event(err->code, err));
+			brig_error_free(err);
+			open = false;
+		}
+	} else {
+		serve_frame_dec_init(&dec, 1u << SERVE_FRAME_STDIN | 1u << SERVE_FRAME_EOF | 1u << SERVE_FRAME_RESIZE);
+		command_start(&rd);
+	}
 	brig_buf_init(&rd.pend, ATTACH_READ + a->head_len); /* what one read can add */
-	bool open = a->head_len == 0 || feed(&rd, &dec, a->head, a->head_len);
+	open = open && (a->head_len == 0 || feed(&rd, &dec, a->head, a->head_len));
 	if (!open)
 		hang_up(a);
 	char *buf = xmalloc(ATTACH_READ);
 	for (;;) {
+		if (!open && !rd.started)
+			break; /* a run gone before its inputs were in: nothing runs */
 		/* The client is read only when its stdin so far is out: a
 		 * command that does not read stdin holds the client back (TCP's
 		 * window), not the server's memory. Its hang-up is seen anyway. */
@@ -324,8 +450,10 @@ static void *attach_thread(void *arg)
 	free(buf);
 	brig_buf_free(&rd.pend);
 	serve_frame_dec_clear(&dec);
-	if (started)
-		pthread_join(th, NULL);
+	if (rd.started)
+		pthread_join(rd.th, NULL);
+	brig_tar_extract_free(rd.inx);
+	brig_error_free(rd.in_err);
 	serve__upgraded_close(a->u);
 	attach_free(a);
 	return NULL;
@@ -461,4 +589,26 @@ bool serve__proc_attach(serve_req *r, serve_reply *out, const char *name, brig_g
 	a->own = own;
 	a->proc_in = in;
 	return true;
+}
+
+void serve__h_runs_attach(serve_req *r, serve_reply *out)
+{
+	if (!serve__upgrade_ok(r, out))
+		return;
+	serve_run_req *run = xmalloc(sizeof *run);
+	if (!serve__run_prep(r, out, run, true)) {
+		free(run);
+		return;
+	}
+	attach *a = attach_new(r, out, xstrdup("a run"));
+	if (!a) {
+		serve_run_clear(run);
+		free(run);
+		return;
+	}
+	a->run = run;
+	if (!run->with_stdin) { /* stdin frames are dropped; the command has none */
+		close(a->in[1]);
+		a->in[1] = -1;
+	}
 }

@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +17,7 @@
 #include "brig/spec.h"
 #include "ops/fs.h"
 #include "ops/procs.h"
+#include "sandbox/outdir.h"
 #include "egress/egress_internal.h"
 #include "serve/internal.h"
 #include "tar/tar.h"
@@ -615,13 +615,6 @@ void serve__h_file_mkdir(serve_req *r, serve_reply *out)
 
 /* ---- disposable runs ---- */
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb, (void)flag, (void)ftw;
-	remove(path);
-	return 0;
-}
-
 /* Unpacks base64 tar b64 into dir (entries checked; no links out). */
 static int unpack_inputs(const char *dir, json_t *b64, brig_error **err)
 {
@@ -642,14 +635,13 @@ static int unpack_inputs(const char *dir, json_t *b64, brig_error **err)
 	return rc;
 }
 
-/* The tar of dir's contents, base64. */
-static int pack_outputs(char **out, const char *dir, brig_error **err)
+/* A builder of dir's contents (names relative to dir). */
+static int outputs_builder(brig_tar_builder **out, const char *dir, brig_error **err)
 {
 	brig_tar_builder *b = NULL;
-	brig_buf buf;
-	brig_buf_init(&buf, ARCHIVE_MAX);
 	int rc = brig_tar_builder_new(&b, NULL, err);
-	DIR *d = rc ? NULL : opendir(dir);
+	struct stat st;
+	DIR *d = rc || stat(dir, &st) != 0 ? NULL : opendir(dir);
 	struct dirent *de;
 	while (d && !rc && (de = readdir(d))) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
@@ -659,6 +651,20 @@ static int pack_outputs(char **out, const char *dir, brig_error **err)
 	}
 	if (d)
 		closedir(d);
+	if (rc)
+		brig_tar_builder_free(b);
+	else
+		*out = b;
+	return rc;
+}
+
+/* The tar of dir's contents, base64. */
+static int pack_outputs(char **out, const char *dir, brig_error **err)
+{
+	brig_tar_builder *b = NULL;
+	brig_buf buf;
+	brig_buf_init(&buf, ARCHIVE_MAX);
+	int rc = outputs_builder(&b, dir, err);
 	char chunk[65536];
 	ssize_t n;
 	while (!rc && (n = brig_tar_builder_read(b, chunk, sizeof chunk, err)) != 0) {
@@ -675,17 +681,40 @@ static int pack_outputs(char **out, const char *dir, brig_error **err)
 	return rc;
 }
 
-void serve__h_runs(serve_req *r, serve_reply *out)
+void serve_run_clear(serve_run_req *run)
 {
+	if (run->dir) /* inputs come read-only (0555): removed as a refused --out is */
+		brig_sandbox__outdir_abandon(run->dir);
+	free(run->dir);
+	free(run->indir);
+	free(run->outdir);
+	brig_spec_clear(&run->spec);
+	serve_exec_req_clear(&run->req);
+	json_decref(run->ej);
+	json_decref(run->body);
+	memset(run, 0, sizeof *run);
+}
+
+bool serve__run_prep(serve_req *r, serve_reply *out, serve_run_req *run, bool attach)
+{
+	memset(run, 0, sizeof *run); /* spec: filled by brig_spec_from_json below */
 	json_t *b = r->json;
 	const char *key;
 	json_t *v;
 	json_object_foreach (b, key, v) {
-		if (strcmp(key, "ns") && strcmp(key, "spec") && strcmp(key, "argv") && strcmp(key, "timeout_s") &&
-		    strcmp(key, "inputs_tar") && strcmp(key, "outputs") && strcmp(key, "capture_max") &&
-		    strcmp(key, "secret_values")) {
-			serve__reply_fail(out, 400, "invalid", "unknown field '%.64s'", key);
-			return;
+		bool known = !strcmp(key, "ns") || !strcmp(key, "spec") || !strcmp(key, "argv") ||
+			     !strcmp(key, "timeout_s") || !strcmp(key, "outputs") || !strcmp(key, "capture_max") ||
+			     !strcmp(key, "secret_values");
+		if (attach)
+			known = known || !strcmp(key, "stdin") || !strcmp(key, "workdir") || !strcmp(key, "out_mb");
+		else
+			known = known || !strcmp(key, "inputs_tar");
+		if (!known) {
+			serve__reply_fail(out, 400, "invalid", "unknown field '%.64s'%s", key,
+					  attach && !strcmp(key, "inputs_tar")
+						  ? " (the inputs come over the stream, frames of type 6)"
+						  : "");
+			return false;
 		}
 	}
 	/* A run belongs to a namespace like a computer: its token must cover it. */
@@ -694,106 +723,145 @@ void serve__h_runs(serve_req *r, serve_reply *out)
 	brig_error *nerr = NULL;
 	if (!ns) {
 		serve__reply_fail(out, 400, "invalid", "ns: the run's namespace is a required string");
-		return;
+		return false;
 	}
 	if (brig_identity_validate(&nid, &nerr) != 0) {
 		serve__reply_error(out, nerr);
-		return;
+		return false;
 	}
 	if (!serve__allowed(r, ns)) {
 		serve__reply_fail(out, 403, "forbidden", "the token does not cover this namespace");
-		return;
+		return false;
 	}
 	json_t *js = json_object_get(b, "spec"), *to = json_object_get(b, "timeout_s");
 	json_t *in = json_object_get(b, "inputs_tar"), *outs = json_object_get(b, "outputs");
+	json_t *sin = json_object_get(b, "stdin"), *wd = json_object_get(b, "workdir");
+	json_t *omb = json_object_get(b, "out_mb");
 	if ((js && !json_is_object(js)) ||
 	    (to && (!json_is_integer(to) || json_integer_value(to) < 1 || json_integer_value(to) > 86400)) ||
 	    (in && !json_is_string(in)) || (outs && !json_is_boolean(outs))) {
 		serve__reply_fail(
 			out, 400, "invalid",
 			"spec: an object; timeout_s: 1..86400; inputs_tar: base64 of a tar; outputs: a boolean");
-		return;
+		return false;
+	}
+	if ((sin && !json_is_boolean(sin)) || (wd && (!json_is_string(wd) || json_string_value(wd)[0] != '/')) ||
+	    (omb && (!json_is_integer(omb) || json_integer_value(omb) < 1 || json_integer_value(omb) > 1 << 20))) {
+		serve__reply_fail(out, 400, "invalid",
+				  "stdin: a boolean; workdir: an absolute path; out_mb: 1..1048576");
+		return false;
 	}
 	/* argv and capture_max as an exec's. */
-	json_t *ej = json_pack("{s:O*,s:O*}", "argv", json_object_get(b, "argv"), "capture_max",
-			       json_object_get(b, "capture_max"));
-	serve_exec_req req;
+	run->ej = json_pack("{s:O*,s:O*}", "argv", json_object_get(b, "argv"), "capture_max",
+			    json_object_get(b, "capture_max"));
 	brig_error *err = NULL;
-	int rc = serve_exec_req_parse(&req, ej, &err);
+	int rc = serve_exec_req_parse(&run->req, run->ej, &err);
 	if (rc) {
-		json_decref(ej);
+		json_decref(run->ej);
+		run->ej = NULL;
 		serve__reply_error(out, err);
-		return;
+		return false;
 	}
-	brig_spec spec;
-	brig_spec_init(&spec);
+	run->body = json_incref(b);
+	run->outputs = json_is_true(outs);
+	run->with_stdin = json_is_true(sin);
+	run->timeout_s = to ? json_integer_value(to) : 0;
+	run->out_mb = omb ? json_integer_value(omb) : 0;
+	run->workdir = json_string_value(wd);
 	json_t *copy = js ? json_deep_copy(js) : json_object();
 	if (!json_object_get(copy, "image") && serve__config(r)->image)
 		json_object_set_new(copy, "image", json_string(serve__config(r)->image));
-	brig_spec_clear(&spec);
-	rc = brig_spec_from_json(&spec, copy, &err);
+	rc = brig_spec_from_json(&run->spec, copy, &err);
 	json_decref(copy);
-	if (!rc && serve_spec_policy(&spec, serve__config(r), &err) != 0) {
+	if (!rc && serve_spec_policy(&run->spec, serve__config(r), &err) != 0) {
 		serve__reply_fail(out, 403, "policy", "%s", brig_error_message(err));
 		brig_error_free(err);
-		brig_spec_clear(&spec);
-		serve_exec_req_clear(&req);
-		json_decref(ej);
-		return;
+		serve_run_clear(run);
+		return false;
 	}
 	if (!rc)
-		rc = serve_secret_values_check(json_object_get(b, "secret_values"), &spec, &err);
+		rc = serve_secret_values_check(json_object_get(b, "secret_values"), &run->spec, &err);
 	if (!rc) {
 		cleanup_free char *lbl = xasprintf("brig.serve.ns=%s", ns);
-		rc = brig_spec_add_label(&spec, lbl, &err);
+		rc = brig_spec_add_label(&run->spec, lbl, &err);
 	}
 	char tmpl[] = "/tmp/brig-serve-run-XXXXXX";
-	char *dir = NULL;
-	cleanup_free char *indir = NULL, *outdir = NULL;
-	if (!rc && !(dir = mkdtemp(tmpl)))
+	if (!rc && mkdtemp(tmpl))
+		run->dir = xstrdup(tmpl);
+	else if (!rc)
 		rc = brig__error_set(&err, BRIG_EIO, errno, "mkdtemp: %s", strerror(errno));
 	if (!rc) {
-		indir = xasprintf("%s/in", dir);
-		outdir = xasprintf("%s/out", dir);
-		if (mkdir(indir, 0700) != 0)
+		run->indir = xasprintf("%s/in", run->dir);
+		run->outdir = xasprintf("%s/out", run->dir);
+		if (mkdir(run->indir, 0700) != 0)
 			rc = brig__error_set(&err, BRIG_EIO, errno, "mkdir: %s", strerror(errno));
 	}
-	if (!rc && in)
-		rc = unpack_inputs(indir, in, &err);
+	if (rc) {
+		serve__reply_error(out, err);
+		serve_run_clear(run);
+		return false;
+	}
+	return true;
+}
+
+int serve__run_go(serve_run_req *run, brig_engine *e, brig_run_opts *o, brig_run_result *res, brig_error **err)
+{
 	char **inputs = NULL;
 	size_t n_in = 0;
-	DIR *d = !rc && in ? opendir(indir) : NULL;
+	DIR *d = opendir(run->indir);
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
 		inputs = xrealloc(inputs, (n_in + 1) * sizeof *inputs);
-		inputs[n_in++] = xasprintf("%s/%s", indir, de->d_name);
+		inputs[n_in++] = xasprintf("%s/%s", run->indir, de->d_name);
 	}
 	if (d)
 		closedir(d);
+	o->spec = &run->spec;
+	o->argv = run->req.argv;
+	o->inputs = (const char *const *)inputs;
+	o->input_count = n_in;
+	o->out_dir = run->outputs ? run->outdir : NULL;
+	o->out_mb = run->out_mb;
+	o->workdir = run->workdir;
+	o->timeout_s = run->timeout_s;
+	o->capture_max = run->req.capture_max;
+	brig_egress__secrets_given(json_object_get(run->body, "secret_values"));
+	int rc = brig_run(e, o, res, err);
+	brig_egress__secrets_given(NULL);
+	for (size_t i = 0; i < n_in; i++)
+		free(inputs[i]);
+	free(inputs);
+	return rc;
+}
+
+int serve__run_outputs(serve_run_req *run, brig_tar_builder **out, brig_error **err)
+{
+	return outputs_builder(out, run->outdir, err);
+}
+
+void serve__h_runs(serve_req *r, serve_reply *out)
+{
+	serve_run_req run;
+	if (!serve__run_prep(r, out, &run, false))
+		return;
+	brig_error *err = NULL;
+	json_t *in = json_object_get(run.body, "inputs_tar");
+	int rc = in ? unpack_inputs(run.indir, in, &err) : 0;
 	brig_run_result res = {0};
 	if (!rc) {
 		brig_run_opts o = BRIG_RUN_OPTS_INIT;
-		o.spec = &spec;
-		o.argv = req.argv;
-		o.inputs = (const char *const *)inputs;
-		o.input_count = n_in;
-		o.out_dir = json_is_true(outs) ? outdir : NULL;
-		o.timeout_s = to ? json_integer_value(to) : 0;
-		o.capture_max = req.capture_max;
 		o.cancel_fd = serve__cancel_fd(r); /* the drain period is over: the run is removed */
-		brig_egress__secrets_given(json_object_get(b, "secret_values"));
-		rc = brig_run(serve__engine(r), &o, &res, &err);
-		brig_egress__secrets_given(NULL);
+		rc = serve__run_go(&run, serve__engine(r), &o, &res, &err);
 		if (!rc)
 			serve__exec_observe(r->srv, res.run_ms);
 	}
 	char *tar64 = NULL;
-	if (!rc && json_is_true(outs)) {
+	if (!rc && run.outputs) {
 		struct stat st;
-		if (stat(outdir, &st) == 0)
-			rc = pack_outputs(&tar64, outdir, &err);
+		if (stat(run.outdir, &st) == 0)
+			rc = pack_outputs(&tar64, run.outdir, &err);
 		else
 			tar64 = xstrdup("");
 	}
@@ -807,12 +875,5 @@ void serve__h_runs(serve_req *r, serve_reply *out)
 	}
 	free(tar64);
 	brig_run_result_clear(&res);
-	for (size_t i = 0; i < n_in; i++)
-		free(inputs[i]);
-	free(inputs);
-	if (dir)
-		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	brig_spec_clear(&spec);
-	serve_exec_req_clear(&req);
-	json_decref(ej);
+	serve_run_clear(&run);
 }

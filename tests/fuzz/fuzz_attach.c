@@ -22,12 +22,13 @@ typedef struct seen {
 static int on_frame(unsigned type, const char *data, size_t len, void *payload)
 {
 	seen *s = payload;
-	bool is_data = type == SERVE_FRAME_STDIN || type == SERVE_FRAME_STDOUT || type == SERVE_FRAME_STDERR;
-	if (type > SERVE_FRAME_RESIZE)
+	bool is_data = type == SERVE_FRAME_STDIN || type == SERVE_FRAME_STDOUT || type == SERVE_FRAME_STDERR ||
+		       type == SERVE_FRAME_TAR;
+	if (type > SERVE_FRAME_TAR_END)
 		abort();
 	if (is_data && (len == 0 || len > SERVE_FRAME_DATA_MAX))
 		abort(); /* an empty piece, or a frame longer than its cap trusted */
-	if (type == SERVE_FRAME_EOF && len != 0)
+	if ((type == SERVE_FRAME_EOF || type == SERVE_FRAME_TAR_END) && len != 0)
 		abort();
 	if (type == SERVE_FRAME_RESIZE) {
 		int rows, cols;
@@ -85,8 +86,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	size_t piece = piece_sizes[data[0] & 15];
-	unsigned mask = (data[0] & 16) ? (1u << SERVE_FRAME_STDOUT | 1u << SERVE_FRAME_STDERR | 1u << SERVE_FRAME_END)
-				       : (1u << SERVE_FRAME_STDIN | 1u << SERVE_FRAME_EOF | 1u << SERVE_FRAME_RESIZE);
+	/* with a run's tar frames (6, and 7 from the client) */
+	unsigned mask = (data[0] & 16) ? (1u << SERVE_FRAME_STDOUT | 1u << SERVE_FRAME_STDERR | 1u << SERVE_FRAME_END |
+					  1u << SERVE_FRAME_TAR)
+				       : (1u << SERVE_FRAME_STDIN | 1u << SERVE_FRAME_EOF | 1u << SERVE_FRAME_RESIZE |
+					  1u << SERVE_FRAME_TAR | 1u << SERVE_FRAME_TAR_END);
 	int stop_after = (data[0] >> 5) & 7; /* 0: never stop */
 	const char *in = (const char *)data + 1;
 	size_t len = size - 1;

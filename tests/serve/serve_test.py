@@ -305,6 +305,9 @@ class Api(unittest.TestCase):
         with tarfile.open(fileobj=io.BytesIO(base64.b64decode(r["outputs_tar"]))) as tf:
             self.assertEqual(tf.extractfile("out.txt").read(), b"abc")
         self.assertError(c.call("POST", "/v1/runs", {"ns": ns, "argv": ["true"], "inputs_tar": "!!"}, token=tok), 400, "invalid")
+        # the streamed run upgrades (CliClient.test_run_* and Api.test_run_attach speak it)
+        self.assertError(call("POST", "/v1/runs/attach", "/v1/runs/attach", body={"ns": ns, "argv": ["true"]}),
+                         426, "upgrade_required")
         seen.add(("POST", "/v1/computers"))
         comp = self.create(c, ns, tok, session)
         self.assertEqual(comp["state"], "running")
@@ -591,6 +594,55 @@ class Api(unittest.TestCase):
             self.assertError(c.call("GET", q, token=TOK_B), 403, "forbidden")
         finally:
             c.call("DELETE", p, token=TOK_A)
+
+    def test_run_attach(self):
+        """POST /v1/runs/attach by hand: inputs as tar frames (past the 64 KiB
+        body cap of this server), stdin, live output, the outputs tar and the
+        result; unsafe inputs end it with an error; refusals before the 101."""
+        big = os.urandom(200000)
+        tb = io.BytesIO()
+        with tarfile.open(fileobj=tb, mode="w") as tf:
+            ti = tarfile.TarInfo("in.bin")
+            ti.size = len(big)
+            tf.addfile(ti, io.BytesIO(big))
+        body = {"ns": NS_A, "argv": ["sh", "-c", "cat; echo err >&2; cp /inbox/in.bin /outbox/out.bin; exit 5"],
+                "stdin": True, "outputs": True, "spec": {"labels": {"brig.test": PREFIX}}}
+        st, _, rest, s = attach_open(self.srv.sock, "/v1/runs/attach", body, TOK_A)
+        self.assertEqual(st, 101, rest)
+        try:
+            t = tb.getvalue()
+            s.sendall(b"".join(frame(6, t[i:i + 65536]) for i in range(0, len(t), 65536)) + frame(7) +
+                      frame(0, b"typed\n") + frame(4))
+            f = Frames(s, rest).rest()
+        finally:
+            s.close()
+        self.assertEqual((f.out, f.err, f.end["type"], f.end["exit_code"]), (b"typed\n", b"err\n", "exit", 5), f.end)
+        self.assertEqual(f.end["outputs"], ["out.bin"])
+        with tarfile.open(fileobj=io.BytesIO(f.tar)) as tf:
+            self.assertEqual(tf.extractfile("out.bin").read(), big)
+        # an input that climbs out: the extractor's refusal, nothing runs
+        tb = io.BytesIO()
+        with tarfile.open(fileobj=tb, mode="w") as tf:
+            ti = tarfile.TarInfo("../evil")
+            ti.size = 1
+            tf.addfile(ti, io.BytesIO(b"x"))
+        st, _, rest, s = attach_open(self.srv.sock, "/v1/runs/attach", {"ns": NS_A, "argv": ["true"]}, TOK_A)
+        self.assertEqual(st, 101, rest)
+        try:
+            s.sendall(frame(6, tb.getvalue()) + frame(7))
+            f = Frames(s, rest).rest()
+        finally:
+            s.close()
+        self.assertEqual(f.end["type"], "error", f.end)
+        self.assertTrue(f.end["message"].startswith("copy inputs in: "), f.end)
+        for tok, b, status, code in ((TOK_B, {"ns": NS_A, "argv": ["true"]}, 403, "forbidden"),
+                                     (TOK_A, {"ns": NS_A, "argv": ["true"], "inputs_tar": ""}, 400, "invalid"),
+                                     (TOK_A, {"argv": ["true"]}, 400, "invalid"),
+                                     (TOK_A, {"ns": NS_A, "argv": ["true"], "stdin": 1}, 400, "invalid")):
+            st, _, rest, s = attach_open(self.srv.sock, "/v1/runs/attach", b, tok)
+            self.assertEqual((st, json.loads(rest)["code"]), (status, code), rest)
+        self.assertEqual(subprocess.run(["docker", "ps", "-aq", "--filter", "label=brig.test=" + PREFIX,
+                                         "--filter", "name=brig-run-"], capture_output=True, text=True).stdout, "")
 
     def test_every_route_python(self):
         self.walk(self.py, "py")
@@ -2101,6 +2153,160 @@ class CliClient(unittest.TestCase):
         self.assertRegex(r.stdout, rb"^[1-9][0-9]*\n$")
         return int(r.stdout)
 
+    # ---- brig run through the server (POST /v1/runs/attach) ----
+
+    RUN = ("run", "--ns", NS_A, "--label", LABEL)
+
+    def run_containers(self):
+        """The runs' containers still there (each run labels its own with LABEL)."""
+        return subprocess.run(["docker", "ps", "-aq", "--filter", "label=" + LABEL, "--filter", "name=brig-run-"],
+                              capture_output=True, text=True).stdout.split()
+
+    def rm_runs(self):
+        """Removes what a failed run test left (never the class's computer)."""
+        for cid in self.run_containers():
+            subprocess.run(["docker", "rm", "-fv", cid], capture_output=True)
+
+    def test_run_output_and_exit_codes(self):
+        """stdout and stderr apart, the command's exit code, 124 on the
+        deadline, 127 for a missing program: the same bytes as direct."""
+        try:
+            r = self.same(*self.RUN, "--", "sh", "-c", "echo out; echo err >&2; printf 'x\\ty'; exit 3")
+            self.assertEqual((r.returncode, r.stdout, r.stderr), (3, b"out\nx\ty", b"err\n"))
+            self.assertEqual(self.same(*self.RUN, "--", "true").returncode, 0)
+            r = self.same(*self.RUN, "--timeout", "1", "--", "sleep", "30")
+            self.assertEqual(r.returncode, 124)
+            self.assertIn(b"run timed out after 1s", r.stderr)
+            r = self.same(*self.RUN, "--", "nosuchcmd")
+            self.assertEqual(r.returncode, 127)
+            self.assertIn(b"nosuchcmd: not found", r.stderr)
+            r = self.same(*self.RUN, "-e", "X=1", "-w", "/tmp", "--", "sh", "-c", "echo $X; pwd")
+            self.assertEqual(r.stdout, b"1\n/tmp\n")
+            big = self.same(*self.RUN, "--", "sh", "-c", "head -c 300000 /dev/zero | tr '\\0' a")
+            self.assertEqual(big.stdout, b"a" * 300000)
+            self.assertEqual(self.run_containers(), [])
+        finally:
+            self.rm_runs()
+
+    def test_run_stdin_json(self):
+        """-i passes stdin (and without it the command has none); --json
+        prints the same result as direct."""
+        try:
+            for host in (None, self.host):
+                r = self.brig(host, *self.RUN, "-i", "--", "sh", "-c", "tr a-z A-Z; echo done >&2",
+                              input=b"piped\n" * 20000)
+                self.assertEqual((r.returncode, r.stdout, r.stderr), (0, b"PIPED\n" * 20000, b"done\n"), host)
+                r = self.brig(host, *self.RUN, "--", "sh", "-c", "cat; echo end", input=b"not passed\n")
+                self.assertEqual((r.returncode, r.stdout), (0, b"end\n"), host)
+            cmd = [*self.RUN, "--json", "--", "sh", "-c", "echo hi; echo e >&2; exit 4"]
+            d, r = self.brig(None, *cmd), self.brig(self.host, *cmd)
+            self.assertEqual((r.returncode, d.returncode, r.stderr, d.stderr), (4, 4, b"e\n", b"e\n"))
+            jd, jr = json.loads(d.stdout), json.loads(r.stdout)
+            for j in (jd, jr):
+                for k in ("duration_ms", "durations_ms", "container"):
+                    j.pop(k)
+            self.assertEqual(jr, jd)
+            self.assertEqual((jr["stdout"]["text"], jr["exit_code"]), ("hi\n", 4))
+            self.assertEqual(self.run_containers(), [])
+        finally:
+            self.rm_runs()
+
+    def test_run_in_out(self):
+        """--in copies files of this machine under /inbox, read-only; --out
+        brings /outbox back here, merged as direct merges it."""
+        base = tempfile.mkdtemp(prefix=PREFIX, dir=self.tmpdir.name)
+        try:
+            src = os.path.join(base, "src")
+            os.makedirs(os.path.join(src, "sub"))
+            with open(os.path.join(src, "sub", "a.txt"), "wb") as f:
+                f.write(b"hello\n")
+            with open(os.path.join(base, "one.bin"), "wb") as f:
+                f.write(bytes(range(256)) * 4000)
+            script = ("cat /inbox/src/sub/a.txt; md5sum /inbox/one.bin | cut -c1-32; "
+                      "touch /inbox/src/x 2>/dev/null || echo read-only; "
+                      "mkdir -p /outbox/d; cp /inbox/src/sub/a.txt /outbox/d/r.txt; ln -s r.txt /outbox/d/l; "
+                      "head -c 2000000 /dev/urandom > /outbox/big")
+            trees = []
+            for host, out in ((None, "out-direct"), (self.host, "out-served")):
+                od = os.path.join(base, out)
+                os.makedirs(od)
+                with open(os.path.join(od, "kept"), "wb") as f:
+                    f.write(b"kept")
+                r = self.brig(host, *self.RUN, "--in", src, "--in", os.path.join(base, "one.bin"), "--out", od,
+                              "--", "sh", "-c", script)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.stdout, b"hello\n" + hashlib.md5(bytes(range(256)) * 4000).hexdigest().encode()
+                                 + b"\nread-only\n")
+                tree = {}
+                for dp, dns, fns in os.walk(od):
+                    for fn in fns:
+                        fp = os.path.join(dp, fn)
+                        rel = os.path.relpath(fp, od)
+                        tree[rel] = os.readlink(fp) if os.path.islink(fp) else os.path.getsize(fp)
+                trees.append(tree)
+            self.assertEqual(trees[0], trees[1])
+            self.assertEqual(trees[1], {"kept": 4, "d/r.txt": 6, "d/l": "r.txt", "big": 2000000})
+            with open(os.path.join(base, "out-served", "d", "r.txt"), "rb") as f:
+                self.assertEqual(f.read(), b"hello\n")
+            # an output that points out of --out: refused the same way, --out left as it was
+            od = os.path.join(base, "out-direct")
+            r = self.same(*self.RUN, "--out", od, "--", "sh", "-c", "echo x > /outbox/new; ln -s /etc/passwd /outbox/x")
+            self.assertEqual(r.returncode, 125)
+            self.assertIn(b"copy outputs to %s: " % od.encode(), r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(od, "new")))
+            # an --in that is not there: the same error, nothing sent
+            r = self.same(*self.RUN, "--in", os.path.join(base, "nope"), "--", "true")
+            self.assertEqual(r.returncode, 125)
+            self.assertEqual(self.run_containers(), [])
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+            self.rm_runs()
+
+    def test_run_refused(self):
+        """Usage errors as direct; through the server --ns is required, and a
+        token must cover it (403, no container made); --help goes nowhere."""
+        try:
+            for args in (["run"], ["run", "--ns", NS_A], ["run", "--timeout", "x", "--", "true"],
+                         ["run", "--nope", "--", "true"], ["run", "--out-mb", "0", "--", "true"]):
+                r = self.same(*args)
+                self.assertEqual(r.returncode, 125, args)
+                self.assertTrue(r.stderr.startswith(b"brig: "), args)
+            self.assertEqual(self.same("run", "--help").returncode, 0)
+            r = self.brig(self.host, "run", "--label", LABEL, "--", "true")
+            self.assertEqual((r.returncode, r.stdout), (125, b""))
+            self.assertIn(b"--ns NS is required through a brig server", r.stderr)
+            r = self.brig(self.host, *self.RUN, "--", "true", token=TOK_B)
+            self.assertEqual((r.returncode, r.stdout), (125, b""))
+            self.assertIn(b"the token does not cover this namespace", r.stderr)
+            r = self.brig(self.host, *self.RUN, "-e", "SECRETV=hunter2-%s" % PREFIX, "--", "sh", "-c", "exit 9",
+                          token=TOK_B)
+            self.assertEqual(r.returncode, 125)
+            self.assertNotIn(b"hunter2", r.stderr)
+            self.assertNotIn(b"hunter2", open(os.path.join(self.tmpdir.name, "serve.log"), "rb").read())
+            self.assertEqual(self.run_containers(), [])
+        finally:
+            self.rm_runs()
+
+    def test_run_interrupt(self):
+        """Ctrl-C: 130, and the run's container is gone once brig says so,
+        as direct."""
+        try:
+            for host in (None, self.host):
+                e = dict(os.environ, BRIG_STORE=self.store, BRIG_IMAGE=IMAGE, BRIG_TOKEN=TOK_A)
+                e.pop("BRIG_HOST", None)
+                if host:
+                    e["BRIG_HOST"] = host
+                p = subprocess.Popen([BRIG, *self.RUN, "--", "sh", "-c", "echo started; sleep 60"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+                self.assertEqual(p.stdout.readline(), b"started\n")
+                p.send_signal(signal.SIGINT)
+                out, err = p.communicate(timeout=60)
+                self.assertEqual(p.returncode, 130, err)
+                self.assertIn(b"run interrupted; its container was removed", err)
+                self.assertEqual(self.run_containers(), [], host)
+        finally:
+            self.rm_runs()
+
     def test_ps_kill(self):
         """exec -d, ps and kill through the server work on brig-init's own
         commands: one started either way is listed and killed either way."""
@@ -2472,11 +2678,11 @@ class RecoverList(unittest.TestCase):
 
 
 class Frames:
-    """The server's frames: 1 stdout, 2 stderr, 3 end (JSON)."""
+    """The server's frames: 1 stdout, 2 stderr, 3 end (JSON), 6 a run's outputs tar."""
 
     def __init__(self, s, head=b""):
         self.s, self.buf = s, head
-        self.out, self.err, self.end = b"", b"", None
+        self.out, self.err, self.end, self.tar = b"", b"", None, b""
 
     def _fill(self):
         chunk = self.s.recv(65536)
@@ -2492,7 +2698,7 @@ class Frames:
                 assert self.buf == b"", "the stream ended inside a frame header"
                 return False
         t, n = self.buf[0], int.from_bytes(self.buf[4:8], "big")
-        assert t in (1, 2, 3) and self.buf[1:4] == b"\0\0\0", self.buf[:8]
+        assert t in (1, 2, 3, 6) and self.buf[1:4] == b"\0\0\0", self.buf[:8]
         while len(self.buf) < 8 + n:
             assert self._fill(), "the stream ended inside a frame"
         p, self.buf = self.buf[8:8 + n], self.buf[8 + n:]
@@ -2500,6 +2706,8 @@ class Frames:
             self.out += p
         elif t == 2:
             self.err += p
+        elif t == 6:
+            self.tar += p
         else:
             self.end = json.loads(p)
         return True

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "serve/frames.h"
 #include "serve/serve.h"
 #include "util/util.h"
 
@@ -183,6 +184,97 @@ static void test_status(void **state)
 	assert_string_equal(code, "internal");
 }
 
+/* A run's error end frame names its code; brig run through a server reads
+ * it back as the code direct would have had (its exit code and notes). */
+static void test_run_codes(void **state)
+{
+	(void)state;
+	const int codes[] = {BRIG_ECANCELED, BRIG_EUNSAFE, BRIG_ENOTFOUND, BRIG_EINVAL, BRIG_EUNCERTAIN};
+	for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+		const char *code;
+		serve__status(codes[i], &code);
+		assert_int_equal(serve__code_of(code), codes[i]);
+	}
+}
+
+/* A run's client frames: tar bytes, then TAR_END (on which the server
+ * switches to stdin), then stdin; stdin before TAR_END is refused. */
+typedef struct run_seen {
+	serve_frame_dec *d;
+	brig_buf tar, in;
+	int ends;
+} run_seen;
+
+static int on_run_frame(unsigned type, const char *data, size_t len, void *payload)
+{
+	run_seen *s = payload;
+	if (type == SERVE_FRAME_TAR)
+		brig_buf_put(&s->tar, data, len);
+	else if (type == SERVE_FRAME_STDIN)
+		brig_buf_put(&s->in, data, len);
+	else if (type == SERVE_FRAME_TAR_END) {
+		assert_int_equal(len, 0);
+		s->ends++;
+		s->d->allowed = 1u << SERVE_FRAME_STDIN | 1u << SERVE_FRAME_EOF;
+	}
+	return 0;
+}
+
+static void put(brig_buf *b, unsigned type, const char *data, size_t len)
+{
+	unsigned char h[SERVE_FRAME_HDR];
+	serve_frame_header(h, type, (uint32_t)len);
+	brig_buf_put(b, h, sizeof h);
+	if (len)
+		brig_buf_put(b, data, len);
+}
+
+static void test_run_frames(void **state)
+{
+	(void)state;
+	brig_buf w;
+	brig_buf_init(&w, 1 << 20);
+	put(&w, SERVE_FRAME_TAR, "tar-1", 5);
+	put(&w, SERVE_FRAME_TAR, "tar-2", 5);
+	put(&w, SERVE_FRAME_TAR_END, NULL, 0);
+	put(&w, SERVE_FRAME_STDIN, "typed", 5);
+	put(&w, SERVE_FRAME_EOF, NULL, 0);
+	/* whole and a byte at a time: the same */
+	const size_t pieces[] = {w.len, 1};
+	for (size_t k = 0; k < 2; k++) {
+		size_t piece = pieces[k];
+		serve_frame_dec d;
+		serve_frame_dec_init(&d, 1u << SERVE_FRAME_TAR | 1u << SERVE_FRAME_TAR_END);
+		run_seen s = {.d = &d};
+		brig_buf_init(&s.tar, 1 << 20);
+		brig_buf_init(&s.in, 1 << 20);
+		brig_error *err = NULL;
+		for (size_t off = 0; off < w.len; off += piece)
+			assert_int_equal(serve_frame_feed(&d, w.data + off, piece, on_run_frame, &s, &err), 0);
+		assert_int_equal(s.ends, 1);
+		assert_int_equal(s.tar.len, 10);
+		assert_memory_equal(s.tar.data, "tar-1tar-2", 10);
+		assert_int_equal(s.in.len, 5);
+		assert_true(serve_frame_dec_clean(&d));
+		brig_buf_free(&s.tar);
+		brig_buf_free(&s.in);
+		serve_frame_dec_clear(&d);
+	}
+	/* stdin before the inputs ended; a TAR_END with bytes */
+	const unsigned bad_types[] = {SERVE_FRAME_STDIN, SERVE_FRAME_TAR_END};
+	for (size_t i = 0; i < 2; i++) {
+		brig_buf_reset(&w);
+		put(&w, bad_types[i], "x", 1);
+		serve_frame_dec d;
+		serve_frame_dec_init(&d, 1u << SERVE_FRAME_TAR | 1u << SERVE_FRAME_TAR_END);
+		brig_error *err = NULL;
+		assert_int_equal(serve_frame_feed(&d, w.data, w.len, NULL, NULL, &err), BRIG_EPROTO);
+		brig_error_free(err);
+		serve_frame_dec_clear(&d);
+	}
+	brig_buf_free(&w);
+}
+
 /* What a client's spec may ask for (serve_spec_policy). */
 static void test_policy(void **state)
 {
@@ -240,6 +332,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_body),   cmocka_unit_test(test_exec_req), cmocka_unit_test(test_paths),
 		cmocka_unit_test(test_tokens), cmocka_unit_test(test_status),   cmocka_unit_test(test_policy),
+		cmocka_unit_test(test_run_codes), cmocka_unit_test(test_run_frames),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
