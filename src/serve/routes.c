@@ -740,24 +740,39 @@ static void h_checkpoint_create(serve_req *r, serve_reply *out)
 	brig_store_checkpoint_free(cp);
 }
 
-/* brig checkpoint rm: a checkpoint by its id alone, of a namespace the
- * token covers; another's answers as one that does not exist (the store's
- * own words would name its URL). */
-static void h_checkpoint_remove(serve_req *r, serve_reply *out)
+/* The checkpoint of the path's {id} (brig checkpoint rm and export name
+ * one by its id alone) into *cp, when of a namespace the token covers;
+ * else answered: 400, or 404 as one that does not exist (another's, and
+ * without the store's own words, which would name its URL). */
+static bool checkpoint_of_path(serve_req *r, serve_reply *out, brig_store_checkpoint **cp)
 {
+	*cp = NULL;
 	int64_t cid = 0;
 	if (!serve__path_id(r, out, "id: give a checkpoint id (from 1)", &cid))
-		return;
-	brig_store_checkpoint *cp = NULL;
+		return false;
 	brig_error *err = NULL;
-	int rc = brig_store_checkpoint_get(serve__store(r), &cp, cid, &err);
-	bool ours = rc == 0 && serve_tokens_allows(r->token, cp->ns);
+	int rc = brig_store_checkpoint_get(serve__store(r), cp, cid, &err);
+	if (rc == 0 && serve_tokens_allows(r->token, (*cp)->ns))
+		return true;
+	brig_store_checkpoint_free(*cp);
+	*cp = NULL;
+	if (rc == 0 || rc == BRIG_ENOTFOUND)
+		brig__error_set(&err, BRIG_ENOTFOUND, 0, "checkpoint %lld not found in the brig server's store",
+				(long long)cid);
+	serve__reply_error(out, err);
+	return false;
+}
+
+static void h_checkpoint_remove(serve_req *r, serve_reply *out)
+{
+	brig_store_checkpoint *cp = NULL;
+	if (!checkpoint_of_path(r, out, &cp))
+		return;
+	brig_error *err = NULL;
+	int rc = brig_checkpoint_remove(serve__store(r), NULL, cp->id, &err);
+	if (rc == BRIG_ENOTFOUND) /* removed since */
+		brig__error_set(&err, rc, 0, "checkpoint %lld not found in the brig server's store", (long long)cp->id);
 	brig_store_checkpoint_free(cp);
-	if (ours)
-		rc = brig_checkpoint_remove(serve__store(r), NULL, cid, &err);
-	if (rc == BRIG_ENOTFOUND || (rc == 0 && !ours))
-		rc = brig__error_set(&err, BRIG_ENOTFOUND, 0, "checkpoint %lld not found in the brig server's store",
-				     (long long)cid);
 	if (rc) {
 		serve__reply_error(out, err);
 		return;
@@ -849,22 +864,11 @@ static void h_checkpoint_export(serve_req *r, serve_reply *out)
 }
 
 /* GET /v1/checkpoints/{id}/export: by id alone, as brig checkpoint export
- * names it; another namespace's is as absent. */
+ * names it. */
 static void h_checkpoint_export_id(serve_req *r, serve_reply *out)
 {
-	int64_t cid = 0;
-	if (!serve__path_id(r, out, "id: give a checkpoint id (from 1)", &cid))
-		return;
 	brig_store_checkpoint *cp = NULL;
-	brig_error *err = NULL;
-	int rc = brig_store_checkpoint_get(serve__store(r), &cp, cid, &err);
-	bool ours = rc == 0 && serve_tokens_allows(r->token, cp->ns);
-	if (rc == BRIG_ENOTFOUND || (rc == 0 && !ours))
-		rc = brig__error_set(&err, BRIG_ENOTFOUND, 0, "checkpoint %lld not found in the brig server's store",
-				     (long long)cid);
-	if (rc)
-		serve__reply_error(out, err);
-	else
+	if (checkpoint_of_path(r, out, &cp))
 		checkpoint_export_reply(r, out, cp);
 	brig_store_checkpoint_free(cp);
 }
