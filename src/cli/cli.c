@@ -15,6 +15,7 @@
 #include "brig/session.h"
 #include "brig/store.h"
 #include "cli/cli.h"
+#include "egress/egress_internal.h"
 #include "util/util.h"
 
 int cli_error(brig_error *err, const char *context)
@@ -97,10 +98,9 @@ int cli_store_open(brig_store **out, const char *url)
 	brig_error *err = NULL;
 	if (brig_store_open(out, url, &err) != 0)
 		return cli_error(err, "cannot open the session store (--store, BRIG_STORE)");
-	/* The egress proxy this brig may start (a computer of network egress)
-	 * keeps its ledger in the store this brig uses: it reads BRIG_STORE. */
-	if (url)
-		setenv("BRIG_STORE", url, 1);
+	/* A computer of network egress this brig makes has its ledger rows
+	 * kept in the store this brig uses. */
+	brig_egress__use_store(url);
 	return 0;
 }
 

@@ -29,6 +29,11 @@ int brig_egress__host_check(char *out, size_t outlen, const char *s, size_t n);
 int brig_egress__sandbox_start(brig_engine *e, const char *cid, const char *name, const char *const *rules,
 			       size_t count, bool write_rules, brig_error **err);
 
+/* The store this process uses (url; NULL: brig_store_open(NULL)'s): what
+ * a sandbox it starts names as its ledger's (NAME.store), and the store of
+ * a proxy it starts. Set before any thread, as brig's CLI opens its store. */
+void brig_egress__use_store(const char *url);
+
 /* Deletes NAME.rules, .secrets and .store (when the sandbox goes). 0, or -1. */
 int brig_egress__rules_remove(const char *name);
 

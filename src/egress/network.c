@@ -143,6 +143,14 @@ size_t brig_egress__proxy_env(char **out, size_t max, char *const *env)
 	return n;
 }
 
+static char *store_used; /* brig_egress__use_store's */
+
+void brig_egress__use_store(const char *url)
+{
+	free(store_used);
+	store_used = url && *url ? xstrdup(url) : NULL;
+}
+
 static int proxy_start(brig_error **err)
 {
 	if (proxy_listening())
@@ -161,7 +169,18 @@ static int proxy_start(brig_error **err)
 	cleanup_free char *log = xasprintf("%s/proxy.log", dir);
 	char *const argv[] = {"brig", "egress-proxy", NULL};
 	char *envp[64];
-	brig_egress__proxy_env(envp, sizeof envp / sizeof *envp, environ);
+	size_t ne = brig_egress__proxy_env(envp, sizeof envp / sizeof *envp - 1, environ);
+	/* the store this brig uses, when named: the proxy's own (rows of a
+	 * sandbox without a mark) */
+	cleanup_free char *store_env = store_used ? xasprintf("BRIG_STORE=%s", store_used) : NULL;
+	if (store_env) {
+		size_t k = 0;
+		for (size_t i = 0; i < ne; i++)
+			if (strncmp(envp[i], "BRIG_STORE=", 11) != 0)
+				envp[k++] = envp[i];
+		envp[k++] = store_env;
+		envp[k] = NULL;
+	}
 	/* Everything the child needs is ready before fork: between fork and
 	 * exec only async-signal-safe calls (the caller may have threads). */
 	int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -265,9 +284,10 @@ static const char *ip_program(void)
 	return NULL;
 }
 
-/* NAME.store: the store the proxy writes the sandbox's ledger rows to, the
- * one brig_store_open(NULL) opens here ($BRIG_STORE, which brig's CLI sets
- * to its --store, then the default), made absolute: the proxy is one per
+/* NAME.store: the store the proxy writes the sandbox's ledger rows to:
+ * brig_egress__use_store's (brig's CLI: its --store), else the one
+ * brig_store_open(NULL) opens here ($BRIG_STORE, then the default), made
+ * absolute: the proxy is one per
  * host, started by whichever brig came first, and may run on after it with
  * another store and another working directory. Written for a new sandbox
  * (fresh: true) and for one that has none; an adopted one keeps its own.
@@ -280,7 +300,11 @@ static int store_mark(const char *name, bool fresh, brig_error **err)
 	if (rc)
 		return rc;
 	struct stat sb;
-	if ((!fresh && lstat(path, &sb) == 0) || brig_store_default_url(&url, NULL) != 0)
+	if (!fresh && lstat(path, &sb) == 0)
+		return 0;
+	if (store_used)
+		url = xstrdup(store_used);
+	else if (brig_store_default_url(&url, NULL) != 0)
 		return 0;
 	const char *file = url;
 	size_t scheme = strncmp(url, "sqlite://", 9) == 0 ? 9 : strncmp(url, "sqlite:", 7) == 0 ? 7 : 0;

@@ -398,63 +398,179 @@ static int secrets_of(brig_egress_secret **out, size_t *n, const conn *c)
 	return 0;
 }
 
-/* The stores sandboxes' rows go to (NAME.store, written by the brig that
- * made the sandbox), other than the proxy's own: opened on first use and
- * kept, the oldest closed when a new one needs the room. One that cannot
- * be opened is tried again only after LEDGER_RETRY_MS: an unreachable
- * database must not make every connection's last word wait for it. */
+/* The store a sandbox's rows go to: its NAME.store (written by the brig
+ * that made it), malloc'd; NULL when it has none (made by an older brig,
+ * or one without a default store: the proxy's own store then) or the mark
+ * cannot be read (logged; "" then: the row is kept from every store). */
+static char *store_of(const char *sandbox)
+{
+	cleanup_free char *path = NULL;
+	char *url = NULL;
+	size_t len = 0;
+	brig_error *err = NULL;
+	if (brig_egress__sandbox_path(&path, sandbox, ".store", NULL) != 0)
+		return NULL;
+	if (brig_egress__file_read(path, 4096, &url, &len, &err) != 0) {
+		log_note("ledger", "cannot read the sandbox's store", brig_error_message(err));
+		brig_error_free(err);
+		return xstrdup("");
+	}
+	if (url && (!len || memchr(url, '\0', len))) {
+		free(url);
+		return xstrdup("");
+	}
+	return url;
+}
+
+/* Rows are written by one thread of their own, from a queue: the monitor
+ * answers every worker request on one thread, and must never wait for a
+ * database (an unreachable one takes its connect timeout). The writer
+ * keeps the stores sandboxes' rows go to (other than the proxy's own)
+ * open, up to LEDGERS_MAX, the oldest closed when a new one needs the
+ * room; one that cannot be opened is tried again only after
+ * LEDGER_RETRY_MS, its rows dropped meanwhile (logged). A full queue drops
+ * the row (logged) rather than stall the proxy. */
 #define LEDGERS_MAX 8
 #define LEDGER_RETRY_MS 30000
+#define LEDGER_QUEUE_MAX 4096
 static struct {
 	char *url;
 	brig_store *s;     /* NULL: could not be opened at failed_ms */
 	int64_t failed_ms; /* -1: not tried */
 } ledgers[LEDGERS_MAX];
 static size_t ledgers_next;
-static pthread_mutex_t ledger_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Writes rec to the store of its sandbox (known: rec->sandbox is a
- * computer's name, not an address), else to the proxy's. */
-static void ledger_write(const brig_store_egress *rec, bool known)
+typedef struct lrow {
+	brig_store_egress rec; /* its strings owned */
+	char *store;           /* NULL: the proxy's; "": none may have it */
+	struct lrow *next;
+} lrow;
+static pthread_mutex_t lq_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t lq_cond = PTHREAD_COND_INITIALIZER;
+static lrow *lq_head, **lq_tail = &lq_head;
+static size_t lq_n;
+static bool lq_started, lq_busy;
+
+static void lrow_free(lrow *q)
 {
+	free(q->rec.sandbox);
+	free(q->rec.ns);
+	free(q->rec.agent);
+	free(q->rec.session);
+	free(q->rec.host);
+	free(q->rec.decision);
+	free(q->rec.reason);
+	free(q->store);
+	free(q);
+}
+
+/* The writer's store for url (NULL: the proxy's). */
+static brig_store *ledger_store(const char *url)
+{
+	if (!url)
+		return ledger;
+	size_t i = 0;
+	while (i < LEDGERS_MAX && !(ledgers[i].url && strcmp(ledgers[i].url, url) == 0))
+		i++;
+	if (i == LEDGERS_MAX) {
+		i = ledgers_next;
+		ledgers_next = (ledgers_next + 1) % LEDGERS_MAX;
+		brig_store_close(ledgers[i].s);
+		free(ledgers[i].url);
+		ledgers[i].url = xstrdup(url);
+		ledgers[i].s = NULL;
+		ledgers[i].failed_ms = -1;
+	}
+	int64_t now = brig_now_ms();
 	brig_error *err = NULL;
-	cleanup_free char *path = NULL, *url = NULL;
-	size_t len = 0;
-	if (known && brig_egress__sandbox_path(&path, rec->sandbox, ".store", NULL) == 0 &&
-	    brig_egress__file_read(path, 4096, &url, &len, &err) != 0) {
-		log_note("ledger", "cannot read the sandbox's store", brig_error_message(err));
-		brig__error_clear(&err);
-	}
-	pthread_mutex_lock(&ledger_lock);
-	brig_store *s = ledger;
-	if (url && len && !memchr(url, '\0', len)) {
-		size_t i = 0;
-		while (i < LEDGERS_MAX && !(ledgers[i].url && strcmp(ledgers[i].url, url) == 0))
-			i++;
-		if (i == LEDGERS_MAX) {
-			i = ledgers_next;
-			ledgers_next = (ledgers_next + 1) % LEDGERS_MAX;
-			brig_store_close(ledgers[i].s);
-			free(ledgers[i].url);
-			ledgers[i].url = url;
-			ledgers[i].s = NULL;
-			ledgers[i].failed_ms = -1;
-			url = NULL;
-		}
-		int64_t now = brig_now_ms();
-		if (!ledgers[i].s && (ledgers[i].failed_ms < 0 || now - ledgers[i].failed_ms >= LEDGER_RETRY_MS) &&
-		    brig_store_open(&ledgers[i].s, ledgers[i].url, &err) != 0) {
-			ledgers[i].failed_ms = now;
-			log_note("ledger", "the sandbox's store is unavailable", brig_error_message(err));
-			brig__error_clear(&err);
-		}
-		s = ledgers[i].s; /* NULL: that store is unavailable; never the proxy's instead */
-	}
-	if (!s || brig_store_egress_add(s, NULL, rec, &err) != 0) {
-		log_note("ledger", "not written", s ? brig_error_message(err) : "no store");
+	if (!ledgers[i].s && (ledgers[i].failed_ms < 0 || now - ledgers[i].failed_ms >= LEDGER_RETRY_MS) &&
+	    brig_store_open(&ledgers[i].s, ledgers[i].url, &err) != 0) {
+		ledgers[i].failed_ms = now;
+		log_note("ledger", "the sandbox's store is unavailable", brig_error_message(err));
 		brig_error_free(err);
 	}
-	pthread_mutex_unlock(&ledger_lock);
+	return ledgers[i].s;
+}
+
+static void *ledger_thread(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&lq_lock);
+	for (;;) {
+		while (!lq_head)
+			pthread_cond_wait(&lq_cond, &lq_lock);
+		lrow *q = lq_head;
+		lq_head = q->next;
+		if (!lq_head)
+			lq_tail = &lq_head;
+		lq_n--;
+		lq_busy = true;
+		pthread_mutex_unlock(&lq_lock);
+		brig_store *s = q->store && !*q->store ? NULL : ledger_store(q->store);
+		brig_error *err = NULL;
+		if (!s || brig_store_egress_add(s, NULL, &q->rec, &err) != 0)
+			log_note("ledger", "not written", s ? brig_error_message(err) : "no store to write it to");
+		brig_error_free(err);
+		lrow_free(q);
+		pthread_mutex_lock(&lq_lock);
+		lq_busy = false;
+		pthread_cond_broadcast(&lq_cond);
+	}
+	return NULL;
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? xstrdup(s) : NULL;
+}
+
+/* Queues rec for the store at store (NULL: the proxy's; "": none). */
+static void ledger_write(const brig_store_egress *rec, const char *store)
+{
+	lrow *q = xcalloc(1, sizeof *q);
+	q->rec = *rec;
+	q->rec.sandbox = dup_or_null(rec->sandbox);
+	q->rec.ns = dup_or_null(rec->ns);
+	q->rec.agent = dup_or_null(rec->agent);
+	q->rec.session = dup_or_null(rec->session);
+	q->rec.host = dup_or_null(rec->host);
+	q->rec.decision = dup_or_null(rec->decision);
+	q->rec.reason = dup_or_null(rec->reason);
+	q->store = dup_or_null(store);
+	pthread_mutex_lock(&lq_lock);
+	if (!lq_started) {
+		pthread_t t;
+		pthread_attr_t at;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		lq_started = pthread_create(&t, &at, ledger_thread, NULL) == 0;
+		pthread_attr_destroy(&at);
+	}
+	bool room = lq_started && lq_n < LEDGER_QUEUE_MAX;
+	if (room) {
+		*lq_tail = q;
+		lq_tail = &q->next;
+		lq_n++;
+		pthread_cond_broadcast(&lq_cond);
+	}
+	pthread_mutex_unlock(&lq_lock);
+	if (!room) {
+		log_note("ledger", "not written", lq_started ? "the ledger's queue is full" : "no writer thread");
+		lrow_free(q);
+	}
+}
+
+/* Before the proxy exits: what is queued written, for up to 10 s. */
+static void ledger_flush(void)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	pthread_mutex_lock(&lq_lock);
+	while (lq_started && (lq_head || lq_busy))
+		if (pthread_cond_timedwait(&lq_cond, &lq_lock, &until) != 0)
+			break;
+	pthread_mutex_unlock(&lq_lock);
 }
 
 /* The row of c's connection (whose it is: the monitor's to say, for a
@@ -470,7 +586,8 @@ static void ledger_add(const conn *c, const brig_store_egress *rec)
 					       (json_int_t)rec->duration_ms)));
 		return;
 	}
-	ledger_write(rec, c->sandbox[0] != '\0');
+	cleanup_free char *store = c->sandbox[0] ? store_of(c->sandbox) : NULL;
+	ledger_write(rec, store);
 }
 
 /* ---- names ---- */
@@ -1095,7 +1212,14 @@ static struct mon_conn {
 	int64_t accepted_ms;
 	bool looked, known; /* who speaks was looked up; and found: the rest is its answer */
 	char sandbox[160], ns[80], agent[80], session[80];
+	char *store; /* its sandbox's store (store_of), read once it is known */
 } mon_conns[MON_CONNS];
+
+static void mon_conn_clear(struct mon_conn *m)
+{
+	free(m->store);
+	memset(m, 0, sizeof *m);
+}
 static uint64_t mon_last_id;
 
 /* A slot for a connection from addr (the oldest's when none is free). */
@@ -1105,7 +1229,7 @@ static struct mon_conn *mon_conn_new(uint32_t addr)
 	for (size_t i = 0; i < MON_CONNS && m->id; i++)
 		if (!mon_conns[i].id || mon_conns[i].id < m->id)
 			m = &mon_conns[i];
-	memset(m, 0, sizeof *m);
+	mon_conn_clear(m);
 	m->id = ++mon_last_id;
 	m->addr = addr;
 	m->accepted_ms = brig_now_ms();
@@ -1150,6 +1274,7 @@ static bool mon_conn_who(struct mon_conn *m)
 		memcpy(m->ns, c.ns, sizeof m->ns);
 		memcpy(m->agent, c.agent, sizeof m->agent);
 		memcpy(m->session, c.session, sizeof m->session);
+		m->store = store_of(m->sandbox); /* now: the mark goes with the sandbox */
 		m->known = true;
 	}
 	return m->known;
@@ -1166,7 +1291,7 @@ static json_t *mon_answer(json_t *req)
 	if (!m)
 		return json_object();
 	if (strcmp(op, "done") == 0) {
-		memset(m, 0, sizeof *m);
+		mon_conn_clear(m);
 		return json_object();
 	}
 	if (strcmp(op, "ledger") == 0) {
@@ -1189,8 +1314,8 @@ static json_t *mon_answer(json_t *req)
 					 .duration_ms = json_integer_value(json_object_get(req, "duration_ms"))};
 		if (host && dec && why &&
 		    (strcmp(dec, "allowed") == 0 || strcmp(dec, "denied") == 0 || strcmp(dec, "error") == 0))
-			ledger_write(&rec, m->known);
-		memset(m, 0, sizeof *m); /* the connection's last word */
+			ledger_write(&rec, m->known ? m->store : NULL);
+		mon_conn_clear(m); /* the connection's last word */
 		return json_object();
 	}
 	if (!mon_conn_who(m))
@@ -1254,7 +1379,7 @@ static void mon_hand(int acc, int fd, struct mon_conn *m)
 	while ((r = sendmsg(acc, &mh, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 && errno == EINTR)
 		;
 	if (r != (ssize_t)sizeof id)
-		memset(m, 0, sizeof *m);
+		mon_conn_clear(m);
 }
 
 /* The worker's next accepted socket and its number from acc: 0, 1 when
@@ -1386,12 +1511,6 @@ static void close_monitored(void)
 {
 	brig_store_close(ledger);
 	ledger = NULL;
-	for (size_t i = 0; i < LEDGERS_MAX; i++) {
-		brig_store_close(ledgers[i].s);
-		free(ledgers[i].url);
-		ledgers[i].s = NULL;
-		ledgers[i].url = NULL;
-	}
 	brig_engine_free(engine);
 	engine = NULL;
 }
@@ -1553,6 +1672,8 @@ int brig_egress_proxy_serve(brig_error **err)
 	bool hosts_set = getenv("BRIG_EGRESS_HOSTS") != NULL, ca_set = getenv("BRIG_EGRESS_UPSTREAM_CA") != NULL;
 	if (split) {
 		const struct passwd *pw = getpwnam("brig-egress");
+		if (pw && (pw->pw_uid == 0 || pw->pw_gid == 0))
+			pw = NULL; /* a brig-egress of root's: never the worker's */
 		uid_t wuid = pw ? pw->pw_uid : BRIG_EGRESS_WORKER_ID;
 		gid_t wgid = pw ? pw->pw_gid : BRIG_EGRESS_WORKER_ID;
 		pid_t me = getpid();
@@ -1628,6 +1749,7 @@ int brig_egress_proxy_serve(brig_error **err)
 	}
 	if (worker > 0) {
 		monitor(sv[0], lfd, ac[0]);
+		ledger_flush();
 		close(lfd); /* the port answers no more */
 		close(ac[0]);
 		close(sv[0]);
@@ -1652,6 +1774,8 @@ int brig_egress_proxy_serve(brig_error **err)
 	if (lfd >= 0)
 		close(lfd);
 	/* Threads still relaying may log: the store stays open until exit. */
+	if (mon_fd < 0)
+		ledger_flush();
 	fprintf(stderr, "{\"proxy\":\"exiting\"}\n");
 	fflush(stderr);
 	if (mon_fd >= 0)
