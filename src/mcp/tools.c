@@ -65,9 +65,11 @@ static int arg_int(json_t *args, const char *key, int64_t def, int64_t min, int6
 	if (!v || json_is_null(v))
 		return 0;
 	double d = json_number_value(v);
-	if (!json_is_number(v) || d != (double)(int64_t)d)
+	/* the range first: a double past int64's cannot be converted to one */
+	bool in_range = d >= (double)min && d <= (double)max && d >= -9223372036854775808.0 && d < 9223372036854775808.0;
+	if (!json_is_number(v) || (in_range && d != (double)(int64_t)d) || d != d)
 		return brig__error_set(err, BRIG_EINVAL, 0, "argument \"%s\" must be a whole number", key);
-	if (d < (double)min || d > (double)max)
+	if (!in_range)
 		return brig__error_set(err, BRIG_EINVAL, 0, "argument \"%s\" must be within %" PRId64 "..%" PRId64, key,
 				       min, max);
 	*out = (int64_t)d;
