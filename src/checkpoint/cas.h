@@ -118,13 +118,13 @@ typedef ssize_t (*ck_reader)(char *buf, size_t len, void *payload, brig_error **
 int ck_archive_read(ck_manifest *m, const char *pre, size_t pre_len, ck_reader reader, void *rpayload,
 		    const ck_archive_sink *sink, brig_error **err);
 
-/* The session (ns, agent, session; malloc'd) an export archive in memory
- * names in its session.json, read by ck_archive_read (untrusted): all NULL
- * for anything not starting as an archive (a checkpoint blob). For brig
- * serve, which must know whose namespace an import joins before it
- * imports. Errors: BRIG_EPROTO and the reader's (checkpoint.c). */
-int brig_checkpoint__archive_session(const void *data, size_t len, char **ns, char **agent, char **session,
-				     brig_error **err);
+/* The session (ns, agent, session; malloc'd) an export archive read from
+ * fd (from its offset on; it is read past) names in its session.json, read
+ * by ck_archive_read (untrusted): all NULL for anything not starting as an
+ * archive (a checkpoint blob). For brig serve, which must know whose
+ * namespace an import joins before it imports. Errors: BRIG_EPROTO,
+ * BRIG_EIO and the reader's (checkpoint.c). */
+int brig_checkpoint__archive_session(int fd, char **ns, char **agent, char **session, brig_error **err);
 
 /* ---- on disk (cas.c) ---- */
 

@@ -525,20 +525,14 @@ int brig_checkpoint_import(brig_store *s, brig_store_checkpoint **out, const cha
 	return rc;
 }
 
-typedef struct mem_in {
-	const char *p;
-	size_t left;
-} mem_in;
-
-static ssize_t mem_read(char *buf, size_t len, void *payload, brig_error **err)
+static ssize_t fd_read(char *buf, size_t len, void *payload, brig_error **err)
 {
-	(void)err;
-	mem_in *m = payload;
-	size_t n = len < m->left ? len : m->left;
-	memcpy(buf, m->p, n);
-	m->p += n;
-	m->left -= n;
-	return (ssize_t)n;
+	ssize_t n;
+	while ((n = read(*(int *)payload, buf, len)) < 0 && errno == EINTR)
+		;
+	if (n < 0)
+		brig__error_set(err, BRIG_EIO, errno, "reading: %s", strerror(errno));
+	return n;
 }
 
 typedef struct who {
@@ -560,17 +554,20 @@ static int who_meta(json_t *meta, void *payload, brig_error **err)
 	return BRIG_ECANCELED; /* all that was wanted */
 }
 
-int brig_checkpoint__archive_session(const void *data, size_t len, char **ns, char **agent, char **session,
-				     brig_error **err)
+int brig_checkpoint__archive_session(int fd, char **ns, char **agent, char **session, brig_error **err)
 {
 	*ns = *agent = *session = NULL;
-	if (len < 512 || strncmp(data, "brig-checkpoint/", 16) != 0)
+	char pre[512];
+	size_t got = 0;
+	for (ssize_t n = 1; got < sizeof pre && n > 0; got += n > 0 ? (size_t)n : 0)
+		if ((n = fd_read(pre + got, sizeof pre - got, &fd, err)) < 0)
+			return BRIG_EIO;
+	if (got < sizeof pre || strncmp(pre, "brig-checkpoint/", 16) != 0)
 		return 0; /* a checkpoint blob: it names no session */
-	mem_in in = {data, len};
 	who w = {0};
 	ck_archive_sink sink = {.meta = who_meta, .payload = &w};
 	ck_manifest m;
-	int rc = ck_archive_read(&m, NULL, 0, mem_read, &in, &sink, err);
+	int rc = ck_archive_read(&m, pre, got, fd_read, &fd, &sink, err);
 	ck_manifest_free(&m);
 	if (rc == BRIG_ECANCELED && w.ns) {
 		brig__error_clear(err);

@@ -29,9 +29,18 @@ static const char export_usage[] =
 	"  -o, --output FILE       Write to FILE (created 0600) instead of stdout\n"
 	"  -h, --help              Print this help\n";
 
+typedef struct sink {
+	int fd;
+	int werr; /* the write's errno when it failed */
+} sink;
+
 static int write_cb(const char *data, size_t len, void *payload)
 {
-	return brig_write_all(*(int *)payload, data, len) == 0 ? 0 : BRIG_EIO;
+	sink *k = payload;
+	if (brig_write_all(k->fd, data, len) == 0)
+		return 0;
+	k->werr = errno ? errno : EIO;
+	return BRIG_EIO;
 }
 
 /* export through a brig server: GET /v1/checkpoints/ID/export, the same
@@ -44,10 +53,13 @@ static int export_remote(int64_t id, int fd)
 	char target[64];
 	snprintf(target, sizeof target, "/v1/checkpoints/%" PRId64 "/export", id);
 	brig_error *err = NULL;
-	int rc = cli_remote_get_raw(r, target, write_cb, &fd, &err);
+	sink k = {fd, 0};
+	int rc = cli_remote_get_raw(r, target, write_cb, &k, &err);
 	cli_remote_free(r);
-	if (rc == BRIG_EIO)
-		return cli_fail("checkpoint export: writing: %s", strerror(errno));
+	if (rc && k.werr) {
+		brig_error_free(err);
+		return cli_fail("checkpoint export: writing: %s", strerror(k.werr));
+	}
 	return rc ? cli_error(err, NULL) : 0;
 }
 

@@ -60,6 +60,11 @@ static int create_remote(const brig_identity *id, const brig_spec *spec, bool im
 	if (rc)
 		return rc;
 	brig_computer *c = cli_remote_computer(j);
+	if (!c->name) {
+		brig_computer_free(c);
+		json_decref(j);
+		return cli_fail("create: the brig server's answer lacks the computer's name");
+	}
 	if (c->adopted)
 		cli_note("adopted existing computer %s (%s)", c->name, c->state ? c->state : "state unknown");
 	if (json)

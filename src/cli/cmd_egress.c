@@ -51,6 +51,9 @@ static void print_row(const brig_store_egress *r)
 static int egress_log_remote(const char *name, const char *ns, const char *agent, const char *session, long limit,
 			     bool json)
 {
+	/* the server answers at most 10000 rows (the newest) */
+	if (limit > 10000)
+		limit = 10000;
 	/* the server checks each name, and says which is wrong */
 	cleanup_free char *a = brig_urlencode(name ? name : ns), *b = name ? NULL : brig_urlencode(agent),
 			  *c = name ? NULL : brig_urlencode(session);

@@ -111,8 +111,8 @@ typedef struct run_outputs {
 
 /* brig run through a brig server: POST /v1/runs/attach, the inputs tar
  * first, the outputs tar at the end, and the same notes and exit code. */
-static int run_remote(const char *ns, const brig_spec *spec, const brig_run_opts *o, const cli_strv *inputs,
-		      bool json, int64_t timeout_ms)
+static int run_remote(const char *ns, const brig_spec *spec, bool image_given, const brig_run_opts *o,
+		      const cli_strv *inputs, bool json, int64_t timeout_ms)
 {
 	if (!ns)
 		return cli_usage("run", "--ns NS is required through a brig server: the namespace the run belongs "
@@ -134,6 +134,9 @@ static int run_remote(const char *ns, const brig_spec *spec, const brig_run_opts
 	json_t *body = json_pack("{s:s,s:o,s:o,s:I,s:b,s:b}", "ns", ns, "spec",
 				 brig_spec_to_json(spec, BRIG_SPEC_JSON_ENV_VALUES), "argv", argv, "timeout_s",
 				 (json_int_t)o->timeout_s, "outputs", o->out_dir != NULL, "stdin", o->stdin_fd >= 0);
+	const char *env_image = getenv("BRIG_IMAGE");
+	if (!image_given && !(env_image && *env_image)) /* the server's default (brig serve --image), as up's */
+		json_object_del(json_object_get(body, "spec"), "image");
 	if (o->out_mb)
 		json_object_set_new(body, "out_mb", json_integer(o->out_mb));
 	if (o->workdir)
@@ -301,7 +304,7 @@ int cmd_run(int argc, char **argv)
 	opts.on_output = cli_output_cb;
 	opts.payload = &live;
 	if (remote) {
-		rc = run_remote(ns, &spec, &opts, &inputs, json, timeout_ms);
+		rc = run_remote(ns, &spec, image_given, &opts, &inputs, json, timeout_ms);
 		goto out;
 	}
 

@@ -27,7 +27,9 @@ static const char serve_usage[] =
 	"      --image IMG         Image of new computers whose spec names none\n"
 	"                          (default $BRIG_IMAGE, then the spec's default)\n"
 	"      --store URL         Session store (default $BRIG_STORE, then brig's data dir)\n"
-	"      --body-max BYTES    Largest request body (default 16 MiB)\n"
+	"      --body-max BYTES    Largest request body held in memory (default 16 MiB)\n"
+	"      --upload-max BYTES  Largest tar in or checkpoint import, kept in a file under\n"
+	"                          $TMPDIR, else /var/tmp (default 4 GiB)\n"
 	"      --header-timeout S  Idle seconds before a connection is dropped (default 30)\n"
 	"      --drain S           Seconds calls in flight get on stop (default 60); execs and\n"
 	"                          runs still going then are cancelled and answered\n"
@@ -54,6 +56,7 @@ enum {
 	OPT_IMAGE,
 	OPT_STORE,
 	OPT_BODY,
+	OPT_UPLOAD,
 	OPT_HTO,
 	OPT_DRAIN,
 	OPT_ROUTES,
@@ -91,6 +94,7 @@ int cmd_serve(int argc, char **argv)
 		{"image", required_argument, NULL, OPT_IMAGE},
 		{"store", required_argument, NULL, OPT_STORE},
 		{"body-max", required_argument, NULL, OPT_BODY},
+		{"upload-max", required_argument, NULL, OPT_UPLOAD},
 		{"header-timeout", required_argument, NULL, OPT_HTO},
 		{"drain", required_argument, NULL, OPT_DRAIN},
 		{"routes", no_argument, NULL, OPT_ROUTES},
@@ -125,6 +129,11 @@ int cmd_serve(int argc, char **argv)
 			if (cli_parse_i64("--body-max", optarg, 1024, (int64_t)1 << 32, &v) != 0)
 				return CLI_EXIT_FAIL;
 			cfg.body_max = (size_t)v;
+			break;
+		case OPT_UPLOAD:
+			if (cli_parse_i64("--upload-max", optarg, 1024, (int64_t)1 << 40, &v) != 0)
+				return CLI_EXIT_FAIL;
+			cfg.upload_max = (size_t)v;
 			break;
 		case OPT_HTO:
 			if (cli_parse_i64("--header-timeout", optarg, 1, 3600, &v) != 0)

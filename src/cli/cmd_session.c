@@ -153,6 +153,11 @@ static int up_remote(const session_args *a, const brig_spec *spec, bool image_gi
 	ur.recorded = json_is_true(json_object_get(j, "recorded"));
 	cli_up_report(&ur);
 	brig_computer *c = ur.computer;
+	if (!c->name) {
+		json_decref(j);
+		brig_up_result_clear(&ur);
+		return cli_fail("up: the brig server's answer lacks the computer's name");
+	}
 	if (!ur.lost && c->adopted)
 		cli_note("adopted generation %u of %s/%s/%s (%s)", c->generation, a->t.id.ns, a->t.id.agent,
 			 a->t.id.session, c->state ? c->state : "state unknown");

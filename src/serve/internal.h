@@ -54,6 +54,7 @@ enum {
 	ROUTE_ALL_NS = 4,   /* needs a token of every namespace (metrics) */
 	ROUTE_HEAVY = 8,    /* tar in/out, runs: at most heavy_max in flight per token (429) */
 	ROUTE_STREAM = 16,  /* exec attach: at most streams_max open per token (429) */
+	ROUTE_SPOOL = 32,   /* raw body spooled to an unnamed file (serve__body_fd), up to upload_max */
 };
 
 typedef struct serve_route {
@@ -78,6 +79,8 @@ struct serve_req {
 	const void *token; /* serve_tokens entry; NULL: all namespaces */
 	char *body;
 	size_t body_len, body_cap;
+	int spool_fd;   /* ROUTE_SPOOL: the body so far (-1: none yet) */
+	int spool_errno; /* ROUTE_SPOOL: it could not be written */
 	json_t *json; /* the parsed body (JSON routes) */
 	bool over, answered;
 	int refused;        /* status of a refusal answered once the body is in */
@@ -106,6 +109,9 @@ const char *serve__param(serve_req *r, const char *name);
 const char *serve__query(serve_req *r, const char *name, size_t *len);
 /* The connection's socket (to notice the client leaving), or -1. */
 int serve__client_fd(serve_req *r);
+/* A ROUTE_SPOOL request's body, at its start (the server closes it; an
+ * empty one when none came). -1 (errno) when it could not be kept. */
+int serve__body_fd(serve_req *r);
 /* Whether the request's token may touch namespace ns. */
 bool serve__allowed(serve_req *r, const char *ns);
 bool serve__all_ns(serve_req *r);

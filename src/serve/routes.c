@@ -879,16 +879,13 @@ static void checkpoint_import_body(serve_req *r, serve_reply *out, const char *n
 				   const char *session)
 {
 	brig_error *err = NULL;
-	int fd = memfd_create("brig-import", MFD_CLOEXEC);
-	if (fd < 0 || brig_write_all(fd, r->body ? r->body : "", r->body_len) != 0 || lseek(fd, 0, SEEK_SET) != 0) {
-		serve__reply_fail(out, 500, "io", "cannot hold the blob: %s", strerror(errno));
-		if (fd >= 0)
-			close(fd);
+	int fd = serve__body_fd(r); /* the server's: it closes it */
+	if (fd < 0) {
+		serve__reply_fail(out, 500, "io", "cannot read the body back: %s", strerror(errno));
 		return;
 	}
 	brig_store_checkpoint *cp = NULL;
 	int rc = brig_checkpoint_import(serve__store(r), &cp, ns, agent, session, fd, NULL, &err);
-	close(fd);
 	if (rc == BRIG_EPROTO || rc == BRIG_EINVAL) {
 		/* The client's bytes, not a peer's: a bad request. */
 		serve__reply_fail(out, 400, "invalid", "%s", brig_error_message(err));
@@ -932,8 +929,9 @@ static void h_checkpoint_import_any(serve_req *r, serve_reply *out)
 			return;
 		}
 	} else {
-		int rc = brig_checkpoint__archive_session(r->body ? r->body : "", r->body_len, &ans, &aagent, &asession,
-							  &err);
+		int fd = serve__body_fd(r);
+		int rc = fd < 0 ? brig__error_set(&err, BRIG_EIO, errno, "cannot read the body back: %s", strerror(errno))
+				: brig_checkpoint__archive_session(fd, &ans, &aagent, &asession, &err);
 		if (rc || !ans) {
 			serve__reply_fail(out, 400, "invalid", "%s",
 					  rc ? brig_error_message(err)
@@ -1423,7 +1421,7 @@ static void h_egress_deny(serve_req *r, serve_reply *out)
 
 /* ?name=CONTAINER (a computer, gone or not), or ?ns&agent&session (every
  * generation of the session), as `brig egress log` takes them; newest
- * first, at most ?limit (0: all). By name, only rows of sessions the token
+ * first, at most ?limit (0: all, up to 10000 as at most). By name, only rows of sessions the token
  * covers: a run's rows (no session) only for a token of every namespace. */
 static void h_egress_log(serve_req *r, serve_reply *out)
 {
@@ -1453,6 +1451,8 @@ static void h_egress_log(serve_req *r, serve_reply *out)
 	int64_t limit = 100;
 	if (!serve__query_i64(r, out, "limit", 0, 10000, &limit))
 		return;
+	if (limit == 0)
+		limit = 10000; /* "all", within what one answer carries */
 	brig_store_egress *rows = NULL;
 	size_t n = 0;
 	if (brig_store_egress_list(serve__store(r), &rows, &n, name, id.ns, id.agent, id.session, (size_t)limit,
@@ -1483,7 +1483,7 @@ const serve_route serve__routes[] = {
 	{"GET", "/v1/sessions", h_sessions, 0},
 	{"DELETE", "/v1/checkpoints/{id}", h_checkpoint_remove, 0},
 	{"GET", "/v1/checkpoints/{id}/export", h_checkpoint_export_id, 0},
-	{"POST", "/v1/checkpoints/import", h_checkpoint_import_any, ROUTE_RAW_BODY},
+	{"POST", "/v1/checkpoints/import", h_checkpoint_import_any, ROUTE_RAW_BODY | ROUTE_SPOOL},
 	{"DELETE", "/v1/sessions/{ns}/{agent}/{session}", h_session_remove, 0},
 	{"GET", "/v1/events", h_events, 0},
 	{"GET", "/v1/egress/log", h_egress_log, 0},
@@ -1507,11 +1507,11 @@ const serve_route serve__routes[] = {
 	{"POST", C "/files/move", serve__h_file_move, 0},
 	{"POST", C "/files/mkdir", serve__h_file_mkdir, 0},
 	{"GET", C "/archive", serve__h_archive_get, ROUTE_HEAVY},
-	{"PUT", C "/archive", serve__h_archive_put, ROUTE_RAW_BODY | ROUTE_HEAVY},
+	{"PUT", C "/archive", serve__h_archive_put, ROUTE_RAW_BODY | ROUTE_HEAVY | ROUTE_SPOOL},
 	{"POST", C "/checkpoints", h_checkpoint_create, 0},
 	{"GET", C "/checkpoints", h_checkpoint_list, 0},
 	{"GET", C "/checkpoints/{id}/export", h_checkpoint_export, 0},
-	{"POST", C "/checkpoints/import", h_checkpoint_import, ROUTE_RAW_BODY},
+	{"POST", C "/checkpoints/import", h_checkpoint_import, ROUTE_RAW_BODY | ROUTE_SPOOL},
 	{"POST", C "/recover", h_recover, 0},
 	{"GET", C "/history", h_history, 0},
 	{"POST", C "/exec/attach", serve__h_exec_attach, ROUTE_STREAM},

@@ -454,19 +454,15 @@ static void stage_remove(const char *dir)
 	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-typedef struct mem_reader {
-	const char *data;
-	size_t len, off;
-} mem_reader;
-
-static ssize_t mem_read(char *buf, size_t len, void *payload, brig_error **err)
+/* The spooled body (ROUTE_SPOOL), read from its start. */
+static ssize_t body_read(char *buf, size_t len, void *payload, brig_error **err)
 {
-	(void)err;
-	mem_reader *m = payload;
-	size_t n = m->len - m->off < len ? m->len - m->off : len;
-	memcpy(buf, m->data + m->off, n);
-	m->off += n;
-	return (ssize_t)n;
+	ssize_t n;
+	while ((n = read(*(int *)payload, buf, len)) < 0 && errno == EINTR)
+		;
+	if (n < 0)
+		brig__error_set(err, BRIG_EIO, errno, "tar in: reading the body back: %s", strerror(errno));
+	return n;
 }
 
 void serve__h_archive_put(serve_req *r, serve_reply *out)
@@ -495,10 +491,11 @@ void serve__h_archive_put(serve_req *r, serve_reply *out)
 		brig_tar_extract_opts o = BRIG_TAR_EXTRACT_OPTS_INIT;
 		o.allow_symlinks = true;
 		brig_tar_extract *x = NULL;
-		mem_reader m = {r->body ? r->body : "", r->body_len, 0};
-		rc = brig_tar_extract_new(&x, AT_FDCWD, dir, &o, &err);
+		int bfd = serve__body_fd(r);
+		rc = bfd < 0 ? brig__error_set(&err, BRIG_EIO, errno, "tar in: reading the body back: %s", strerror(errno))
+			     : brig_tar_extract_new(&x, AT_FDCWD, dir, &o, &err);
 		if (!rc)
-			rc = brig_tar_extract_from_reader(x, mem_read, &m, &err);
+			rc = brig_tar_extract_from_reader(x, body_read, &bfd, &err);
 		brig_tar_extract_free(x);
 		if (rc == BRIG_EUNSAFE)
 			brig__error_prefix(

@@ -25,6 +25,7 @@
 #define ATTACH_READ 65536
 
 typedef struct attach {
+	bool ended; /* its end frame was sent */
 	serve_server *srv;
 	brig_engine *e;
 	brig_store *s;
@@ -156,6 +157,7 @@ static void size_of(int *rows, int *cols, void *payload)
 /* The end frame: ev (taken) as one JSON object. */
 static void send_end(attach *a, json_t *ev)
 {
+	a->ended = true;
 	char *text = json_dumps(ev, JSON_COMPACT);
 	json_decref(ev);
 	if (text)
@@ -413,8 +415,17 @@ static void *attach_thread(void *arg)
 		hang_up(a);
 	char *buf = xmalloc(ATTACH_READ);
 	for (;;) {
-		if (!open && !rd.started)
-			break; /* a run gone before its inputs were in: nothing runs */
+		if (!open && !rd.started) {
+			/* a run gone before its inputs were in: nothing runs, and a
+			 * client that only half-closed (Ctrl-C) hears so */
+			if (a->run && !a->ended) {
+				brig_error *e = NULL;
+				brig__error_set(&e, BRIG_ECANCELED, 0, "run canceled before its inputs were in: nothing ran");
+				send_end(a, serve__error_event(BRIG_ECANCELED, e));
+				brig_error_free(e);
+			}
+			break;
+		}
 		/* The client is read only when its stdin so far is out: a
 		 * command that does not read stdin holds the client back (TCP's
 		 * window), not the server's memory. Its hang-up is seen anyway. */

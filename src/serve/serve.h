@@ -48,6 +48,7 @@
 
 #define SERVE_DEFAULT_SOCKET "/run/brig/brig.sock"
 #define SERVE_BODY_MAX ((size_t)16 << 20)   /* default request body cap, bytes */
+#define SERVE_UPLOAD_MAX ((size_t)4 << 30)  /* default cap of a spooled body (tar in, checkpoint import) */
 #define SERVE_HEADER_TIMEOUT_S 30           /* default inactivity limit */
 #define SERVE_DRAIN_S 60                    /* default drain limit on stop */
 #define SERVE_MAX_CONNECTIONS 512           /* threads, one per connection */
@@ -78,6 +79,7 @@ typedef struct serve_config {
 	const char *tokens;             /* tokens file; required with tcp:// */
 	const char *image;              /* image of a new computer whose spec names none; NULL: the spec's default */
 	size_t body_max;                /* 0: SERVE_BODY_MAX */
+	size_t upload_max;              /* 0: SERVE_UPLOAD_MAX; bodies spooled to a file, not memory */
 	unsigned header_timeout_s;      /* 0: SERVE_HEADER_TIMEOUT_S */
 	unsigned drain_s;               /* 0: SERVE_DRAIN_S */
 	int stop_fd;                    /* readable → drain and return */

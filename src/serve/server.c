@@ -690,6 +690,36 @@ static void refuse(serve_req *r, int status, const char *code, const char *msg, 
 	r->refused_close = close;
 }
 
+static bool spooled(const serve_req *r)
+{
+	return r->route && (r->route->flags & ROUTE_SPOOL);
+}
+
+/* The largest body r may send: a spooled route's goes to a file. */
+static size_t body_cap_of(const serve_req *r)
+{
+	return spooled(r) ? r->srv->cfg.upload_max : r->srv->cfg.body_max;
+}
+
+/* An unnamed file for a spooled body, where temporary files go. */
+static int spool_open(void)
+{
+	const char *t = getenv("TMPDIR");
+	int fd = open(t && *t == '/' ? t : "/var/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	return fd >= 0 ? fd : open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+}
+
+int serve__body_fd(serve_req *r)
+{
+	if (r->spool_errno) {
+		errno = r->spool_errno;
+		return -1;
+	}
+	if (r->spool_fd < 0 && (r->spool_fd = spool_open()) < 0)
+		return -1;
+	return lseek(r->spool_fd, 0, SEEK_SET) == 0 ? r->spool_fd : -1;
+}
+
 /* The checks made before any body is read. Returns true when it answered
  * at once (a body too large to read). */
 static bool early_checks(serve_req *r, enum MHD_Result *ret)
@@ -700,9 +730,9 @@ static bool early_checks(serve_req *r, enum MHD_Result *ret)
 		char *end;
 		errno = 0;
 		unsigned long long v = strtoull(cl, &end, 10);
-		if (errno || *end || v > s->cfg.body_max) {
+		if (errno || *end || v > body_cap_of(r)) {
 			char m[96];
-			snprintf(m, sizeof m, "the body is larger than %zu bytes", s->cfg.body_max);
+			snprintf(m, sizeof m, "the body is larger than %zu bytes", body_cap_of(r));
 			*ret = answer_fail(r, 413, "too_big", m, true);
 			return true;
 		}
@@ -795,6 +825,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	serve_req *r = *con_cls;
 	if (!r) {
 		r = xcalloc(1, sizeof *r);
+		r->spool_fd = -1;
 		r->srv = s;
 		r->conn = conn;
 		r->method = xstrdup(method);
@@ -825,8 +856,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			r->refused_len += n;
 			return r->refused_len > s->cfg.body_max ? MHD_NO : MHD_YES;
 		}
-		if (r->over || r->body_len + n > s->cfg.body_max) {
+		if (r->over || r->body_len + n > body_cap_of(r)) {
 			r->over = true;
+			return MHD_YES;
+		}
+		if (spooled(r)) {
+			if (!r->spool_errno && r->spool_fd < 0 && (r->spool_fd = spool_open()) < 0)
+				r->spool_errno = errno;
+			if (!r->spool_errno && brig_write_all(r->spool_fd, upload, n) != 0)
+				r->spool_errno = errno ? errno : EIO;
+			r->body_len += n;
 			return MHD_YES;
 		}
 		if (r->body_len + n + 1 > r->body_cap) {
@@ -844,8 +883,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return answer_fail(r, r->refused, r->refused_code, r->refused_msg, r->refused_close);
 	if (r->over) {
 		char m[96];
-		snprintf(m, sizeof m, "the body is larger than %zu bytes", s->cfg.body_max);
+		snprintf(m, sizeof m, "the body is larger than %zu bytes", body_cap_of(r));
 		return answer_fail(r, 413, "too_big", m, true);
+	}
+	if (r->spool_errno) {
+		char m[128];
+		snprintf(m, sizeof m, "the body cannot be kept: %s", strerror(r->spool_errno));
+		return answer_fail(r, 500, "io", m, true);
 	}
 	serve_reply rep = {0};
 	dispatch(r, &rep);
@@ -879,6 +923,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		free(r->param[i]);
 	json_decref(r->json);
 	free(r->body);
+	if (r->spool_fd >= 0)
+		close(r->spool_fd);
 	free(r->method);
 	free(r->url);
 	free(r);
@@ -1137,6 +1183,8 @@ int serve_run(const serve_config *cfg, brig_error **err)
 	s->cfg = *cfg;
 	if (!s->cfg.body_max)
 		s->cfg.body_max = SERVE_BODY_MAX;
+	if (!s->cfg.upload_max)
+		s->cfg.upload_max = SERVE_UPLOAD_MAX;
 	if (!s->cfg.header_timeout_s)
 		s->cfg.header_timeout_s = SERVE_HEADER_TIMEOUT_S;
 	if (!s->cfg.drain_s)

@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "checkpoint/cas.h"
 
@@ -60,7 +62,11 @@ static void session_of(const uint8_t *data, size_t size)
 {
 	char *ns = NULL, *agent = NULL, *session = NULL;
 	brig_error *err = NULL;
-	int rc = brig_checkpoint__archive_session(data, size, &ns, &agent, &session, &err);
+	int fd = memfd_create("fuzz", MFD_CLOEXEC);
+	if (fd < 0 || write(fd, data, size) != (ssize_t)size || lseek(fd, 0, SEEK_SET) != 0)
+		abort();
+	int rc = brig_checkpoint__archive_session(fd, &ns, &agent, &session, &err);
+	close(fd);
 	if ((rc == 0) != (err == NULL) || (rc && ns) || !!ns != !!agent || !!ns != !!session)
 		abort();
 	brig_error_free(err);

@@ -198,7 +198,8 @@ class Api(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmpdir = tempfile.TemporaryDirectory()
-        cls.srv = Server(cls.tmpdir.name, extra=["--body-max", "65536", "--header-timeout", "2"])
+        cls.srv = Server(cls.tmpdir.name, extra=["--body-max", "65536", "--upload-max", "8388608",
+                                                 "--header-timeout", "2"])
         cls.py = PyClient(cls.srv.sock)
 
     @classmethod
@@ -538,6 +539,42 @@ class Api(unittest.TestCase):
             self.assertLess(threads - threads0, 3, "threads grow with stop/create cycles: %d → %d" % (threads0, threads))
         finally:
             c.call("DELETE", C, token=TOK_A)
+
+    def test_spooled_bodies(self):
+        """A tar sent in and a checkpoint import are kept in a file, not
+        memory: past --body-max (64 KiB here), up to --upload-max (8 MiB)."""
+        c = self.py
+        p = self.cpath(NS_A, "spool")
+        self.create(c, NS_A, TOK_A, "spool")
+        try:
+            data = os.urandom(1 << 20)  # a MiB that does not compress
+            tb = io.BytesIO()
+            with tarfile.open(fileobj=tb, mode="w") as tf:
+                ti = tarfile.TarInfo("big.bin")
+                ti.size = len(data)
+                tf.addfile(ti, io.BytesIO(data))
+            st, _, b = c.call("PUT", p + "/archive?path=/workspace", raw=tb.getvalue(), token=TOK_A)
+            self.assertEqual(st, 204, b)
+            st, _, b = c.call("GET", p + "/files/stat?path=big.bin", token=TOK_A)
+            self.assertEqual((st, json.loads(b)["size"]), (200, len(data)), b)
+            st, _, b = c.call("POST", p + "/checkpoints", token=TOK_A)
+            self.assertEqual(st, 201, b)
+            st, _, arc = c.call("GET", "/v1/checkpoints/%d/export" % json.loads(b)["id"], token=TOK_A)
+            self.assertGreater((st, len(arc)), (200, 1 << 20))
+            st, _, b = c.call("POST", "/v1/checkpoints/import", raw=arc, token=TOK_A)
+            self.assertEqual((st, json.loads(b)["session"]), (201, "spool"), b)
+            st, _, b = c.call("POST", p + "/checkpoints/import", raw=arc, token=TOK_A)
+            self.assertEqual(st, 201, b)
+            self.assertError(c.call("POST", p + "/exec", raw=b"x" * 70000, token=TOK_A), 413, "too_big")  # JSON: memory
+            for method, path in (("PUT", p + "/archive?path=/workspace"), ("POST", "/v1/checkpoints/import")):
+                sk = socket.socket(socket.AF_UNIX)
+                sk.connect(self.srv.sock)
+                sk.sendall(("%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n"
+                            % (method, path, TOK_A, (8 << 20) + 1)).encode())
+                self.assertIn(b" 413 ", sk.recv(4096), path)
+                sk.close()
+        finally:
+            c.call("DELETE", p, token=TOK_A)
 
     # ---- egress rules (a computer of network egress: its proxy is the host's one) ----
 
@@ -2261,6 +2298,13 @@ class CliClient(unittest.TestCase):
         finally:
             shutil.rmtree(base, ignore_errors=True)
             self.rm_runs()
+
+    def test_run_server_image(self):
+        """No image chosen here (no --image, no BRIG_IMAGE): a run through the
+        server gets the server's (the test image, busybox's), as up does."""
+        r = self.brig(self.host, "run", "--ns", NS_A, "--label", LABEL, "--", "sh", "-c", "test -x /bin/busybox",
+                      env={"BRIG_IMAGE": ""})
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_run_refused(self):
         """Usage errors as direct; through the server --ns is required, and a
